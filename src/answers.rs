@@ -1,0 +1,125 @@
+//! Recorded answers of vendor libraries (NVML, CUDA, cuFile, verbs), so a recorded tree replays a real
+//! machine's library answers the way `--root` replays its files.
+//!
+//! A probe that calls a library gathers what the library said into one serialisable value per key and asks
+//! [`Answers::obtain`] for it: replayed from `<root>/vendor-answers.json` when the root has one, otherwise
+//! collected live (and kept, so `snapshot` can write it out).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::Context as _;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::host::Host;
+
+/// File name of the recording, at the top of a recorded root (beside `proc/` and `sys/`).
+pub const ANSWERS_FILE: &str = "vendor-answers.json";
+
+#[derive(Debug, Default)]
+pub struct Answers {
+    replay: Option<(PathBuf, BTreeMap<String, Value>)>,
+    recorded: Mutex<BTreeMap<String, Value>>,
+}
+
+/// A value and whether it was replayed from a recording.
+#[derive(Debug, Clone)]
+pub struct Obtained<T> {
+    pub value: T,
+    pub replayed: bool,
+}
+
+impl Answers {
+    /// No recording: every answer is collected live.
+    pub fn live() -> Self {
+        Self::default()
+    }
+
+    /// Replays `<root>/vendor-answers.json` when the root is a recorded tree that has one.
+    pub fn for_host(host: &Host) -> anyhow::Result<Self> {
+        if host.is_live() {
+            return Ok(Self::live());
+        }
+        let path = host.root().join(ANSWERS_FILE);
+        if !path.exists() {
+            return Ok(Self::live());
+        }
+        Self::from_file(&path)
+    }
+
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let map: BTreeMap<String, Value> =
+            serde_json::from_str(&text).with_context(|| format!("parsing recorded answers {}", path.display()))?;
+        Ok(Answers { replay: Some((path.to_path_buf(), map)), recorded: Mutex::default() })
+    }
+
+    pub fn is_replay(&self) -> bool {
+        self.replay.is_some()
+    }
+
+    /// The answer stored under `key`: replayed when recorded, else `collect()`ed now and kept for `snapshot`.
+    /// Err when the recording exists but lacks the key or holds a value of another shape.
+    pub fn obtain<T, F>(&self, key: &str, collect: F) -> Result<Obtained<T>, String>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> T,
+    {
+        if let Some((path, map)) = &self.replay {
+            let value = map
+                .get(key)
+                .ok_or_else(|| format!("the recording {} has no answers for `{key}`", path.display()))?;
+            let value = serde_json::from_value(value.clone())
+                .map_err(|e| format!("recorded answers `{key}` in {} are malformed: {e}", path.display()))?;
+            return Ok(Obtained { value, replayed: true });
+        }
+        let value = collect();
+        self.record(key, &value);
+        Ok(Obtained { value, replayed: false })
+    }
+
+    pub fn record<T: Serialize>(&self, key: &str, value: &T) {
+        if let Ok(v) = serde_json::to_value(value) {
+            if let Ok(mut recorded) = self.recorded.lock() {
+                recorded.insert(key.to_string(), v);
+            }
+        }
+    }
+
+    /// Adds answers a child process collected.
+    pub fn absorb(&self, answers: BTreeMap<String, Value>) {
+        if let Ok(mut recorded) = self.recorded.lock() {
+            recorded.extend(answers);
+        }
+    }
+
+    pub fn take_recorded(&self) -> BTreeMap<String, Value> {
+        self.recorded.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_answers_are_collected_and_kept() {
+        let answers = Answers::live();
+        let got = answers.obtain("nvml", || 3u32).unwrap();
+        assert_eq!((got.value, got.replayed), (3, false));
+        assert_eq!(answers.take_recorded().get("nvml"), Some(&Value::from(3)));
+    }
+
+    #[test]
+    fn recorded_answers_replay_without_calling() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ANSWERS_FILE), r#"{"nvml": 8}"#).unwrap();
+        let answers = Answers::for_host(&Host::at(dir.path()).unwrap()).unwrap();
+        let got = answers.obtain("nvml", || -> u32 { panic!("must not call the library") }).unwrap();
+        assert_eq!((got.value, got.replayed), (8, true));
+        assert!(answers.obtain::<u32, _>("cuda", || 0).unwrap_err().contains("no answers for `cuda`"));
+    }
+}

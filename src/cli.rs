@@ -1,0 +1,108 @@
+//! Command-line interface (clap derive only; no behaviour here).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::report::Format;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fabric-preflight",
+    version,
+    about = "Checks a GPU node's data paths (GPUDirect RDMA, GPUDirect Storage, IB/RoCE, PCIe, NCCL transport) before work lands on it",
+    after_help = crate::exit::HELP
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Run the checks of a profile on this host (or a recorded tree) and report
+    #[command(after_help = crate::exit::HELP)]
+    Run(RunArgs),
+    /// Every check id, what it verifies and what it needs
+    List,
+    /// What a check reads, why it matters, and how to fix what it reports
+    Explain {
+        /// Check id, e.g. gdr.kernel_path
+        id: String,
+    },
+    /// Built-in profiles and what each expects
+    Profiles,
+    /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
+    #[command(name = "__probe", hide = true)]
+    ProbeChild,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Profile: a built-in name (see `profiles`) or a path to a YAML file
+    #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
+    pub profile: String,
+
+    /// Run only these checks (comma-separated ids)
+    #[arg(long, value_name = "ID,..", value_delimiter = ',')]
+    pub only: Vec<String>,
+
+    /// Leave these checks out (comma-separated ids)
+    #[arg(long, value_name = "ID,..", value_delimiter = ',')]
+    pub skip: Vec<String>,
+
+    /// Format written to stdout (or to a bare --output PATH)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
+    /// Repeatable.
+    #[arg(long, value_name = "[FORMAT=]PATH")]
+    pub output: Vec<String>,
+
+    /// Read /proc, /sys, /dev, /etc and /run under DIR instead of / (a recorded tree)
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Deadline for the whole run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    pub timeout: f64,
+
+    /// Warnings fail the run (exit 1)
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+
+    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+
+    /// NCCL_DEBUG=INFO output to judge with nccl.transport (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub nccl_log: Vec<PathBuf>,
+
+    /// Directory on the filesystem to test with gds.read (default: the system temp dir)
+    #[arg(long, value_name = "DIR")]
+    pub gds_dir: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,341 @@
+//! The host root: every read of `/proc`, `/sys`, `/dev`, `/etc` and `/run` goes through [`Host`].
+//!
+//! Probes name host-absolute paths (`/sys/class/infiniband`). On the live machine the root is `/`; with
+//! `--root DIR` each path `P` maps to `DIR/P` and symlinks are resolved inside `DIR`, so a recorded tree
+//! replays exactly like the machine it was taken from (sysfs links are relative, `/etc` links often absolute).
+
+use std::fmt;
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+
+/// Largest text file a probe reads; sysfs attributes are at most a page, procfs tables a few KiB.
+/// Anything bigger is not what the probe expects and is reported rather than slurped.
+pub const MAX_TEXT_BYTES: u64 = 1 << 20;
+
+/// Symlink hops allowed while resolving one path (the kernel's own limit is 40).
+const MAX_LINK_HOPS: usize = 40;
+
+#[derive(Debug, Clone)]
+pub struct Host {
+    root: PathBuf,
+    live: bool,
+}
+
+/// Why a host file could not be read. Carries the host path, never the mapped one, so evidence reads the same
+/// live and replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    pub path: String,
+    pub kind: ReadErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadErrorKind {
+    NotFound,
+    PermissionDenied,
+    /// EINVAL: sysfs uses it for "no value here" (an empty GID slot).
+    InvalidArgument,
+    IsDirectory,
+    NotDirectory,
+    TooLarge(u64),
+    NotUtf8,
+    SymlinkLoop,
+    Other(String),
+}
+
+impl ReadError {
+    fn new(path: &str, kind: ReadErrorKind) -> Self {
+        ReadError { path: path.to_string(), kind }
+    }
+
+    fn from_io(path: &str, err: &io::Error) -> Self {
+        let kind = match err.kind() {
+            io::ErrorKind::NotFound => ReadErrorKind::NotFound,
+            io::ErrorKind::PermissionDenied => ReadErrorKind::PermissionDenied,
+            io::ErrorKind::IsADirectory => ReadErrorKind::IsDirectory,
+            io::ErrorKind::NotADirectory => ReadErrorKind::NotDirectory,
+            _ => match err.raw_os_error() {
+                Some(libc::EINVAL) => ReadErrorKind::InvalidArgument,
+                Some(libc::ELOOP) => ReadErrorKind::SymlinkLoop,
+                Some(libc::EISDIR) => ReadErrorKind::IsDirectory,
+                _ => ReadErrorKind::Other(err.to_string()),
+            },
+        };
+        Self::new(path, kind)
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.kind == ReadErrorKind::NotFound
+    }
+
+    /// The reason alone, for evidence lines of the form `path = <reason>`.
+    pub fn reason(&self) -> String {
+        match &self.kind {
+            ReadErrorKind::NotFound => "<missing>".into(),
+            ReadErrorKind::PermissionDenied => "<permission denied>".into(),
+            ReadErrorKind::InvalidArgument => "<EINVAL>".into(),
+            ReadErrorKind::IsDirectory => "<is a directory>".into(),
+            ReadErrorKind::NotDirectory => "<not a directory>".into(),
+            ReadErrorKind::TooLarge(n) => format!("<larger than {n} bytes>"),
+            ReadErrorKind::NotUtf8 => "<not UTF-8 text>".into(),
+            ReadErrorKind::SymlinkLoop => "<symlink loop>".into(),
+            ReadErrorKind::Other(msg) => format!("<{msg}>"),
+        }
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot read {}: {}", self.path, self.reason())
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+pub type ReadResult<T> = Result<T, ReadError>;
+
+impl Host {
+    /// The machine this process runs on.
+    pub fn live() -> Self {
+        Host { root: PathBuf::from("/"), live: true }
+    }
+
+    /// A recorded tree. The directory must exist.
+    pub fn at(root: &Path) -> anyhow::Result<Self> {
+        let meta = fs::metadata(root)
+            .map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
+        anyhow::ensure!(meta.is_dir(), "--root {}: not a directory", root.display());
+        let root = fs::canonicalize(root)
+            .map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
+        let live = root == Path::new("/");
+        Ok(Host { root, live })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// Where the host path `path` lies on this machine's filesystem, with every symlink resolved inside the
+    /// root. The error names the host path.
+    pub fn resolve(&self, path: &str) -> ReadResult<PathBuf> {
+        if self.live {
+            return Ok(PathBuf::from(path));
+        }
+        self.resolve_in_root(path).map(|host_path| self.map(&host_path))
+    }
+
+    /// The host-absolute path `path` points to once symlinks are followed (`/sys/bus/pci/devices/0000:17:00.0`
+    /// → `/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0`).
+    pub fn canonical(&self, path: &str) -> ReadResult<String> {
+        if self.live {
+            return fs::canonicalize(path)
+                .map(|p| p.to_string_lossy().into_owned())
+                .map_err(|e| ReadError::from_io(path, &e));
+        }
+        let resolved = self.resolve_in_root(path)?;
+        // A dangling last component is reported, as canonicalize does live.
+        fs::symlink_metadata(self.map(&resolved)).map_err(|e| ReadError::from_io(path, &e))?;
+        Ok(resolved)
+    }
+
+    /// Text content with trailing whitespace (the kernel's newline) removed.
+    pub fn read(&self, path: &str) -> ReadResult<String> {
+        let bytes = self.read_bytes(path, MAX_TEXT_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| ReadError::new(path, ReadErrorKind::NotUtf8))?;
+        Ok(text.trim_end().to_string())
+    }
+
+    /// At most `max` bytes; a longer file is an error, not a truncated answer (config space is read with the
+    /// exact size it may have).
+    pub fn read_bytes(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
+        let real = self.resolve(path)?;
+        let file = fs::File::open(&real).map_err(|e| ReadError::from_io(path, &e))?;
+        let mut buf = Vec::new();
+        // Read one byte past the limit to tell "exactly max" from "more than max"; sysfs reports size 4096
+        // whatever the content, so metadata cannot be trusted.
+        file.take(max + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        if buf.len() as u64 > max {
+            return Err(ReadError::new(path, ReadErrorKind::TooLarge(max)));
+        }
+        Ok(buf)
+    }
+
+    /// Entry names of a directory, sorted so output is stable.
+    pub fn read_dir(&self, path: &str) -> ReadResult<Vec<String>> {
+        let real = self.resolve(path)?;
+        let entries = fs::read_dir(&real).map_err(|e| ReadError::from_io(path, &e))?;
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The raw target of a symlink (`../../../devices/pci0000:00/0000:00:06.0`).
+    pub fn read_link(&self, path: &str) -> ReadResult<String> {
+        let parent = parent_of(path);
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let dir = if self.live { PathBuf::from(&parent) } else { self.map(&self.resolve_in_root(&parent)?) };
+        fs::read_link(dir.join(name))
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| ReadError::from_io(path, &e))
+    }
+
+    pub fn exists(&self, path: &str) -> bool {
+        self.resolve(path).map(|p| p.exists()).unwrap_or(false)
+    }
+
+    pub fn is_dir(&self, path: &str) -> bool {
+        self.resolve(path).map(|p| p.is_dir()).unwrap_or(false)
+    }
+
+    /// `stat` of a host path, following symlinks inside the root.
+    pub fn metadata(&self, path: &str) -> ReadResult<fs::Metadata> {
+        let real = self.resolve(path)?;
+        fs::metadata(&real).map_err(|e| ReadError::from_io(path, &e))
+    }
+
+    fn map(&self, host_path: &str) -> PathBuf {
+        self.root.join(host_path.trim_start_matches('/'))
+    }
+
+    /// Walks `path` one component at a time, following symlinks with the root as `/`.
+    fn resolve_in_root(&self, path: &str) -> ReadResult<String> {
+        let mut pending: Vec<String> = components(path);
+        pending.reverse();
+        let mut resolved: Vec<String> = Vec::new();
+        let mut hops = 0;
+        while let Some(part) = pending.pop() {
+            match part.as_str() {
+                "." => continue,
+                ".." => {
+                    resolved.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            resolved.push(part);
+            let here = format!("/{}", resolved.join("/"));
+            let real = self.map(&here);
+            let Ok(meta) = fs::symlink_metadata(&real) else {
+                // Missing component: the rest cannot be links; let the final open report ENOENT.
+                continue;
+            };
+            if !meta.file_type().is_symlink() {
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_LINK_HOPS {
+                return Err(ReadError::new(path, ReadErrorKind::SymlinkLoop));
+            }
+            let target = fs::read_link(&real).map_err(|e| ReadError::from_io(path, &e))?;
+            resolved.pop();
+            if target.is_absolute() {
+                resolved.clear();
+            }
+            let mut target_parts = components(&target.to_string_lossy());
+            target_parts.reverse();
+            pending.extend(target_parts);
+        }
+        Ok(format!("/{}", resolved.join("/")))
+    }
+}
+
+fn components(path: &str) -> Vec<String> {
+    Path::new(path)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `/a/b/c` → `/a/b`.
+pub fn parent_of(path: &str) -> String {
+    match path.trim_end_matches('/').rsplit_once('/') {
+        Some(("", _)) | None => "/".into(),
+        Some((parent, _)) => parent.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> (tempfile::TempDir, Host) {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        fs::create_dir_all(r.join("sys/devices/pci0000:00/0000:00:06.0")).unwrap();
+        fs::write(r.join("sys/devices/pci0000:00/0000:00:06.0/vendor"), "0x10de\n").unwrap();
+        fs::create_dir_all(r.join("sys/bus/pci/devices")).unwrap();
+        symlink("../../../devices/pci0000:00/0000:00:06.0", r.join("sys/bus/pci/devices/0000:00:06.0")).unwrap();
+        fs::create_dir_all(r.join("etc/alternatives")).unwrap();
+        fs::write(r.join("etc/alternatives/real.json"), "{}").unwrap();
+        symlink("/etc/alternatives/real.json", r.join("etc/cufile.json")).unwrap();
+        symlink("loop-b", r.join("etc/loop-a")).unwrap();
+        symlink("loop-a", r.join("etc/loop-b")).unwrap();
+        let host = Host::at(r).unwrap();
+        (dir, host)
+    }
+
+    #[test]
+    fn relative_sysfs_links_resolve_inside_root() {
+        let (_d, host) = tree();
+        assert_eq!(host.read("/sys/bus/pci/devices/0000:00:06.0/vendor").unwrap(), "0x10de");
+        assert_eq!(
+            host.canonical("/sys/bus/pci/devices/0000:00:06.0").unwrap(),
+            "/sys/devices/pci0000:00/0000:00:06.0"
+        );
+    }
+
+    #[test]
+    fn absolute_links_stay_inside_root() {
+        let (_d, host) = tree();
+        assert_eq!(host.read("/etc/cufile.json").unwrap(), "{}");
+    }
+
+    #[test]
+    fn symlink_loop_is_an_error_not_a_hang() {
+        let (_d, host) = tree();
+        assert_eq!(host.read("/etc/loop-a").unwrap_err().kind, ReadErrorKind::SymlinkLoop);
+    }
+
+    #[test]
+    fn missing_file_names_host_path() {
+        let (_d, host) = tree();
+        let err = host.read("/proc/modules").unwrap_err();
+        assert_eq!(err.path, "/proc/modules");
+        assert!(err.is_not_found());
+    }
+
+    #[test]
+    fn oversized_file_is_refused() {
+        let (d, host) = tree();
+        fs::write(d.path().join("etc/big"), vec![b'x'; 100]).unwrap();
+        assert_eq!(host.read_bytes("/etc/big", 10).unwrap_err().kind, ReadErrorKind::TooLarge(10));
+        assert_eq!(host.read_bytes("/etc/big", 100).unwrap().len(), 100);
+    }
+
+    #[test]
+    fn directory_read_as_file_is_an_error() {
+        let (_d, host) = tree();
+        assert!(host.read("/sys/bus").is_err());
+    }
+
+    #[test]
+    fn parent_of_handles_root() {
+        assert_eq!(parent_of("/proc"), "/");
+        assert_eq!(parent_of("/a/b/c"), "/a/b");
+    }
+}

@@ -1,0 +1,264 @@
+//! Running a probe in a child process of this binary (`fabric-preflight __probe`), so that a vendor library
+//! that hangs or crashes is killed at the deadline instead of taking the run down, and so that libraries which
+//! print on stdout (libcufile does) cannot corrupt a JSON report.
+//!
+//! Protocol: the parent writes a [`ProbeJob`] as JSON on the child's stdin; the child moves its own stdout onto
+//! stderr, runs the probe, and writes a [`ProbeReply`] on the original stdout. Before each library call a probe
+//! leaves a [`breadcrumb`] on stderr, so a timeout can name the call that never returned.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::answers::Answers;
+use crate::host::Host;
+use crate::probe::{CheckResult, Context, Inputs};
+use crate::profile::Profile;
+
+/// Hidden subcommand the parent re-executes itself with.
+pub const CHILD_SUBCOMMAND: &str = "__probe";
+const BREADCRUMB_PREFIX: &str = "fabric-preflight:calling:";
+/// How much of the child's stderr is kept for evidence.
+const STDERR_TAIL_BYTES: usize = 4096;
+
+static IN_CHILD: AtomicBool = AtomicBool::new(false);
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProbeJob {
+    pub id: String,
+    /// `None` = the live host.
+    pub root: Option<PathBuf>,
+    pub profile: Profile,
+    pub inputs: Inputs,
+    pub timeout_ms: u64,
+    pub scratch: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct ProbeReply {
+    pub results: Vec<CheckResult>,
+    /// Vendor answers the child collected live, for `snapshot`.
+    pub recorded: BTreeMap<String, Value>,
+}
+
+/// Marks the vendor call about to be made. A no-op outside a child process.
+pub fn breadcrumb(call: &str) {
+    if IN_CHILD.load(Ordering::Relaxed) {
+        eprintln!("{BREADCRUMB_PREFIX}{call}");
+    }
+}
+
+/// Why a child produced no reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildFailure {
+    pub summary: String,
+    pub evidence: Vec<String>,
+}
+
+/// Runs `job` in a child process and waits at most `timeout` for it.
+pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, ChildFailure> {
+    let exe = std::env::current_exe().map_err(|e| ChildFailure {
+        summary: format!("cannot find this binary to run the probe in a child process: {e}"),
+        evidence: vec![],
+    })?;
+    let mut child = Command::new(exe)
+        .arg(CHILD_SUBCOMMAND)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| ChildFailure { summary: format!("cannot start probe child process: {e}"), evidence: vec![] })?;
+
+    let job_json = serde_json::to_vec(job).unwrap_or_default();
+    if let Some(mut stdin) = child.stdin.take() {
+        // A child that dies at once closes the pipe; its exit status tells the story below.
+        let _ = stdin.write_all(&job_json);
+    }
+    let stdout_reader = child.stdout.take().map(|mut out| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = out.read_to_end(&mut buf);
+            buf
+        })
+    });
+    let stderr_reader = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut tail: Vec<u8> = Vec::new();
+            let mut last_call = None;
+            let mut chunk = [0u8; 8192];
+            let mut pending_line = Vec::new();
+            while let Ok(n) = err.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                for &b in &chunk[..n] {
+                    if b == b'\n' {
+                        let line = String::from_utf8_lossy(&pending_line);
+                        match line.strip_prefix(BREADCRUMB_PREFIX) {
+                            Some(call) => last_call = Some(call.to_string()),
+                            None => {
+                                tail.extend_from_slice(&pending_line);
+                                tail.push(b'\n');
+                            }
+                        }
+                        pending_line.clear();
+                    } else if pending_line.len() < STDERR_TAIL_BYTES {
+                        pending_line.push(b);
+                    }
+                }
+                if tail.len() > STDERR_TAIL_BYTES * 2 {
+                    tail.drain(..tail.len() - STDERR_TAIL_BYTES);
+                }
+            }
+            tail.extend_from_slice(&pending_line);
+            let start = tail.len().saturating_sub(STDERR_TAIL_BYTES);
+            (String::from_utf8_lossy(&tail[start..]).into_owned(), last_call)
+        })
+    });
+
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    let stdout = stdout_reader.and_then(|h| h.join().ok()).unwrap_or_default();
+    let (stderr_tail, last_call) = stderr_reader.and_then(|h| h.join().ok()).unwrap_or_default();
+    let in_call = last_call.as_deref().map(|c| format!(" in {c}")).unwrap_or_default();
+    let mut evidence = Vec::new();
+    if let Some(call) = &last_call {
+        evidence.push(format!("last library call = {call}"));
+    }
+    let stderr_tail = stderr_tail.trim();
+    if !stderr_tail.is_empty() {
+        evidence.push(format!("child stderr (tail) = {}", stderr_tail.replace('\n', " | ")));
+    }
+
+    let Some(status) = status else {
+        return Err(ChildFailure {
+            summary: format!("timed out after {} s{in_call}", fmt_secs(timeout)),
+            evidence,
+        });
+    };
+    if let Some(signal) = status.signal() {
+        return Err(ChildFailure {
+            summary: format!("crashed with signal {signal} ({}){in_call}", signal_name(signal)),
+            evidence,
+        });
+    }
+    if !status.success() {
+        return Err(ChildFailure {
+            summary: format!("probe child process exited with status {}{in_call}", status.code().unwrap_or(-1)),
+            evidence,
+        });
+    }
+    serde_json::from_slice(&stdout).map_err(|e| ChildFailure {
+        summary: format!("probe child process sent an unreadable reply: {e}"),
+        evidence,
+    })
+}
+
+/// Entry point of `fabric-preflight __probe`: reads the job on stdin, answers on stdout. Returns the exit code.
+pub fn child_main() -> i32 {
+    IN_CHILD.store(true, Ordering::Relaxed);
+    // Keep the real stdout for the reply and send everything else the process prints to stderr.
+    // SAFETY: plain descriptor duplication on descriptors this process owns.
+    let reply_fd = unsafe { libc::dup(1) };
+    if reply_fd < 0 || unsafe { libc::dup2(2, 1) } < 0 {
+        eprintln!("fabric-preflight: cannot set up the probe child's output");
+        return 70;
+    }
+    // SAFETY: reply_fd is a fresh descriptor from dup() that nothing else owns.
+    let mut reply_out = unsafe { std::fs::File::from_raw_fd(reply_fd) };
+
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+        eprintln!("fabric-preflight: reading probe job: {e}");
+        return 70;
+    }
+    let job: ProbeJob = match serde_json::from_slice(&input) {
+        Ok(job) => job,
+        Err(e) => {
+            eprintln!("fabric-preflight: malformed probe job: {e}");
+            return 70;
+        }
+    };
+    let reply = run_job(&job);
+    match serde_json::to_vec(&reply) {
+        Ok(bytes) if reply_out.write_all(&bytes).is_ok() => 0,
+        _ => 70,
+    }
+}
+
+fn run_job(job: &ProbeJob) -> ProbeReply {
+    let Some(probe) = crate::probes::find(&job.id) else {
+        return ProbeReply {
+            results: vec![CheckResult::error(&job.id, format!("unknown probe id {}", job.id))],
+            ..Default::default()
+        };
+    };
+    let host = match &job.root {
+        Some(root) => match Host::at(root) {
+            Ok(h) => h,
+            Err(e) => return error_reply(&job.id, format!("{e:#}")),
+        },
+        None => Host::live(),
+    };
+    let answers = match Answers::for_host(&host) {
+        Ok(a) => a,
+        Err(e) => return error_reply(&job.id, format!("{e:#}")),
+    };
+    let settings = job.profile.settings(&job.id);
+    let cx = Context {
+        host: &host,
+        profile: &job.profile,
+        settings: &settings,
+        inputs: &job.inputs,
+        answers: &answers,
+        deadline: Instant::now() + Duration::from_millis(job.timeout_ms),
+        scratch: job.scratch.as_deref(),
+    };
+    let results = probe.run(&cx);
+    ProbeReply { results, recorded: answers.take_recorded() }
+}
+
+fn error_reply(id: &str, summary: String) -> ProbeReply {
+    ProbeReply { results: vec![CheckResult::error(id, summary)], ..Default::default() }
+}
+
+pub fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}

@@ -1,0 +1,38 @@
+//! fabric-preflight: parse the command line, dispatch, exit with the documented code.
+
+mod answers;
+mod cli;
+mod commands;
+mod exit;
+mod host;
+mod isolate;
+mod probe;
+mod probes;
+mod profile;
+mod report;
+mod runner;
+mod sysfs;
+mod threshold;
+mod version;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Cmd};
+use crate::exit::Exit;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.cmd {
+        Cmd::ProbeChild => return ExitCode::from(isolate::child_main() as u8),
+        Cmd::Run(args) => commands::run::main(args),
+        Cmd::List => commands::list::main(),
+        Cmd::Explain { id } => commands::list::explain(&id),
+        Cmd::Profiles => commands::list::profiles(),
+    };
+    ExitCode::from(code.unwrap_or_else(|err| {
+        eprintln!("fabric-preflight: {err:#}");
+        Exit::USAGE
+    }))
+}

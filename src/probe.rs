@@ -1,0 +1,265 @@
+//! What a probe is and what it returns. The runner, the profile loader and the reporters depend on this file;
+//! nothing here knows about a particular probe.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::answers::Answers;
+use crate::host::{Host, ReadError};
+use crate::profile::{CheckSettings, Profile};
+use crate::threshold::Limit;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    // Declaration order is severity order: `max()` of statuses is the worst.
+    Pass,
+    Skip,
+    Warn,
+    Error,
+    Fail,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Skip => "skip",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Error => "error",
+        }
+    }
+
+    pub const ALL: [Status; 5] = [Status::Pass, Status::Warn, Status::Fail, Status::Skip, Status::Error];
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A number the probe measured or read, with the limits it was judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+    pub warn: Option<f64>,
+    pub fail: Option<f64>,
+    /// True when the value comes from a recording (`--root` with vendor answers), not from this run.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+impl Measurement {
+    pub fn new(name: &str, value: f64, unit: &str) -> Self {
+        Measurement { name: name.into(), value, unit: unit.into(), warn: None, fail: None, replayed: false }
+    }
+
+    pub fn judged_by(mut self, limit: &Limit) -> Self {
+        self.warn = limit.warn;
+        self.fail = limit.fail;
+        self
+    }
+
+    pub fn replayed(mut self, replayed: bool) -> Self {
+        self.replayed = replayed;
+        self
+    }
+}
+
+/// One verdict about one subject (a port, a GPU, a PCIe device, or the node when `subject` is empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub id: String,
+    pub subject: Option<String>,
+    pub status: Status,
+    pub summary: String,
+    pub measurements: Vec<Measurement>,
+    /// What was read: `host path = value` or `library call = answer`.
+    pub evidence: Vec<String>,
+    pub remediation: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl CheckResult {
+    pub fn new(id: &str, status: Status, summary: impl Into<String>) -> Self {
+        CheckResult {
+            id: id.into(),
+            subject: None,
+            status,
+            summary: summary.into(),
+            measurements: Vec::new(),
+            evidence: Vec::new(),
+            remediation: None,
+            duration_ms: 0,
+        }
+    }
+
+    pub fn pass(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Pass, summary)
+    }
+    pub fn warn(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Warn, summary)
+    }
+    pub fn fail(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Fail, summary)
+    }
+    pub fn skip(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Skip, summary)
+    }
+    pub fn error(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Error, summary)
+    }
+
+    /// An unreadable input: `error` with the path and the reason as evidence.
+    pub fn read_error(id: &str, err: &ReadError) -> Self {
+        Self::error(id, err.to_string()).evidence(&err.path, err.reason())
+    }
+
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// `key = value`, where key is a host path or a library call.
+    pub fn evidence(mut self, key: &str, value: impl fmt::Display) -> Self {
+        self.evidence.push(format!("{key} = {value}"));
+        self
+    }
+
+    /// A free-form evidence line (a note that belongs with the readings, e.g. "GPUs downshift when idle").
+    pub fn note(mut self, line: impl Into<String>) -> Self {
+        self.evidence.push(line.into());
+        self
+    }
+
+    pub fn measure(mut self, m: Measurement) -> Self {
+        self.measurements.push(m);
+        self
+    }
+
+    pub fn fix(mut self, remediation: impl Into<String>) -> Self {
+        self.remediation = Some(remediation.into());
+        self
+    }
+
+    pub fn with_status(mut self, status: Status) -> Self {
+        self.status = status;
+        self
+    }
+}
+
+/// What a probe needs from the node; shown by `list` and `explain`. The probe itself decides what to do when
+/// a need is not met (SKIP with the reason, or FAIL when the profile requires the check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Full privileges (config space beyond 64 bytes, `CAP_IPC_LOCK`).
+    Root,
+    Gpu,
+    RdmaDevice,
+    NvidiaFs,
+    NcclLog,
+    /// A writable directory on the filesystem under test.
+    ScratchDir,
+}
+
+impl Need {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Need::Root => "root",
+            Need::Gpu => "GPU",
+            Need::RdmaDevice => "RDMA device",
+            Need::NvidiaFs => "nvidia-fs",
+            Need::NcclLog => "NCCL log",
+            Need::ScratchDir => "scratch dir",
+        }
+    }
+}
+
+/// Text for `explain ID`.
+pub struct Explain {
+    /// What the check reads (paths, library calls).
+    pub reads: &'static str,
+    /// Why the condition matters in production.
+    pub why: &'static str,
+    /// Each failure it can report, and how to fix it.
+    pub fixes: &'static [(&'static str, &'static str)],
+}
+
+/// How the runner should schedule a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Reads files; runs concurrently with other static probes, in this process.
+    Static,
+    /// Calls vendor libraries but moves no bulk data; runs concurrently, in a child process so a hung or
+    /// crashing library is killed at the deadline.
+    Library,
+    /// Moves bulk data to measure bandwidth; runs alone (after the others) in a child process, so two
+    /// measurements never share a link.
+    Active,
+}
+
+/// Everything a probe may look at. Built by the runner; in a child process rebuilt from the job.
+pub struct Context<'a> {
+    pub host: &'a Host,
+    pub profile: &'a Profile,
+    pub settings: &'a CheckSettings,
+    pub inputs: &'a Inputs,
+    pub answers: &'a Answers,
+    pub deadline: Instant,
+    /// For `Kind::Active` probes: an empty directory the runner created for temporary files and removes after
+    /// the probe, even when the probe is killed at its deadline.
+    pub scratch: Option<&'a Path>,
+}
+
+impl Context<'_> {
+    /// Time left before the runner gives up on this probe.
+    pub fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Inputs given on the command line or taken from the environment, captured once so tests can supply their
+/// own (probes never call `std::env` themselves).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Inputs {
+    /// `run --nccl-log PATH` (paths on this machine, not under the root: logs are the user's files).
+    pub nccl_logs: Vec<PathBuf>,
+    /// `run --gds-dir DIR`: where the active storage probe may create its test file.
+    pub gds_dir: Option<PathBuf>,
+    /// The process environment at start-up.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Inputs {
+    pub fn env(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str)
+    }
+}
+
+pub trait Probe: Send + Sync {
+    /// Dotted lower-case id (`rdma.link`): stable, it appears in JSON, JUnit and profiles.
+    fn id(&self) -> &'static str;
+    /// One line for `list`.
+    fn title(&self) -> &'static str;
+    fn needs(&self) -> &'static [Need] {
+        &[]
+    }
+    fn kind(&self) -> Kind {
+        Kind::Static
+    }
+    /// Deadline when the profile sets none.
+    fn default_timeout(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+    fn explain(&self) -> Explain;
+    /// Never panics on bad input and never returns an error: unreadable input is an `error` result.
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult>;
+}

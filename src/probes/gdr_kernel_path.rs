@@ -1,0 +1,121 @@
+//! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
+
+use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
+use crate::sysfs::kernel::{parse_release, read_release, OSRELEASE};
+use crate::sysfs::modules::Modules;
+use crate::sysfs::nvidia::{self, ModuleFlavour, NVIDIA_VERSION};
+
+pub struct GdrKernelPath;
+
+const ID: &str = "gdr.kernel_path";
+/// NCCL also accepts the MLNX_OFED peer-memory registration of the legacy module.
+const MEMORY_PEERS_NV_MEM: &str = "/sys/kernel/mm/memory_peers/nv_mem/version";
+/// `ibv_reg_dmabuf_mr` arrived in Linux 5.12.
+const DMABUF_MIN_KERNEL: (u32, u32) = (5, 12);
+
+const FIX_PEERMEM: &str = "`modprobe nvidia-peermem`; make it persistent with `echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`; \
+or use the DMA-BUF path instead (open kernel module `nvidia-open`, kernel >= 5.12, rdma-core >= 34, NCCL >= 2.19 with NCCL_DMABUF_ENABLE=1)";
+
+impl Probe for GdrKernelPath {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "GPUDirect RDMA kernel path: nvidia_peermem loaded or DMA-BUF possible"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Gpu, Need::RdmaDevice]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/proc/modules and /sys/module/{nvidia_peermem,nv_peer_mem} (built-ins appear only in /sys/module), \
+                    /sys/kernel/mm/memory_peers/nv_mem/version, /proc/driver/nvidia/version (open module?), \
+                    /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present)",
+            why: "Without a peer-memory module or DMA-BUF, a NIC cannot DMA into GPU memory. NCCL then stages every \
+                  transfer through host memory (no /GDRDMA on its channels) or falls back to sockets, and multi-node \
+                  jobs run several times slower while every ordinary health check stays green.",
+            fixes: &[
+                ("neither nvidia_peermem nor DMA-BUF available", FIX_PEERMEM),
+                ("profile requires nvidia_peermem specifically", "`modprobe nvidia-peermem` and persist it in /etc/modules-load.d/"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let modules = match Modules::read(cx.host) {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let peermem = modules.state(cx.host, "nvidia_peermem");
+        let legacy = modules.state(cx.host, "nv_peer_mem");
+        let memory_peers = cx.host.read(MEMORY_PEERS_NV_MEM).ok();
+        let rdma = match read_device_names(cx.host) {
+            Ok(d) => d,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
+        let driver = cx.host.read(NVIDIA_VERSION).ok().and_then(|t| nvidia::parse_version(&t));
+        let release = read_release(cx.host).ok();
+
+        let mut evidence: Vec<String> = Vec::new();
+        for m in [&peermem, &legacy] {
+            evidence.extend(m.evidence().into_iter().map(|(k, v)| format!("{k} = {v}")));
+        }
+        evidence.push(format!("{MEMORY_PEERS_NV_MEM} = {}", memory_peers.as_deref().unwrap_or("<missing>")));
+        evidence.push(format!(
+            "{NVIDIA_VERSION} = {}",
+            driver.as_ref().map(|d| format!("{} ({} module)", d.version, d.flavour.as_str())).unwrap_or("<missing or unrecognised>".into())
+        ));
+        evidence.push(format!("{OSRELEASE} = {}", release.as_deref().unwrap_or("<missing>")));
+        evidence.push(format!(
+            "{CLASS_INFINIBAND} = {}",
+            if rdma.is_empty() { "<no devices>".to_string() } else { rdma.join(" ") }
+        ));
+
+        let peer_module = if peermem.is_loaded() {
+            Some("nvidia_peermem")
+        } else if legacy.is_loaded() || memory_peers.is_some() {
+            Some("nv_peer_mem")
+        } else {
+            None
+        };
+        let open_module = driver.as_ref().is_some_and(|d| d.flavour == ModuleFlavour::Open);
+        let kernel_ok = release.as_deref().and_then(parse_release).is_some_and(|r| r >= DMABUF_MIN_KERNEL);
+        let dmabuf_possible = open_module && kernel_ok;
+        let expect = &cx.profile.expect;
+        let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
+
+        let result = match peer_module {
+            Some(module) => CheckResult::pass(ID, format!("{module} loaded: peer-memory GPUDirect RDMA path available{}",
+                if dmabuf_possible { " (DMA-BUF also possible)" } else { "" })),
+            None if expect.peermem == Some(true) => CheckResult::fail(ID, "nvidia_peermem not loaded and the profile requires it")
+                .fix(FIX_PEERMEM),
+            None if dmabuf_possible && !rdma.is_empty() => CheckResult::pass(
+                ID,
+                "nvidia_peermem not loaded; DMA-BUF GPUDirect RDMA path possible (open kernel module, kernel >= 5.12)",
+            )
+            .note("DMA-BUF support is proven only by a registration (gdr.loopback); NCCL uses it from 2.19 on"),
+            None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => {
+                let why = match (open_module, kernel_ok) {
+                    (false, _) => "proprietary kernel module (DMA-BUF needs the open module)",
+                    (true, false) => "kernel older than 5.12 (no DMA-BUF registration)",
+                    (true, true) => "no RDMA device to register with",
+                };
+                CheckResult::fail(ID, format!("no GPUDirect RDMA path: nvidia_peermem not loaded and DMA-BUF unavailable ({why})"))
+                    .fix(FIX_PEERMEM)
+            }
+            None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect RDMA does not apply"),
+            None => CheckResult::skip(
+                ID,
+                format!(
+                    "no RDMA device ({CLASS_INFINIBAND} is empty): GPUDirect RDMA does not apply; nvidia_peermem not loaded{}",
+                    if dmabuf_possible { ", DMA-BUF would be possible (open module)" } else { "" }
+                ),
+            ),
+        };
+        let mut result = result;
+        result.evidence.splice(0..0, evidence);
+        vec![result]
+    }
+}

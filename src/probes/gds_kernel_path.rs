@@ -1,0 +1,107 @@
+//! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
+
+use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::sysfs::modules::Modules;
+use crate::sysfs::nvidia;
+
+pub struct GdsKernelPath;
+
+const ID: &str = "gds.kernel_path";
+const NVFS_VERSION: &str = "/proc/driver/nvidia-fs/version";
+const NVFS_STATS: &str = "/proc/driver/nvidia-fs/stats";
+const NVFS_DEVCOUNT: &str = "/proc/driver/nvidia-fs/devcount";
+
+const FIX: &str = "install the GDS kernel driver (`nvidia-fs-dkms` or the `nvidia-gds` package matching the driver) and \
+`modprobe nvidia_fs`; or, on an open kernel module with CONFIG_PCI_P2PDMA, set `\"use_pci_p2pdma\": true` in /etc/cufile.json";
+
+impl Probe for GdsKernelPath {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "GPUDirect Storage kernel driver nvidia_fs loaded (else cuFile runs in compat mode)"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Gpu, Need::NvidiaFs]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}",
+            why: "Without nvidia_fs, cuFile silently runs in compatibility mode: every read bounces through host \
+                  memory with POSIX I/O, and tools such as gdsio still label the run GPU-direct. Storage-bound jobs \
+                  lose the bandwidth GDS was bought for.",
+            fixes: &[
+                ("nvidia_fs not loaded", FIX),
+                ("nvidia_fs reports errors in its stats", "see the Error row of /proc/driver/nvidia-fs/stats and dmesg; BAR1 exhaustion shows as Bar1-map err"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let modules = match Modules::read(cx.host) {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let nvfs = modules.state(cx.host, "nvidia_fs");
+        let version = cx.host.read(NVFS_VERSION).ok();
+        let mut evidence: Vec<String> = nvfs.evidence().into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        evidence.push(format!("{NVFS_VERSION} = {}", version.as_deref().unwrap_or("<missing>")));
+
+        if nvfs.is_loaded() || version.is_some() {
+            if let Ok(count) = cx.host.read(NVFS_DEVCOUNT) {
+                evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
+            }
+            let stats_errors = cx.host.read(NVFS_STATS).ok().map(|s| error_row(&s));
+            let mut r = match &stats_errors {
+                Some(Some(row)) if row_has_nonzero(row) => {
+                    CheckResult::warn(ID, format!("nvidia_fs loaded ({}), but its stats report errors", short_version(&version)))
+                        .evidence(&format!("{NVFS_STATS} [Error]"), row)
+                        .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation")
+                }
+                _ => CheckResult::pass(ID, format!("nvidia_fs loaded ({}): GDS can bypass host memory", short_version(&version))),
+            };
+            r.evidence.splice(0..0, evidence);
+            return vec![r];
+        }
+
+        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
+        let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
+        let mut r = match cx.profile.expect.gds {
+            Some(true) => CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX),
+            Some(false) => CheckResult::skip(ID, "nvidia_fs not loaded; the profile does not expect GPUDirect Storage"),
+            None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect Storage does not apply"),
+            None => CheckResult::warn(ID, summary).fix(FIX),
+        };
+        r.evidence.splice(0..0, evidence);
+        vec![r]
+    }
+}
+
+fn short_version(version: &Option<String>) -> String {
+    version.as_deref().map(|v| v.trim_start_matches("version:").trim().to_string()).map(|v| format!("version {v}")).unwrap_or("version unknown".into())
+}
+
+/// The `Error` row of the stats file (`Error\t\t: cpu-gpu-pages=0 sg-ext=0 dma-map=0 dma-ref=0`).
+fn error_row(stats: &str) -> Option<String> {
+    stats
+        .lines()
+        .find(|l| l.split(':').next().is_some_and(|k| k.trim() == "Error"))
+        .and_then(|l| l.split_once(':').map(|(_, v)| v.trim().to_string()))
+}
+
+fn row_has_nonzero(row: &str) -> bool {
+    row.split_whitespace().filter_map(|kv| kv.split_once('=')).any(|(_, v)| v.parse::<u64>().is_ok_and(|n| n > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_error_row_parses() {
+        let stats = "GDS Version: 1.16.0.49 \nNVFS statistics(ver: 4.0)\n\nReads\t\t\t: n=0 ok=0 err=0\nError\t\t\t: cpu-gpu-pages=0 sg-ext=0 dma-map=3 dma-ref=0\n";
+        let row = error_row(stats).unwrap();
+        assert!(row_has_nonzero(&row));
+        assert!(!row_has_nonzero("cpu-gpu-pages=0 sg-ext=0"));
+    }
+}

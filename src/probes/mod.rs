@@ -1,0 +1,58 @@
+//! The registry: one line per probe. Adding a probe = one file in this directory plus one line in `ALL`.
+
+use crate::probe::Probe;
+
+mod driver_nvidia;
+mod gdr_kernel_path;
+mod gds_kernel_path;
+mod rdma_memlock;
+
+static ALL: &[&dyn Probe] = &[
+    &driver_nvidia::DriverNvidia,
+    &gdr_kernel_path::GdrKernelPath,
+    &gds_kernel_path::GdsKernelPath,
+    &rdma_memlock::RdmaMemlock,
+];
+
+/// Every probe, in report order.
+pub fn all() -> &'static [&'static dyn Probe] {
+    ALL
+}
+
+pub fn find(id: &str) -> Option<&'static dyn Probe> {
+    ALL.iter().copied().find(|p| p.id() == id)
+}
+
+pub fn ids() -> Vec<&'static str> {
+    ALL.iter().map(|p| p.id()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_dotted_lowercase_and_explained() {
+        let mut seen = std::collections::HashSet::new();
+        for p in all() {
+            let id = p.id();
+            assert!(seen.insert(id), "duplicate id {id}");
+            let (area, thing) = id.split_once('.').unwrap_or_else(|| panic!("{id} is not dotted"));
+            for part in [area, thing] {
+                assert!(!part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()), "{id}");
+            }
+            let e = p.explain();
+            assert!(!e.reads.is_empty() && !e.why.is_empty() && !e.fixes.is_empty(), "{id} lacks explain text");
+            assert!(!p.title().is_empty());
+        }
+    }
+
+    #[test]
+    fn each_probe_file_is_named_after_its_id() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/probes");
+        for p in all() {
+            let file = dir.join(format!("{}.rs", p.id().replace('.', "_")));
+            assert!(file.exists(), "{} should live in {}", p.id(), file.display());
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! Profiles: what a node type is expected to look like (`checks/*.yaml`, embedded, or a file given by path).
+//!
+//! Loading is two steps. Each file is first parsed on its own into the typed [`Profile`] (unknown keys and
+//! wrong types are refused there, with file, line and column). Then the `extends` chain is merged as YAML
+//! values, child over parent, and the merged value is deserialized once more. The loader knows check ids only
+//! as a list handed in by the caller.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_yaml::{Mapping, Value};
+
+use crate::threshold::Limit;
+
+/// Built-in profiles, in the order `profiles` lists them.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("generic", include_str!("../checks/generic.yaml")),
+    ("gpu-only", include_str!("../checks/gpu-only.yaml")),
+    ("hgx-h100-ib", include_str!("../checks/hgx-h100-ib.yaml")),
+    ("hgx-h200-ib", include_str!("../checks/hgx-h200-ib.yaml")),
+    ("dgx-a100-hdr", include_str!("../checks/dgx-a100-hdr.yaml")),
+    ("roce-400g", include_str!("../checks/roce-400g.yaml")),
+];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extends: Option<String>,
+    /// Per check id: whether it runs, whether it is required, its deadline.
+    #[serde(default)]
+    pub checks: BTreeMap<String, CheckSettings>,
+    #[serde(default)]
+    pub expect: Expect,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+    /// Where the profile came from (`builtin:generic` or a path), for reports.
+    #[serde(skip)]
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSettings {
+    /// `false` leaves the check out of the run.
+    pub enabled: Option<bool>,
+    /// A required check that is skipped (hardware absent) fails instead.
+    pub required: Option<bool>,
+    /// Deadline in seconds, overriding the probe's default.
+    pub timeout: Option<f64>,
+}
+
+/// Node-wide expectations. Every key is optional: an unset key is not judged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub gpu_count: Option<u32>,
+    /// Substring of the NVML product name (`H100`, `H200`, `A100`).
+    pub gpu_model: Option<String>,
+    pub gpu_pcie_gen: Option<u8>,
+    pub gpu_pcie_width: Option<u8>,
+    pub gpu_bar1_min_mib: Option<u64>,
+    /// Lowest acceptable driver version (`535.104.05`).
+    pub driver_min_version: Option<String>,
+    /// Every GPU pair must be joined by NVLink (NVSwitch or direct).
+    pub nvlink: Option<bool>,
+    pub rdma_device_count: Option<u32>,
+    pub rdma_port_count: Option<u32>,
+    pub rdma_link_layer: Option<LinkLayer>,
+    pub rdma_min_rate_gbps: Option<f64>,
+    /// RoCE path MTU the netdevs must carry (4096 needs a netdev MTU of at least 4200).
+    pub roce_mtu: Option<u32>,
+    /// GPUDirect RDMA must be possible (peermem or DMA-BUF).
+    pub gdr: Option<bool>,
+    /// Specifically `nvidia_peermem`; DMA-BUF alone does not satisfy it.
+    pub peermem: Option<bool>,
+    /// GPUDirect Storage proper: `nvidia_fs` loaded, compat mode is a failure.
+    pub gds: Option<bool>,
+    pub memlock_min_mib: Option<u64>,
+    pub memlock_unlimited: Option<bool>,
+    pub iommu: Option<IommuExpect>,
+    /// Farthest acceptable PCIe distance between a GPU and its nearest NIC.
+    pub gpu_nic_max_distance: Option<PcieDistance>,
+    /// Fail (instead of warn) when a GPU has no NIC within `gpu_nic_max_distance`.
+    pub gpu_nic_distance_fails: Option<bool>,
+    pub nccl_transport: Option<NcclExpect>,
+    pub gds_file_size_mib: Option<u64>,
+    pub gds_block_size_kib: Option<u64>,
+}
+
+/// Warn/fail limits. Units are in the key names; the direction is fixed per key (bandwidth: a floor;
+/// latency and error counts: a ceiling).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Thresholds {
+    /// Pinned host→device copy, GB/s (floor).
+    pub h2d_gbytes_per_sec: Option<Limit>,
+    /// Pinned device→host copy, GB/s (floor).
+    pub d2h_gbytes_per_sec: Option<Limit>,
+    /// Device→device copy between P2P peers, GB/s (floor).
+    pub d2d_gbytes_per_sec: Option<Limit>,
+    /// GDR loopback bandwidth as a percentage of the port's negotiated rate (floor).
+    pub gdr_bandwidth_pct_of_link: Option<Limit>,
+    /// GDR loopback 8-byte RDMA WRITE latency, µs (ceiling).
+    pub gdr_latency_us: Option<Limit>,
+    /// cuFile sequential read, GB/s (floor).
+    pub gds_read_gbytes_per_sec: Option<Limit>,
+    /// IB/RoCE error counters, count (ceiling).
+    pub rdma_error_count: Option<Limit>,
+    /// GPU PCIe replay counter, count (ceiling).
+    pub pcie_replay_count: Option<Limit>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    Infiniband,
+    Ethernet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IommuExpect {
+    /// No IOMMU or passthrough (`identity` groups): what GDS and GDR want.
+    Passthrough,
+    /// Translated DMA is acceptable.
+    Any,
+}
+
+/// `nvidia-smi topo -m` distance labels, nearest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PcieDistance {
+    PIX,
+    PXB,
+    PHB,
+    NODE,
+    SYS,
+}
+
+/// The transport a NCCL job must have used (`nccl --expect`, `expect.nccl_transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum NcclExpect {
+    /// IB or OFI family with GDRDMA on every NET channel.
+    Gdrdma,
+    IbGdrdma,
+    OfiGdrdma,
+    Ib,
+    Ofi,
+    Socket,
+    Any,
+}
+
+impl Profile {
+    pub fn settings(&self, id: &str) -> CheckSettings {
+        self.checks.get(id).cloned().unwrap_or_default()
+    }
+}
+
+/// A profile that could not be loaded. `Display` gives `file:line:col: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "profile {}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(col) = self.column {
+                write!(f, ":{col}")?;
+            }
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+/// Where a profile's text comes from.
+struct Source {
+    /// `builtin:generic` or the path as given.
+    label: String,
+    text: String,
+    /// Directory that relative `extends` paths are resolved against.
+    dir: Option<PathBuf>,
+}
+
+/// Loads `name_or_path` (a built-in name or a YAML file) and its `extends` chain. `known_checks` are the ids
+/// the registry has; a `checks:` key outside it is an error.
+pub fn load(name_or_path: &str, known_checks: &[&str]) -> Result<Profile, ProfileError> {
+    let mut chain: Vec<(Source, Value)> = Vec::new();
+    let mut next = Some((name_or_path.to_string(), None::<PathBuf>));
+    while let Some((reference, base_dir)) = next.take() {
+        let source = find(&reference, base_dir.as_deref())?;
+        if chain.iter().any(|(s, _)| s.label == source.label) {
+            return Err(ProfileError {
+                file: source.label,
+                line: None,
+                column: None,
+                key: Some("extends".into()),
+                message: "`extends` loops back to a profile already in the chain".into(),
+            });
+        }
+        let (profile, value) = parse_one(&source, known_checks)?;
+        next = profile.extends.clone().map(|parent| (parent, source.dir.clone()));
+        chain.push((source, value));
+    }
+    let label = chain[0].0.label.clone();
+    let mut merged = Value::Mapping(Mapping::new());
+    for (_, value) in chain.into_iter().rev() {
+        merge(&mut merged, value);
+    }
+    let mut profile: Profile = serde_yaml::from_value(merged).map_err(|e| ProfileError {
+        file: label.clone(),
+        line: None,
+        column: None,
+        key: None,
+        message: format!("merged profile is invalid: {e}"),
+    })?;
+    profile.extends = None;
+    profile.source = label;
+    Ok(profile)
+}
+
+fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError> {
+    let looks_like_path = reference.contains('/') || reference.ends_with(".yaml") || reference.ends_with(".yml");
+    if !looks_like_path {
+        if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == reference) {
+            return Ok(Source { label: format!("builtin:{name}"), text: text.to_string(), dir: None });
+        }
+    }
+    let path = match base_dir {
+        Some(dir) if Path::new(reference).is_relative() => dir.join(reference),
+        _ => PathBuf::from(reference),
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Source {
+            label: path.display().to_string(),
+            text,
+            dir: path.parent().map(Path::to_path_buf),
+        }),
+        Err(e) => {
+            let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            Err(ProfileError {
+                file: reference.to_string(),
+                line: None,
+                column: None,
+                key: None,
+                message: if looks_like_path {
+                    format!("cannot read: {e}")
+                } else {
+                    format!("no built-in profile of that name (built-in: {})", names.join(", "))
+                },
+            })
+        }
+    }
+}
+
+fn parse_one(source: &Source, known_checks: &[&str]) -> Result<(Profile, Value), ProfileError> {
+    let profile: Profile = serde_yaml::from_str(&source.text).map_err(|e| {
+        let location = e.location();
+        let message = e.to_string();
+        ProfileError {
+            file: source.label.clone(),
+            line: location.as_ref().map(|l| l.line()),
+            column: location.as_ref().map(|l| l.column()),
+            key: key_in_message(&message),
+            message,
+        }
+    })?;
+    for id in profile.checks.keys() {
+        if !known_checks.contains(&id.as_str()) {
+            let line = line_of_key(&source.text, id);
+            return Err(ProfileError {
+                file: source.label.clone(),
+                line: line.map(|(l, _)| l),
+                column: line.map(|(_, c)| c),
+                key: Some(format!("checks.{id}")),
+                message: format!("checks.{id}: unknown check id (see `fabric-preflight list`)"),
+            });
+        }
+    }
+    // Parsing once more as a plain value cannot fail now; it keeps the keys the file actually set, so a
+    // child overrides only those.
+    let value = serde_yaml::from_str(&source.text).unwrap_or(Value::Null);
+    Ok((profile, value))
+}
+
+/// serde reports unknown fields as "unknown field `x`" and paths as "a.b: ..."; pull out the key.
+fn key_in_message(message: &str) -> Option<String> {
+    if let Some(rest) = message.split("unknown field `").nth(1) {
+        return rest.split('`').next().map(str::to_string);
+    }
+    let (path, _) = message.split_once(": ")?;
+    (!path.contains(' ')).then(|| path.to_string())
+}
+
+/// 1-based line and column of `key:` in YAML text.
+fn line_of_key(text: &str, key: &str) -> Option<(usize, usize)> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let trimmed = line.trim_start();
+        let unquoted = trimmed.trim_start_matches(['"', '\'']);
+        let after = unquoted.strip_prefix(key)?;
+        after.trim_start_matches(['"', '\'']).trim_start().starts_with(':').then_some((i + 1, line.len() - trimmed.len() + 1))
+    })
+}
+
+/// Child over parent: mappings merge key by key, anything else is replaced.
+fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Mapping(base_map), Value::Mapping(overlay_map)) => {
+            for (k, v) in overlay_map {
+                match base_map.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        base_map.insert(k, v);
+                    }
+                }
+            }
+        }
+        (base, Value::Null) if !base.is_null() => {}
+        (base, overlay) => *base = overlay,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KNOWN: &[&str] = &["rdma.link", "gpu.copy_bandwidth", "gdr.kernel_path"];
+
+    fn write(dir: &Path, name: &str, text: &str) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn every_builtin_loads() {
+        let ids: Vec<&str> = crate::probes::all().iter().map(|p| p.id()).collect();
+        for (name, _) in BUILTIN {
+            let p = load(name, &ids).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&p.name, name);
+            assert!(!p.description.is_empty(), "{name} has no description");
+        }
+    }
+
+    #[test]
+    fn typo_key_names_file_line_column_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "site.yaml", "name: site\nexpect:\n  gpu_cuont: 8\n");
+        let err = load(&path, KNOWN).unwrap_err();
+        assert_eq!(err.file, path);
+        assert_eq!(err.line, Some(3));
+        assert_eq!(err.column, Some(3));
+        assert_eq!(err.key.as_deref(), Some("gpu_cuont"));
+        assert!(err.to_string().contains("gpu_count"), "lists valid keys: {err}");
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "site.yaml", "name: site\nexpect:\n  gpu_count: eight\n");
+        let err = load(&path, KNOWN).unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert!(err.to_string().contains("gpu_count"), "{err}");
+    }
+
+    #[test]
+    fn unknown_check_id_is_refused_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "site.yaml", "name: site\nchecks:\n  rdma.lnk:\n    required: true\n");
+        let err = load(&path, KNOWN).unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert_eq!(err.key.as_deref(), Some("checks.rdma.lnk"));
+    }
+
+    #[test]
+    fn missing_file_is_reported() {
+        let err = load("/nonexistent/site.yaml", KNOWN).unwrap_err();
+        assert!(err.message.contains("cannot read"), "{err}");
+    }
+
+    #[test]
+    fn unknown_builtin_lists_the_builtins() {
+        let err = load("hgx-h900", KNOWN).unwrap_err();
+        assert!(err.message.contains("generic"), "{err}");
+    }
+
+    #[test]
+    fn extends_overrides_only_what_the_overlay_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "base.yaml",
+            "name: base\ndescription: b\nexpect:\n  gpu_count: 8\n  rdma_min_rate_gbps: 400\nthresholds:\n  h2d_gbytes_per_sec: {warn: 52, fail: 48}\nchecks:\n  rdma.link: {required: true, timeout: 5}\n",
+        );
+        let site = write(
+            dir.path(),
+            "site.yaml",
+            "name: site\nextends: base.yaml\nexpect:\n  gpu_count: 4\nthresholds:\n  h2d_gbytes_per_sec: {fail: 40}\nchecks:\n  rdma.link: {timeout: 9}\n",
+        );
+        let p = load(&site, KNOWN).unwrap();
+        assert_eq!(p.name, "site");
+        assert_eq!(p.description, "b");
+        assert_eq!(p.expect.gpu_count, Some(4));
+        assert_eq!(p.expect.rdma_min_rate_gbps, Some(400.0));
+        assert_eq!(p.thresholds.h2d_gbytes_per_sec, Some(Limit::new(Some(52.0), Some(40.0))));
+        assert_eq!(p.settings("rdma.link").required, Some(true));
+        assert_eq!(p.settings("rdma.link").timeout, Some(9.0));
+    }
+
+    #[test]
+    fn site_overlay_can_extend_a_builtin() {
+        let dir = tempfile::tempdir().unwrap();
+        let site = write(dir.path(), "site.yaml", "name: site\nextends: generic\n");
+        let ids: Vec<&str> = crate::probes::all().iter().map(|p| p.id()).collect();
+        assert_eq!(load(&site, &ids).unwrap().name, "site");
+    }
+
+    #[test]
+    fn extends_cycle_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.yaml", "name: a\nextends: b.yaml\n");
+        let b = write(dir.path(), "b.yaml", "name: b\nextends: a.yaml\n");
+        let err = load(&b, KNOWN).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("extends"));
+    }
+
+    #[test]
+    fn bad_enum_value_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "s.yaml", "name: s\nexpect:\n  rdma_link_layer: infiniband2\n");
+        let err = load(&path, KNOWN).unwrap_err();
+        assert_eq!(err.line, Some(3));
+    }
+}

@@ -1,0 +1,358 @@
+//! Schedules probes, enforces deadlines, and turns panics, crashes and timeouts into `error` results.
+//! Nothing here knows a particular probe: it sees ids, kinds and deadlines.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::answers::Answers;
+use crate::host::Host;
+use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
+use crate::probe::{CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::profile::Profile;
+
+/// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
+/// reports the call it was stuck in, which beats a bare "timed out".
+const CHILD_GRACE: Duration = Duration::from_secs(2);
+
+/// What the runner shares with every probe thread.
+pub struct RunInputs {
+    pub host: Host,
+    pub profile: Profile,
+    pub inputs: Inputs,
+    pub answers: Answers,
+}
+
+pub struct RunOutcome {
+    /// In the order the probes were given, each probe's results in the order it returned them.
+    pub results: Vec<CheckResult>,
+    /// Vendor answers collected live (for `snapshot`).
+    pub recorded: BTreeMap<String, Value>,
+}
+
+struct Scheduled {
+    probe: &'static dyn Probe,
+    timeout: Duration,
+    /// Why the deadline is what it is, for the timeout message.
+    cut_by_run_deadline: bool,
+}
+
+/// Runs `probes`: static and library probes concurrently, then active probes one at a time.
+pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Duration) -> RunOutcome {
+    let run_deadline = Instant::now() + run_timeout;
+    let shared = Arc::new(shared);
+    let mut slots: Vec<Option<Vec<CheckResult>>> = vec![None; probes.len()];
+
+    let (concurrent, active): (Vec<usize>, Vec<usize>) =
+        (0..probes.len()).partition(|&i| probes[i].kind() != Kind::Active);
+    run_batch(probes, &concurrent, &shared, run_deadline, run_timeout, &mut slots);
+    for i in active {
+        run_batch(probes, &[i], &shared, run_deadline, run_timeout, &mut slots);
+    }
+
+    let mut results = Vec::new();
+    for (probe, slot) in probes.iter().zip(slots) {
+        let settings = shared.profile.settings(probe.id());
+        let required = settings.required.unwrap_or(false);
+        for mut r in slot.unwrap_or_default() {
+            if required && r.status == Status::Skip {
+                r.status = Status::Fail;
+                r.summary = format!("required by profile but skipped: {}", r.summary);
+            }
+            results.push(r);
+        }
+    }
+    RunOutcome { results, recorded: shared.answers.take_recorded() }
+}
+
+fn run_batch(
+    probes: &[&'static dyn Probe],
+    batch: &[usize],
+    shared: &Arc<RunInputs>,
+    run_deadline: Instant,
+    run_timeout: Duration,
+    slots: &mut [Option<Vec<CheckResult>>],
+) {
+    let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
+    // index → (scheduled, started, deadline the runner waits until)
+    let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
+    for &i in batch {
+        let probe = probes[i];
+        let now = Instant::now();
+        let own = shared
+            .profile
+            .settings(probe.id())
+            .timeout
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or_else(|| probe.default_timeout());
+        let left = run_deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            slots[i] = Some(vec![CheckResult::error(
+                probe.id(),
+                format!("not started: the run deadline (--timeout {} s) was reached", fmt_secs(run_timeout)),
+            )]);
+            continue;
+        }
+        let scheduled = Scheduled { probe, timeout: own.min(left), cut_by_run_deadline: left < own };
+        let wait_until = now + scheduled.timeout + if probe.kind() == Kind::Static { Duration::ZERO } else { CHILD_GRACE };
+        spawn_probe(i, probe, scheduled.timeout, shared.clone(), tx.clone());
+        pending.insert(i, (scheduled, now, wait_until));
+    }
+    drop(tx);
+
+    while !pending.is_empty() {
+        let next = pending.values().map(|(_, _, until)| *until).min().unwrap_or_else(Instant::now);
+        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Ok((i, mut results)) => {
+                if let Some((scheduled, started, _)) = pending.remove(&i) {
+                    let ms = started.elapsed().as_millis() as u64;
+                    if results.is_empty() {
+                        results.push(CheckResult::error(scheduled.probe.id(), "probe returned no result"));
+                    }
+                    for r in &mut results {
+                        r.duration_ms = ms;
+                    }
+                    slots[i] = Some(results);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                let expired: Vec<usize> =
+                    pending.iter().filter(|(_, (_, _, until))| *until <= now).map(|(i, _)| *i).collect();
+                for i in expired {
+                    if let Some((s, started, _)) = pending.remove(&i) {
+                        slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
+                    }
+                }
+            }
+            // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
+            // catch_unwind in place, but never wait forever on it.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                for (i, (s, _, _)) in std::mem::take(&mut pending) {
+                    slots[i] = Some(vec![CheckResult::error(s.probe.id(), "probe thread ended without a result")]);
+                }
+            }
+        }
+    }
+}
+
+fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> CheckResult {
+    let why = if s.cut_by_run_deadline {
+        format!("the run deadline (--timeout {} s) was reached", fmt_secs(run_timeout))
+    } else {
+        format!("timed out after {} s (the probe's deadline)", fmt_secs(s.timeout))
+    };
+    let mut r = CheckResult::error(s.probe.id(), format!("{}: {why}", s.probe.id()))
+        .fix("raise `timeout` for this check in the profile if the node is merely slow; a probe stuck in the kernel points at a wedged driver (see dmesg)");
+    r.duration_ms = started.elapsed().as_millis() as u64;
+    r
+}
+
+fn spawn_probe(
+    index: usize,
+    probe: &'static dyn Probe,
+    timeout: Duration,
+    shared: Arc<RunInputs>,
+    tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
+) {
+    let name = format!("probe:{}", probe.id());
+    let body = move || {
+        let results = match probe.kind() {
+            Kind::Static => run_in_thread(probe, timeout, &shared),
+            Kind::Library | Kind::Active => run_isolated(probe, timeout, &shared),
+        };
+        // The receiver may have given up on us (deadline passed); nothing to do then.
+        let _ = tx.send((index, results));
+    };
+    if let Err(e) = std::thread::Builder::new().name(name).spawn(body) {
+        // Threads exhausted: the receiver sees this probe vanish and reports it.
+        eprintln!("fabric-preflight: cannot start a thread for {}: {e}", probe.id());
+    }
+}
+
+fn run_in_thread(probe: &'static dyn Probe, timeout: Duration, shared: &RunInputs) -> Vec<CheckResult> {
+    let settings = shared.profile.settings(probe.id());
+    let cx = Context {
+        host: &shared.host,
+        profile: &shared.profile,
+        settings: &settings,
+        inputs: &shared.inputs,
+        answers: &shared.answers,
+        deadline: Instant::now() + timeout,
+        scratch: None,
+    };
+    match catch_unwind(AssertUnwindSafe(|| probe.run(&cx))) {
+        Ok(results) => results,
+        Err(payload) => vec![panic_result(probe.id(), payload)],
+    }
+}
+
+fn run_isolated(probe: &'static dyn Probe, timeout: Duration, shared: &RunInputs) -> Vec<CheckResult> {
+    let scratch = if probe.kind() == Kind::Active { make_scratch(&shared.inputs) } else { Ok(None) };
+    let scratch = match scratch {
+        Ok(s) => s,
+        Err(e) => {
+            return vec![CheckResult::error(probe.id(), format!("cannot create a scratch directory: {e}"))
+                .fix("pass --gds-dir DIR on a writable filesystem")]
+        }
+    };
+    let job = ProbeJob {
+        id: probe.id().to_string(),
+        root: (!shared.host.is_live()).then(|| shared.host.root().to_path_buf()),
+        profile: shared.profile.clone(),
+        inputs: shared.inputs.clone(),
+        timeout_ms: timeout.as_millis() as u64,
+        scratch: scratch.clone(),
+    };
+    let results = match run_in_child(&job, timeout) {
+        Ok(reply) => {
+            shared.answers.absorb(reply.recorded);
+            reply.results
+        }
+        Err(failure) => {
+            let mut r = CheckResult::error(probe.id(), format!("{}: {}", probe.id(), failure.summary));
+            r.evidence = failure.evidence;
+            vec![r.fix("the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran")]
+        }
+    };
+    if let Some(dir) = scratch {
+        // Removed here, not in the child: a child killed at its deadline cannot clean up after itself.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    results
+}
+
+/// An empty directory for an active probe's temporary files: under `--gds-dir` when given (the filesystem
+/// under test), else the system temp dir.
+fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
+    let base = inputs.gds_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("fabric-preflight-{}-{}", std::process::id(), unique_suffix()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(Some(dir))
+}
+
+fn unique_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    CheckResult::error(id, format!("{id}: probe panicked: {message}"))
+        .fix("this is a bug in fabric-preflight: please report it with the evidence of this run")
+}
+
+/// Silences the default panic message for probe threads (the panic becomes an `error` result instead).
+pub fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_probe = std::thread::current().name().is_some_and(|n| n.starts_with("probe:"));
+        if !in_probe {
+            default(info);
+        }
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Explain;
+
+    struct Sleeper;
+    impl Probe for Sleeper {
+        fn id(&self) -> &'static str {
+            "test.sleeper"
+        }
+        fn title(&self) -> &'static str {
+            "sleeps"
+        }
+        fn default_timeout(&self) -> Duration {
+            Duration::from_millis(50)
+        }
+        fn explain(&self) -> Explain {
+            Explain { reads: "", why: "", fixes: &[] }
+        }
+        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
+            std::thread::sleep(Duration::from_secs(5));
+            vec![CheckResult::pass(self.id(), "woke up")]
+        }
+    }
+
+    struct Panicker;
+    impl Probe for Panicker {
+        fn id(&self) -> &'static str {
+            "test.panicker"
+        }
+        fn title(&self) -> &'static str {
+            "panics"
+        }
+        fn explain(&self) -> Explain {
+            Explain { reads: "", why: "", fixes: &[] }
+        }
+        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
+            panic!("boom")
+        }
+    }
+
+    struct Skipper;
+    impl Probe for Skipper {
+        fn id(&self) -> &'static str {
+            "test.skipper"
+        }
+        fn title(&self) -> &'static str {
+            "skips"
+        }
+        fn explain(&self) -> Explain {
+            Explain { reads: "", why: "", fixes: &[] }
+        }
+        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
+            vec![CheckResult::skip(self.id(), "no hardware")]
+        }
+    }
+
+    fn inputs(profile: Profile) -> RunInputs {
+        RunInputs { host: Host::live(), profile, inputs: Inputs::default(), answers: Answers::live() }
+    }
+
+    #[test]
+    fn hung_probe_becomes_error_and_others_still_report() {
+        install_panic_hook();
+        let started = Instant::now();
+        let out = run(&[&Sleeper, &Panicker, &Skipper], inputs(Profile::default()), Duration::from_secs(30));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let statuses: Vec<(&str, Status)> = out.results.iter().map(|r| (r.id.as_str(), r.status)).collect();
+        assert_eq!(
+            statuses,
+            vec![("test.sleeper", Status::Error), ("test.panicker", Status::Error), ("test.skipper", Status::Skip)]
+        );
+        assert!(out.results[0].summary.contains("timed out after 0.1 s") || out.results[0].summary.contains("timed out after"));
+        assert!(out.results[1].summary.contains("boom"));
+    }
+
+    #[test]
+    fn run_deadline_caps_every_probe() {
+        let out = run(&[&Sleeper], inputs(Profile::default()), Duration::from_millis(20));
+        assert!(out.results[0].summary.contains("run deadline"), "{}", out.results[0].summary);
+    }
+
+    #[test]
+    fn required_skip_becomes_fail() {
+        let mut profile = Profile::default();
+        profile.checks.insert(
+            "test.skipper".into(),
+            crate::profile::CheckSettings { required: Some(true), ..Default::default() },
+        );
+        let out = run(&[&Skipper], inputs(profile), Duration::from_secs(5));
+        assert_eq!(out.results[0].status, Status::Fail);
+        assert!(out.results[0].summary.contains("no hardware"));
+    }
+}

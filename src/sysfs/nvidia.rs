@@ -1,0 +1,127 @@
+//! NVIDIA driver procfs: `/proc/driver/nvidia/version` and `/proc/driver/nvidia/gpus/<bdf>/information`.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::host::{Host, ReadError};
+
+pub const NVIDIA_VERSION: &str = "/proc/driver/nvidia/version";
+pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
+
+/// Kernel-module flavour: DMA-BUF GDR and P2PDMA GDS need the open one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModuleFlavour {
+    Open,
+    Proprietary,
+}
+
+impl ModuleFlavour {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleFlavour::Open => "open",
+            ModuleFlavour::Proprietary => "proprietary",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverVersion {
+    pub version: String,
+    pub flavour: ModuleFlavour,
+    /// The `NVRM version:` line as read, trimmed.
+    pub nvrm_line: String,
+}
+
+/// Parses the first line of `/proc/driver/nvidia/version`. Fields are separated by runs of spaces whose width
+/// varies between builds, so a regex finds the version rather than a field index.
+pub fn parse_version(text: &str) -> Option<DriverVersion> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| Regex::new(r"Module(?: for \S+)?\s+(\d+(?:\.\d+)+)(?:\s|$)").expect("static regex"));
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    let version = re.captures(line)?.get(1)?.as_str().to_string();
+    let flavour = if line.contains("Open Kernel Module") { ModuleFlavour::Open } else { ModuleFlavour::Proprietary };
+    Some(DriverVersion { version, flavour, nvrm_line: line.trim().to_string() })
+}
+
+/// One GPU as the driver lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverGpu {
+    /// Directory name: lower-case BDF with a 4-digit domain.
+    pub bdf: String,
+    pub model: Option<String>,
+    pub uuid: Option<String>,
+    /// `GPU Excluded: Yes` (older drivers: `Blacklisted: Yes`).
+    pub excluded: bool,
+}
+
+/// `Key: <spaces/TABs> value` lines; split on the first colon.
+pub fn parse_information(bdf: &str, text: &str) -> DriverGpu {
+    let mut gpu = DriverGpu { bdf: bdf.to_string(), model: None, uuid: None, excluded: false };
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let value = value.trim();
+        match key.trim() {
+            "Model" => gpu.model = Some(value.to_string()),
+            "GPU UUID" => gpu.uuid = Some(value.to_string()),
+            "GPU Excluded" | "Blacklisted" => gpu.excluded = value.eq_ignore_ascii_case("yes"),
+            _ => {}
+        }
+    }
+    gpu
+}
+
+/// The GPUs under `/proc/driver/nvidia/gpus/`. ENOENT (driver not loaded) is an empty list.
+pub fn read_driver_gpus(host: &Host) -> Result<Vec<DriverGpu>, ReadError> {
+    let names = match host.read_dir(NVIDIA_GPUS) {
+        Ok(n) => n,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    names
+        .into_iter()
+        .map(|bdf| {
+            let text = host.read(&format!("{NVIDIA_GPUS}/{bdf}/information"))?;
+            Ok(parse_information(&bdf, &text))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_open_module_h200_double_spaces() {
+        let v = parse_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n",
+        )
+        .unwrap();
+        assert_eq!(v.version, "580.159.04");
+        assert_eq!(v.flavour, ModuleFlavour::Open);
+    }
+
+    #[test]
+    fn version_proprietary_module() {
+        let v = parse_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n").unwrap();
+        assert_eq!(v.version, "535.104.05");
+        assert_eq!(v.flavour, ModuleFlavour::Proprietary);
+    }
+
+    #[test]
+    fn version_garbage_is_none() {
+        assert_eq!(parse_version("hello\n"), None);
+        assert_eq!(parse_version(""), None);
+    }
+
+    #[test]
+    fn information_tabs_and_excluded() {
+        let g = parse_information(
+            "0000:00:06.0",
+            "Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-0cb02a0f-76da-8f49-2381-04795573d342\nGPU Excluded:\t No\n",
+        );
+        assert_eq!(g.model.as_deref(), Some("NVIDIA H200"));
+        assert!(!g.excluded);
+        assert!(parse_information("x", "Blacklisted: \t Yes\n").excluded);
+    }
+}
