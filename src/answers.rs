@@ -51,10 +51,14 @@ impl Answers {
     }
 
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let map: BTreeMap<String, Value> =
-            serde_json::from_str(&text).with_context(|| format!("parsing recorded answers {}", path.display()))?;
-        Ok(Answers { replay: Some((path.to_path_buf(), map)), recorded: Mutex::default() })
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let map: BTreeMap<String, Value> = serde_json::from_str(&text)
+            .with_context(|| format!("parsing recorded answers {}", path.display()))?;
+        Ok(Answers {
+            replay: Some((path.to_path_buf(), map)),
+            recorded: Mutex::default(),
+        })
     }
 
     pub fn is_replay(&self) -> bool {
@@ -69,16 +73,29 @@ impl Answers {
         F: FnOnce() -> T,
     {
         if let Some((path, map)) = &self.replay {
-            let value = map
-                .get(key)
-                .ok_or_else(|| format!("the recording {} has no answers for `{key}`", path.display()))?;
-            let value = serde_json::from_value(value.clone())
-                .map_err(|e| format!("recorded answers `{key}` in {} are malformed: {e}", path.display()))?;
-            return Ok(Obtained { value, replayed: true });
+            let value = map.get(key).ok_or_else(|| {
+                format!(
+                    "the recording {} has no answers for `{key}`",
+                    path.display()
+                )
+            })?;
+            let value = serde_json::from_value(value.clone()).map_err(|e| {
+                format!(
+                    "recorded answers `{key}` in {} are malformed: {e}",
+                    path.display()
+                )
+            })?;
+            return Ok(Obtained {
+                value,
+                replayed: true,
+            });
         }
         let value = collect();
         self.record(key, &value);
-        Ok(Obtained { value, replayed: false })
+        Ok(Obtained {
+            value,
+            replayed: false,
+        })
     }
 
     pub fn record<T: Serialize>(&self, key: &str, value: &T) {
@@ -97,7 +114,10 @@ impl Answers {
     }
 
     pub fn take_recorded(&self) -> BTreeMap<String, Value> {
-        self.recorded.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default()
+        self.recorded
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
     }
 }
 
@@ -118,8 +138,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(ANSWERS_FILE), r#"{"nvml": 8}"#).unwrap();
         let answers = Answers::for_host(&Host::at(dir.path()).unwrap()).unwrap();
-        let got = answers.obtain("nvml", || -> u32 { panic!("must not call the library") }).unwrap();
+        let got = answers
+            .obtain("nvml", || -> u32 { panic!("must not call the library") })
+            .unwrap();
         assert_eq!((got.value, got.replayed), (8, true));
-        assert!(answers.obtain::<u32, _>("cuda", || 0).unwrap_err().contains("no answers for `cuda`"));
+        assert!(answers
+            .obtain::<u32, _>("cuda", || 0)
+            .unwrap_err()
+            .contains("no answers for `cuda`"));
     }
 }

@@ -44,16 +44,31 @@ mod tests {
 
     fn report(statuses: &[Status]) -> RunReport {
         let mut r = RunReport::empty_for_tests();
-        r.checks = statuses.iter().map(|s| CheckResult::new("t.x", *s, "")).collect();
+        r.checks = statuses
+            .iter()
+            .map(|s| CheckResult::new("t.x", *s, ""))
+            .collect();
         r
     }
 
     #[test]
     fn codes_follow_the_contract() {
-        assert_eq!(for_run(&report(&[Status::Pass, Status::Skip]), false), Exit::OK);
-        assert_eq!(for_run(&report(&[Status::Pass, Status::Warn]), false), Exit::OK);
+        assert_eq!(
+            for_run(&report(&[Status::Pass, Status::Skip]), false),
+            Exit::OK
+        );
+        assert_eq!(
+            for_run(&report(&[Status::Pass, Status::Warn]), false),
+            Exit::OK
+        );
         assert_eq!(for_run(&report(&[Status::Warn]), true), Exit::CHECK_FAILED);
-        assert_eq!(for_run(&report(&[Status::Error, Status::Fail]), false), Exit::CHECK_FAILED);
-        assert_eq!(for_run(&report(&[Status::Error, Status::Pass]), false), Exit::COULD_NOT_RUN);
+        assert_eq!(
+            for_run(&report(&[Status::Error, Status::Fail]), false),
+            Exit::CHECK_FAILED
+        );
+        assert_eq!(
+            for_run(&report(&[Status::Error, Status::Pass]), false),
+            Exit::COULD_NOT_RUN
+        );
     }
 }

@@ -46,7 +46,10 @@ pub enum ReadErrorKind {
 
 impl ReadError {
     fn new(path: &str, kind: ReadErrorKind) -> Self {
-        ReadError { path: path.to_string(), kind }
+        ReadError {
+            path: path.to_string(),
+            kind,
+        }
     }
 
     fn from_io(path: &str, err: &io::Error) -> Self {
@@ -98,13 +101,16 @@ pub type ReadResult<T> = Result<T, ReadError>;
 impl Host {
     /// The machine this process runs on.
     pub fn live() -> Self {
-        Host { root: PathBuf::from("/"), live: true }
+        Host {
+            root: PathBuf::from("/"),
+            live: true,
+        }
     }
 
     /// A recorded tree. The directory must exist.
     pub fn at(root: &Path) -> anyhow::Result<Self> {
-        let meta = fs::metadata(root)
-            .map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
+        let meta =
+            fs::metadata(root).map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
         anyhow::ensure!(meta.is_dir(), "--root {}: not a directory", root.display());
         let root = fs::canonicalize(root)
             .map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
@@ -126,7 +132,8 @@ impl Host {
         if self.live {
             return Ok(PathBuf::from(path));
         }
-        self.resolve_in_root(path).map(|host_path| self.map(&host_path))
+        self.resolve_in_root(path)
+            .map(|host_path| self.map(&host_path))
     }
 
     /// The host-absolute path `path` points to once symlinks are followed (`/sys/bus/pci/devices/0000:17:00.0`
@@ -146,7 +153,8 @@ impl Host {
     /// Text content with trailing whitespace (the kernel's newline) removed.
     pub fn read(&self, path: &str) -> ReadResult<String> {
         let bytes = self.read_bytes(path, MAX_TEXT_BYTES)?;
-        let text = String::from_utf8(bytes).map_err(|_| ReadError::new(path, ReadErrorKind::NotUtf8))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| ReadError::new(path, ReadErrorKind::NotUtf8))?;
         Ok(text.trim_end().to_string())
     }
 
@@ -183,7 +191,11 @@ impl Host {
     pub fn read_link(&self, path: &str) -> ReadResult<String> {
         let parent = parent_of(path);
         let name = path.rsplit('/').next().unwrap_or(path);
-        let dir = if self.live { PathBuf::from(&parent) } else { self.map(&self.resolve_in_root(&parent)?) };
+        let dir = if self.live {
+            PathBuf::from(&parent)
+        } else {
+            self.map(&self.resolve_in_root(&parent)?)
+        };
         fs::read_link(dir.join(name))
             .map(|p| p.to_string_lossy().into_owned())
             .map_err(|e| ReadError::from_io(path, &e))
@@ -277,9 +289,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
         fs::create_dir_all(r.join("sys/devices/pci0000:00/0000:00:06.0")).unwrap();
-        fs::write(r.join("sys/devices/pci0000:00/0000:00:06.0/vendor"), "0x10de\n").unwrap();
+        fs::write(
+            r.join("sys/devices/pci0000:00/0000:00:06.0/vendor"),
+            "0x10de\n",
+        )
+        .unwrap();
         fs::create_dir_all(r.join("sys/bus/pci/devices")).unwrap();
-        symlink("../../../devices/pci0000:00/0000:00:06.0", r.join("sys/bus/pci/devices/0000:00:06.0")).unwrap();
+        symlink(
+            "../../../devices/pci0000:00/0000:00:06.0",
+            r.join("sys/bus/pci/devices/0000:00:06.0"),
+        )
+        .unwrap();
         fs::create_dir_all(r.join("etc/alternatives")).unwrap();
         fs::write(r.join("etc/alternatives/real.json"), "{}").unwrap();
         symlink("/etc/alternatives/real.json", r.join("etc/cufile.json")).unwrap();
@@ -292,7 +312,11 @@ mod tests {
     #[test]
     fn relative_sysfs_links_resolve_inside_root() {
         let (_d, host) = tree();
-        assert_eq!(host.read("/sys/bus/pci/devices/0000:00:06.0/vendor").unwrap(), "0x10de");
+        assert_eq!(
+            host.read("/sys/bus/pci/devices/0000:00:06.0/vendor")
+                .unwrap(),
+            "0x10de"
+        );
         assert_eq!(
             host.canonical("/sys/bus/pci/devices/0000:00:06.0").unwrap(),
             "/sys/devices/pci0000:00/0000:00:06.0"
@@ -308,7 +332,10 @@ mod tests {
     #[test]
     fn symlink_loop_is_an_error_not_a_hang() {
         let (_d, host) = tree();
-        assert_eq!(host.read("/etc/loop-a").unwrap_err().kind, ReadErrorKind::SymlinkLoop);
+        assert_eq!(
+            host.read("/etc/loop-a").unwrap_err().kind,
+            ReadErrorKind::SymlinkLoop
+        );
     }
 
     #[test]
@@ -323,7 +350,10 @@ mod tests {
     fn oversized_file_is_refused() {
         let (d, host) = tree();
         fs::write(d.path().join("etc/big"), vec![b'x'; 100]).unwrap();
-        assert_eq!(host.read_bytes("/etc/big", 10).unwrap_err().kind, ReadErrorKind::TooLarge(10));
+        assert_eq!(
+            host.read_bytes("/etc/big", 10).unwrap_err().kind,
+            ReadErrorKind::TooLarge(10)
+        );
         assert_eq!(host.read_bytes("/etc/big", 100).unwrap().len(), 100);
     }
 

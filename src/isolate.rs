@@ -75,7 +75,10 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| ChildFailure { summary: format!("cannot start probe child process: {e}"), evidence: vec![] })?;
+        .map_err(|e| ChildFailure {
+            summary: format!("cannot start probe child process: {e}"),
+            evidence: vec![],
+        })?;
 
     let job_json = serde_json::to_vec(job).unwrap_or_default();
     if let Some(mut stdin) = child.stdin.take() {
@@ -120,7 +123,10 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
             }
             tail.extend_from_slice(&pending_line);
             let start = tail.len().saturating_sub(STDERR_TAIL_BYTES);
-            (String::from_utf8_lossy(&tail[start..]).into_owned(), last_call)
+            (
+                String::from_utf8_lossy(&tail[start..]).into_owned(),
+                last_call,
+            )
         })
     });
 
@@ -137,16 +143,26 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
             Err(_) => break None,
         }
     };
-    let stdout = stdout_reader.and_then(|h| h.join().ok()).unwrap_or_default();
-    let (stderr_tail, last_call) = stderr_reader.and_then(|h| h.join().ok()).unwrap_or_default();
-    let in_call = last_call.as_deref().map(|c| format!(" in {c}")).unwrap_or_default();
+    let stdout = stdout_reader
+        .and_then(|h| h.join().ok())
+        .unwrap_or_default();
+    let (stderr_tail, last_call) = stderr_reader
+        .and_then(|h| h.join().ok())
+        .unwrap_or_default();
+    let in_call = last_call
+        .as_deref()
+        .map(|c| format!(" in {c}"))
+        .unwrap_or_default();
     let mut evidence = Vec::new();
     if let Some(call) = &last_call {
         evidence.push(format!("last library call = {call}"));
     }
     let stderr_tail = stderr_tail.trim();
     if !stderr_tail.is_empty() {
-        evidence.push(format!("child stderr (tail) = {}", stderr_tail.replace('\n', " | ")));
+        evidence.push(format!(
+            "child stderr (tail) = {}",
+            stderr_tail.replace('\n', " | ")
+        ));
     }
 
     let Some(status) = status else {
@@ -157,13 +173,19 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     };
     if let Some(signal) = status.signal() {
         return Err(ChildFailure {
-            summary: format!("crashed with signal {signal} ({}){in_call}", signal_name(signal)),
+            summary: format!(
+                "crashed with signal {signal} ({}){in_call}",
+                signal_name(signal)
+            ),
             evidence,
         });
     }
     if !status.success() {
         return Err(ChildFailure {
-            summary: format!("probe child process exited with status {}{in_call}", status.code().unwrap_or(-1)),
+            summary: format!(
+                "probe child process exited with status {}{in_call}",
+                status.code().unwrap_or(-1)
+            ),
             evidence,
         });
     }
@@ -208,7 +230,10 @@ pub fn child_main() -> i32 {
 fn run_job(job: &ProbeJob) -> ProbeReply {
     let Some(probe) = crate::probes::find(&job.id) else {
         return ProbeReply {
-            results: vec![CheckResult::error(&job.id, format!("unknown probe id {}", job.id))],
+            results: vec![CheckResult::error(
+                &job.id,
+                format!("unknown probe id {}", job.id),
+            )],
             ..Default::default()
         };
     };
@@ -234,11 +259,17 @@ fn run_job(job: &ProbeJob) -> ProbeReply {
         scratch: job.scratch.as_deref(),
     };
     let results = probe.run(&cx);
-    ProbeReply { results, recorded: answers.take_recorded() }
+    ProbeReply {
+        results,
+        recorded: answers.take_recorded(),
+    }
 }
 
 fn error_reply(id: &str, summary: String) -> ProbeReply {
-    ProbeReply { results: vec![CheckResult::error(id, summary)], ..Default::default() }
+    ProbeReply {
+        results: vec![CheckResult::error(id, summary)],
+        ..Default::default()
+    }
 }
 
 pub fn fmt_secs(d: Duration) -> String {

@@ -1,26 +1,12 @@
 //! fabric-preflight: parse the command line, dispatch, exit with the documented code.
 
-mod answers;
-mod cli;
-mod commands;
-mod exit;
-mod host;
-mod isolate;
-mod probe;
-mod probes;
-mod profile;
-mod report;
-mod runner;
-mod sysfs;
-mod threshold;
-mod version;
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Cmd};
-use crate::exit::Exit;
+use fabric_preflight::cli::{Cli, Cmd};
+use fabric_preflight::exit::Exit;
+use fabric_preflight::{commands, isolate};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

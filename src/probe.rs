@@ -35,7 +35,13 @@ impl Status {
         }
     }
 
-    pub const ALL: [Status; 5] = [Status::Pass, Status::Warn, Status::Fail, Status::Skip, Status::Error];
+    pub const ALL: [Status; 5] = [
+        Status::Pass,
+        Status::Warn,
+        Status::Fail,
+        Status::Skip,
+        Status::Error,
+    ];
 }
 
 impl fmt::Display for Status {
@@ -59,7 +65,14 @@ pub struct Measurement {
 
 impl Measurement {
     pub fn new(name: &str, value: f64, unit: &str) -> Self {
-        Measurement { name: name.into(), value, unit: unit.into(), warn: None, fail: None, replayed: false }
+        Measurement {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            warn: None,
+            fail: None,
+            replayed: false,
+        }
     }
 
     pub fn judged_by(mut self, limit: &Limit) -> Self {

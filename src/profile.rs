@@ -213,7 +213,10 @@ pub fn load(name_or_path: &str, known_checks: &[&str]) -> Result<Profile, Profil
             });
         }
         let (profile, value) = parse_one(&source, known_checks)?;
-        next = profile.extends.clone().map(|parent| (parent, source.dir.clone()));
+        next = profile
+            .extends
+            .clone()
+            .map(|parent| (parent, source.dir.clone()));
         chain.push((source, value));
     }
     let label = chain[0].0.label.clone();
@@ -234,10 +237,15 @@ pub fn load(name_or_path: &str, known_checks: &[&str]) -> Result<Profile, Profil
 }
 
 fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError> {
-    let looks_like_path = reference.contains('/') || reference.ends_with(".yaml") || reference.ends_with(".yml");
+    let looks_like_path =
+        reference.contains('/') || reference.ends_with(".yaml") || reference.ends_with(".yml");
     if !looks_like_path {
         if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == reference) {
-            return Ok(Source { label: format!("builtin:{name}"), text: text.to_string(), dir: None });
+            return Ok(Source {
+                label: format!("builtin:{name}"),
+                text: text.to_string(),
+                dir: None,
+            });
         }
     }
     let path = match base_dir {
@@ -260,7 +268,10 @@ fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError
                 message: if looks_like_path {
                     format!("cannot read: {e}")
                 } else {
-                    format!("no built-in profile of that name (built-in: {})", names.join(", "))
+                    format!(
+                        "no built-in profile of that name (built-in: {})",
+                        names.join(", ")
+                    )
                 },
             })
         }
@@ -312,7 +323,11 @@ fn line_of_key(text: &str, key: &str) -> Option<(usize, usize)> {
         let trimmed = line.trim_start();
         let unquoted = trimmed.trim_start_matches(['"', '\'']);
         let after = unquoted.strip_prefix(key)?;
-        after.trim_start_matches(['"', '\'']).trim_start().starts_with(':').then_some((i + 1, line.len() - trimmed.len() + 1))
+        after
+            .trim_start_matches(['"', '\''])
+            .trim_start()
+            .starts_with(':')
+            .then_some((i + 1, line.len() - trimmed.len() + 1))
     })
 }
 
@@ -359,19 +374,30 @@ mod tests {
     #[test]
     fn typo_key_names_file_line_column_and_key() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "site.yaml", "name: site\nexpect:\n  gpu_cuont: 8\n");
+        let path = write(
+            dir.path(),
+            "site.yaml",
+            "name: site\nexpect:\n  gpu_cuont: 8\n",
+        );
         let err = load(&path, KNOWN).unwrap_err();
         assert_eq!(err.file, path);
         assert_eq!(err.line, Some(3));
         assert_eq!(err.column, Some(3));
         assert_eq!(err.key.as_deref(), Some("gpu_cuont"));
-        assert!(err.to_string().contains("gpu_count"), "lists valid keys: {err}");
+        assert!(
+            err.to_string().contains("gpu_count"),
+            "lists valid keys: {err}"
+        );
     }
 
     #[test]
     fn wrong_type_names_line_and_key() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "site.yaml", "name: site\nexpect:\n  gpu_count: eight\n");
+        let path = write(
+            dir.path(),
+            "site.yaml",
+            "name: site\nexpect:\n  gpu_count: eight\n",
+        );
         let err = load(&path, KNOWN).unwrap_err();
         assert_eq!(err.line, Some(3));
         assert!(err.to_string().contains("gpu_count"), "{err}");
@@ -380,7 +406,11 @@ mod tests {
     #[test]
     fn unknown_check_id_is_refused_with_its_line() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "site.yaml", "name: site\nchecks:\n  rdma.lnk:\n    required: true\n");
+        let path = write(
+            dir.path(),
+            "site.yaml",
+            "name: site\nchecks:\n  rdma.lnk:\n    required: true\n",
+        );
         let err = load(&path, KNOWN).unwrap_err();
         assert_eq!(err.line, Some(3));
         assert_eq!(err.key.as_deref(), Some("checks.rdma.lnk"));
@@ -416,7 +446,10 @@ mod tests {
         assert_eq!(p.description, "b");
         assert_eq!(p.expect.gpu_count, Some(4));
         assert_eq!(p.expect.rdma_min_rate_gbps, Some(400.0));
-        assert_eq!(p.thresholds.h2d_gbytes_per_sec, Some(Limit::new(Some(52.0), Some(40.0))));
+        assert_eq!(
+            p.thresholds.h2d_gbytes_per_sec,
+            Some(Limit::new(Some(52.0), Some(40.0)))
+        );
         assert_eq!(p.settings("rdma.link").required, Some(true));
         assert_eq!(p.settings("rdma.link").timeout, Some(9.0));
     }
@@ -441,7 +474,11 @@ mod tests {
     #[test]
     fn bad_enum_value_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "s.yaml", "name: s\nexpect:\n  rdma_link_layer: infiniband2\n");
+        let path = write(
+            dir.path(),
+            "s.yaml",
+            "name: s\nexpect:\n  rdma_link_layer: infiniband2\n",
+        );
         let err = load(&path, KNOWN).unwrap_err();
         assert_eq!(err.line, Some(3));
     }

@@ -50,7 +50,14 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
 
     let (concurrent, active): (Vec<usize>, Vec<usize>) =
         (0..probes.len()).partition(|&i| probes[i].kind() != Kind::Active);
-    run_batch(probes, &concurrent, &shared, run_deadline, run_timeout, &mut slots);
+    run_batch(
+        probes,
+        &concurrent,
+        &shared,
+        run_deadline,
+        run_timeout,
+        &mut slots,
+    );
     for i in active {
         run_batch(probes, &[i], &shared, run_deadline, run_timeout, &mut slots);
     }
@@ -67,7 +74,10 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
             results.push(r);
         }
     }
-    RunOutcome { results, recorded: shared.answers.take_recorded() }
+    RunOutcome {
+        results,
+        recorded: shared.answers.take_recorded(),
+    }
 }
 
 fn run_batch(
@@ -95,25 +105,45 @@ fn run_batch(
         if left.is_zero() {
             slots[i] = Some(vec![CheckResult::error(
                 probe.id(),
-                format!("not started: the run deadline (--timeout {} s) was reached", fmt_secs(run_timeout)),
+                format!(
+                    "not started: the run deadline (--timeout {} s) was reached",
+                    fmt_secs(run_timeout)
+                ),
             )]);
             continue;
         }
-        let scheduled = Scheduled { probe, timeout: own.min(left), cut_by_run_deadline: left < own };
-        let wait_until = now + scheduled.timeout + if probe.kind() == Kind::Static { Duration::ZERO } else { CHILD_GRACE };
+        let scheduled = Scheduled {
+            probe,
+            timeout: own.min(left),
+            cut_by_run_deadline: left < own,
+        };
+        let wait_until = now
+            + scheduled.timeout
+            + if probe.kind() == Kind::Static {
+                Duration::ZERO
+            } else {
+                CHILD_GRACE
+            };
         spawn_probe(i, probe, scheduled.timeout, shared.clone(), tx.clone());
         pending.insert(i, (scheduled, now, wait_until));
     }
     drop(tx);
 
     while !pending.is_empty() {
-        let next = pending.values().map(|(_, _, until)| *until).min().unwrap_or_else(Instant::now);
+        let next = pending
+            .values()
+            .map(|(_, _, until)| *until)
+            .min()
+            .unwrap_or_else(Instant::now);
         match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Ok((i, mut results)) => {
                 if let Some((scheduled, started, _)) = pending.remove(&i) {
                     let ms = started.elapsed().as_millis() as u64;
                     if results.is_empty() {
-                        results.push(CheckResult::error(scheduled.probe.id(), "probe returned no result"));
+                        results.push(CheckResult::error(
+                            scheduled.probe.id(),
+                            "probe returned no result",
+                        ));
                     }
                     for r in &mut results {
                         r.duration_ms = ms;
@@ -123,8 +153,11 @@ fn run_batch(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
-                let expired: Vec<usize> =
-                    pending.iter().filter(|(_, (_, _, until))| *until <= now).map(|(i, _)| *i).collect();
+                let expired: Vec<usize> = pending
+                    .iter()
+                    .filter(|(_, (_, _, until))| *until <= now)
+                    .map(|(i, _)| *i)
+                    .collect();
                 for i in expired {
                     if let Some((s, started, _)) = pending.remove(&i) {
                         slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
@@ -135,7 +168,10 @@ fn run_batch(
             // catch_unwind in place, but never wait forever on it.
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                    slots[i] = Some(vec![CheckResult::error(s.probe.id(), "probe thread ended without a result")]);
+                    slots[i] = Some(vec![CheckResult::error(
+                        s.probe.id(),
+                        "probe thread ended without a result",
+                    )]);
                 }
             }
         }
@@ -144,9 +180,15 @@ fn run_batch(
 
 fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> CheckResult {
     let why = if s.cut_by_run_deadline {
-        format!("the run deadline (--timeout {} s) was reached", fmt_secs(run_timeout))
+        format!(
+            "the run deadline (--timeout {} s) was reached",
+            fmt_secs(run_timeout)
+        )
     } else {
-        format!("timed out after {} s (the probe's deadline)", fmt_secs(s.timeout))
+        format!(
+            "timed out after {} s (the probe's deadline)",
+            fmt_secs(s.timeout)
+        )
     };
     let mut r = CheckResult::error(s.probe.id(), format!("{}: {why}", s.probe.id()))
         .fix("raise `timeout` for this check in the profile if the node is merely slow; a probe stuck in the kernel points at a wedged driver (see dmesg)");
@@ -172,11 +214,18 @@ fn spawn_probe(
     };
     if let Err(e) = std::thread::Builder::new().name(name).spawn(body) {
         // Threads exhausted: the receiver sees this probe vanish and reports it.
-        eprintln!("fabric-preflight: cannot start a thread for {}: {e}", probe.id());
+        eprintln!(
+            "fabric-preflight: cannot start a thread for {}: {e}",
+            probe.id()
+        );
     }
 }
 
-fn run_in_thread(probe: &'static dyn Probe, timeout: Duration, shared: &RunInputs) -> Vec<CheckResult> {
+fn run_in_thread(
+    probe: &'static dyn Probe,
+    timeout: Duration,
+    shared: &RunInputs,
+) -> Vec<CheckResult> {
     let settings = shared.profile.settings(probe.id());
     let cx = Context {
         host: &shared.host,
@@ -193,13 +242,24 @@ fn run_in_thread(probe: &'static dyn Probe, timeout: Duration, shared: &RunInput
     }
 }
 
-fn run_isolated(probe: &'static dyn Probe, timeout: Duration, shared: &RunInputs) -> Vec<CheckResult> {
-    let scratch = if probe.kind() == Kind::Active { make_scratch(&shared.inputs) } else { Ok(None) };
+fn run_isolated(
+    probe: &'static dyn Probe,
+    timeout: Duration,
+    shared: &RunInputs,
+) -> Vec<CheckResult> {
+    let scratch = if probe.kind() == Kind::Active {
+        make_scratch(&shared.inputs)
+    } else {
+        Ok(None)
+    };
     let scratch = match scratch {
         Ok(s) => s,
         Err(e) => {
-            return vec![CheckResult::error(probe.id(), format!("cannot create a scratch directory: {e}"))
-                .fix("pass --gds-dir DIR on a writable filesystem")]
+            return vec![CheckResult::error(
+                probe.id(),
+                format!("cannot create a scratch directory: {e}"),
+            )
+            .fix("pass --gds-dir DIR on a writable filesystem")]
         }
     };
     let job = ProbeJob {
@@ -216,7 +276,8 @@ fn run_isolated(probe: &'static dyn Probe, timeout: Duration, shared: &RunInputs
             reply.results
         }
         Err(failure) => {
-            let mut r = CheckResult::error(probe.id(), format!("{}: {}", probe.id(), failure.summary));
+            let mut r =
+                CheckResult::error(probe.id(), format!("{}: {}", probe.id(), failure.summary));
             r.evidence = failure.evidence;
             vec![r.fix("the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran")]
         }
@@ -232,13 +293,20 @@ fn run_isolated(probe: &'static dyn Probe, timeout: Duration, shared: &RunInputs
 /// under test), else the system temp dir.
 fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
     let base = inputs.gds_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let dir = base.join(format!("fabric-preflight-{}-{}", std::process::id(), unique_suffix()));
+    let dir = base.join(format!(
+        "fabric-preflight-{}-{}",
+        std::process::id(),
+        unique_suffix()
+    ));
     std::fs::create_dir_all(&dir)?;
     Ok(Some(dir))
 }
 
 fn unique_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult {
@@ -255,7 +323,9 @@ fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult
 pub fn install_panic_hook() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let in_probe = std::thread::current().name().is_some_and(|n| n.starts_with("probe:"));
+        let in_probe = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("probe:"));
         if !in_probe {
             default(info);
         }
@@ -279,7 +349,11 @@ mod tests {
             Duration::from_millis(50)
         }
         fn explain(&self) -> Explain {
-            Explain { reads: "", why: "", fixes: &[] }
+            Explain {
+                reads: "",
+                why: "",
+                fixes: &[],
+            }
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             std::thread::sleep(Duration::from_secs(5));
@@ -296,7 +370,11 @@ mod tests {
             "panics"
         }
         fn explain(&self) -> Explain {
-            Explain { reads: "", why: "", fixes: &[] }
+            Explain {
+                reads: "",
+                why: "",
+                fixes: &[],
+            }
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             panic!("boom")
@@ -312,7 +390,11 @@ mod tests {
             "skips"
         }
         fn explain(&self) -> Explain {
-            Explain { reads: "", why: "", fixes: &[] }
+            Explain {
+                reads: "",
+                why: "",
+                fixes: &[],
+            }
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             vec![CheckResult::skip(self.id(), "no hardware")]
@@ -320,28 +402,56 @@ mod tests {
     }
 
     fn inputs(profile: Profile) -> RunInputs {
-        RunInputs { host: Host::live(), profile, inputs: Inputs::default(), answers: Answers::live() }
+        RunInputs {
+            host: Host::live(),
+            profile,
+            inputs: Inputs::default(),
+            answers: Answers::live(),
+        }
     }
 
     #[test]
     fn hung_probe_becomes_error_and_others_still_report() {
         install_panic_hook();
         let started = Instant::now();
-        let out = run(&[&Sleeper, &Panicker, &Skipper], inputs(Profile::default()), Duration::from_secs(30));
+        let out = run(
+            &[&Sleeper, &Panicker, &Skipper],
+            inputs(Profile::default()),
+            Duration::from_secs(30),
+        );
         assert!(started.elapsed() < Duration::from_secs(2));
-        let statuses: Vec<(&str, Status)> = out.results.iter().map(|r| (r.id.as_str(), r.status)).collect();
+        let statuses: Vec<(&str, Status)> = out
+            .results
+            .iter()
+            .map(|r| (r.id.as_str(), r.status))
+            .collect();
         assert_eq!(
             statuses,
-            vec![("test.sleeper", Status::Error), ("test.panicker", Status::Error), ("test.skipper", Status::Skip)]
+            vec![
+                ("test.sleeper", Status::Error),
+                ("test.panicker", Status::Error),
+                ("test.skipper", Status::Skip)
+            ]
         );
-        assert!(out.results[0].summary.contains("timed out after 0.1 s") || out.results[0].summary.contains("timed out after"));
+        assert!(
+            out.results[0].summary.contains("timed out after 0.1 s")
+                || out.results[0].summary.contains("timed out after")
+        );
         assert!(out.results[1].summary.contains("boom"));
     }
 
     #[test]
     fn run_deadline_caps_every_probe() {
-        let out = run(&[&Sleeper], inputs(Profile::default()), Duration::from_millis(20));
-        assert!(out.results[0].summary.contains("run deadline"), "{}", out.results[0].summary);
+        let out = run(
+            &[&Sleeper],
+            inputs(Profile::default()),
+            Duration::from_millis(20),
+        );
+        assert!(
+            out.results[0].summary.contains("run deadline"),
+            "{}",
+            out.results[0].summary
+        );
     }
 
     #[test]
@@ -349,7 +459,10 @@ mod tests {
         let mut profile = Profile::default();
         profile.checks.insert(
             "test.skipper".into(),
-            crate::profile::CheckSettings { required: Some(true), ..Default::default() },
+            crate::profile::CheckSettings {
+                required: Some(true),
+                ..Default::default()
+            },
         );
         let out = run(&[&Skipper], inputs(profile), Duration::from_secs(5));
         assert_eq!(out.results[0].status, Status::Fail);

@@ -46,7 +46,10 @@ impl Limit {
 
     /// The profile's limit where it sets one, else the probe's default.
     pub fn or(self, default: Limit) -> Limit {
-        Limit { warn: self.warn.or(default.warn), fail: self.fail.or(default.fail) }
+        Limit {
+            warn: self.warn.or(default.warn),
+            fail: self.fail.or(default.fail),
+        }
     }
 }
 

@@ -26,18 +26,34 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
     let needs: Vec<&str> = p.needs().iter().map(|n| n.as_str()).collect();
     let kind = match p.kind() {
         Kind::Static => "static (reads files; runs in the main process)",
-        Kind::Library => "library (calls vendor libraries in a child process killed at its deadline)",
+        Kind::Library => {
+            "library (calls vendor libraries in a child process killed at its deadline)"
+        }
         Kind::Active => "active (moves data; runs alone, in a child process)",
     };
     println!("{}: {}\n", p.id(), p.title());
     println!("Kind:     {kind}");
-    println!("Deadline: {} s by default (profile: checks.{}.timeout)", p.default_timeout().as_secs_f64(), p.id());
-    println!("Needs:    {}\n", if needs.is_empty() { "nothing special".to_string() } else { needs.join(", ") });
+    println!(
+        "Deadline: {} s by default (profile: checks.{}.timeout)",
+        p.default_timeout().as_secs_f64(),
+        p.id()
+    );
+    println!(
+        "Needs:    {}\n",
+        if needs.is_empty() {
+            "nothing special".to_string()
+        } else {
+            needs.join(", ")
+        }
+    );
     println!("Reads:\n  {}\n", wrap(e.reads));
     println!("Why it matters:\n  {}\n", wrap(e.why));
     println!("Failures and fixes:");
     for (failure, fix) in e.fixes {
-        println!("  - {failure}\n      fix: {}", wrap(fix).replace("\n  ", "\n           "));
+        println!(
+            "  - {failure}\n      fix: {}",
+            wrap(fix).replace("\n  ", "\n           ")
+        );
     }
     Ok(Exit::OK)
 }
@@ -52,8 +68,12 @@ pub fn profiles() -> anyhow::Result<u8> {
         if !set.is_empty() {
             println!("  expects: {}", set.join(", "));
         }
-        let required: Vec<&str> =
-            p.checks.iter().filter(|(_, s)| s.required == Some(true)).map(|(id, _)| id.as_str()).collect();
+        let required: Vec<&str> = p
+            .checks
+            .iter()
+            .filter(|(_, s)| s.required == Some(true))
+            .map(|(id, _)| id.as_str())
+            .collect();
         if !required.is_empty() {
             println!("  required checks: {}", required.join(", "));
         }

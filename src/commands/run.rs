@@ -46,15 +46,30 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         &args.only,
         &args.skip,
         args.timeout,
-        Inputs { nccl_logs: args.nccl_log.clone(), gds_dir: args.gds_dir.clone(), env: std::env::vars().collect() },
+        Inputs {
+            nccl_logs: args.nccl_log.clone(),
+            gds_dir: args.gds_dir.clone(),
+            env: std::env::vars().collect(),
+        },
     )?;
     runner::install_panic_hook();
     let executed = execute(plan);
-    let style = Style { color: use_color(args.color), width: terminal_width() };
+    let style = Style {
+        color: use_color(args.color),
+        width: terminal_width(),
+    };
     let code = exit::for_run(&executed.report, args.strict);
 
     for (format, target) in &outputs {
-        let text = report::render(*format, &executed.report, if *target == Target::Stdout { style } else { Style::PLAIN });
+        let text = report::render(
+            *format,
+            &executed.report,
+            if *target == Target::Stdout {
+                style
+            } else {
+                Style::PLAIN
+            },
+        );
         match target {
             Target::Stdout => {
                 // A closed pipe (`| head`) stops the writing; the exit code still reports the verdict.
@@ -67,7 +82,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     }
     if let Some(path) = &args.termination_log {
         if let Err(e) = std::fs::write(path, termination::render(&executed.report)) {
-            eprintln!("fabric-preflight: writing termination log {}: {e}", path.display());
+            eprintln!(
+                "fabric-preflight: writing termination log {}: {e}",
+                path.display()
+            );
         }
     }
     Ok(code)
@@ -113,24 +131,50 @@ pub fn prepare(
         .filter(|p| !skip.contains(&p.id().to_string()))
         .collect();
     let answers = Answers::for_host(&host)?;
-    Ok(Plan { host, profile, probes, inputs, answers, timeout: Duration::from_secs_f64(timeout_secs) })
+    Ok(Plan {
+        host,
+        profile,
+        probes,
+        inputs,
+        answers,
+        timeout: Duration::from_secs_f64(timeout_secs),
+    })
 }
 
 pub fn execute(plan: Plan) -> Executed {
     let started = Instant::now();
     let host_info = HostInfo {
-        hostname: plan.host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into()),
-        kernel: plan.host.read(OSRELEASE).unwrap_or_else(|_| "unknown".into()),
+        hostname: plan
+            .host
+            .read(HOSTNAME)
+            .unwrap_or_else(|_| "unknown".into()),
+        kernel: plan
+            .host
+            .read(OSRELEASE)
+            .unwrap_or_else(|_| "unknown".into()),
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();
     let outcome = runner::run(
         &plan.probes,
-        RunInputs { host: plan.host, profile: plan.profile, inputs: plan.inputs, answers: plan.answers },
+        RunInputs {
+            host: plan.host,
+            profile: plan.profile,
+            inputs: plan.inputs,
+            answers: plan.answers,
+        },
         plan.timeout,
     );
-    let report = RunReport::new(host_info, profile_name, started.elapsed().as_millis() as u64, outcome.results);
-    Executed { report, recorded: outcome.recorded }
+    let report = RunReport::new(
+        host_info,
+        profile_name,
+        started.elapsed().as_millis() as u64,
+        outcome.results,
+    );
+    Executed {
+        report,
+        recorded: outcome.recorded,
+    }
 }
 
 /// `--output json=PATH`, `--output PATH` (in `--format`). Stdout gets `--format` unless a bare PATH took it.
@@ -140,7 +184,8 @@ fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format
     for spec in specs {
         match spec.split_once('=') {
             Some((name, path)) if <Format as clap::ValueEnum>::from_str(name, true).is_ok() => {
-                let f = <Format as clap::ValueEnum>::from_str(name, true).map_err(anyhow::Error::msg)?;
+                let f = <Format as clap::ValueEnum>::from_str(name, true)
+                    .map_err(anyhow::Error::msg)?;
                 if path.is_empty() {
                     bail!("--output {spec}: missing path after `=`");
                 }
@@ -163,7 +208,8 @@ fn use_color(choice: ColorChoice) -> bool {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         }
     }
 }
@@ -173,7 +219,12 @@ fn terminal_width() -> u16 {
         return cols;
     }
     if std::io::stdout().is_terminal() {
-        let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+        let mut size = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
         // SAFETY: TIOCGWINSZ fills the struct we pass.
         if unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
             return size.ws_col;
@@ -197,7 +248,16 @@ mod tests {
 
     #[test]
     fn unknown_only_id_is_a_usage_error() {
-        let err = prepare(None, "generic", &["rdma.lnk".into()], &[], 10.0, Inputs::default()).err().unwrap();
+        let err = prepare(
+            None,
+            "generic",
+            &["rdma.lnk".into()],
+            &[],
+            10.0,
+            Inputs::default(),
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().contains("rdma.lnk"));
     }
 }

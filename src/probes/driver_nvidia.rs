@@ -47,7 +47,10 @@ impl Probe for DriverNvidia {
 
         if !nvidia.is_loaded() && version_text.as_ref().is_err_and(|e| e.is_not_found()) {
             let mut r = if expects_gpus {
-                CheckResult::fail(ID, "NVIDIA kernel driver not loaded, but the profile expects GPUs")
+                CheckResult::fail(
+                    ID,
+                    "NVIDIA kernel driver not loaded, but the profile expects GPUs",
+                )
             } else {
                 CheckResult::skip(ID, "no NVIDIA kernel driver on this host (no nvidia module, no /proc/driver/nvidia)")
             };
@@ -89,19 +92,35 @@ impl Probe for DriverNvidia {
                 evidence.push(format!("{NVIDIA_VERSION} = {}", v.nvrm_line));
                 if let Some(sys) = &nvidia.version {
                     if sys != &v.version {
-                        problems.push((false, format!("/sys/module/nvidia/version {sys} differs from procfs {}", v.version)));
+                        problems.push((
+                            false,
+                            format!(
+                                "/sys/module/nvidia/version {sys} differs from procfs {}",
+                                v.version
+                            ),
+                        ));
                     }
                 }
                 if let Some(min) = &cx.profile.expect.driver_min_version {
                     if compare_versions(&v.version, min).is_lt() {
-                        problems.push((true, format!("driver {} older than required {min}", v.version)));
+                        problems.push((
+                            true,
+                            format!("driver {} older than required {min}", v.version),
+                        ));
                         fixes.push(format!("upgrade the NVIDIA driver to {min} or later"));
                     }
                 }
-                format!("driver {} ({} kernel module)", v.version, v.flavour.as_str())
+                format!(
+                    "driver {} ({} kernel module)",
+                    v.version,
+                    v.flavour.as_str()
+                )
             }
             Err(text) => {
-                evidence.push(format!("{NVIDIA_VERSION} = {}", text.lines().next().unwrap_or("")));
+                evidence.push(format!(
+                    "{NVIDIA_VERSION} = {}",
+                    text.lines().next().unwrap_or("")
+                ));
                 problems.push((true, "unrecognised /proc/driver/nvidia/version".into()));
                 "driver version unknown".into()
             }
@@ -112,17 +131,29 @@ impl Probe for DriverNvidia {
                 g.bdf,
                 g.model.as_deref().unwrap_or("?"),
                 g.uuid.as_deref().unwrap_or("?"),
-                if g.excluded { ", GPU Excluded: Yes" } else { "" }
+                if g.excluded {
+                    ", GPU Excluded: Yes"
+                } else {
+                    ""
+                }
             ));
             if g.excluded {
                 problems.push((true, format!("GPU {} excluded by the driver", g.bdf)));
-                fixes.push("check `dmesg` for the Xid that excluded the GPU; reset or replace it".into());
+                fixes.push(
+                    "check `dmesg` for the Xid that excluded the GPU; reset or replace it".into(),
+                );
             }
         }
         if let Some(want) = cx.profile.expect.gpu_count {
             if (gpus.len() as u32) < want {
-                problems.push((true, format!("driver lists {} GPUs, profile expects {want}", gpus.len())));
-                fixes.push("a GPU is missing from the driver: `dmesg | grep -i 'fallen off\\|NVRM'`".into());
+                problems.push((
+                    true,
+                    format!("driver lists {} GPUs, profile expects {want}", gpus.len()),
+                ));
+                fixes.push(
+                    "a GPU is missing from the driver: `dmesg | grep -i 'fallen off\\|NVRM'`"
+                        .into(),
+                );
             }
         }
 
@@ -135,7 +166,11 @@ impl Probe for DriverNvidia {
             CheckResult::pass(ID, summary)
         };
         r.evidence = evidence;
-        r = r.measure(crate::probe::Measurement::new("gpu_count", gpus.len() as f64, "GPUs"));
+        r = r.measure(crate::probe::Measurement::new(
+            "gpu_count",
+            gpus.len() as f64,
+            "GPUs",
+        ));
         if !fixes.is_empty() {
             r = r.fix(fixes.join("; "));
         }
@@ -144,5 +179,9 @@ impl Probe for DriverNvidia {
 }
 
 fn join_problems(problems: &[(bool, String)]) -> String {
-    problems.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>().join("; ")
+    problems
+        .iter()
+        .map(|(_, p)| p.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
 }

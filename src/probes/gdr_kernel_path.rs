@@ -55,22 +55,39 @@ impl Probe for GdrKernelPath {
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
         let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
-        let driver = cx.host.read(NVIDIA_VERSION).ok().and_then(|t| nvidia::parse_version(&t));
+        let driver = cx
+            .host
+            .read(NVIDIA_VERSION)
+            .ok()
+            .and_then(|t| nvidia::parse_version(&t));
         let release = read_release(cx.host).ok();
 
         let mut evidence: Vec<String> = Vec::new();
         for m in [&peermem, &legacy] {
             evidence.extend(m.evidence().into_iter().map(|(k, v)| format!("{k} = {v}")));
         }
-        evidence.push(format!("{MEMORY_PEERS_NV_MEM} = {}", memory_peers.as_deref().unwrap_or("<missing>")));
+        evidence.push(format!(
+            "{MEMORY_PEERS_NV_MEM} = {}",
+            memory_peers.as_deref().unwrap_or("<missing>")
+        ));
         evidence.push(format!(
             "{NVIDIA_VERSION} = {}",
-            driver.as_ref().map(|d| format!("{} ({} module)", d.version, d.flavour.as_str())).unwrap_or("<missing or unrecognised>".into())
+            driver
+                .as_ref()
+                .map(|d| format!("{} ({} module)", d.version, d.flavour.as_str()))
+                .unwrap_or("<missing or unrecognised>".into())
         ));
-        evidence.push(format!("{OSRELEASE} = {}", release.as_deref().unwrap_or("<missing>")));
+        evidence.push(format!(
+            "{OSRELEASE} = {}",
+            release.as_deref().unwrap_or("<missing>")
+        ));
         evidence.push(format!(
             "{CLASS_INFINIBAND} = {}",
-            if rdma.is_empty() { "<no devices>".to_string() } else { rdma.join(" ") }
+            if rdma.is_empty() {
+                "<no devices>".to_string()
+            } else {
+                rdma.join(" ")
+            }
         ));
 
         let peer_module = if peermem.is_loaded() {
@@ -80,8 +97,13 @@ impl Probe for GdrKernelPath {
         } else {
             None
         };
-        let open_module = driver.as_ref().is_some_and(|d| d.flavour == ModuleFlavour::Open);
-        let kernel_ok = release.as_deref().and_then(parse_release).is_some_and(|r| r >= DMABUF_MIN_KERNEL);
+        let open_module = driver
+            .as_ref()
+            .is_some_and(|d| d.flavour == ModuleFlavour::Open);
+        let kernel_ok = release
+            .as_deref()
+            .and_then(parse_release)
+            .is_some_and(|r| r >= DMABUF_MIN_KERNEL);
         let dmabuf_possible = open_module && kernel_ok;
         let expect = &cx.profile.expect;
         let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);

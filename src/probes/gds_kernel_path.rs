@@ -44,8 +44,15 @@ impl Probe for GdsKernelPath {
         };
         let nvfs = modules.state(cx.host, "nvidia_fs");
         let version = cx.host.read(NVFS_VERSION).ok();
-        let mut evidence: Vec<String> = nvfs.evidence().into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        evidence.push(format!("{NVFS_VERSION} = {}", version.as_deref().unwrap_or("<missing>")));
+        let mut evidence: Vec<String> = nvfs
+            .evidence()
+            .into_iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        evidence.push(format!(
+            "{NVFS_VERSION} = {}",
+            version.as_deref().unwrap_or("<missing>")
+        ));
 
         if nvfs.is_loaded() || version.is_some() {
             if let Ok(count) = cx.host.read(NVFS_DEVCOUNT) {
@@ -53,12 +60,22 @@ impl Probe for GdsKernelPath {
             }
             let stats_errors = cx.host.read(NVFS_STATS).ok().map(|s| error_row(&s));
             let mut r = match &stats_errors {
-                Some(Some(row)) if row_has_nonzero(row) => {
-                    CheckResult::warn(ID, format!("nvidia_fs loaded ({}), but its stats report errors", short_version(&version)))
-                        .evidence(&format!("{NVFS_STATS} [Error]"), row)
-                        .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation")
-                }
-                _ => CheckResult::pass(ID, format!("nvidia_fs loaded ({}): GDS can bypass host memory", short_version(&version))),
+                Some(Some(row)) if row_has_nonzero(row) => CheckResult::warn(
+                    ID,
+                    format!(
+                        "nvidia_fs loaded ({}), but its stats report errors",
+                        short_version(&version)
+                    ),
+                )
+                .evidence(&format!("{NVFS_STATS} [Error]"), row)
+                .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation"),
+                _ => CheckResult::pass(
+                    ID,
+                    format!(
+                        "nvidia_fs loaded ({}): GDS can bypass host memory",
+                        short_version(&version)
+                    ),
+                ),
             };
             r.evidence.splice(0..0, evidence);
             return vec![r];
@@ -67,9 +84,17 @@ impl Probe for GdsKernelPath {
         let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
         let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
         let mut r = match cx.profile.expect.gds {
-            Some(true) => CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX),
-            Some(false) => CheckResult::skip(ID, "nvidia_fs not loaded; the profile does not expect GPUDirect Storage"),
-            None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect Storage does not apply"),
+            Some(true) => {
+                CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX)
+            }
+            Some(false) => CheckResult::skip(
+                ID,
+                "nvidia_fs not loaded; the profile does not expect GPUDirect Storage",
+            ),
+            None if gpus.is_empty() => CheckResult::skip(
+                ID,
+                "no NVIDIA GPU listed by the driver: GPUDirect Storage does not apply",
+            ),
             None => CheckResult::warn(ID, summary).fix(FIX),
         };
         r.evidence.splice(0..0, evidence);
@@ -78,7 +103,11 @@ impl Probe for GdsKernelPath {
 }
 
 fn short_version(version: &Option<String>) -> String {
-    version.as_deref().map(|v| v.trim_start_matches("version:").trim().to_string()).map(|v| format!("version {v}")).unwrap_or("version unknown".into())
+    version
+        .as_deref()
+        .map(|v| v.trim_start_matches("version:").trim().to_string())
+        .map(|v| format!("version {v}"))
+        .unwrap_or("version unknown".into())
 }
 
 /// The `Error` row of the stats file (`Error\t\t: cpu-gpu-pages=0 sg-ext=0 dma-map=0 dma-ref=0`).
@@ -90,7 +119,9 @@ fn error_row(stats: &str) -> Option<String> {
 }
 
 fn row_has_nonzero(row: &str) -> bool {
-    row.split_whitespace().filter_map(|kv| kv.split_once('=')).any(|(_, v)| v.parse::<u64>().is_ok_and(|n| n > 0))
+    row.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .any(|(_, v)| v.parse::<u64>().is_ok_and(|n| n > 0))
 }
 
 #[cfg(test)]

@@ -37,12 +37,23 @@ mod tests {
         for p in all() {
             let id = p.id();
             assert!(seen.insert(id), "duplicate id {id}");
-            let (area, thing) = id.split_once('.').unwrap_or_else(|| panic!("{id} is not dotted"));
+            let (area, thing) = id
+                .split_once('.')
+                .unwrap_or_else(|| panic!("{id} is not dotted"));
             for part in [area, thing] {
-                assert!(!part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()), "{id}");
+                assert!(
+                    !part.is_empty()
+                        && part
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()),
+                    "{id}"
+                );
             }
             let e = p.explain();
-            assert!(!e.reads.is_empty() && !e.why.is_empty() && !e.fixes.is_empty(), "{id} lacks explain text");
+            assert!(
+                !e.reads.is_empty() && !e.why.is_empty() && !e.fixes.is_empty(),
+                "{id} lacks explain text"
+            );
             assert!(!p.title().is_empty());
         }
     }
@@ -52,7 +63,12 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/probes");
         for p in all() {
             let file = dir.join(format!("{}.rs", p.id().replace('.', "_")));
-            assert!(file.exists(), "{} should live in {}", p.id(), file.display());
+            assert!(
+                file.exists(),
+                "{} should live in {}",
+                p.id(),
+                file.display()
+            );
         }
     }
 }

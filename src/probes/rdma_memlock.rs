@@ -36,12 +36,24 @@ impl Probe for RdmaMemlock {
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let (soft, hard) = match memlock_limits() {
             Ok(l) => l,
-            Err(e) => return vec![CheckResult::error(ID, format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"))],
+            Err(e) => {
+                return vec![CheckResult::error(
+                    ID,
+                    format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"),
+                )]
+            }
         };
         let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
-        let show = |l: Option<u64>| l.map(|b| format!("{b} bytes ({} MiB)", b / (1024 * 1024))).unwrap_or("unlimited".into());
+        let show = |l: Option<u64>| {
+            l.map(|b| format!("{b} bytes ({} MiB)", b / (1024 * 1024)))
+                .unwrap_or("unlimited".into())
+        };
         let evidence = [
-            format!("getrlimit(RLIMIT_MEMLOCK) = soft {}, hard {}", show(soft), show(hard)),
+            format!(
+                "getrlimit(RLIMIT_MEMLOCK) = soft {}, hard {}",
+                show(soft),
+                show(hard)
+            ),
             format!(
                 "/proc/self/status CapEff CAP_IPC_LOCK = {}",
                 match &cap_ipc_lock {
@@ -54,29 +66,53 @@ impl Probe for RdmaMemlock {
         let expect = &cx.profile.expect;
         let min_mib = expect.memlock_min_mib.unwrap_or(DEFAULT_MIN_MIB);
         let has_cap = cap_ipc_lock == Ok(true);
-        let has_rdma = read_device_names(cx.host).map(|d| !d.is_empty()).unwrap_or(false);
-        let profile_cares = expect.memlock_min_mib.is_some() || expect.memlock_unlimited == Some(true) || expect.gdr == Some(true);
+        let has_rdma = read_device_names(cx.host)
+            .map(|d| !d.is_empty())
+            .unwrap_or(false);
+        let profile_cares = expect.memlock_min_mib.is_some()
+            || expect.memlock_unlimited == Some(true)
+            || expect.gdr == Some(true);
 
         let mut r = match soft {
             None => CheckResult::pass(ID, "memlock unlimited"),
-            Some(_) if has_cap => CheckResult::pass(ID, format!("memlock {} but CAP_IPC_LOCK is set, so the limit does not apply", show(soft))),
-            Some(_) if expect.memlock_unlimited == Some(true) => {
-                CheckResult::fail(ID, format!("memlock {} and no CAP_IPC_LOCK; the profile requires unlimited", show(soft))).fix(FIX)
-            }
+            Some(_) if has_cap => CheckResult::pass(
+                ID,
+                format!(
+                    "memlock {} but CAP_IPC_LOCK is set, so the limit does not apply",
+                    show(soft)
+                ),
+            ),
+            Some(_) if expect.memlock_unlimited == Some(true) => CheckResult::fail(
+                ID,
+                format!(
+                    "memlock {} and no CAP_IPC_LOCK; the profile requires unlimited",
+                    show(soft)
+                ),
+            )
+            .fix(FIX),
             Some(bytes) if bytes < min_mib * 1024 * 1024 => {
                 let summary = format!(
                     "memlock {} without CAP_IPC_LOCK, below {min_mib} MiB: RDMA registration fails and NCCL falls back to sockets",
                     show(soft)
                 );
                 if !has_rdma && !profile_cares {
-                    CheckResult::skip(ID, format!("no RDMA device, so memlock does not limit anything here ({})", show(soft)))
+                    CheckResult::skip(
+                        ID,
+                        format!(
+                            "no RDMA device, so memlock does not limit anything here ({})",
+                            show(soft)
+                        ),
+                    )
                 } else if profile_cares {
                     CheckResult::fail(ID, summary).fix(FIX)
                 } else {
                     CheckResult::warn(ID, summary).fix(FIX)
                 }
             }
-            Some(_) => CheckResult::pass(ID, format!("memlock {} (at least {min_mib} MiB)", show(soft))),
+            Some(_) => CheckResult::pass(
+                ID,
+                format!("memlock {} (at least {min_mib} MiB)", show(soft)),
+            ),
         };
         r.evidence.extend(evidence);
         if let Some(bytes) = soft {
@@ -88,7 +124,10 @@ impl Probe for RdmaMemlock {
 
 /// (soft, hard); `None` = unlimited.
 fn memlock_limits() -> std::io::Result<(Option<u64>, Option<u64>)> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes into the struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -100,6 +139,7 @@ fn memlock_limits() -> std::io::Result<(Option<u64>, Option<u64>)> {
 /// Effective capabilities of this process, from its own /proc/self/status.
 fn cap_effective() -> Result<u64, String> {
     let file = std::fs::File::open("/proc/self/status").map_err(|e| e.to_string())?;
-    let status = <procfs_core::process::Status as procfs_core::FromRead>::from_read(file).map_err(|e| e.to_string())?;
+    let status = <procfs_core::process::Status as procfs_core::FromRead>::from_read(file)
+        .map_err(|e| e.to_string())?;
     Ok(status.capeff)
 }

@@ -41,11 +41,19 @@ pub struct HostInfo {
 }
 
 impl RunReport {
-    pub fn new(host: HostInfo, profile: String, duration_ms: u64, checks: Vec<CheckResult>) -> Self {
+    pub fn new(
+        host: HostInfo,
+        profile: String,
+        duration_ms: u64,
+        checks: Vec<CheckResult>,
+    ) -> Self {
         let status = overall(&checks);
         RunReport {
             schema_version: SCHEMA_VERSION,
-            tool: ToolInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
+            tool: ToolInfo {
+                name: env!("CARGO_PKG_NAME").into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
             host,
             profile,
             status,
@@ -57,7 +65,11 @@ impl RunReport {
     #[cfg(test)]
     pub fn empty_for_tests() -> Self {
         RunReport::new(
-            HostInfo { hostname: "node1".into(), kernel: "6.8.0".into(), root: "/".into() },
+            HostInfo {
+                hostname: "node1".into(),
+                kernel: "6.8.0".into(),
+                root: "/".into(),
+            },
             "generic".into(),
             0,
             vec![],
@@ -67,7 +79,13 @@ impl RunReport {
 
 /// fail > error > warn > pass; a skip is not a problem on its own.
 pub fn overall(checks: &[CheckResult]) -> Status {
-    let s = worst(checks.iter().map(|c| if c.status == Status::Skip { Status::Pass } else { c.status }));
+    let s = worst(checks.iter().map(|c| {
+        if c.status == Status::Skip {
+            Status::Pass
+        } else {
+            c.status
+        }
+    }));
     match s {
         Status::Skip => Status::Pass,
         other => other,
@@ -91,7 +109,10 @@ pub struct Style {
 }
 
 impl Style {
-    pub const PLAIN: Style = Style { color: false, width: 80 };
+    pub const PLAIN: Style = Style {
+        color: false,
+        width: 80,
+    };
 }
 
 pub fn render(format: Format, report: &RunReport, style: Style) -> String {

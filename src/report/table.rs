@@ -5,7 +5,13 @@ use super::{RunReport, Style};
 pub fn render(report: &RunReport, _style: Style) -> String {
     let mut out = String::new();
     for c in &report.checks {
-        out.push_str(&format!("{:5} {} {} {}\n", c.status.as_str(), c.id, c.subject.as_deref().unwrap_or(""), c.summary));
+        out.push_str(&format!(
+            "{:5} {} {} {}\n",
+            c.status.as_str(),
+            c.id,
+            c.subject.as_deref().unwrap_or(""),
+            c.summary
+        ));
     }
     out
 }

@@ -43,7 +43,10 @@ pub fn parse_proc_modules(text: &str) -> (Vec<ModuleLine>, Vec<BadLine>) {
         }
         match parse_line(line) {
             Some(m) => modules.push(m),
-            None => bad.push(BadLine { line_number: i + 1, text: line.chars().take(120).collect() }),
+            None => bad.push(BadLine {
+                line_number: i + 1,
+                text: line.chars().take(120).collect(),
+            }),
         }
     }
     (modules, bad)
@@ -55,7 +58,11 @@ fn parse_line(line: &str) -> Option<ModuleLine> {
         return None;
     }
     let name = fields[0];
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         return None;
     }
     let size = fields[1].parse().ok()?;
@@ -65,14 +72,25 @@ fn parse_line(line: &str) -> Option<ModuleLine> {
     };
     let users = match fields[3] {
         "-" => Vec::new(),
-        list => list.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        list => list
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
     };
     let state = fields[4].to_string();
     let taint = fields
         .get(6)
         .map(|t| t.trim_start_matches('(').trim_end_matches(')').to_string())
         .unwrap_or_default();
-    Some(ModuleLine { name: name.to_string(), size, refcount, users, state, taint })
+    Some(ModuleLine {
+        name: name.to_string(),
+        size,
+        refcount,
+        users,
+        state,
+        taint,
+    })
 }
 
 /// What the kernel says about one module.
@@ -101,14 +119,30 @@ impl ModuleState {
         let mut ev = vec![(
             format!("{PROC_MODULES} [{}]", self.name),
             match &self.line {
-                Some(l) => format!("{} {}{}", l.name, l.state, if l.taint.is_empty() { String::new() } else { format!(" ({})", l.taint) }),
+                Some(l) => format!(
+                    "{} {}{}",
+                    l.name,
+                    l.state,
+                    if l.taint.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", l.taint)
+                    }
+                ),
                 None => "<no line>".into(),
             },
         )];
         let dir = format!("{SYS_MODULE}/{}", self.name);
         ev.push((
             dir.clone(),
-            if self.in_sysfs { self.version.clone().map(|v| format!("present, version {v}")).unwrap_or("present".into()) } else { "<missing>".into() },
+            if self.in_sysfs {
+                self.version
+                    .clone()
+                    .map(|v| format!("present, version {v}"))
+                    .unwrap_or("present".into())
+            } else {
+                "<missing>".into()
+            },
         ));
         ev
     }
@@ -128,9 +162,16 @@ impl Modules {
         match host.read(PROC_MODULES) {
             Ok(text) => {
                 let (lines, bad_lines) = parse_proc_modules(&text);
-                Ok(Modules { lines, bad_lines, no_proc_modules: false })
+                Ok(Modules {
+                    lines,
+                    bad_lines,
+                    no_proc_modules: false,
+                })
             }
-            Err(e) if e.is_not_found() => Ok(Modules { no_proc_modules: true, ..Default::default() }),
+            Err(e) if e.is_not_found() => Ok(Modules {
+                no_proc_modules: true,
+                ..Default::default()
+            }),
             Err(e) => Err(e),
         }
     }
@@ -141,7 +182,10 @@ impl Modules {
             name: name.to_string(),
             line: self.lines.iter().find(|l| l.name == name).cloned(),
             in_sysfs: host.is_dir(&dir),
-            version: host.read(&format!("{dir}/version")).ok().filter(|v| !v.is_empty()),
+            version: host
+                .read(&format!("{dir}/version"))
+                .ok()
+                .filter(|v| !v.is_empty()),
         }
     }
 }
@@ -167,21 +211,33 @@ mod tests {
             "ib_core 495616 8 rdma_ucm,ib_uverbs,nvidia_peermem,mlx5_ib, Live 0xffffffffc0b10000\n",
         );
         assert_eq!(m[0].refcount, Some(8));
-        assert_eq!(m[0].users, vec!["rdma_ucm", "ib_uverbs", "nvidia_peermem", "mlx5_ib"]);
+        assert_eq!(
+            m[0].users,
+            vec!["rdma_ucm", "ib_uverbs", "nvidia_peermem", "mlx5_ib"]
+        );
         assert_eq!(m[0].taint, "");
     }
 
     #[test]
     fn modules_garbage_line_is_reported_not_fatal() {
-        let (m, bad) = parse_proc_modules("garbage\nnvidia_peermem 16384 0 - Live 0x0 (OE)\nx y z q r s\n");
+        let (m, bad) =
+            parse_proc_modules("garbage\nnvidia_peermem 16384 0 - Live 0x0 (OE)\nx y z q r s\n");
         assert_eq!(m.len(), 1);
-        assert_eq!(bad.iter().map(|b| b.line_number).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            bad.iter().map(|b| b.line_number).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
     }
 
     #[test]
     fn modules_unloading_is_not_loaded() {
         let (m, _) = parse_proc_modules("nvidia_fs 262144 0 - Unloading 0x0 (OE)\n");
-        let state = ModuleState { name: "nvidia_fs".into(), line: Some(m[0].clone()), in_sysfs: true, version: None };
+        let state = ModuleState {
+            name: "nvidia_fs".into(),
+            line: Some(m[0].clone()),
+            in_sysfs: true,
+            version: None,
+        };
         assert!(!state.is_loaded());
     }
 }

@@ -37,11 +37,21 @@ pub struct DriverVersion {
 /// varies between builds, so a regex finds the version rather than a field index.
 pub fn parse_version(text: &str) -> Option<DriverVersion> {
     static RE: OnceLock<Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| Regex::new(r"Module(?: for \S+)?\s+(\d+(?:\.\d+)+)(?:\s|$)").expect("static regex"));
+    let re = RE.get_or_init(|| {
+        Regex::new(r"Module(?: for \S+)?\s+(\d+(?:\.\d+)+)(?:\s|$)").expect("static regex")
+    });
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
     let version = re.captures(line)?.get(1)?.as_str().to_string();
-    let flavour = if line.contains("Open Kernel Module") { ModuleFlavour::Open } else { ModuleFlavour::Proprietary };
-    Some(DriverVersion { version, flavour, nvrm_line: line.trim().to_string() })
+    let flavour = if line.contains("Open Kernel Module") {
+        ModuleFlavour::Open
+    } else {
+        ModuleFlavour::Proprietary
+    };
+    Some(DriverVersion {
+        version,
+        flavour,
+        nvrm_line: line.trim().to_string(),
+    })
 }
 
 /// One GPU as the driver lists it.
@@ -57,9 +67,16 @@ pub struct DriverGpu {
 
 /// `Key: <spaces/TABs> value` lines; split on the first colon.
 pub fn parse_information(bdf: &str, text: &str) -> DriverGpu {
-    let mut gpu = DriverGpu { bdf: bdf.to_string(), model: None, uuid: None, excluded: false };
+    let mut gpu = DriverGpu {
+        bdf: bdf.to_string(),
+        model: None,
+        uuid: None,
+        excluded: false,
+    };
     for line in text.lines() {
-        let Some((key, value)) = line.split_once(':') else { continue };
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
         let value = value.trim();
         match key.trim() {
             "Model" => gpu.model = Some(value.to_string()),

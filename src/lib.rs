@@ -1,0 +1,17 @@
+//! fabric-preflight as a library: the binary (`main.rs`), the integration tests, the benchmarks and the fuzz
+//! targets all use these modules.
+
+pub mod answers;
+pub mod cli;
+pub mod commands;
+pub mod exit;
+pub mod host;
+pub mod isolate;
+pub mod probe;
+pub mod probes;
+pub mod profile;
+pub mod report;
+pub mod runner;
+pub mod sysfs;
+pub mod threshold;
+pub mod version;
