@@ -5,13 +5,31 @@ use crate::probe::Probe;
 mod driver_nvidia;
 mod gdr_kernel_path;
 mod gds_kernel_path;
+mod pcie_acs;
+mod pcie_iommu;
+mod pcie_link;
+mod rdma_counters;
+mod rdma_devices;
+mod rdma_link;
 mod rdma_memlock;
+mod rdma_roce;
+#[cfg(test)]
+pub(crate) mod testing;
+mod topo_gpu_nic;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
     &rdma_memlock::RdmaMemlock,
+    &rdma_devices::RdmaDevices,
+    &rdma_link::RdmaLink,
+    &rdma_roce::RdmaRoce,
+    &rdma_counters::RdmaCounters,
+    &pcie_link::PcieLink,
+    &pcie_acs::PcieAcs,
+    &pcie_iommu::PcieIommu,
+    &topo_gpu_nic::TopoGpuNic,
 ];
 
 /// Every probe, in report order.

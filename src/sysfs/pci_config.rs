@@ -252,7 +252,7 @@ impl ConfigSpace {
             if following == 0 {
                 return Ok(caps);
             }
-            if following < EXT_CAP_START || following % 4 != 0 {
+            if following < EXT_CAP_START || !following.is_multiple_of(4) {
                 return Err(ConfigError::BadPointer {
                     at: next,
                     pointer: following,
