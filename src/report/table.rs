@@ -27,9 +27,14 @@ pub fn render(report: &RunReport, style: Style) -> String {
         out.push('\n');
     }
     let attention = [Status::Fail, Status::Error, Status::Warn, Status::Skip];
+    let mut previous = None;
     for c in in_order(&report.checks, &attention) {
-        out.push('\n');
+        // Skips are one line each: keep them together as a block.
+        if !(previous == Some(Status::Skip) && c.status == Status::Skip) {
+            out.push('\n');
+        }
         details(&mut out, c, style, width);
+        previous = Some(c.status);
     }
     out.push('\n');
     labelled(&mut out, report.status, &summary(report), style, width);
@@ -333,6 +338,22 @@ mod tests {
         let details = text.split_once("\n\n").unwrap().1;
         assert!(details.starts_with("SKIP  nccl.transport: no --nccl-log given\n\nPASS  "));
         assert!(!details.contains("evidence"));
+    }
+
+    #[test]
+    fn table_skips_form_one_block() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![
+            CheckResult::skip("a.one", "no GPU"),
+            CheckResult::fail("a.two", "broken"),
+            CheckResult::skip("a.three", "no HCA"),
+        ];
+        report.status = Status::Fail;
+        let text = render(&report, Style::PLAIN);
+        assert!(
+            text.contains("\n\nSKIP  a.one: no GPU\nSKIP  a.three: no HCA\n\nFAIL  "),
+            "{text}"
+        );
     }
 
     #[test]
