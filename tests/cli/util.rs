@@ -15,11 +15,15 @@ pub fn bin() -> &'static str {
 
 /// `testdata/hosts/<scenario>`.
 pub fn host(scenario: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts").join(scenario)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/hosts")
+        .join(scenario)
 }
 
 pub fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(rel)
 }
 
 /// The binary with a cleared environment (only PATH kept), so no NCCL_* or NO_COLOR leaks in.
@@ -47,13 +51,27 @@ pub fn stderr(out: &Output) -> String {
 /// `run --root <root> --profile <profile> --format json --color never <extra>` → (exit code, report).
 pub fn run_json(root: &Path, profile: &str, extra: &[&str]) -> (u8, Value) {
     let out = preflight()
-        .args(["run", "--format", "json", "--color", "never", "--profile", profile, "--root"])
+        .args([
+            "run",
+            "--format",
+            "json",
+            "--color",
+            "never",
+            "--profile",
+            profile,
+            "--root",
+        ])
         .arg(root)
         .args(extra)
         .output()
         .expect("binary runs");
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", stdout(&out), stderr(&out)));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            stdout(&out),
+            stderr(&out)
+        )
+    });
     (code(&out), report)
 }
 
@@ -75,7 +93,10 @@ pub fn verdicts(report: &Value) -> Vec<(String, String, String)> {
 
 /// Status of the one result of `id` (panics when there is not exactly one).
 pub fn status_of(report: &Value, id: &str) -> String {
-    let all: Vec<_> = verdicts(report).into_iter().filter(|(i, _, _)| i == id).collect();
+    let all: Vec<_> = verdicts(report)
+        .into_iter()
+        .filter(|(i, _, _)| i == id)
+        .collect();
     assert_eq!(all.len(), 1, "expected one result for {id}, got {all:?}");
     all[0].2.clone()
 }
