@@ -123,16 +123,16 @@ impl PciTree {
         let mut paths: Vec<Vec<String>> = Vec::new();
         for bdf in bdfs {
             let name = bdf.to_string();
-            let attrs = match pci::read_attrs(host, bdf) {
+            let sysfs_path = host
+                .canonical(&pci::device_dir(&name))
+                .unwrap_or_else(|_| pci::device_dir(&name));
+            let attrs = match pci::read_attrs(host, bdf, &sysfs_path) {
                 Ok(a) => a,
                 Err(e) => {
                     tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
                     continue;
                 }
             };
-            let sysfs_path = host
-                .canonical(&pci::device_dir(&name))
-                .unwrap_or_else(|_| pci::device_dir(&name));
             let components: Vec<String> = sysfs_path.split('/').map(str::to_string).collect();
             let host_bridge = components
                 .iter()
@@ -162,7 +162,7 @@ impl PciTree {
                 .find_map(|c| index.get(c).copied());
         }
         for name in infiniband::read_device_names(host).unwrap_or_default() {
-            if let Some(bdf) = infiniband::read_device(host, &name).pci_bdf {
+            if let Some(bdf) = infiniband::read_device_bdf(host, &name) {
                 if let Some(&i) = index.get(&bdf) {
                     tree.nodes[i].rdma_devices.push(name);
                 }
@@ -171,7 +171,7 @@ impl PciTree {
         for i in 0..tree.nodes.len() {
             if tree.nodes[i].attrs.is_bridge() {
                 tree.nodes[i].port_type =
-                    pci_config::read_config(host, &tree.nodes[i].bdf.to_string())
+                    pci_config::read_config_at(host, &tree.nodes[i].sysfs_path)
                         .ok()
                         .and_then(|c| c.pcie().ok().flatten())
                         .map(|p| p.port_type);

@@ -78,18 +78,28 @@ pub fn parse_numbered(text: &str) -> Option<(u32, String)> {
     Some((n.trim().parse().ok()?, name.trim().to_string()))
 }
 
+/// The canonical directory of a class path (`/sys/class/infiniband/mlx5_0` → `/sys/devices/.../mlx5_0`), so
+/// that the many reads below it skip the class symlink; the class path itself when it cannot be resolved.
+fn real_dir(host: &Host, dir: &str) -> String {
+    host.canonical(dir).unwrap_or_else(|_| dir.to_string())
+}
+
+/// The PCI function behind an RDMA device (`0000:19:00.0`), from its `device` symlink.
+pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
+    host.canonical(&format!("{}/device", device_dir(name)))
+        .ok()
+        .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some())
+}
+
 pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
-    let dir = device_dir(name);
+    let dir = real_dir(host, &device_dir(name));
     let opt = |file: &str| {
         host.read(&format!("{dir}/{file}"))
             .ok()
             .filter(|s| !s.is_empty())
     };
-    let pci_bdf = host
-        .canonical(&format!("{dir}/device"))
-        .ok()
-        .and_then(|p| p.rsplit('/').next().map(str::to_string))
-        .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some());
+    let pci_bdf = read_device_bdf(host, name);
     let mut ports: Vec<u32> = host
         .read_dir(&format!("{dir}/ports"))
         .unwrap_or_default()
@@ -216,7 +226,7 @@ impl PortAttrs {
 }
 
 pub fn read_port(host: &Host, dev: &str, port: u32) -> PortAttrs {
-    let dir = port_dir(dev, port);
+    let dir = real_dir(host, &port_dir(dev, port));
     let f = |name: &str| host.read(&format!("{dir}/{name}"));
     PortAttrs {
         device: dev.to_string(),
@@ -372,16 +382,19 @@ pub fn is_saturated(name: &str, value: u64) -> bool {
 
 /// `counters/*` then `hw_counters/*` of one port. `hw_counters/lifespan` is a setting, not a counter.
 pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
-    let dir = port_dir(dev, port);
+    let shown = port_dir(dev, port);
+    let real = real_dir(host, &shown);
     let mut out = Vec::new();
     for group in ["counters", "hw_counters"] {
-        let group_dir = format!("{dir}/{group}");
-        for name in host.read_dir(&group_dir).unwrap_or_default() {
+        for name in host
+            .read_dir(&format!("{real}/{group}"))
+            .unwrap_or_default()
+        {
             if group == "hw_counters" && name == "lifespan" {
                 continue;
             }
-            let path = format!("{group_dir}/{name}");
-            let value = match host.read(&path) {
+            let path = format!("{shown}/{group}/{name}");
+            let value = match host.read(&format!("{real}/{group}/{name}")) {
                 Ok(t) => match t.trim().parse() {
                     Ok(v) => CounterValue::Value(v),
                     Err(_) => CounterValue::NotAvailable(t),

@@ -1,4 +1,4 @@
-//! PCI device attributes: `/sys/bus/pci/devices/<bdf>/{class,vendor,device,*_link_*,numa_node,local_cpulist}`.
+//! PCI device attributes: `/sys/bus/pci/devices/<bdf>/{class,vendor,device,*_link_*,numa_node}`.
 
 use std::fmt;
 
@@ -128,7 +128,6 @@ pub struct PciAttrs {
     pub device: u16,
     /// `None` for `-1` (no affinity information) or a missing file.
     pub numa_node: Option<u32>,
-    pub local_cpulist: Option<String>,
     pub link: Link,
 }
 
@@ -180,9 +179,10 @@ pub fn read_bdfs(host: &Host) -> Result<Vec<Bdf>, ReadError> {
     Ok(bdfs)
 }
 
-/// Reads the attributes of one function. `class`, `vendor` and `device` are required; the rest is optional.
-pub fn read_attrs(host: &Host, bdf: Bdf) -> Result<PciAttrs, ReadError> {
-    let dir = device_dir(&bdf.to_string());
+/// Reads the attributes of one function from its sysfs directory `dir` (pass the canonical
+/// `/sys/devices/...` path when known: it resolves without the `/sys/bus/pci/devices` symlink hop).
+/// `class`, `vendor` and `device` are required; the rest is optional.
+pub fn read_attrs(host: &Host, bdf: Bdf, dir: &str) -> Result<PciAttrs, ReadError> {
     let hex_file = |name: &str| -> Result<u32, ReadError> {
         let path = format!("{dir}/{name}");
         let text = host.read(&path)?;
@@ -200,8 +200,7 @@ pub fn read_attrs(host: &Host, bdf: Bdf) -> Result<PciAttrs, ReadError> {
             .read(&format!("{dir}/numa_node"))
             .ok()
             .and_then(|t| parse_numa_node(&t)),
-        local_cpulist: host.read(&format!("{dir}/local_cpulist")).ok(),
-        link: read_link(host, &dir),
+        link: read_link(host, dir),
     })
 }
 
@@ -292,7 +291,6 @@ mod tests {
             vendor: VENDOR_NVIDIA,
             device: 0x22a3,
             numa_node: None,
-            local_cpulist: None,
             link: Link::Absent,
         };
         assert!(!a.is_gpu());

@@ -347,7 +347,12 @@ impl ConfigReadError {
 }
 
 pub fn read_config(host: &Host, bdf: &str) -> Result<ConfigSpace, ConfigReadError> {
-    let path = format!("{}/{bdf}/config", super::pci::PCI_DEVICES);
+    read_config_at(host, &super::pci::device_dir(bdf))
+}
+
+/// Config space of the function whose sysfs directory is `dir`.
+pub fn read_config_at(host: &Host, dir: &str) -> Result<ConfigSpace, ConfigReadError> {
+    let path = format!("{dir}/config");
     let bytes = host
         .read_bytes(&path, CONFIG_SPACE_MAX)
         .map_err(ConfigReadError::Read)?;
