@@ -203,6 +203,34 @@ mod tests {
             .contains("setpci -s 0000:17:00.0"));
     }
 
+    /// hgx-healthy as an unprivileged reader sees it: every config file cut to its 64-byte header.
+    fn header_only_copy() -> tempfile::TempDir {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let devices = dir.path().join("sys/bus/pci/devices");
+        for entry in std::fs::read_dir(&devices).unwrap() {
+            let config = entry.unwrap().path().join("config");
+            let bytes = std::fs::read(&config).unwrap();
+            std::fs::write(&config, &bytes[..64]).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn header_only_config_skips_needing_root() {
+        let dir = header_only_copy();
+        let host = crate::host::Host::at(dir.path()).unwrap();
+        let tree = PciTree::read(&host).unwrap();
+        let (g, n) = (tree.with_role(Role::Gpu)[0], tree.rdma_nics()[0]);
+        assert_eq!(
+            tree.distance(g, n),
+            crate::profile::PcieDistance::PIX,
+            "port roles inferred from the tree when config space is hidden"
+        );
+        let r = crate::probes::testing::run_on_root(&PcieAcs, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Skip, "{r:#?}");
+        assert!(r[0].summary.contains("needs root"), "{}", r[0].summary);
+    }
+
     #[test]
     fn h200_vm_is_not_applicable() {
         let r = run_on(&PcieAcs, "h200-vm-no-rdma", "generic");

@@ -161,6 +161,23 @@ mod tests {
     }
 
     #[test]
+    fn missing_uverbs_node_fails_that_device() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        std::fs::remove_file(dir.path().join("dev/infiniband/uverbs1")).unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaDevices, dir.path(), "generic");
+        let bad: Vec<_> = crate::probes::testing::verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_1".to_string(), Status::Fail)]);
+        assert!(
+            r[2].summary.contains("/dev/infiniband/uverbs1 is missing"),
+            "{}",
+            r[2].summary
+        );
+    }
+
+    #[test]
     fn h200_no_device_skips() {
         let r = run_on(&RdmaDevices, "h200-vm-no-rdma", "generic");
         assert_eq!(r.len(), 1);

@@ -253,6 +253,25 @@ mod tests {
     }
 
     #[test]
+    fn port_slower_than_siblings_warns_generic_fails_profile_minimum() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let rate = dir.path().join("sys/class/infiniband/mlx5_2/ports/1/rate");
+        std::fs::write(&rate, "200 Gb/sec (2X NDR)\n").unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaLink, dir.path(), "generic");
+        let bad: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_2/1".to_string(), Status::Warn)]);
+        let r = crate::probes::testing::run_on_root(&RdmaLink, dir.path(), "hgx-h100-ib");
+        let bad: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_2/1".to_string(), Status::Fail)]);
+    }
+
+    #[test]
     fn h200_without_rdma_skips() {
         let r = run_on(&RdmaLink, "h200-vm-no-rdma", "generic");
         assert_eq!(r[0].status, Status::Skip);

@@ -11,7 +11,12 @@ pub fn run_on(probe: &dyn Probe, scenario: &str, profile: &str) -> Vec<CheckResu
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("testdata/hosts")
         .join(scenario);
-    let host = Host::at(&root).expect("recorded tree exists");
+    run_on_root(probe, &root, profile)
+}
+
+/// Same, on any tree (a modified copy in a temp dir).
+pub fn run_on_root(probe: &dyn Probe, root: &Path, profile: &str) -> Vec<CheckResult> {
+    let host = Host::at(root).expect("tree exists");
     let profile = crate::profile::load(profile, &crate::probes::ids()).expect("built-in profile");
     let settings = profile.settings(probe.id());
     let answers = Answers::for_host(&host).expect("answers");
@@ -34,4 +39,20 @@ pub fn verdicts(results: &[CheckResult]) -> Vec<(String, crate::probe::Status)> 
         .iter()
         .map(|r| (r.subject.clone().unwrap_or_default(), r.status))
         .collect()
+}
+
+/// A writable copy of a recorded tree (symlinks kept), for tests that change one file.
+pub fn copy_scenario(scenario: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/hosts")
+        .join(scenario);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    dir
 }
