@@ -5,12 +5,16 @@ use crate::probe::Probe;
 mod driver_nvidia;
 mod gdr_kernel_path;
 mod gds_kernel_path;
+mod nccl_env;
+mod nccl_transport;
 mod rdma_memlock;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
+    &nccl_transport::NcclTransport,
+    &nccl_env::NcclEnv,
     &rdma_memlock::RdmaMemlock,
 ];
 

@@ -4,4 +4,5 @@
 pub mod infiniband;
 pub mod kernel;
 pub mod modules;
+pub mod net;
 pub mod nvidia;
