@@ -4,8 +4,9 @@
 //! counted (line numbers) and skipped. Memory stays flat whatever the input size: the block buffer is fixed,
 //! a line longer than [`MAX_LINE_BYTES`] is cut, and every collection below has a cap.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::{self, Write as _};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
 use std::io::{self, Read};
 use std::time::Instant;
 
@@ -20,9 +21,10 @@ use crate::profile::NcclExpect;
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Bytes read per block.
 const BLOCK_BYTES: usize = 1 << 20;
-const MAX_RANKS: usize = 1 << 16;
+/// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
+const MAX_RANK: u32 = 1 << 18;
+const MAX_DEVICE: u32 = 1024;
 const MAX_HOSTS: usize = 4096;
-const MAX_DEVICES: usize = 1024;
 const MAX_TRANSPORTS: usize = 256;
 const MAX_WARNINGS: usize = 200;
 const MAX_DISTINCT: usize = 64;
@@ -111,6 +113,86 @@ pub struct TransportTally {
     pub devices: BTreeSet<u32>,
     /// `file:line` of the first such line.
     pub first_seen: String,
+}
+
+/// What a channel line went through, as the tally key: class, plugin or P2P kind, GDRDMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Net,
+    CollNet,
+    P2p,
+    Shm,
+    Other,
+}
+
+/// A tally while reading: bitsets and a hash set, so a channel line costs no allocation and no tree walk.
+#[derive(Debug)]
+struct Tally {
+    class: Class,
+    name: String,
+    gdrdma: bool,
+    family: Family,
+    channels: u64,
+    ranks: Bits,
+    hosts: HashSet<String>,
+    devices: Bits,
+    first_seen: String,
+}
+
+impl Tally {
+    fn key(&self) -> String {
+        let mut key = match self.class {
+            Class::Net => format!("NET/{}", self.name),
+            Class::CollNet => format!("COLLNET/{}", self.name),
+            Class::P2p => format!("P2P/{}", self.name),
+            Class::Shm => "SHM".to_string(),
+            Class::Other => "other".to_string(),
+        };
+        if self.gdrdma {
+            key.push_str("/GDRDMA");
+        }
+        key
+    }
+
+    fn into_public(self) -> TransportTally {
+        TransportTally {
+            transport: self.key(),
+            family: self.family,
+            net: matches!(self.class, Class::Net | Class::CollNet),
+            gdrdma: self.gdrdma,
+            channels: self.channels,
+            ranks: self.ranks.iter().collect(),
+            hosts: self.hosts.into_iter().collect(),
+            devices: self.devices.iter().collect(),
+            first_seen: self.first_seen,
+        }
+    }
+}
+
+/// A set of small integers below a fixed limit.
+#[derive(Debug, Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    /// Values at or above `limit` are not kept (they come from damaged lines; the limit bounds memory).
+    fn insert(&mut self, value: u32, limit: u32) {
+        if value >= limit {
+            return;
+        }
+        let word = (value / 64) as usize;
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        self.0[word] |= 1 << (value % 64);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, bits)| {
+            (0..64)
+                .filter(move |b| bits & (1 << b) != 0)
+                .map(move |b| (w * 64 + b) as u32)
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -207,7 +289,7 @@ pub struct Analyzer {
     ofi_providers: Vec<String>,
     ofi_refused: Vec<String>,
     nnodes: Option<u32>,
-    transports: BTreeMap<String, TransportTally>,
+    transports: Vec<Tally>,
     channels_not_tallied: u64,
     channel_lines: u64,
     unknown_plugins: Vec<String>,
@@ -216,7 +298,6 @@ pub struct Analyzer {
     warnings_total: u64,
     rings_without_gdr: u64,
     ray_repeats: bool,
-    key: String,
 }
 
 /// A log could not be read to the end.
@@ -332,18 +413,27 @@ impl Analyzer {
                 self.input.long_lines_cut += 1;
                 self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
             } else {
-                self.line(finder, line_no, line);
+                self.nccl_line(line_no, line);
             }
             counted = (line_end + 1).min(block.len());
         }
         line_no + count_newlines(&block[counted..])
     }
 
+    /// Any line: parsed only when it contains `NCCL`.
     fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
-        if finder.find(bytes).is_none() {
-            return;
+        if finder.find(bytes).is_some() {
+            self.nccl_line(line_no, bytes);
         }
-        let text = String::from_utf8_lossy(bytes);
+    }
+
+    /// A line that may hold NCCL records (the caller found `NCCL` in it).
+    fn nccl_line(&mut self, line_no: u64, bytes: &[u8]) {
+        // Valid UTF-8 (the usual case) is checked fast and borrowed; anything else is repaired.
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => Cow::Borrowed(t),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
         line::parse_line(&text, |record| self.record(line_no, record));
     }
 
@@ -360,12 +450,20 @@ impl Analyzer {
             Event::NetPluginFailed(n) => push_distinct(&mut self.failed, n),
             Event::NoDevice(n) => push_distinct(&mut self.no_device, n),
             Event::NetDevices { net, devices } => {
+                // Printed once per process: compare before formatting (no allocation for repeats).
                 let devices = if devices.is_empty() {
                     "<none>"
                 } else {
                     devices
                 };
-                push_distinct(&mut self.net_devices, &format!("{net}: {devices}"));
+                let seen = self.net_devices.iter().any(|d| {
+                    d.strip_prefix(net)
+                        .and_then(|r| r.strip_prefix(": "))
+                        .is_some_and(|r| r == devices)
+                });
+                if !seen {
+                    push_distinct(&mut self.net_devices, &format!("{net}: {devices}"));
+                }
             }
             Event::Bootstrap(b) => push_distinct(&mut self.bootstrap, b),
             Event::OfiProvider(p) => push_distinct(&mut self.ofi_providers, p),
@@ -411,8 +509,7 @@ impl Analyzer {
 
     fn channel(&mut self, line_no: u64, host: Option<&str>, repeat: u32, c: &Channel<'_>) {
         self.channel_lines += 1;
-        self.key.clear();
-        let (family, net, gdrdma) = match &c.transport {
+        let (class, name, family, gdrdma) = match &c.transport {
             Transport::Net {
                 collnet,
                 plugin,
@@ -420,55 +517,51 @@ impl Analyzer {
                 ..
             } => {
                 let plugin = truncate_chars(plugin, MAX_NAME_CHARS);
-                if !NetFamily::is_known_name(plugin) {
-                    push_distinct(&mut self.unknown_plugins, plugin);
-                }
-                let class = if *collnet { "COLLNET" } else { "NET" };
-                let _ = write!(self.key, "{class}/{plugin}");
-                if *gdrdma {
-                    self.key.push_str("/GDRDMA");
-                }
-                (Family::from(NetFamily::of(plugin)), true, *gdrdma)
+                let class = if *collnet { Class::CollNet } else { Class::Net };
+                (class, plugin, Family::from(NetFamily::of(plugin)), *gdrdma)
             }
-            Transport::P2p(kind) => {
-                let _ = write!(self.key, "P2P/{}", truncate_chars(kind, MAX_NAME_CHARS));
-                (Family::P2p, false, false)
-            }
-            Transport::Shm => {
-                self.key.push_str("SHM");
-                (Family::Shm, false, false)
-            }
-            Transport::Other(_) => {
-                self.key.push_str("other");
-                (Family::Other, false, false)
-            }
+            Transport::P2p(kind) => (
+                Class::P2p,
+                truncate_chars(kind, MAX_NAME_CHARS),
+                Family::P2p,
+                false,
+            ),
+            Transport::Shm => (Class::Shm, "", Family::Shm, false),
+            Transport::Other(_) => (Class::Other, "", Family::Other, false),
         };
-        if !self.transports.contains_key(self.key.as_str()) {
-            if self.transports.len() >= MAX_TRANSPORTS {
+        let found = self
+            .transports
+            .iter()
+            .position(|t| t.class == class && t.gdrdma == gdrdma && t.name == name);
+        let index = match found {
+            Some(i) => i,
+            None if self.transports.len() >= MAX_TRANSPORTS => {
                 self.channels_not_tallied += u64::from(repeat);
                 return;
             }
-            let tally = TransportTally {
-                transport: self.key.clone(),
-                family,
-                net,
-                gdrdma,
-                channels: 0,
-                ranks: BTreeSet::new(),
-                hosts: BTreeSet::new(),
-                devices: BTreeSet::new(),
-                first_seen: self.at(line_no),
-            };
-            self.transports.insert(self.key.clone(), tally);
-        }
-        let Some(tally) = self.transports.get_mut(self.key.as_str()) else {
-            return;
+            None => {
+                if matches!(class, Class::Net | Class::CollNet) && !NetFamily::is_known_name(name) {
+                    push_distinct(&mut self.unknown_plugins, name);
+                }
+                let first_seen = self.at(line_no);
+                self.transports.push(Tally {
+                    class,
+                    name: name.to_string(),
+                    gdrdma,
+                    family,
+                    channels: 0,
+                    ranks: Bits::default(),
+                    hosts: HashSet::new(),
+                    devices: Bits::default(),
+                    first_seen,
+                });
+                self.transports.len() - 1
+            }
         };
+        let tally = &mut self.transports[index];
         tally.channels += u64::from(repeat);
         if let Some(rank) = c.local_rank() {
-            if tally.ranks.len() < MAX_RANKS {
-                tally.ranks.insert(rank);
-            }
+            tally.ranks.insert(rank, MAX_RANK);
         }
         if let Some(h) = host.filter(|h| !h.is_empty()) {
             if tally.hosts.len() < MAX_HOSTS && !tally.hosts.contains(h) {
@@ -478,14 +571,17 @@ impl Analyzer {
             }
         }
         if let Transport::Net { dev, .. } = c.transport {
-            if tally.devices.len() < MAX_DEVICES {
-                tally.devices.insert(dev);
-            }
+            tally.devices.insert(dev, MAX_DEVICE);
         }
     }
 
-    pub fn finish(self) -> Summary {
-        let net_tallies = || self.transports.values().filter(|t| t.net);
+    pub fn finish(mut self) -> Summary {
+        let mut tallies: Vec<TransportTally> = std::mem::take(&mut self.transports)
+            .into_iter()
+            .map(Tally::into_public)
+            .collect();
+        tallies.sort_by(|a, b| a.transport.cmp(&b.transport));
+        let net_tallies = || tallies.iter().filter(|t| t.net);
         let mut counts = NetChannels::default();
         for t in net_tallies() {
             counts.total += t.channels;
@@ -550,7 +646,7 @@ impl Analyzer {
             ofi_providers: self.ofi_providers,
             ofi_refused: self.ofi_refused,
             nnodes: self.nnodes,
-            transports: self.transports.into_values().collect(),
+            transports: tallies,
             net_channels: counts,
             ranks_without_gdrdma,
             hosts_without_gdrdma,

@@ -7,7 +7,24 @@
 //! the launcher. Several records glued on one line (ranks writing to one stream) are split at each token.
 //! Grammar: `shared/reference/nccl-log-formats.md`.
 
-use memchr::memmem;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
+/// Searchers built once: building one per call cost more than the search on short lines.
+static NCCL_SP: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"NCCL "));
+static VIA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" via "));
+static VERSION: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"NCCL version "));
+static GDR_DISABLED: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"GPU Direct RDMA Disabled"));
+static SPACED_COLON: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" : "));
+static COMM: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" comm 0x"));
+static GDR_ENABLED: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"GPU Direct RDMA Enabled"));
+
+fn has(finder: &Finder<'_>, s: &str) -> bool {
+    finder.find(s.as_bytes()).is_some()
+}
 
 /// One NCCL message, with what its prefix says about where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +233,7 @@ const RAY_REPEAT_END: &str = "x across cluster]";
 /// Calls `emit` for each NCCL record on `line` (usually zero or one). `line` may end with `\n` or `\r\n`.
 pub fn parse_line(line: &str, mut emit: impl FnMut(Record<'_>)) {
     let line = line.trim_end_matches(['\n', '\r']);
-    if line.contains('\x1b') {
+    if memchr::memchr(0x1b, line.as_bytes()).is_some() {
         parse_clean(&strip_ansi(line), &mut emit);
     } else {
         parse_clean(line, &mut emit);
@@ -225,6 +242,9 @@ pub fn parse_line(line: &str, mut emit: impl FnMut(Record<'_>)) {
 
 /// A line without ANSI codes: its records borrow from it.
 fn parse_clean<'a>(line: &'a str, emit: &mut impl FnMut(Record<'a>)) {
+    if memchr::memchr(b'\r', line.as_bytes()).is_none() {
+        return parse_segment(line, emit);
+    }
     for segment in line.split('\r') {
         parse_segment(segment, emit);
     }
@@ -322,7 +342,7 @@ fn find_token(s: &str, from: usize) -> Option<Token> {
     let bytes = s.as_bytes();
     let mut at = from;
     while at < bytes.len() {
-        let found = at + memmem::find(&bytes[at..], b"NCCL ")?;
+        let found = at + NCCL_SP.find(&bytes[at..])?;
         let level = match bytes.get(found + 5..found + TOKEN_LEN) {
             Some(b"INFO") => Some(Level::Info),
             Some(b"WARN") => Some(Level::Warn),
@@ -343,7 +363,7 @@ fn find_token(s: &str, from: usize) -> Option<Token> {
 /// `NCCL version 2.18.6+cuda12.2` printed bare on stdout (≤ 2.21, or at NCCL_DEBUG=VERSION). PyTorch error
 /// messages also say `NCCL version 2.x.y` but without `+cuda`: those are not the init line.
 fn bare_version(head: &str) -> Option<&str> {
-    let at = head.find("NCCL version ")?;
+    let at = VERSION.find(head.as_bytes())?;
     let version = version_token(&head[at + "NCCL version ".len()..])?;
     version.contains("+cuda").then_some(version)
 }
@@ -449,7 +469,7 @@ fn skip_back(b: &[u8], end: usize, keep: impl Fn(u8) -> bool) -> usize {
 
 /// Classifies the text after `NCCL INFO `.
 pub fn classify(msg: &str) -> Event<'_> {
-    if let Some(via) = msg.find(" via ") {
+    if let Some(via) = VIA.find(msg.as_bytes()) {
         // A ` via ` line that is not a well-formed connection is not topology either.
         return parse_channel(msg, via).map_or(Event::Other, Event::Channel);
     }
@@ -488,10 +508,10 @@ pub fn classify(msg: &str) -> Event<'_> {
     if let Some(rest) = msg.strip_prefix("NET/") {
         return classify_net_line(msg, rest);
     }
-    if msg.contains("GPU Direct RDMA Disabled") {
+    if has(&GDR_DISABLED, msg) {
         return Event::GdrDisabled(msg);
     }
-    if msg.contains("GPU Direct RDMA Enabled") {
+    if has(&GDR_ENABLED, msg) {
         return Event::GdrEnabled;
     }
     if let Some(rest) = msg
@@ -503,7 +523,7 @@ pub fn classify(msg: &str) -> Event<'_> {
     if let Some(rest) = msg.strip_prefix("Connected all rings, use ring PXN ") {
         return parse_pxn_gdr(rest).unwrap_or(Event::Other);
     }
-    if msg.starts_with("comm 0x") || msg.contains(" comm 0x") {
+    if msg.starts_with("comm 0x") || has(&COMM, msg) {
         if let Some(topology) = parse_comm_topology(msg) {
             return topology;
         }
@@ -532,10 +552,10 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     if text.starts_with("No device found") {
         return Event::NoDevice(net);
     }
-    if text.contains("GPU Direct RDMA Disabled") {
+    if has(&GDR_DISABLED, text) {
         return Event::GdrDisabled(msg);
     }
-    if text.contains("GPU Direct RDMA Enabled") {
+    if has(&GDR_ENABLED, text) {
         return Event::GdrEnabled;
     }
     if let Some(list) = text.strip_prefix("Using") {
@@ -644,7 +664,8 @@ fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
     } else {
         return None;
     };
-    let (number, endpoints) = rest.split_once(" : ")?;
+    let colon = SPACED_COLON.find(rest.as_bytes())?;
+    let (number, endpoints) = (&rest[..colon], &rest[colon + 3..]);
     let index = number.split('/').next()?.trim().parse().ok()?;
     let mut from = None;
     let mut to = None;
