@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::profile::NcclExpect;
 use crate::report::Format;
 
 #[derive(Debug, Parser)]
@@ -34,6 +35,9 @@ pub enum Cmd {
     Profiles,
     /// GPU/NIC/NVMe PCIe distance matrix (PIX/PXB/PHB/NODE/SYS), NUMA nodes and the narrowest link of each
     Topo(TopoArgs),
+    /// Read NCCL_DEBUG=INFO output and report which transport NCCL chose and used
+    #[command(after_help = NCCL_EXIT_HELP)]
+    Nccl(NcclArgs),
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
@@ -98,8 +102,16 @@ pub struct RunArgs {
     pub gds_dir: Option<PathBuf>,
 }
 
+/// `--help` text for the codes of `nccl`.
+pub const NCCL_EXIT_HELP: &str = "Exit codes:
+  0  the transport meets --expect
+  1  it does not (also: no channel lines, but the selected network already cannot meet --expect)
+  2  usage error (bad flags, unreadable log)
+  3  undetermined: the log has no channel (` via `) lines, so it does not show the data path";
+
+/// Output of the `topo` and `nccl` commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TopoFormat {
+pub enum ViewFormat {
     Table,
     Json,
 }
@@ -112,7 +124,22 @@ pub struct TopoArgs {
 
     /// Output format
     #[arg(long, value_enum, default_value = "table")]
-    pub format: TopoFormat,
+    pub format: ViewFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct NcclArgs {
+    /// Logs of one job (several: one per rank or host); `-` or nothing reads standard input
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Transport the job must have used (gdrdma: IB or OFI family with GDRDMA on every NET channel)
+    #[arg(long, value_enum, default_value = "gdrdma")]
+    pub expect: NcclExpect,
+
+    /// Output format
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ViewFormat,
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod exit;
 pub mod host;
 pub mod isolate;
+pub mod nccl;
 pub mod probe;
 pub mod probes;
 pub mod profile;

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Cmd::Explain { id } => commands::list::explain(&id),
         Cmd::Profiles => commands::list::profiles(),
         Cmd::Topo(args) => commands::topo::main(args),
+        Cmd::Nccl(args) => commands::nccl::main(args),
     };
     ExitCode::from(code.unwrap_or_else(|err| {
         eprintln!("fabric-preflight: {err:#}");

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use crate::cli::{TopoArgs, TopoFormat};
+use crate::cli::{TopoArgs, ViewFormat};
 use crate::exit::Exit;
 use crate::host::Host;
 use crate::topology::{numa_label, PathLink, PciTree, Role};
@@ -17,8 +17,8 @@ pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
     };
     let tree = PciTree::read(&host)?;
     let text = match args.format {
-        TopoFormat::Table => render_table(&tree),
-        TopoFormat::Json => {
+        ViewFormat::Table => render_table(&tree),
+        ViewFormat::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(&tree, &host))?;
             s.push('\n');
             s

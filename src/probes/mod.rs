@@ -5,6 +5,8 @@ use crate::probe::Probe;
 mod driver_nvidia;
 mod gdr_kernel_path;
 mod gds_kernel_path;
+mod nccl_env;
+mod nccl_transport;
 mod pcie_acs;
 mod pcie_iommu;
 mod pcie_link;
@@ -30,6 +32,8 @@ static ALL: &[&dyn Probe] = &[
     &pcie_acs::PcieAcs,
     &pcie_iommu::PcieIommu,
     &topo_gpu_nic::TopoGpuNic,
+    &nccl_transport::NcclTransport,
+    &nccl_env::NcclEnv,
 ];
 
 /// Every probe, in report order.

@@ -256,17 +256,33 @@ pub fn read_all_ports(host: &Host) -> Result<Vec<(RdmaDevice, Vec<PortAttrs>)>, 
         .collect())
 }
 
-const EMPTY_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
+pub fn gid_path(dev: &str, port: u32, index: u32) -> String {
+    format!("{}/gids/{index}", port_dir(dev, port))
+}
 
-/// `gids/<index>`; `None` for an empty (all-zero) slot.
+pub fn gid_type_path(dev: &str, port: u32, index: u32) -> String {
+    format!("{}/gid_attrs/types/{index}", port_dir(dev, port))
+}
+
+/// A GID as sysfs prints it (`fe80:0000:…`); `None` for an empty slot (all zeros).
+pub fn parse_gid(text: &str) -> Option<&str> {
+    let gid = text.trim();
+    let empty = gid.bytes().all(|b| b == b'0' || b == b':');
+    (!gid.is_empty() && !empty).then_some(gid)
+}
+
+/// `gids/<index>`; `None` for an empty slot (all zeros, or EINVAL as some kernels answer).
 pub fn read_gid(
     host: &Host,
     dev: &str,
     port: u32,
     index: u32,
 ) -> Result<Option<String>, ReadError> {
-    let gid = host.read(&format!("{}/gids/{index}", port_dir(dev, port)))?;
-    Ok((gid != EMPTY_GID).then_some(gid))
+    match host.read(&gid_path(dev, port, index)) {
+        Ok(text) => Ok(parse_gid(&text).map(str::to_string)),
+        Err(e) if e.kind == ReadErrorKind::InvalidArgument => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `gid_attrs/types/<index>` (`RoCE v2`, `IB/RoCE v1`). An empty slot fails with EINVAL: that is `None`, as
@@ -277,7 +293,7 @@ pub fn read_gid_type(
     port: u32,
     index: u32,
 ) -> Result<Option<String>, ReadError> {
-    empty_slot_is_none(host.read(&format!("{}/gid_attrs/types/{index}", port_dir(dev, port))))
+    empty_slot_is_none(host.read(&gid_type_path(dev, port, index)))
 }
 
 /// `gid_attrs/ndevs/<index>`: the netdev carrying the GID; `None` when the slot has none.
@@ -514,5 +530,20 @@ mod tests {
         let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_1"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
+    }
+}
+
+#[cfg(test)]
+mod gid_tests {
+    use super::*;
+
+    #[test]
+    fn gid_all_zero_is_empty_slot() {
+        assert_eq!(parse_gid("0000:0000:0000:0000:0000:0000:0000:0000\n"), None);
+        assert_eq!(
+            parse_gid("0000:0000:0000:0000:0000:ffff:0a01:0203"),
+            Some("0000:0000:0000:0000:0000:ffff:0a01:0203")
+        );
+        assert_eq!(parse_gid(""), None);
     }
 }

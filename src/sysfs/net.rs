@@ -4,6 +4,15 @@ use crate::host::{Host, ReadError, ReadErrorKind};
 
 pub const CLASS_NET: &str = "/sys/class/net";
 
+/// Interface names under `/sys/class/net` (`eth0`, `ib0`, `lo`, …). Missing class dir = none.
+pub fn read_interface_names(host: &Host) -> Result<Vec<String>, ReadError> {
+    match host.read_dir(CLASS_NET) {
+        Ok(names) => Ok(names),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn read_operstate(host: &Host, ifname: &str) -> Result<String, ReadError> {
     host.read(&format!("{CLASS_NET}/{ifname}/operstate"))
 }

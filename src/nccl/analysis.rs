@@ -1,0 +1,1035 @@
+//! Streaming accumulator: NCCL log bytes in, a [`Verdict`] and a serialisable [`Summary`] out.
+//!
+//! Input is read in fixed-size blocks; only lines that contain `NCCL` are decoded and parsed, the rest are
+//! counted (line numbers) and skipped. Memory stays flat whatever the input size: the block buffer is fixed,
+//! a line longer than [`MAX_LINE_BYTES`] is cut, and every collection below has a cap.
+
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
+use std::io::{self, Read};
+use std::time::Instant;
+
+use memchr::memmem;
+use serde::Serialize;
+
+use super::line::{self, Channel, Event, NetFamily, Record, Transport};
+use crate::profile::NcclExpect;
+
+/// Longest line looked at; the rest of a longer line is skipped. NCCL formats each message into 1024 bytes
+/// and launchers add a few dozen, so only torn or binary lines reach this.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// Bytes read per block.
+const BLOCK_BYTES: usize = 1 << 20;
+/// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
+const MAX_RANK: u32 = 1 << 18;
+const MAX_DEVICE: u32 = 1024;
+const MAX_HOSTS: usize = 4096;
+const MAX_TRANSPORTS: usize = 256;
+const MAX_WARNINGS: usize = 200;
+const MAX_DISTINCT: usize = 64;
+/// Longest plugin/transport name kept (names come from the log).
+const MAX_NAME_CHARS: usize = 96;
+
+/// What carried the data, decided by the channel (` via `) lines only. The JSON contract (`verdict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every NET channel through an IB-family plugin with GPUDirect RDMA.
+    IbGdrdma,
+    /// IB family, no channel with GPUDirect RDMA (staged through host memory).
+    Ib,
+    /// IB or OFI family, some channels with GPUDirect RDMA and some without.
+    PartialGdrdma,
+    OfiGdrdma,
+    Ofi,
+    /// Every NET channel over TCP sockets.
+    Socket,
+    /// Some NET channels over sockets, others over IB/OFI: usually one bad node.
+    MixedSocket,
+    /// Channel lines, none through NET (single node, P2P/SHM only).
+    IntraNodeOnly,
+    /// No channel lines at all: the log does not show the data path.
+    Undetermined,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::IbGdrdma => "ib-gdrdma",
+            Verdict::Ib => "ib",
+            Verdict::PartialGdrdma => "partial-gdrdma",
+            Verdict::OfiGdrdma => "ofi-gdrdma",
+            Verdict::Ofi => "ofi",
+            Verdict::Socket => "socket",
+            Verdict::MixedSocket => "mixed-socket",
+            Verdict::IntraNodeOnly => "intra-node-only",
+            Verdict::Undetermined => "undetermined",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Transport families in the per-transport counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Ib,
+    Ofi,
+    Socket,
+    P2p,
+    Shm,
+    Other,
+}
+
+impl From<NetFamily> for Family {
+    fn from(f: NetFamily) -> Self {
+        match f {
+            NetFamily::Ib => Family::Ib,
+            NetFamily::Ofi => Family::Ofi,
+            NetFamily::Socket => Family::Socket,
+        }
+    }
+}
+
+/// Channel lines of one transport (`NET/IB/GDRDMA`, `NET/Socket`, `P2P/CUMEM`, `SHM`, …).
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportTally {
+    pub transport: String,
+    pub family: Family,
+    /// Goes through a NET (or COLLNET) plugin, i.e. a NIC.
+    pub net: bool,
+    pub gdrdma: bool,
+    pub channels: u64,
+    /// Ranks whose process printed these lines (the local side of each connection).
+    pub ranks: BTreeSet<u32>,
+    pub hosts: BTreeSet<String>,
+    /// NET device indices (`NET/IB/<dev>`): indexes into the plugin's device list, not PCI addresses.
+    pub devices: BTreeSet<u32>,
+    /// `file:line` of the first such line.
+    pub first_seen: String,
+}
+
+/// What a channel line went through, as the tally key: class, plugin or P2P kind, GDRDMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Net,
+    CollNet,
+    P2p,
+    Shm,
+    Other,
+}
+
+/// A tally while reading: bitsets and a hash set, so a channel line costs no allocation and no tree walk.
+#[derive(Debug)]
+struct Tally {
+    class: Class,
+    name: String,
+    gdrdma: bool,
+    family: Family,
+    channels: u64,
+    ranks: Bits,
+    hosts: HashSet<String>,
+    devices: Bits,
+    first_seen: String,
+}
+
+impl Tally {
+    fn key(&self) -> String {
+        let mut key = match self.class {
+            Class::Net => format!("NET/{}", self.name),
+            Class::CollNet => format!("COLLNET/{}", self.name),
+            Class::P2p => format!("P2P/{}", self.name),
+            Class::Shm => "SHM".to_string(),
+            Class::Other => "other".to_string(),
+        };
+        if self.gdrdma {
+            key.push_str("/GDRDMA");
+        }
+        key
+    }
+
+    fn into_public(self) -> TransportTally {
+        TransportTally {
+            transport: self.key(),
+            family: self.family,
+            net: matches!(self.class, Class::Net | Class::CollNet),
+            gdrdma: self.gdrdma,
+            channels: self.channels,
+            ranks: self.ranks.iter().collect(),
+            hosts: self.hosts.into_iter().collect(),
+            devices: self.devices.iter().collect(),
+            first_seen: self.first_seen,
+        }
+    }
+}
+
+/// A set of small integers below a fixed limit.
+#[derive(Debug, Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    /// Values at or above `limit` are not kept (they come from damaged lines; the limit bounds memory).
+    fn insert(&mut self, value: u32, limit: u32) {
+        if value >= limit {
+            return;
+        }
+        let word = (value / 64) as usize;
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        self.0[word] |= 1 << (value % 64);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, bits)| {
+            (0..64)
+                .filter(move |b| bits & (1 << b) != 0)
+                .map(move |b| (w * 64 + b) as u32)
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Warning {
+    pub source: String,
+    pub line: u64,
+    pub host: Option<String>,
+    /// `transport/net_ib.cc:1345` as compiled (plugins may put a function signature here).
+    pub location: Option<String>,
+    pub message: String,
+}
+
+/// A distinct message and how often it appeared.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reason {
+    pub text: String,
+    pub count: u64,
+    pub first_seen: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NetChannels {
+    pub total: u64,
+    pub gdrdma: u64,
+    pub without_gdrdma: u64,
+    pub ib: u64,
+    pub ofi: u64,
+    pub socket: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InputStats {
+    pub files: Vec<String>,
+    pub bytes: u64,
+    pub lines: u64,
+    /// NCCL records parsed (INFO and WARN messages, version lines).
+    pub nccl_records: u64,
+    /// Lines longer than the per-line limit, of which only the start was read.
+    pub long_lines_cut: u64,
+}
+
+/// The analysis of one job's logs. Field names are the JSON contract of `fabric-preflight nccl --format json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub verdict: Verdict,
+    /// The first NCCL version seen (`2.28.9+cuda13.0`).
+    pub nccl_version: Option<String>,
+    /// Every distinct version: several builds can share a job (PyTorch bundles its own libnccl).
+    pub nccl_versions: Vec<String>,
+    /// What NCCL chose (`Using network …`, `Assigned NET plugin … to comm`), distinct, in order seen.
+    pub network_selected: Vec<String>,
+    pub net_plugins_loaded: Vec<String>,
+    pub net_plugins_failed: Vec<String>,
+    /// NET transports that reported `No device found`.
+    pub no_device: Vec<String>,
+    /// `IB: [0]mlx5_0:1/IB …`, `Socket: [0]ib0:…`: devices each NET transport initialised with.
+    pub net_devices: Vec<String>,
+    /// Out-of-band bootstrap interfaces (never the data path).
+    pub bootstrap: Vec<String>,
+    pub ofi_providers: Vec<String>,
+    pub ofi_refused: Vec<String>,
+    /// Largest `nNodes` of any communicator (2.20+).
+    pub nnodes: Option<u32>,
+    pub transports: Vec<TransportTally>,
+    pub net_channels: NetChannels,
+    pub ranks_without_gdrdma: Vec<u32>,
+    pub hosts_without_gdrdma: Vec<String>,
+    pub devices_without_gdrdma: Vec<u32>,
+    pub ranks_on_socket: Vec<u32>,
+    pub hosts_on_socket: Vec<String>,
+    /// `Connected all rings, use ring PXN … GDR 0` lines.
+    pub rings_without_gdr: u64,
+    pub gdr_disabled: Vec<Reason>,
+    /// The first NCCL WARN lines (see `warnings_total`).
+    pub warnings: Vec<Warning>,
+    pub warnings_total: u64,
+    /// Why the verdict is what it is, and what the log cannot show.
+    pub notes: Vec<String>,
+    pub input: InputStats,
+}
+
+/// Feeds NCCL logs line by line; [`Analyzer::finish`] gives the summary.
+#[derive(Debug, Default)]
+pub struct Analyzer {
+    input: InputStats,
+    source: String,
+    versions: Vec<String>,
+    selected: Vec<String>,
+    loaded: Vec<String>,
+    failed: Vec<String>,
+    no_device: Vec<String>,
+    net_devices: Vec<String>,
+    bootstrap: Vec<String>,
+    ofi_providers: Vec<String>,
+    ofi_refused: Vec<String>,
+    nnodes: Option<u32>,
+    transports: Vec<Tally>,
+    channels_not_tallied: u64,
+    channel_lines: u64,
+    unknown_plugins: Vec<String>,
+    gdr_disabled: Vec<Reason>,
+    warnings: Vec<Warning>,
+    warnings_total: u64,
+    rings_without_gdr: u64,
+    ray_repeats: bool,
+}
+
+/// A log could not be read to the end.
+#[derive(Debug)]
+pub enum ReadStop {
+    Io(io::Error),
+    /// The deadline passed; the analysis stopped at this line.
+    Deadline {
+        line: u64,
+    },
+}
+
+impl fmt::Display for ReadStop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadStop::Io(e) => write!(f, "{e}"),
+            ReadStop::Deadline { line } => write!(f, "deadline reached at line {line}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadStop {}
+
+impl Analyzer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads `reader` to its end as the log named `source`.
+    pub fn read(
+        &mut self,
+        source: &str,
+        mut reader: impl Read,
+        deadline: Option<Instant>,
+    ) -> Result<(), ReadStop> {
+        self.source = source.to_string();
+        push_distinct(&mut self.input.files, source);
+        let finder = memmem::Finder::new(b"NCCL");
+        let mut buf = vec![0u8; BLOCK_BYTES];
+        let mut len = 0;
+        let mut line_no = 0u64;
+        // Inside a line longer than MAX_LINE_BYTES whose start was already handled: skip to its newline.
+        let mut skipping = false;
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(ReadStop::Deadline { line: line_no });
+            }
+            let n = match reader.read(&mut buf[len..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ReadStop::Io(e)),
+            };
+            self.input.bytes += n as u64;
+            if n == 0 {
+                // Last line without a newline.
+                if len > 0 {
+                    line_no += 1;
+                    if !skipping {
+                        self.line(&finder, line_no, &buf[..len]);
+                    }
+                }
+                break;
+            }
+            len += n;
+            let mut start = 0;
+            if skipping {
+                match memchr::memchr(b'\n', &buf[..len]) {
+                    Some(nl) => {
+                        skipping = false;
+                        start = nl + 1;
+                    }
+                    None => {
+                        len = 0;
+                        continue;
+                    }
+                }
+            }
+            match memchr::memrchr(b'\n', &buf[start..len]) {
+                Some(last) => {
+                    let end = start + last + 1;
+                    line_no = self.block(&finder, &buf[start..end], line_no);
+                    buf.copy_within(end..len, 0);
+                    len -= end;
+                }
+                None => {
+                    buf.copy_within(start..len, 0);
+                    len -= start;
+                }
+            }
+            if len >= MAX_LINE_BYTES {
+                // A line with no newline in sight: look at its start, drop the rest.
+                line_no += 1;
+                self.input.long_lines_cut += 1;
+                self.line(&finder, line_no, &buf[..MAX_LINE_BYTES]);
+                skipping = true;
+                len = 0;
+            }
+        }
+        self.input.lines += line_no;
+        Ok(())
+    }
+
+    /// Complete lines (`block` ends with `\n`). Returns the last line number in it.
+    fn block(&mut self, finder: &memmem::Finder<'_>, block: &[u8], mut line_no: u64) -> u64 {
+        let mut counted = 0;
+        while let Some(hit) = finder.find(&block[counted..]).map(|h| h + counted) {
+            let line_start =
+                memchr::memrchr(b'\n', &block[counted..hit]).map_or(counted, |p| counted + p + 1);
+            let line_end = memchr::memchr(b'\n', &block[hit..]).map_or(block.len(), |p| hit + p);
+            line_no += count_newlines(&block[counted..line_start]) + 1;
+            let line = &block[line_start..line_end];
+            if line.len() > MAX_LINE_BYTES {
+                self.input.long_lines_cut += 1;
+                self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
+            } else {
+                self.nccl_line(line_no, line);
+            }
+            counted = (line_end + 1).min(block.len());
+        }
+        line_no + count_newlines(&block[counted..])
+    }
+
+    /// Any line: parsed only when it contains `NCCL`.
+    fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
+        if finder.find(bytes).is_some() {
+            self.nccl_line(line_no, bytes);
+        }
+    }
+
+    /// A line that may hold NCCL records (the caller found `NCCL` in it).
+    fn nccl_line(&mut self, line_no: u64, bytes: &[u8]) {
+        // Valid UTF-8 (the usual case) is checked fast and borrowed; anything else is repaired.
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => Cow::Borrowed(t),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
+        line::parse_line(&text, |record| self.record(line_no, record));
+    }
+
+    /// One parsed record (public for the fuzz target and for callers that split lines themselves).
+    pub fn record(&mut self, line_no: u64, r: Record<'_>) {
+        self.input.nccl_records += 1;
+        if r.repeat > 1 {
+            self.ray_repeats = true;
+        }
+        match r.event {
+            Event::Version(v) => push_distinct(&mut self.versions, v),
+            Event::NetSelected(n) => push_distinct(&mut self.selected, n),
+            Event::NetPluginLoaded(n) => push_distinct(&mut self.loaded, n),
+            Event::NetPluginFailed(n) => push_distinct(&mut self.failed, n),
+            Event::NoDevice(n) => push_distinct(&mut self.no_device, n),
+            Event::NetDevices { net, devices } => {
+                // Printed once per process: compare before formatting (no allocation for repeats).
+                let devices = if devices.is_empty() {
+                    "<none>"
+                } else {
+                    devices
+                };
+                let seen = self.net_devices.iter().any(|d| {
+                    d.strip_prefix(net)
+                        .and_then(|r| r.strip_prefix(": "))
+                        .is_some_and(|r| r == devices)
+                });
+                if !seen {
+                    push_distinct(&mut self.net_devices, &format!("{net}: {devices}"));
+                }
+            }
+            Event::Bootstrap(b) => push_distinct(&mut self.bootstrap, b),
+            Event::OfiProvider(p) => push_distinct(&mut self.ofi_providers, p),
+            Event::OfiRefused(m) => push_distinct(&mut self.ofi_refused, m),
+            Event::GdrDisabled(text) => {
+                let at = self.at(line_no);
+                tally_reason(&mut self.gdr_disabled, text, r.repeat, at);
+            }
+            Event::RingPxnGdr { gdr, .. } => {
+                if !gdr {
+                    self.rings_without_gdr += u64::from(r.repeat);
+                }
+            }
+            Event::CommTopology { nnodes, .. } => {
+                self.nnodes = Some(self.nnodes.map_or(nnodes, |n| n.max(nnodes)));
+            }
+            Event::Warn { location, message } => {
+                self.warnings_total += u64::from(r.repeat);
+                if line::is_ofi_refusal(message) {
+                    push_distinct(
+                        &mut self.ofi_refused,
+                        message.trim_start_matches("NET/OFI "),
+                    );
+                }
+                if self.warnings.len() < MAX_WARNINGS {
+                    self.warnings.push(Warning {
+                        source: self.source.clone(),
+                        line: line_no,
+                        host: r.host.map(str::to_string),
+                        location: location.map(str::to_string),
+                        message: message.to_string(),
+                    });
+                }
+            }
+            Event::Channel(c) => self.channel(line_no, r.host, r.repeat, &c),
+            Event::NetPluginInitialized(_) | Event::GdrEnabled | Event::Graph | Event::Other => {}
+        }
+    }
+
+    fn at(&self, line_no: u64) -> String {
+        format!("{}:{line_no}", self.source)
+    }
+
+    fn channel(&mut self, line_no: u64, host: Option<&str>, repeat: u32, c: &Channel<'_>) {
+        self.channel_lines += 1;
+        let (class, name, family, gdrdma) = match &c.transport {
+            Transport::Net {
+                collnet,
+                plugin,
+                gdrdma,
+                ..
+            } => {
+                let plugin = truncate_chars(plugin, MAX_NAME_CHARS);
+                let class = if *collnet { Class::CollNet } else { Class::Net };
+                (class, plugin, Family::from(NetFamily::of(plugin)), *gdrdma)
+            }
+            Transport::P2p(kind) => (
+                Class::P2p,
+                truncate_chars(kind, MAX_NAME_CHARS),
+                Family::P2p,
+                false,
+            ),
+            Transport::Shm => (Class::Shm, "", Family::Shm, false),
+            Transport::Other(_) => (Class::Other, "", Family::Other, false),
+        };
+        let found = self
+            .transports
+            .iter()
+            .position(|t| t.class == class && t.gdrdma == gdrdma && t.name == name);
+        let index = match found {
+            Some(i) => i,
+            None if self.transports.len() >= MAX_TRANSPORTS => {
+                self.channels_not_tallied += u64::from(repeat);
+                return;
+            }
+            None => {
+                if matches!(class, Class::Net | Class::CollNet) && !NetFamily::is_known_name(name) {
+                    push_distinct(&mut self.unknown_plugins, name);
+                }
+                let first_seen = self.at(line_no);
+                self.transports.push(Tally {
+                    class,
+                    name: name.to_string(),
+                    gdrdma,
+                    family,
+                    channels: 0,
+                    ranks: Bits::default(),
+                    hosts: HashSet::new(),
+                    devices: Bits::default(),
+                    first_seen,
+                });
+                self.transports.len() - 1
+            }
+        };
+        let tally = &mut self.transports[index];
+        tally.channels += u64::from(repeat);
+        if let Some(rank) = c.local_rank() {
+            tally.ranks.insert(rank, MAX_RANK);
+        }
+        if let Some(h) = host.filter(|h| !h.is_empty()) {
+            if tally.hosts.len() < MAX_HOSTS && !tally.hosts.contains(h) {
+                tally
+                    .hosts
+                    .insert(truncate_chars(h, MAX_NAME_CHARS).to_string());
+            }
+        }
+        if let Transport::Net { dev, .. } = c.transport {
+            tally.devices.insert(dev, MAX_DEVICE);
+        }
+    }
+
+    pub fn finish(mut self) -> Summary {
+        let mut tallies: Vec<TransportTally> = std::mem::take(&mut self.transports)
+            .into_iter()
+            .map(Tally::into_public)
+            .collect();
+        tallies.sort_by(|a, b| a.transport.cmp(&b.transport));
+        let net_tallies = || tallies.iter().filter(|t| t.net);
+        let mut counts = NetChannels::default();
+        for t in net_tallies() {
+            counts.total += t.channels;
+            match t.family {
+                Family::Socket => counts.socket += t.channels,
+                Family::Ofi => counts.ofi += t.channels,
+                _ => counts.ib += t.channels,
+            }
+            if t.family != Family::Socket {
+                if t.gdrdma {
+                    counts.gdrdma += t.channels;
+                } else {
+                    counts.without_gdrdma += t.channels;
+                }
+            }
+        }
+        let rdma = counts.ib + counts.ofi;
+        let ofi_only = counts.ofi > 0 && counts.ib == 0;
+        let verdict = if self.channel_lines == 0 {
+            Verdict::Undetermined
+        } else if counts.total == 0 {
+            Verdict::IntraNodeOnly
+        } else if rdma == 0 {
+            Verdict::Socket
+        } else if counts.socket > 0 {
+            Verdict::MixedSocket
+        } else if counts.without_gdrdma == 0 {
+            if ofi_only {
+                Verdict::OfiGdrdma
+            } else {
+                Verdict::IbGdrdma
+            }
+        } else if counts.gdrdma == 0 {
+            if ofi_only {
+                Verdict::Ofi
+            } else {
+                Verdict::Ib
+            }
+        } else {
+            Verdict::PartialGdrdma
+        };
+
+        let without_gdr = || net_tallies().filter(|t| t.family != Family::Socket && !t.gdrdma);
+        let on_socket = || net_tallies().filter(|t| t.family == Family::Socket);
+        let ranks_without_gdrdma = union(without_gdr().map(|t| &t.ranks));
+        let hosts_without_gdrdma = union(without_gdr().map(|t| &t.hosts));
+        let devices_without_gdrdma = union(without_gdr().map(|t| &t.devices));
+        let ranks_on_socket = union(on_socket().map(|t| &t.ranks));
+        let hosts_on_socket = union(on_socket().map(|t| &t.hosts));
+
+        let notes = self.notes(verdict, &counts);
+        Summary {
+            verdict,
+            nccl_version: self.versions.first().cloned(),
+            nccl_versions: self.versions,
+            network_selected: self.selected,
+            net_plugins_loaded: self.loaded,
+            net_plugins_failed: self.failed,
+            no_device: self.no_device,
+            net_devices: self.net_devices,
+            bootstrap: self.bootstrap,
+            ofi_providers: self.ofi_providers,
+            ofi_refused: self.ofi_refused,
+            nnodes: self.nnodes,
+            transports: tallies,
+            net_channels: counts,
+            ranks_without_gdrdma,
+            hosts_without_gdrdma,
+            devices_without_gdrdma,
+            ranks_on_socket,
+            hosts_on_socket,
+            rings_without_gdr: self.rings_without_gdr,
+            gdr_disabled: self.gdr_disabled,
+            warnings: self.warnings,
+            warnings_total: self.warnings_total,
+            notes,
+            input: self.input,
+        }
+    }
+
+    fn notes(&self, verdict: Verdict, counts: &NetChannels) -> Vec<String> {
+        let mut notes = Vec::new();
+        let selected = if self.selected.is_empty() {
+            "no selection line".to_string()
+        } else {
+            self.selected.join(", ")
+        };
+        match verdict {
+            Verdict::Undetermined => notes.push(format!(
+                "no channel (` via `) lines: the log shows what NCCL selected ({selected}), not what carried data; \
+                 capture a run that completes a collective across nodes (NCCL 2.22+ connects lazily, at the first collective)"
+            )),
+            Verdict::IntraNodeOnly => notes.push(format!(
+                "channel lines use P2P/SHM only: no network traffic to judge (selected: {selected})"
+            )),
+            _ => {}
+        }
+        if counts.total > 0 && self.nnodes == Some(1) {
+            notes.push(
+                "NET channels within one node (nNodes 1): P2P/SHM disabled or unavailable; judged like inter-node traffic"
+                    .into(),
+            );
+        }
+        if counts.ib > 0 && counts.ofi > 0 {
+            notes.push(
+                "both IB-family and OFI plugins carried channels: verdict names the IB family"
+                    .into(),
+            );
+        }
+        if self.no_device.iter().any(|n| n == "IB") && counts.ib == 0 {
+            notes.push("NET/IB found no device: no usable RDMA port (none present, all down, filtered by NCCL_IB_HCA, or /dev/infiniband missing in the container)".into());
+        }
+        if !self.ofi_refused.is_empty() {
+            notes.push(format!(
+                "the OFI plugin refused its provider ({}); NCCL fell back (selected: {selected})",
+                self.ofi_refused.join("; ")
+            ));
+        }
+        if self.rings_without_gdr > 0 {
+            notes.push(format!(
+                "{} `Connected all rings … GDR 0` line(s): at least one ring connection without GPUDirect RDMA",
+                self.rings_without_gdr
+            ));
+        }
+        if self.ray_repeats {
+            notes.push("Ray folded repeated lines ([repeated Nx across cluster]): channel counts include the repeats, ranks per transport may be incomplete (RAY_DEDUP_LOGS=0 disables folding)".into());
+        }
+        if self.versions.len() > 1 {
+            notes.push(format!(
+                "several NCCL builds in these logs: {} (PyTorch wheels bundle their own libnccl)",
+                self.versions.join(", ")
+            ));
+        }
+        if !self.unknown_plugins.is_empty() {
+            notes.push(format!(
+                "NET plugin(s) not recognised, counted with the IB family: {}",
+                self.unknown_plugins.join(", ")
+            ));
+        }
+        if self.channels_not_tallied > 0 {
+            notes.push(format!(
+                "more than {MAX_TRANSPORTS} distinct transports: {} channel line(s) not tallied",
+                self.channels_not_tallied
+            ));
+        }
+        if self.input.long_lines_cut > 0 {
+            notes.push(format!(
+                "{} line(s) longer than {MAX_LINE_BYTES} bytes: only their start was read",
+                self.input.long_lines_cut
+            ));
+        }
+        notes
+    }
+}
+
+fn count_newlines(s: &[u8]) -> u64 {
+    // Plain loop: the compiler vectorises it; faster than iterating memchr hits on dense newlines.
+    s.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+fn push_distinct(list: &mut Vec<String>, item: &str) {
+    let item = truncate_chars(item, MAX_NAME_CHARS * 4);
+    if list.len() < MAX_DISTINCT && !list.iter().any(|i| i == item) {
+        list.push(item.to_string());
+    }
+}
+
+fn tally_reason(list: &mut Vec<Reason>, text: &str, repeat: u32, at: String) {
+    let text = truncate_chars(text, MAX_NAME_CHARS * 4);
+    if let Some(r) = list.iter_mut().find(|r| r.text == text) {
+        r.count += u64::from(repeat);
+    } else if list.len() < MAX_DISTINCT {
+        list.push(Reason {
+            text: text.to_string(),
+            count: u64::from(repeat),
+            first_seen: at,
+        });
+    }
+}
+
+fn truncate_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => &s[..at],
+        None => s,
+    }
+}
+
+fn union<'a, T: Ord + Clone + 'a>(sets: impl Iterator<Item = &'a BTreeSet<T>>) -> Vec<T> {
+    let mut all = BTreeSet::new();
+    for s in sets {
+        all.extend(s.iter().cloned());
+    }
+    all.into_iter().collect()
+}
+
+/// How a summary stands against an expected transport.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "reason", rename_all = "kebab-case")]
+pub enum Judgement {
+    Met,
+    /// Not met, and why.
+    NotMet(String),
+    /// The log cannot tell, and why.
+    Undetermined(String),
+}
+
+pub fn expect_name(expect: NcclExpect) -> &'static str {
+    match expect {
+        NcclExpect::Gdrdma => "gdrdma",
+        NcclExpect::IbGdrdma => "ib-gdrdma",
+        NcclExpect::OfiGdrdma => "ofi-gdrdma",
+        NcclExpect::Ib => "ib",
+        NcclExpect::Ofi => "ofi",
+        NcclExpect::Socket => "socket",
+        NcclExpect::Any => "any",
+    }
+}
+
+/// NET families that can meet `expect` (empty: any).
+pub fn allowed_families(expect: NcclExpect) -> &'static [NetFamily] {
+    match expect {
+        NcclExpect::Gdrdma => &[NetFamily::Ib, NetFamily::Ofi],
+        NcclExpect::IbGdrdma | NcclExpect::Ib => &[NetFamily::Ib],
+        NcclExpect::OfiGdrdma | NcclExpect::Ofi => &[NetFamily::Ofi],
+        NcclExpect::Socket => &[NetFamily::Socket],
+        NcclExpect::Any => &[],
+    }
+}
+
+/// Judges the data path against `expect`. With no data path (or none through the network), the selection
+/// still decides when it already proves the failure (Socket selected, or IB found no device, while an RDMA
+/// family is expected).
+pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
+    let name = expect_name(expect);
+    let no_network_path = match s.verdict {
+        Verdict::Undetermined => true,
+        Verdict::IntraNodeOnly => expect != NcclExpect::Any,
+        _ => false,
+    };
+    if no_network_path {
+        if let Some(why) = selection_refutes(s, expect) {
+            return Judgement::NotMet(why);
+        }
+        return Judgement::Undetermined(match s.verdict {
+            Verdict::Undetermined => "no channel lines: the log does not show the data path".into(),
+            _ => "no NET channel: only intra-node transports in the log".into(),
+        });
+    }
+    let ofi_family = s.net_channels.ofi > 0 && s.net_channels.ib == 0;
+    let v = s.verdict;
+    let met = match expect {
+        NcclExpect::Any => true,
+        NcclExpect::Gdrdma => matches!(v, Verdict::IbGdrdma | Verdict::OfiGdrdma),
+        NcclExpect::IbGdrdma => v == Verdict::IbGdrdma,
+        NcclExpect::OfiGdrdma => v == Verdict::OfiGdrdma,
+        NcclExpect::Ib => {
+            matches!(v, Verdict::Ib | Verdict::IbGdrdma)
+                || (v == Verdict::PartialGdrdma && !ofi_family)
+        }
+        NcclExpect::Ofi => {
+            matches!(v, Verdict::Ofi | Verdict::OfiGdrdma)
+                || (v == Verdict::PartialGdrdma && ofi_family)
+        }
+        NcclExpect::Socket => v == Verdict::Socket,
+    };
+    if met {
+        Judgement::Met
+    } else {
+        Judgement::NotMet(format!("verdict {v} does not meet expected {name}"))
+    }
+}
+
+fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
+    let allowed = allowed_families(expect);
+    if allowed.is_empty() {
+        return None;
+    }
+    let name = expect_name(expect);
+    if let Some(bad) = s
+        .network_selected
+        .iter()
+        .find(|n| !allowed.contains(&NetFamily::of(n)))
+    {
+        return Some(format!(
+            "NCCL selected network {bad}, which cannot meet expected {name}"
+        ));
+    }
+    let usable_selected = s
+        .network_selected
+        .iter()
+        .chain(&s.net_plugins_loaded)
+        .any(|n| allowed.contains(&NetFamily::of(n)) && !s.net_plugins_failed.contains(n));
+    if allowed.contains(&NetFamily::Ib) && s.no_device.iter().any(|n| n == "IB") && !usable_selected
+    {
+        return Some(format!(
+            "NET/IB : No device found, and no other network that could meet expected {name} was selected"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analyze(text: &str) -> Summary {
+        let mut a = Analyzer::new();
+        a.read("t.log", text.as_bytes(), None).unwrap();
+        a.finish()
+    }
+
+    const IB_GDR: &str =
+        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
+    const IB_NO_GDR: &str =
+        "gpu-a02:3:4 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/1\n";
+    const SOCKET: &str =
+        "gpu-b07:5:6 [0] NCCL INFO Channel 00/0 : 3[3d000] -> 4[1b000] [send] via NET/Socket/0\n";
+    const P2P: &str = "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+
+    #[test]
+    fn verdict_follows_channel_lines() {
+        assert_eq!(analyze(IB_GDR).verdict, Verdict::IbGdrdma);
+        assert_eq!(analyze(IB_NO_GDR).verdict, Verdict::Ib);
+        assert_eq!(
+            analyze(&format!("{IB_GDR}{IB_NO_GDR}")).verdict,
+            Verdict::PartialGdrdma
+        );
+        assert_eq!(analyze(SOCKET).verdict, Verdict::Socket);
+        assert_eq!(
+            analyze(&format!("{IB_GDR}{SOCKET}")).verdict,
+            Verdict::MixedSocket
+        );
+        assert_eq!(analyze(P2P).verdict, Verdict::IntraNodeOnly);
+        assert_eq!(analyze("hello\n").verdict, Verdict::Undetermined);
+    }
+
+    #[test]
+    fn partial_names_ranks_hosts_and_devices_without_gdr() {
+        let s = analyze(&format!("{IB_GDR}{IB_NO_GDR}"));
+        assert_eq!(s.ranks_without_gdrdma, vec![8]);
+        assert_eq!(s.hosts_without_gdrdma, vec!["gpu-a02".to_string()]);
+        assert_eq!(s.devices_without_gdrdma, vec![1]);
+    }
+
+    #[test]
+    fn line_numbers_count_noise_and_last_line_without_newline() {
+        let text = format!("noise\nmore noise\n{IB_GDR}x\n\ngpu-a01:1:2 [0] x.cc:1 NCCL WARN boom");
+        let s = analyze(&text);
+        assert_eq!(s.input.lines, 6);
+        assert_eq!(s.transports[0].first_seen, "t.log:3");
+        assert_eq!(s.warnings[0].line, 6);
+        assert_eq!(s.warnings[0].location.as_deref(), Some("x.cc:1"));
+    }
+
+    #[test]
+    fn huge_line_is_cut_and_following_lines_still_count() {
+        let mut text = String::from("NCCL ");
+        text.push_str(&"x".repeat(3 * BLOCK_BYTES));
+        text.push('\n');
+        text.push_str(IB_GDR);
+        let s = analyze(&text);
+        assert_eq!(s.input.long_lines_cut, 1);
+        assert_eq!(s.input.lines, 2);
+        assert_eq!(s.verdict, Verdict::IbGdrdma);
+        assert_eq!(s.transports[0].first_seen, "t.log:2");
+    }
+
+    #[test]
+    fn lines_across_block_boundaries_are_whole() {
+        // Put a channel line across the first 1 MiB boundary.
+        let filler = "a".repeat(99) + "\n";
+        let mut text = filler.repeat(BLOCK_BYTES / 100);
+        text.truncate(BLOCK_BYTES - 20);
+        text.push('\n');
+        text.push_str(IB_GDR);
+        let s = analyze(&text);
+        assert_eq!(s.verdict, Verdict::IbGdrdma);
+        assert_eq!(s.transports[0].channels, 1);
+    }
+
+    #[test]
+    fn judge_uses_selection_when_no_data_path() {
+        let sel = |net: &str| analyze(&format!("h:1:2 [0] NCCL INFO Using network {net}\n"));
+        assert!(matches!(
+            judge(&sel("Socket"), NcclExpect::Gdrdma),
+            Judgement::NotMet(_)
+        ));
+        assert!(matches!(
+            judge(&sel("IB"), NcclExpect::Gdrdma),
+            Judgement::Undetermined(_)
+        ));
+        assert!(matches!(
+            judge(&sel("IB"), NcclExpect::Any),
+            Judgement::Undetermined(_)
+        ));
+        let no_dev = analyze("h:1:2 [0] NCCL INFO NET/IB : No device found.\n");
+        assert!(matches!(
+            judge(&no_dev, NcclExpect::IbGdrdma),
+            Judgement::NotMet(_)
+        ));
+        assert!(matches!(
+            judge(&no_dev, NcclExpect::Socket),
+            Judgement::Undetermined(_)
+        ));
+    }
+
+    #[test]
+    fn judge_expectations_against_verdicts() {
+        let partial = analyze(&format!("{IB_GDR}{IB_NO_GDR}"));
+        assert_eq!(judge(&partial, NcclExpect::Ib), Judgement::Met);
+        assert!(matches!(
+            judge(&partial, NcclExpect::Gdrdma),
+            Judgement::NotMet(_)
+        ));
+        let gdr = analyze(IB_GDR);
+        for e in [
+            NcclExpect::Gdrdma,
+            NcclExpect::IbGdrdma,
+            NcclExpect::Ib,
+            NcclExpect::Any,
+        ] {
+            assert_eq!(judge(&gdr, e), Judgement::Met, "{e:?}");
+        }
+        for e in [NcclExpect::OfiGdrdma, NcclExpect::Ofi, NcclExpect::Socket] {
+            assert!(matches!(judge(&gdr, e), Judgement::NotMet(_)), "{e:?}");
+        }
+        assert_eq!(judge(&analyze(P2P), NcclExpect::Any), Judgement::Met);
+        assert!(matches!(
+            judge(&analyze(P2P), NcclExpect::Gdrdma),
+            Judgement::Undetermined(_)
+        ));
+    }
+
+    #[test]
+    fn caps_keep_memory_flat() {
+        let mut text = String::new();
+        for i in 0..(MAX_TRANSPORTS + 10) {
+            text.push_str(&format!(
+                "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/plugin{i}/0\n"
+            ));
+        }
+        for i in 0..(MAX_WARNINGS + 10) {
+            text.push_str(&format!("h:1:2 [0] f.cc:{i} NCCL WARN w{i}\n"));
+        }
+        let s = analyze(&text);
+        assert_eq!(s.transports.len(), MAX_TRANSPORTS);
+        assert_eq!(s.warnings.len(), MAX_WARNINGS);
+        assert_eq!(s.warnings_total, (MAX_WARNINGS + 10) as u64);
+        assert!(s.notes.iter().any(|n| n.contains("not tallied")));
+    }
+}

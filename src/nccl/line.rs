@@ -1,0 +1,1194 @@
+//! One line of `NCCL_DEBUG=INFO` output → the NCCL records it holds. Pure: no I/O, no state, no allocation
+//! except when the line carries ANSI colour codes.
+//!
+//! The NCCL prefix (`host:pid:tid [dev] NCCL INFO`) is found by scanning *backwards* from the `NCCL INFO` /
+//! `NCCL WARN` token, so whatever a launcher put in front of it (mpirun `[1,0]<stdout>:`, torchrun `[rank0]:`,
+//! Ray `(RayWorkerWrapper pid=…, ip=…)`, Slurm `3: `, timestamps, markdown `> `) is skipped without knowing
+//! the launcher. Several records glued on one line (ranks writing to one stream) are split at each token.
+//! Grammar: `shared/reference/nccl-log-formats.md`.
+
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
+/// Searchers built once: building one per call cost more than the search on short lines.
+static NCCL_SP: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"NCCL "));
+static VIA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" via "));
+static VERSION: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"NCCL version "));
+static GDR_DISABLED: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"GPU Direct RDMA Disabled"));
+static SPACED_COLON: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" : "));
+static COMM: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" comm 0x"));
+static GDR_ENABLED: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"GPU Direct RDMA Enabled"));
+
+fn has(finder: &Finder<'_>, s: &str) -> bool {
+    finder.find(s.as_bytes()).is_some()
+}
+
+/// One NCCL message, with what its prefix says about where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Hostname cut at the first `.` (may be empty: NCCL prints `:pid:tid` when it has none).
+    pub host: Option<&'a str>,
+    pub pid: Option<u32>,
+    /// Lines Ray folded into this one (`[repeated 7x across cluster]`), otherwise 1.
+    pub repeat: u32,
+    pub event: Event<'a>,
+}
+
+/// What a message means for the transport analysis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// `NCCL version 2.28.9+cuda13.0` (bare on stdout, or as an INFO line from 2.22).
+    Version(&'a str),
+    /// What NCCL chose: `Using network IB`, 2.3's `Using internal Network Socket`, 2.27+'s
+    /// `Assigned NET plugin IB to comm`.
+    NetSelected(&'a str),
+    /// `NET/Plugin: Loaded net plugin AWS Libfabric (v6)`: loaded, it may still fail later.
+    NetPluginLoaded(&'a str),
+    /// `Initialized NET plugin Socket` (2.27+).
+    NetPluginInitialized(&'a str),
+    /// `Failed to initialize NET plugin IB` (2.28).
+    NetPluginFailed(&'a str),
+    /// `NET/IB : No device found.`
+    NoDevice(&'a str),
+    /// `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB …`, `NET/Socket : Using [0]ib0:…`: the devices a
+    /// NET transport initialised with (empty for 2.24+'s `NET/IB : Using [RO]; OOB …` after no device).
+    NetDevices {
+        net: &'a str,
+        devices: &'a str,
+    },
+    /// `Bootstrap : Using eth0:…`: the out-of-band channel, never the data path.
+    Bootstrap(&'a str),
+    /// `GPU Direct RDMA Disabled for …` (the whole message: it is the reason).
+    GdrDisabled(&'a str),
+    GdrEnabled,
+    /// A data-path line (it has ` via `).
+    Channel(Channel<'a>),
+    /// Ring/tree/graph topology (`Ring 00 : 0 -> 1 -> 0`, `Trees [0] …`, ` 0 : NET/0 GPU/0`): no transport.
+    Graph,
+    /// `<file>:<line> NCCL WARN <message>`; the location may hold spaces (plugins pass C++ signatures).
+    Warn {
+        location: Option<&'a str>,
+        message: &'a str,
+    },
+    /// `Connected all rings, use ring PXN 0 GDR 1` (2.24+); `GDR 0` = some ring connection without GDR.
+    RingPxnGdr {
+        pxn: bool,
+        gdr: bool,
+    },
+    /// `NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)`.
+    OfiProvider(&'a str),
+    /// aws-ofi-nccl refused its provider (`No eligible providers were found`, `Couldn't find any optimal
+    /// provider`, `Only EFA provider is supported`); NCCL falls back to another network.
+    OfiRefused(&'a str),
+    /// `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 …` (2.20+).
+    CommTopology {
+        nranks: u32,
+        nnodes: u32,
+    },
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    /// `Ring 00 :` (≤ 2.6).
+    Ring,
+    /// `Channel 00 :` / `Channel 00/0 :` (2.7+).
+    Channel,
+    /// `Coll 00 :` (2.6 – 2.8) and `CollNet 00 :` (2.9+).
+    CollNet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Send,
+    Receive,
+}
+
+/// `15[7]`: a rank and the bracket after it, whose meaning changed across releases (CUDA device, bus id in
+/// hex, NVML index): kept as text, never interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint<'a> {
+    pub rank: u32,
+    pub bracket: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channel<'a> {
+    pub kind: ChannelKind,
+    pub index: u32,
+    pub from: Option<Endpoint<'a>>,
+    pub to: Option<Endpoint<'a>>,
+    pub direction: Option<Direction>,
+    pub transport: Transport<'a>,
+}
+
+impl Channel<'_> {
+    /// The rank whose process printed the line: the left one on `[send]` and on P2P/SHM lines, the right one
+    /// on `[receive]` and on 2.3's direction-less NET lines (printed by the receiver only).
+    pub fn local_rank(&self) -> Option<u32> {
+        let receiver_side = match self.direction {
+            Some(Direction::Receive) => true,
+            Some(Direction::Send) => false,
+            None => matches!(self.transport, Transport::Net { .. }) && self.to.is_some(),
+        };
+        if receiver_side {
+            self.to.or(self.from).map(|e| e.rank)
+        } else {
+            self.from.or(self.to).map(|e| e.rank)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport<'a> {
+    /// `NET/<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]`, or the same after `COLLNET/`.
+    Net {
+        collnet: bool,
+        plugin: &'a str,
+        dev: u32,
+        /// PXN: another local rank's proxy sends for this one.
+        proxy: Option<u32>,
+        gdrdma: bool,
+        shared: bool,
+    },
+    /// `P2P/IPC`, `P2P/CUMEM`, `P2P/direct pointer`, `P2P/indirect`, `P2P/MNNVL`: the word after `P2P/`.
+    P2p(&'a str),
+    /// `SHM/direct/direct`, `direct shared memory`.
+    Shm,
+    /// Anything else after ` via ` (kept for the report).
+    Other(&'a str),
+}
+
+/// The family of a NET plugin, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NetFamily {
+    /// NCCL's internal `IB`, `IBext*`, `UCX`, `SHARP` and other vendors' RDMA plugins.
+    Ib,
+    /// aws-ofi-nccl and other libfabric plugins (`AWS Libfabric`, `Libfabric`, `OFI`).
+    Ofi,
+    /// NCCL's internal TCP transport, whatever interface it runs over (`ib0` included).
+    Socket,
+}
+
+impl NetFamily {
+    pub fn of(plugin: &str) -> NetFamily {
+        let p = plugin.trim();
+        if p.eq_ignore_ascii_case("socket") {
+            NetFamily::Socket
+        } else if contains_ignore_case(p, "libfabric") || contains_ignore_case(p, "ofi") {
+            NetFamily::Ofi
+        } else {
+            NetFamily::Ib
+        }
+    }
+
+    /// True for names NCCL and the known RDMA plugins use; anything else is counted with IB but flagged.
+    pub fn is_known_name(plugin: &str) -> bool {
+        let p = plugin.trim();
+        let upper = p.to_ascii_uppercase();
+        upper == "SOCKET"
+            || upper.starts_with("IB")
+            || upper.starts_with("UCX")
+            || upper == "SHARP"
+            || upper.contains("RDMA")
+            || NetFamily::of(p) == NetFamily::Ofi
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetFamily::Ib => "ib",
+            NetFamily::Ofi => "ofi",
+            NetFamily::Socket => "socket",
+        }
+    }
+}
+
+fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
+    haystack
+        .as_bytes()
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+/// `NCCL INFO` / `NCCL WARN`: where a record's message starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Info,
+    Warn,
+}
+
+struct Token {
+    /// Offset of `NCCL`.
+    pos: usize,
+    level: Level,
+}
+
+const TOKEN_LEN: usize = "NCCL INFO".len();
+const RAY_REPEAT: &str = " [repeated ";
+const RAY_REPEAT_END: &str = "x across cluster]";
+
+/// Calls `emit` for each NCCL record on `line` (usually zero or one). `line` may end with `\n` or `\r\n`.
+pub fn parse_line(line: &str, mut emit: impl FnMut(Record<'_>)) {
+    let line = line.trim_end_matches(['\n', '\r']);
+    if memchr::memchr(0x1b, line.as_bytes()).is_some() {
+        parse_clean(&strip_ansi(line), &mut emit);
+    } else {
+        parse_clean(line, &mut emit);
+    }
+}
+
+/// A line without ANSI codes: its records borrow from it.
+fn parse_clean<'a>(line: &'a str, emit: &mut impl FnMut(Record<'a>)) {
+    if memchr::memchr(b'\r', line.as_bytes()).is_none() {
+        return parse_segment(line, emit);
+    }
+    for segment in line.split('\r') {
+        parse_segment(segment, emit);
+    }
+}
+
+/// Removes `ESC [ … <letter>` (CSI) sequences and lone escapes.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, then one final byte in @..~.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One CR-delimited piece of a line (progress bars rewrite a line with `\r`; each piece stands alone).
+fn parse_segment<'a>(segment: &'a str, emit: &mut impl FnMut(Record<'a>)) {
+    let (segment, repeat) = strip_ray_repeat(segment);
+    let first = find_token(segment, 0);
+    let head_end = first.as_ref().map_or(segment.len(), |t| t.pos);
+    if let Some(version) = bare_version(&segment[..head_end]) {
+        emit(Record {
+            host: None,
+            pid: None,
+            repeat,
+            event: Event::Version(version),
+        });
+    }
+    let mut region_start = 0;
+    let mut current = first;
+    while let Some(token) = current {
+        let body_start = (token.pos + TOKEN_LEN).min(segment.len());
+        let next = find_token(segment, body_start);
+        let prefix = parse_prefix(&segment[region_start..token.pos], token.level);
+        let body_end = match &next {
+            Some(n) => {
+                let start = parse_prefix(&segment[body_start..n.pos], n.level).start;
+                body_start + start
+            }
+            None => segment.len(),
+        };
+        let message = segment[body_start..body_end].trim();
+        let event = match token.level {
+            // A record glued to the next one: the next record's prefix may have eaten the end of a channel
+            // line (`via NET/IB/0/GDRDMAgpu-a01:1:3 [1]`), and channel parsing ignores trailing text anyway.
+            Level::Info if next.is_some() => match classify(
+                segment[body_start..next.as_ref().map_or(segment.len(), |n| n.pos)].trim(),
+            ) {
+                channel @ Event::Channel(_) => channel,
+                _ => classify(message),
+            },
+            Level::Info => classify(message),
+            Level::Warn => Event::Warn {
+                location: prefix.location,
+                message,
+            },
+        };
+        emit(Record {
+            host: prefix.host,
+            pid: prefix.pid,
+            repeat,
+            event,
+        });
+        region_start = body_end;
+        current = next;
+    }
+}
+
+/// Ray's dedup suffix: `… [repeated 7x across cluster]` → (line without it, 7).
+fn strip_ray_repeat(segment: &str) -> (&str, u32) {
+    let trimmed = segment.trim_end();
+    if let Some(body) = trimmed.strip_suffix(RAY_REPEAT_END) {
+        if let Some(at) = body.rfind(RAY_REPEAT) {
+            if let Ok(n) = body[at + RAY_REPEAT.len()..].parse::<u32>() {
+                return (&body[..at], n.max(1));
+            }
+        }
+    }
+    (segment, 1)
+}
+
+fn find_token(s: &str, from: usize) -> Option<Token> {
+    let bytes = s.as_bytes();
+    let mut at = from;
+    while at < bytes.len() {
+        let found = at + NCCL_SP.find(&bytes[at..])?;
+        let level = match bytes.get(found + 5..found + TOKEN_LEN) {
+            Some(b"INFO") => Some(Level::Info),
+            Some(b"WARN") => Some(Level::Warn),
+            _ => None,
+        };
+        // The token must end the word (`NCCL INFO` followed by space or end of line).
+        let ends_word = bytes
+            .get(found + TOKEN_LEN)
+            .is_none_or(|b| b.is_ascii_whitespace());
+        if let (Some(level), true) = (level, ends_word) {
+            return Some(Token { pos: found, level });
+        }
+        at = found + 5;
+    }
+    None
+}
+
+/// `NCCL version 2.18.6+cuda12.2` printed bare on stdout (≤ 2.21, or at NCCL_DEBUG=VERSION). PyTorch error
+/// messages also say `NCCL version 2.x.y` but without `+cuda`: those are not the init line.
+fn bare_version(head: &str) -> Option<&str> {
+    let at = VERSION.find(head.as_bytes())?;
+    let version = version_token(&head[at + "NCCL version ".len()..])?;
+    version.contains("+cuda").then_some(version)
+}
+
+fn version_token(rest: &str) -> Option<&str> {
+    let token = rest.split_whitespace().next()?;
+    let token = token.trim_end_matches([',', ';', ')']);
+    (token.starts_with(|c: char| c.is_ascii_digit()) && token.contains('.')).then_some(token)
+}
+
+/// What precedes the token: `host:pid:tid [dev] ` and, for WARN, `<location> `.
+#[derive(Debug, Default)]
+struct Prefix<'a> {
+    /// Where `host` starts in the text given (its length when no prefix was recognised).
+    start: usize,
+    host: Option<&'a str>,
+    pid: Option<u32>,
+    location: Option<&'a str>,
+}
+
+fn parse_prefix(before: &str, level: Level) -> Prefix<'_> {
+    let bytes = before.as_bytes();
+    let end = before.trim_end().len();
+    let none = Prefix {
+        start: before.len(),
+        ..Prefix::default()
+    };
+    match level {
+        Level::Info => {
+            if end == 0 || bytes[end - 1] != b']' {
+                return none;
+            }
+            match parse_ids(before, end - 1) {
+                Some((start, host, pid)) => Prefix {
+                    start,
+                    host: Some(host),
+                    pid: Some(pid),
+                    location: None,
+                },
+                None => none,
+            }
+        }
+        Level::Warn => {
+            // `[dev] <location>`: the location may contain spaces and brackets of its own, so try each `] `
+            // from the right until one closes a `host:pid:tid [dev]`.
+            let mut search_end = end;
+            while let Some(close) = memchr::memrchr(b']', &bytes[..search_end]) {
+                if bytes.get(close + 1) == Some(&b' ') {
+                    if let Some((start, host, pid)) = parse_ids(before, close) {
+                        let location = before[close + 1..end].trim();
+                        return Prefix {
+                            start,
+                            host: Some(host),
+                            pid: Some(pid),
+                            location: (!location.is_empty()).then_some(location),
+                        };
+                    }
+                }
+                search_end = close;
+            }
+            none
+        }
+    }
+}
+
+/// Parses backwards `host:pid:tid [dev]` whose `]` is at `close`. Returns (start of host, host, pid).
+fn parse_ids(s: &str, close: usize) -> Option<(usize, &str, u32)> {
+    let b = s.as_bytes();
+    let dev_end = close;
+    let dev_start = skip_back(b, dev_end, |c| c.is_ascii_digit());
+    if dev_start == dev_end || dev_start == 0 || b[dev_start - 1] != b'[' {
+        return None;
+    }
+    let open = dev_start - 1;
+    if open == 0 || b[open - 1] != b' ' {
+        return None;
+    }
+    let tid_end = open - 1;
+    let tid_start = skip_back(b, tid_end, |c| c.is_ascii_digit());
+    if tid_start == tid_end || tid_start == 0 || b[tid_start - 1] != b':' {
+        return None;
+    }
+    let pid_end = tid_start - 1;
+    let pid_start = skip_back(b, pid_end, |c| c.is_ascii_digit());
+    if pid_start == pid_end || pid_start == 0 || b[pid_start - 1] != b':' {
+        return None;
+    }
+    let host_end = pid_start - 1;
+    let host_start = skip_back(b, host_end, |c| {
+        c.is_ascii_alphanumeric() || c == b'-' || c == b'_'
+    });
+    let pid = s[pid_start..pid_end].parse().ok()?;
+    Some((host_start, &s[host_start..host_end], pid))
+}
+
+fn skip_back(b: &[u8], end: usize, keep: impl Fn(u8) -> bool) -> usize {
+    let mut i = end;
+    while i > 0 && keep(b[i - 1]) {
+        i -= 1;
+    }
+    i
+}
+
+/// Classifies the text after `NCCL INFO `.
+pub fn classify(msg: &str) -> Event<'_> {
+    if let Some(via) = VIA.find(msg.as_bytes()) {
+        // A ` via ` line that is not a well-formed connection is not topology either.
+        return parse_channel(msg, via).map_or(Event::Other, Event::Channel);
+    }
+    if let Some(rest) = msg.strip_prefix("NCCL version ") {
+        return version_token(rest).map_or(Event::Other, Event::Version);
+    }
+    if let Some(name) = msg
+        .strip_prefix("Using network ")
+        .or_else(|| msg.strip_prefix("Using internal Network "))
+        .or_else(|| msg.strip_prefix("Using external Network "))
+    {
+        return net_name(name).map_or(Event::Other, Event::NetSelected);
+    }
+    if let Some(rest) = msg.strip_prefix("Assigned NET plugin ") {
+        let name = rest.strip_suffix(" to comm").unwrap_or(rest);
+        return net_name(name).map_or(Event::Other, Event::NetSelected);
+    }
+    if let Some(name) = msg.strip_prefix("Initialized NET plugin ") {
+        return net_name(name).map_or(Event::Other, Event::NetPluginInitialized);
+    }
+    if let Some(name) = msg.strip_prefix("Failed to initialize NET plugin ") {
+        return net_name(name).map_or(Event::Other, Event::NetPluginFailed);
+    }
+    if msg.starts_with("NET/Plugin") {
+        if let Some(at) = msg.find("Loaded net plugin ") {
+            let rest = &msg[at + "Loaded net plugin ".len()..];
+            // `AWS Libfabric (v6)`: the version in parentheses is not part of the name.
+            let name = rest.rfind(" (").map_or(rest, |p| &rest[..p]);
+            return net_name(name).map_or(Event::Other, Event::NetPluginLoaded);
+        }
+        return Event::Other;
+    }
+    if let Some(rest) = msg.strip_prefix("NET/OFI ") {
+        return classify_ofi(rest);
+    }
+    if let Some(rest) = msg.strip_prefix("NET/") {
+        return classify_net_line(msg, rest);
+    }
+    if has(&GDR_DISABLED, msg) {
+        return Event::GdrDisabled(msg);
+    }
+    if has(&GDR_ENABLED, msg) {
+        return Event::GdrEnabled;
+    }
+    if let Some(rest) = msg
+        .strip_prefix("Bootstrap : Using ")
+        .or_else(|| msg.strip_prefix("Bootstrap: Using "))
+    {
+        return Event::Bootstrap(rest.trim());
+    }
+    if let Some(rest) = msg.strip_prefix("Connected all rings, use ring PXN ") {
+        return parse_pxn_gdr(rest).unwrap_or(Event::Other);
+    }
+    if msg.starts_with("comm 0x") || has(&COMM, msg) {
+        if let Some(topology) = parse_comm_topology(msg) {
+            return topology;
+        }
+    }
+    if is_graph(msg) {
+        return Event::Graph;
+    }
+    Event::Other
+}
+
+fn net_name(name: &str) -> Option<&str> {
+    let name = name.trim().trim_end_matches('.');
+    (!name.is_empty()).then_some(name)
+}
+
+/// `NET/<name> : …` lines other than the plugin loader's.
+fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
+    let Some(colon) = rest.find(':') else {
+        return Event::Other;
+    };
+    let net = rest[..colon].trim();
+    if net.is_empty() || net.contains('/') || net.contains(' ') {
+        return Event::Other;
+    }
+    let text = rest[colon + 1..].trim();
+    if text.starts_with("No device found") {
+        return Event::NoDevice(net);
+    }
+    if has(&GDR_DISABLED, text) {
+        return Event::GdrDisabled(msg);
+    }
+    if has(&GDR_ENABLED, text) {
+        return Event::GdrEnabled;
+    }
+    if let Some(list) = text.strip_prefix("Using") {
+        // `[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:…<0>`: keep the device list only.
+        let list = list.split(';').next().unwrap_or("");
+        let list = list.trim().trim_end_matches("[RO]").trim();
+        return Event::NetDevices { net, devices: list };
+    }
+    if text.starts_with('[') {
+        // 2.3: `NET/IB: [0] mlx5_0:1/IB `.
+        return Event::NetDevices { net, devices: text };
+    }
+    Event::Other
+}
+
+fn classify_ofi(rest: &str) -> Event<'_> {
+    let rest = rest.trim();
+    for lead in ["Selected provider is ", "Selected Provider is "] {
+        if let Some(p) = rest.strip_prefix(lead) {
+            let provider = p.split([',', ' ']).next().unwrap_or("");
+            return if provider.is_empty() {
+                Event::Other
+            } else {
+                Event::OfiProvider(provider)
+            };
+        }
+    }
+    if is_ofi_refusal(rest) {
+        return Event::OfiRefused(rest);
+    }
+    Event::Other
+}
+
+/// aws-ofi-nccl messages saying it will not carry the traffic (INFO or WARN).
+pub fn is_ofi_refusal(msg: &str) -> bool {
+    const REFUSALS: [&str; 4] = [
+        "No eligible providers",
+        "Couldn't find any optimal provider",
+        "Only EFA provider is supported",
+        "Unable to find a protocol",
+    ];
+    REFUSALS.iter().any(|r| msg.contains(r))
+}
+
+fn parse_pxn_gdr(rest: &str) -> Option<Event<'static>> {
+    // `0 GDR 1`
+    let mut words = rest.split_whitespace();
+    let pxn = words.next()?.parse::<u32>().ok()?;
+    if words.next()? != "GDR" {
+        return None;
+    }
+    let gdr = words.next()?.parse::<u32>().ok()?;
+    Some(Event::RingPxnGdr {
+        pxn: pxn != 0,
+        gdr: gdr != 0,
+    })
+}
+
+fn parse_comm_topology(msg: &str) -> Option<Event<'static>> {
+    let mut nranks = None;
+    let mut nnodes = None;
+    let mut words = msg.split_whitespace();
+    while let Some(w) = words.next() {
+        match w {
+            "nRanks" => nranks = words.next().and_then(|n| n.parse().ok()),
+            "nNodes" => nnodes = words.next().and_then(|n| n.parse().ok()),
+            _ => {}
+        }
+    }
+    Some(Event::CommTopology {
+        nranks: nranks?,
+        nnodes: nnodes?,
+    })
+}
+
+/// Topology and search dumps: shaped like connections but with no ` via ` (trap 5).
+fn is_graph(msg: &str) -> bool {
+    const LEADS: [&str; 8] = [
+        "Ring ", "Channel ", "Tree ", "Trees ", "CollNet ", "Coll ", "NVLS ", "Pattern ",
+    ];
+    if LEADS.iter().any(|l| msg.starts_with(l)) {
+        return true;
+    }
+    // Search dump ` 0 : NET/0 GPU/0 …` / ` 0 : GPU/0-60`: a number, a colon, node ids.
+    let mut parts = msg.splitn(2, " : ");
+    let (Some(n), Some(rest)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && (rest.starts_with("NET/") || rest.starts_with("GPU/"))
+}
+
+/// `Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA` and every older shape.
+fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
+    let head = &msg[..via];
+    let path = msg[via + " via ".len()..].trim();
+    let (kind, rest) = if let Some(r) = head.strip_prefix("Channel ") {
+        (ChannelKind::Channel, r)
+    } else if let Some(r) = head.strip_prefix("Ring ") {
+        (ChannelKind::Ring, r)
+    } else if let Some(r) = head.strip_prefix("CollNet ") {
+        (ChannelKind::CollNet, r)
+    } else if let Some(r) = head.strip_prefix("Coll ") {
+        (ChannelKind::CollNet, r)
+    } else {
+        return None;
+    };
+    let colon = SPACED_COLON.find(rest.as_bytes())?;
+    let (number, endpoints) = (&rest[..colon], &rest[colon + 3..]);
+    let index = number.split('/').next()?.trim().parse().ok()?;
+    let mut from = None;
+    let mut to = None;
+    let mut direction = None;
+    let mut arrow = false;
+    for word in endpoints.split_whitespace() {
+        match word {
+            "->" => arrow = true,
+            "[send]" => direction = Some(Direction::Send),
+            "[receive]" => direction = Some(Direction::Receive),
+            w => {
+                let endpoint = parse_endpoint(w)?;
+                if arrow {
+                    to = Some(endpoint);
+                } else {
+                    from = Some(endpoint);
+                }
+            }
+        }
+    }
+    from?;
+    Some(Channel {
+        kind,
+        index,
+        from,
+        to,
+        direction,
+        transport: parse_transport(path),
+    })
+}
+
+/// `15`, `15[7]`, `7[b7000]`.
+fn parse_endpoint(word: &str) -> Option<Endpoint<'_>> {
+    let (rank, bracket) = match word.split_once('[') {
+        Some((r, b)) => (r, Some(b.strip_suffix(']')?)),
+        None => (word, None),
+    };
+    Some(Endpoint {
+        rank: rank.parse().ok()?,
+        bracket,
+    })
+}
+
+fn parse_transport(path: &str) -> Transport<'_> {
+    if let Some(rest) = path.strip_prefix("NET/") {
+        return parse_net(rest, false).unwrap_or(Transport::Other(path));
+    }
+    if let Some(rest) = path.strip_prefix("COLLNET/") {
+        return parse_net(rest, true).unwrap_or(Transport::Other(path));
+    }
+    if let Some(rest) = path.strip_prefix("P2P/") {
+        // Known kinds by prefix (a torn line may glue text to the kind), else the word before `/` or `[`.
+        const KINDS: [&str; 6] = [
+            "IPC",
+            "CUMEM",
+            "MNNVL",
+            "direct pointer",
+            "indirect",
+            "common device",
+        ];
+        if let Some(kind) = KINDS.iter().find(|k| rest.starts_with(*k)) {
+            return Transport::P2p(&rest[..kind.len()]);
+        }
+        let kind = rest.split(['/', '[']).next().unwrap_or("").trim();
+        return if kind.is_empty() {
+            Transport::Other(path)
+        } else {
+            Transport::P2p(kind)
+        };
+    }
+    if path.starts_with("SHM/") || path.starts_with("direct shared memory") {
+        return Transport::Shm;
+    }
+    Transport::Other(path)
+}
+
+/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3). Text after the last known
+/// suffix (a torn line) is ignored.
+fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
+    let (plugin, tail) = rest.split_once('/')?;
+    let plugin = plugin.trim();
+    if plugin.is_empty() {
+        return None;
+    }
+    let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+    let dev = tail[..digits].parse().ok()?;
+    let mut tail = &tail[digits..];
+    let mut proxy = None;
+    let mut gdrdma = false;
+    let mut shared = false;
+    loop {
+        if let Some(t) = tail.strip_prefix('(') {
+            let n = t.bytes().take_while(u8::is_ascii_digit).count();
+            if n > 0 && t[n..].starts_with(')') {
+                proxy = t[..n].parse().ok();
+                tail = &t[n + 1..];
+                continue;
+            }
+        }
+        if let Some(t) = tail.strip_prefix("/GDRDMA") {
+            gdrdma = true;
+            tail = t.strip_prefix("(PCI)").unwrap_or(t);
+        } else if let Some(t) = tail.strip_prefix("/Shared") {
+            shared = true;
+            tail = t;
+        } else if let Some(t) = tail.strip_prefix("/GDCopy") {
+            tail = t;
+        } else {
+            break;
+        }
+    }
+    Some(Transport::Net {
+        collnet,
+        plugin,
+        dev,
+        proxy,
+        gdrdma,
+        shared,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records of a line without ANSI codes (those borrow from the line; the line is leaked to outlive the test
+    /// helper).
+    fn records(line: &str) -> Vec<Record<'static>> {
+        let line: &'static str = Box::leak(
+            line.trim_end_matches(['\n', '\r'])
+                .to_string()
+                .into_boxed_str(),
+        );
+        let mut out = Vec::new();
+        parse_clean(line, &mut |r| out.push(r));
+        out
+    }
+
+    fn one(line: &str) -> Record<'static> {
+        let mut r = records(line);
+        assert_eq!(r.len(), 1, "{line}: {r:?}");
+        r.remove(0)
+    }
+
+    fn channel(line: &str) -> Channel<'static> {
+        match one(line).event {
+            Event::Channel(c) => c,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    fn net<'a>(c: &Channel<'a>) -> (&'a str, u32, Option<u32>, bool, bool) {
+        match &c.transport {
+            Transport::Net {
+                plugin,
+                dev,
+                proxy,
+                gdrdma,
+                collnet,
+                ..
+            } => (plugin, *dev, *proxy, *gdrdma, *collnet),
+            t => panic!("not NET: {t:?}"),
+        }
+    }
+
+    #[test]
+    fn channel_v2_3_receive_only_bare_ranks_parses() {
+        let c = channel("gpu-a01:1:2 [0] NCCL INFO Ring 00 : 3 -> 0 via NET/IB/0/GDRDMA");
+        assert_eq!(c.kind, ChannelKind::Ring);
+        assert_eq!(net(&c), ("IB", 0, None, true, false));
+        assert_eq!(c.direction, None);
+        assert_eq!(c.local_rank(), Some(0));
+    }
+
+    #[test]
+    fn channel_v2_4_send_bare_ranks_parses() {
+        let c = channel("h:1:2 [0] NCCL INFO Ring 00 : 7 -> 8 [send] via NET/Socket/0");
+        assert_eq!(net(&c), ("Socket", 0, None, false, false));
+        assert_eq!(c.direction, Some(Direction::Send));
+        assert_eq!(c.local_rank(), Some(7));
+    }
+
+    #[test]
+    fn channel_v2_5_bus_id_brackets_parse() {
+        let c =
+            channel("h:1:2 [0] NCCL INFO Ring 00 : 15[41000] -> 0[1b000] [receive] via NET/IB/0");
+        assert_eq!(c.from.unwrap().bracket, Some("41000"));
+        assert_eq!(c.local_rank(), Some(0));
+        assert!(!net(&c).3);
+    }
+
+    #[test]
+    fn channel_v2_12_pxn_proxy_is_not_the_device() {
+        let c = channel(
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 9[1] [send] via NET/IB/1(3)/GDRDMA",
+        );
+        assert_eq!(net(&c), ("IB", 1, Some(3), true, false));
+    }
+
+    #[test]
+    fn channel_v2_26_gdr_pci_and_shared_parse() {
+        let c = channel(
+            "h:1:2 [0] NCCL INFO Channel 02/1 : 0[0] -> 8[0] [send] via NET/IBext_v8/2/GDRDMA(PCI)/Shared",
+        );
+        assert_eq!(net(&c), ("IBext_v8", 2, None, true, false));
+    }
+
+    #[test]
+    fn channel_plugin_name_with_spaces_parses() {
+        let c = channel(
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA",
+        );
+        assert_eq!(net(&c).0, "AWS Libfabric");
+        assert_eq!(NetFamily::of("AWS Libfabric"), NetFamily::Ofi);
+        assert_eq!(NetFamily::of("NCCL RDMA Plugin v6"), NetFamily::Ib);
+        assert_eq!(NetFamily::of("Socket"), NetFamily::Socket);
+    }
+
+    #[test]
+    fn channel_collnet_forms_parse() {
+        for line in [
+            "h:1:2 [0] NCCL INFO Coll 00 : 0 [send] via COLLNET/SHARP/0/GDRDMA",
+            "h:1:2 [0] NCCL INFO CollNet 00 : 0 [receive] via COLLNET/SHARP/0/GDRDMA",
+            "h:1:2 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA(PCI)",
+        ] {
+            let c = channel(line);
+            assert_eq!(c.kind, ChannelKind::CollNet);
+            assert_eq!(net(&c), ("SHARP", 0, None, true, true));
+            assert_eq!(c.local_rank(), Some(0));
+        }
+    }
+
+    #[test]
+    fn channel_intra_node_transports_parse() {
+        let cases = [
+            ("Ring 00 : 0[0] -> 1[1] via P2P/IPC", Transport::P2p("IPC")),
+            (
+                "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+                Transport::P2p("CUMEM"),
+            ),
+            (
+                "Ring 00 : 0[0] -> 1[1] via P2P/direct pointer",
+                Transport::P2p("direct pointer"),
+            ),
+            (
+                "Channel 00 : 0[1b000] -> 1[1c000] via P2P/indirect/4[b1000]",
+                Transport::P2p("indirect"),
+            ),
+            (
+                "Channel 00 : 1[1] -> 2[2] via SHM/direct/direct",
+                Transport::Shm,
+            ),
+            (
+                "Ring 00 : 0[0] -> 1[1] via direct shared memory",
+                Transport::Shm,
+            ),
+        ];
+        for (msg, want) in cases {
+            let c = channel(&format!("h:1:2 [0] NCCL INFO {msg}"));
+            assert_eq!(c.transport, want, "{msg}");
+            // P2P/SHM lines are printed by the sender (left).
+            assert_eq!(c.local_rank(), c.from.map(|e| e.rank), "{msg}");
+        }
+    }
+
+    #[test]
+    fn graph_lines_are_not_channels() {
+        for msg in [
+            "Ring 00 : 7 -> 0 -> 1",
+            "Channel 00/64 : 0 1 2 3",
+            "Tree 0 : -1 -> 0 -> 1/-1/-1",
+            "Trees [0] -1/-1/-1->0->1 [1] -1/-1/-1->0->",
+            " 0 : NET/0 GPU/0 GPU/1 NET/0",
+            " 0 : NET/0-0 GPU/0-60 NET/0-0",
+            "CollNet Channel 1 rank 0 up 2 down 3",
+        ] {
+            let r = one(&format!("h:1:2 [0] NCCL INFO {msg}"));
+            assert_eq!(r.event, Event::Graph, "{msg}");
+        }
+        let r = one("h:1:2 [0] NCCL INFO NET/0-0 :GPU/0-60 (3/1.2/PHB) CPU/0-ff (2/1.2/PHB)");
+        assert_eq!(r.event, Event::Other);
+    }
+
+    #[test]
+    fn prefix_host_and_pid_are_read_behind_wrappers() {
+        for (line, host) in [
+            (
+                "[1,4]<stdout>:gpu-c12:8812:8875 [0] NCCL INFO Using network IB",
+                "gpu-c12",
+            ),
+            ("[rank0]:gpu-a01:8812:8875 [0] NCCL INFO Using network IB", "gpu-a01"),
+            (
+                "(RayWorkerWrapper pid=48213, ip=10.1.2.3) gpu-a01:8812:8875 [0] NCCL INFO Using network IB",
+                "gpu-a01",
+            ),
+            (":8812:8875 [0] NCCL INFO Using network IB", ""),
+            ("> gpu-a01:8812:8875 [0] NCCL INFO Using network IB\r", "gpu-a01"),
+            (
+                "2026-11-29T10:15:02.123456789Z stdout F gpu-a01:8812:8875 [0] NCCL INFO Using network IB",
+                "gpu-a01",
+            ),
+        ] {
+            let r = one(line);
+            assert_eq!(r.host, Some(host), "{line}");
+            assert_eq!(r.pid, Some(8812), "{line}");
+            assert_eq!(r.event, Event::NetSelected("IB"), "{line}");
+        }
+    }
+
+    #[test]
+    fn ansi_codes_are_stripped() {
+        let line = "\x1b[36m(RayWorkerWrapper pid=1, ip=10.0.0.1)\x1b[0m gpu-a01:5:6 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA";
+        let mut seen = Vec::new();
+        parse_line(line, |r| {
+            seen.push((
+                r.host.map(str::to_string),
+                matches!(r.event, Event::Channel(_)),
+            ))
+        });
+        assert_eq!(seen, vec![(Some("gpu-a01".to_string()), true)]);
+    }
+
+    #[test]
+    fn ray_repeat_suffix_gives_multiplicity() {
+        let r = one("(RayWorkerWrapper pid=1, ip=10.0.0.1) h:5:6 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA [repeated 7x across cluster]");
+        assert_eq!(r.repeat, 7);
+        assert!(matches!(r.event, Event::Channel(_)));
+    }
+
+    #[test]
+    fn warn_keeps_location_with_spaces() {
+        let r = one("gpu-a01:1:2 [3] int ofi_init(ncclDebugLogger_t):1324 NCCL WARN NET/OFI Only EFA provider is supported");
+        assert_eq!(
+            r.event,
+            Event::Warn {
+                location: Some("int ofi_init(ncclDebugLogger_t):1324"),
+                message: "NET/OFI Only EFA provider is supported"
+            }
+        );
+        let r = one("[2026-11-29 10:15:02] gpu-a01:1:2 [0] transport/net_ib.cc:1345 NCCL WARN NET/IB : Got completion from peer 10.9.0.12<51011> with status=12 opcode=0 len=0 vendor err 129 hca mlx5_0");
+        assert_eq!(r.host, Some("gpu-a01"));
+        match r.event {
+            Event::Warn { location, .. } => assert_eq!(location, Some("transport/net_ib.cc:1345")),
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn glued_records_split_at_each_token() {
+        let r = records("h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPCh:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0/GDRDMA");
+        assert_eq!(r.len(), 2);
+        assert!(matches!(&r[0].event, Event::Channel(c) if c.transport == Transport::P2p("IPC")));
+        assert!(
+            matches!(&r[1].event, Event::Channel(c) if matches!(c.transport, Transport::Net { gdrdma: true, .. }))
+        );
+        // A record after application output on the same line (a hostname glued to letters or digits cannot be
+        // told apart from them; after any other character it can).
+        let r = records("loss=0.31 step=200|gpu-a02:7:8 [2] NCCL INFO Using network Socket");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].host, Some("gpu-a02"));
+    }
+
+    #[test]
+    fn version_bare_and_info_forms_parse_pytorch_error_does_not() {
+        assert_eq!(
+            one("NCCL version 2.18.6+cuda12.2").event,
+            Event::Version("2.18.6+cuda12.2")
+        );
+        assert_eq!(
+            one("[1,0]<stdout>:NCCL version 2.4.8+cuda10.1").event,
+            Event::Version("2.4.8+cuda10.1")
+        );
+        assert_eq!(
+            one("vm:506:506 [0] NCCL INFO NCCL version 2.28.9+cuda13.0").event,
+            Event::Version("2.28.9+cuda13.0")
+        );
+        assert!(records("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.21.5").is_empty());
+    }
+
+    #[test]
+    fn selection_lines_parse_in_every_release_shape() {
+        for (msg, want) in [
+            ("Using network IB", Event::NetSelected("IB")),
+            (
+                "Using network AWS Libfabric",
+                Event::NetSelected("AWS Libfabric"),
+            ),
+            (
+                "Using internal Network Socket",
+                Event::NetSelected("Socket"),
+            ),
+            (
+                "Assigned NET plugin Socket to comm",
+                Event::NetSelected("Socket"),
+            ),
+            (
+                "Initialized NET plugin Socket",
+                Event::NetPluginInitialized("Socket"),
+            ),
+            (
+                "Failed to initialize NET plugin IB",
+                Event::NetPluginFailed("IB"),
+            ),
+            (
+                "NET/Plugin: Loaded net plugin AWS Libfabric (v6)",
+                Event::NetPluginLoaded("AWS Libfabric"),
+            ),
+            ("NET/IB : No device found.", Event::NoDevice("IB")),
+            (
+                "NET/IB : Using [RO]; OOB eth0:192.0.2.2<0>",
+                Event::NetDevices {
+                    net: "IB",
+                    devices: "",
+                },
+            ),
+            (
+                "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB ib0:10.9.0.11<0>",
+                Event::NetDevices {
+                    net: "IB",
+                    devices: "[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE",
+                },
+            ),
+            (
+                "NET/Socket : Using [0]ib0:10.9.0.11<0>",
+                Event::NetDevices {
+                    net: "Socket",
+                    devices: "[0]ib0:10.9.0.11<0>",
+                },
+            ),
+            (
+                "NET/IB: [0] mlx5_0:1/IB ",
+                Event::NetDevices {
+                    net: "IB",
+                    devices: "[0] mlx5_0:1/IB",
+                },
+            ),
+            (
+                "Bootstrap : Using eth0:10.1.2.3<0>",
+                Event::Bootstrap("eth0:10.1.2.3<0>"),
+            ),
+            (
+                "Bootstrap: Using eth0:10.1.2.3<0>",
+                Event::Bootstrap("eth0:10.1.2.3<0>"),
+            ),
+            (
+                "Connected all rings, use ring PXN 0 GDR 1",
+                Event::RingPxnGdr {
+                    pxn: false,
+                    gdr: true,
+                },
+            ),
+            (
+                "NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)",
+                Event::OfiProvider("efa"),
+            ),
+            (
+                "NET/OFI No eligible providers were found",
+                Event::OfiRefused("No eligible providers were found"),
+            ),
+            (
+                "comm 0x55d1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+                Event::CommTopology {
+                    nranks: 16,
+                    nnodes: 2,
+                },
+            ),
+            ("NET/Plugin: Could not find: libnccl-net.so", Event::Other),
+        ] {
+            assert_eq!(
+                one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
+                want,
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn gdr_disabled_lines_keep_the_reason() {
+        for msg in [
+            "NET/IB : GPU Direct RDMA Disabled for GPU 0 / HCA mlx5_0 (no module)",
+            "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)",
+            "GPU Direct RDMA Disabled for GPU 1c000 / HCA 0 (distance 7 > 4)",
+            "NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'",
+        ] {
+            assert_eq!(
+                one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
+                Event::GdrDisabled(msg)
+            );
+        }
+    }
+
+    #[test]
+    fn noise_and_garbage_give_nothing_or_other() {
+        assert!(records("epoch 1 loss 0.2").is_empty());
+        assert!(records("").is_empty());
+        assert_eq!(one("NCCL INFO").event, Event::Other);
+        assert_eq!(
+            one("x NCCL WARN").event,
+            Event::Warn {
+                location: None,
+                message: ""
+            }
+        );
+        assert_eq!(
+            one("h:1:2 [0] NCCL INFO Channel 00 : x -> y via NET/IB/0").event,
+            Event::Other
+        );
+        assert_eq!(
+            one("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/x").event,
+            Event::Channel(Channel {
+                kind: ChannelKind::Channel,
+                index: 0,
+                from: Some(Endpoint {
+                    rank: 0,
+                    bracket: Some("0")
+                }),
+                to: Some(Endpoint {
+                    rank: 1,
+                    bracket: Some("0")
+                }),
+                direction: Some(Direction::Send),
+                transport: Transport::Other("NET/IB/x")
+            })
+        );
+    }
+}

@@ -1,0 +1,615 @@
+//! `nccl.env`: NCCL variables in this environment that silently change the transport.
+
+use crate::host::ReadError;
+use crate::nccl::analysis::allowed_families;
+use crate::nccl::env::IfList;
+use crate::nccl::expect_name;
+use crate::nccl::line::NetFamily;
+use crate::probe::{CheckResult, Context, Explain, Probe, Status};
+use crate::profile::NcclExpect;
+use crate::sysfs::infiniband::{
+    gid_path, gid_type_path, read_device, read_device_names, read_gid, read_gid_type, read_port,
+    CLASS_INFINIBAND,
+};
+use crate::sysfs::net::{read_interface_names, CLASS_NET};
+
+pub struct NcclEnv;
+
+const ID: &str = "nccl.env";
+/// NCCL's own default when NCCL_IB_GID_INDEX is unset or -1 (2.21+): pick the GID itself.
+const GID_AUTO: i64 = -1;
+
+impl Probe for NcclEnv {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "No NCCL_* variable disables IB/GDR or names devices, interfaces or GIDs this host lacks"
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
+                    NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX), /sys/class/infiniband \
+                    (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
+            why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
+                  complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
+                  interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
+            fixes: &[
+                ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
+                ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
+                ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
+                ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
+                ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let expect = cx.profile.expect.nccl_transport;
+        let wants = Wants::from(expect);
+        let mut results = Vec::new();
+        results.extend(ib_disable(cx, &wants));
+        results.extend(net_plugin(cx, &wants));
+        results.extend(gdr_settings(cx, &wants));
+        results.extend(ib_hca(cx, &wants));
+        results.extend(socket_ifname(cx));
+        results.extend(gid_index(cx));
+        if results.is_empty() {
+            let mut pass = CheckResult::pass(
+                ID,
+                "no NCCL variable disables IB/GDR or names absent devices",
+            );
+            let set: Vec<(&String, &String)> = cx
+                .inputs
+                .env
+                .iter()
+                .filter(|(k, _)| k.starts_with("NCCL_"))
+                .collect();
+            if set.is_empty() {
+                pass = pass.note("no NCCL_* variable set");
+            }
+            for (k, v) in set {
+                pass = pass.evidence(&format!("env {k}"), v);
+            }
+            results.push(pass);
+        }
+        results
+    }
+}
+
+/// What the profile's expected transport makes a requirement (a finding against it fails, otherwise warns).
+struct Wants {
+    rdma: bool,
+    ib: bool,
+    gdr: bool,
+}
+
+impl Wants {
+    fn from(expect: Option<NcclExpect>) -> Self {
+        use NcclExpect::*;
+        Wants {
+            rdma: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma | Ib | Ofi)),
+            ib: matches!(expect, Some(Gdrdma | IbGdrdma | Ib)),
+            gdr: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma)),
+        }
+    }
+}
+
+fn severity(required: bool) -> Status {
+    if required {
+        Status::Fail
+    } else {
+        Status::Warn
+    }
+}
+
+fn finding(var: &str, status: Status, summary: String, value: &str) -> CheckResult {
+    CheckResult::new(ID, status, summary)
+        .subject(var)
+        .evidence(&format!("env {var}"), value)
+}
+
+fn unreadable(var: &str, err: &ReadError) -> CheckResult {
+    CheckResult::read_error(ID, err).subject(var)
+}
+
+fn ib_disable(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
+    let v = cx.inputs.env("NCCL_IB_DISABLE")?;
+    (v.trim() == "1").then(|| {
+        finding(
+            "NCCL_IB_DISABLE",
+            severity(wants.ib),
+            "NCCL_IB_DISABLE=1: NCCL will not use InfiniBand/RoCE and falls back to TCP sockets"
+                .into(),
+            v,
+        )
+        .fix("unset NCCL_IB_DISABLE in the job environment or image")
+    })
+}
+
+fn net_plugin(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
+    let v = cx.inputs.env("NCCL_NET")?;
+    let family = NetFamily::of(v);
+    if family == NetFamily::Socket {
+        return Some(
+            finding(
+                "NCCL_NET",
+                severity(wants.rdma),
+                format!("NCCL_NET={v} forces TCP sockets"),
+                v,
+            )
+            .fix("unset NCCL_NET (or name the RDMA plugin: IB, or the OFI plugin's name)"),
+        );
+    }
+    let expect = cx.profile.expect.nccl_transport?;
+    let allowed = allowed_families(expect);
+    (!allowed.is_empty() && !allowed.contains(&family)).then(|| {
+        finding(
+            "NCCL_NET",
+            Status::Warn,
+            format!(
+                "NCCL_NET={v} names a {} plugin; the profile expects {}",
+                family.as_str(),
+                expect_name(expect)
+            ),
+            v,
+        )
+        .fix("unset NCCL_NET or name the plugin the profile expects")
+    })
+}
+
+fn gdr_settings(cx: &Context<'_>, wants: &Wants) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    for var in ["NCCL_NET_GDR_LEVEL", "NCCL_IB_GDR_LEVEL"] {
+        if let Some(v) = cx.inputs.env(var) {
+            let t = v.trim();
+            if t.eq_ignore_ascii_case("LOC") || t == "0" {
+                out.push(
+                    finding(
+                        var,
+                        severity(wants.gdr),
+                        format!("{var}={t}: GPUDirect RDMA never used (data staged through host memory)"),
+                        v,
+                    )
+                    .fix(format!("unset {var} (NCCL enables GDR by PCIe distance)")),
+                );
+            }
+        }
+    }
+    if let Some(v) = cx.inputs.env("NCCL_NET_GDR_READ") {
+        if v.trim() == "0" {
+            out.push(
+                finding(
+                    "NCCL_NET_GDR_READ",
+                    severity(wants.gdr),
+                    "NCCL_NET_GDR_READ=0: sends are staged through host memory (no GDRDMA on send channels)".into(),
+                    v,
+                )
+                .fix("unset NCCL_NET_GDR_READ"),
+            );
+        }
+    }
+    out
+}
+
+/// `(device, port)` pairs present on this host.
+fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Vec<(String, u32)> {
+    devs.iter()
+        .flat_map(|d| {
+            read_device(cx.host, d)
+                .ports
+                .into_iter()
+                .map(move |p| (d.clone(), p))
+        })
+        .collect()
+}
+
+fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
+    const VAR: &str = "NCCL_IB_HCA";
+    let v = cx.inputs.env(VAR)?;
+    let list = IfList::parse(v);
+    if list.entries.is_empty() {
+        return None;
+    }
+    let devs = match read_device_names(cx.host) {
+        Ok(d) => d,
+        Err(e) => return Some(unreadable(VAR, &e)),
+    };
+    let ports = ib_ports(cx, &devs);
+    let kept: Vec<String> = ports
+        .iter()
+        .filter(|(d, p)| list.keeps(d, Some(*p)))
+        .map(|(d, p)| format!("{d}:{p}"))
+        .collect();
+    let present = if devs.is_empty() {
+        "<none>".to_string()
+    } else {
+        devs.join(" ")
+    };
+    let with_evidence = |r: CheckResult| {
+        r.evidence(CLASS_INFINIBAND, &present)
+            .evidence("ports NCCL would use", if kept.is_empty() { "<none>".into() } else { kept.join(" ") })
+            .fix("list devices from `ls /sys/class/infiniband` (prefix match; `=` exact, `^` exclude, `:port`), or unset NCCL_IB_HCA")
+    };
+    if kept.is_empty() {
+        let why = if list.exclude {
+            "excludes every RDMA port"
+        } else {
+            "matches no RDMA port"
+        };
+        return Some(with_evidence(finding(
+            VAR,
+            severity(wants.ib),
+            format!("NCCL_IB_HCA={v} {why} on this host: NCCL finds no IB device and falls back to sockets"),
+            v,
+        )));
+    }
+    if list.exclude {
+        return None;
+    }
+    // Entries naming devices (or ports) absent here: NCCL ignores them silently.
+    let missing: Vec<String> = list
+        .entries
+        .iter()
+        .filter(|e| {
+            !ports
+                .iter()
+                .any(|(d, p)| list.entry_matches(e, d, Some(*p)))
+        })
+        .map(|e| e.display())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        with_evidence(finding(
+            VAR,
+            Status::Warn,
+            format!(
+                "NCCL_IB_HCA names device(s) absent from this host: {}",
+                missing.join(", ")
+            ),
+            v,
+        ))
+    })
+}
+
+fn socket_ifname(cx: &Context<'_>) -> Option<CheckResult> {
+    const VAR: &str = "NCCL_SOCKET_IFNAME";
+    let v = cx.inputs.env(VAR)?;
+    let list = IfList::parse(v);
+    if list.entries.is_empty() {
+        return None;
+    }
+    let ifs = match read_interface_names(cx.host) {
+        Ok(i) => i,
+        Err(e) => return Some(unreadable(VAR, &e)),
+    };
+    let kept: Vec<&String> = ifs.iter().filter(|i| list.keeps(i, None)).collect();
+    if !kept.is_empty() {
+        return None;
+    }
+    let why = if list.exclude {
+        "excludes every interface"
+    } else {
+        "matches no interface"
+    };
+    Some(
+        finding(
+            VAR,
+            Status::Fail,
+            format!("NCCL_SOCKET_IFNAME={v} {why}: NCCL cannot bootstrap (`no socket interface found`)"),
+            v,
+        )
+        .evidence(CLASS_NET, if ifs.is_empty() { "<none>".into() } else { ifs.join(" ") })
+        .fix("name interfaces from `ls /sys/class/net` (prefix match; `=` exact, `^` exclude), or unset NCCL_SOCKET_IFNAME"),
+    )
+}
+
+fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
+    const VAR: &str = "NCCL_IB_GID_INDEX";
+    let Some(v) = cx.inputs.env(VAR) else {
+        return Vec::new();
+    };
+    let index = match v.trim().parse::<i64>() {
+        Ok(GID_AUTO) => return Vec::new(),
+        Ok(n) if (0..=u32::MAX as i64).contains(&n) => n as u32,
+        _ => {
+            return vec![finding(
+                VAR,
+                Status::Warn,
+                format!("NCCL_IB_GID_INDEX={v} is not a GID index"),
+                v,
+            )
+            .fix("set a GID index (a number from `show_gids`) or unset it")]
+        }
+    };
+    let hca = cx.inputs.env("NCCL_IB_HCA").map(IfList::parse);
+    let devs = match read_device_names(cx.host) {
+        Ok(d) => d,
+        Err(e) => return vec![unreadable(VAR, &e)],
+    };
+    let ports = ib_ports(cx, &devs);
+    let mut out = Vec::new();
+    for (dev, port) in ports {
+        if hca.as_ref().is_some_and(|l| !l.keeps(&dev, Some(port))) {
+            continue;
+        }
+        // NCCL uses the GID index on RoCE (Ethernet link layer) ports only.
+        match read_port(cx.host, &dev, port).link_layer {
+            Ok(ll) if ll.eq_ignore_ascii_case("ethernet") => {}
+            Ok(_) => continue,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => {
+                out.push(unreadable(VAR, &e));
+                continue;
+            }
+        }
+        let subject = format!("{dev}:{port}");
+        let gid = match read_gid(cx.host, &dev, port, index) {
+            Ok(g) => g,
+            Err(e) if e.is_not_found() => None,
+            Err(e) => {
+                out.push(unreadable(VAR, &e).subject(subject));
+                continue;
+            }
+        };
+        let Some(gid) = gid else {
+            out.push(
+                CheckResult::fail(
+                    ID,
+                    format!("NCCL_IB_GID_INDEX={index} points at an empty GID slot on RoCE port {subject}"),
+                )
+                .subject(&subject)
+                .evidence(&format!("env {VAR}"), v)
+                .evidence(&gid_path(&dev, port, index), "<empty>")
+                .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
+            );
+            continue;
+        };
+        let kind = match read_gid_type(cx.host, &dev, port, index) {
+            Ok(k) => k,
+            Err(e) if e.is_not_found() => None,
+            Err(e) => {
+                out.push(unreadable(VAR, &e).subject(subject));
+                continue;
+            }
+        };
+        if kind.as_deref() != Some("RoCE v2") {
+            out.push(
+                CheckResult::warn(
+                    ID,
+                    format!(
+                        "NCCL_IB_GID_INDEX={index} on RoCE port {subject} is {}, not RoCE v2 (not routable, no ECN)",
+                        kind.as_deref().unwrap_or("of unknown type")
+                    ),
+                )
+                .subject(&subject)
+                .evidence(&format!("env {VAR}"), v)
+                .evidence(&gid_path(&dev, port, index), &gid)
+                .evidence(&gid_type_path(&dev, port, index), kind.as_deref().unwrap_or("<missing>"))
+                .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answers::Answers;
+    use crate::host::Host;
+    use crate::probe::Inputs;
+    use crate::profile::{CheckSettings, Profile};
+    use std::fs;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    /// A host tree with mlx5_0 (IB, port 1) and mlx5_1 (RoCE, port 1: GID 0 v1, GID 3 v2, GID 5 empty),
+    /// interfaces eth0 and ib0.
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        let port = |dev: &str, ll: &str| {
+            let p = r.join(format!("sys/class/infiniband/{dev}/ports/1"));
+            fs::create_dir_all(p.join("gids")).unwrap();
+            fs::create_dir_all(p.join("gid_attrs/types")).unwrap();
+            fs::write(p.join("link_layer"), format!("{ll}\n")).unwrap();
+            p
+        };
+        port("mlx5_0", "InfiniBand");
+        let roce = port("mlx5_1", "Ethernet");
+        fs::write(
+            roce.join("gids/0"),
+            "fe80:0000:0000:0000:0a00:27ff:fe00:0001\n",
+        )
+        .unwrap();
+        fs::write(roce.join("gid_attrs/types/0"), "IB/RoCE v1\n").unwrap();
+        fs::write(
+            roce.join("gids/3"),
+            "0000:0000:0000:0000:0000:ffff:0a01:0203\n",
+        )
+        .unwrap();
+        fs::write(roce.join("gid_attrs/types/3"), "RoCE v2\n").unwrap();
+        fs::write(
+            roce.join("gids/5"),
+            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        )
+        .unwrap();
+        for i in ["eth0", "ib0", "lo"] {
+            fs::create_dir_all(r.join(format!("sys/class/net/{i}"))).unwrap();
+        }
+        dir
+    }
+
+    fn run(root: &Path, env: &[(&str, &str)], expect: Option<NcclExpect>) -> Vec<CheckResult> {
+        let host = Host::at(root).unwrap();
+        let mut profile = Profile::default();
+        profile.expect.nccl_transport = expect;
+        let inputs = Inputs {
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Inputs::default()
+        };
+        let answers = Answers::live();
+        let settings = CheckSettings::default();
+        let cx = Context {
+            host: &host,
+            profile: &profile,
+            settings: &settings,
+            inputs: &inputs,
+            answers: &answers,
+            deadline: Instant::now() + Duration::from_secs(10),
+            scratch: None,
+        };
+        NcclEnv.run(&cx)
+    }
+
+    fn statuses(results: &[CheckResult]) -> Vec<(Option<&str>, Status)> {
+        results
+            .iter()
+            .map(|r| (r.subject.as_deref(), r.status))
+            .collect()
+    }
+
+    #[test]
+    fn env_nothing_set_passes() {
+        let d = tree();
+        assert_eq!(
+            statuses(&run(d.path(), &[("PATH", "/bin")], None)),
+            vec![(None, Status::Pass)]
+        );
+    }
+
+    #[test]
+    fn env_ib_disable_fails_when_ib_expected_warns_otherwise() {
+        let d = tree();
+        let env = [("NCCL_IB_DISABLE", "1")];
+        assert_eq!(
+            statuses(&run(d.path(), &env, Some(NcclExpect::IbGdrdma))),
+            vec![(Some("NCCL_IB_DISABLE"), Status::Fail)]
+        );
+        assert_eq!(
+            statuses(&run(d.path(), &env, None)),
+            vec![(Some("NCCL_IB_DISABLE"), Status::Warn)]
+        );
+    }
+
+    #[test]
+    fn env_net_socket_and_gdr_level_loc_are_reported() {
+        let d = tree();
+        let env = [
+            ("NCCL_NET", "Socket"),
+            ("NCCL_NET_GDR_LEVEL", "LOC"),
+            ("NCCL_NET_GDR_READ", "0"),
+        ];
+        assert_eq!(
+            statuses(&run(d.path(), &env, Some(NcclExpect::Gdrdma))),
+            vec![
+                (Some("NCCL_NET"), Status::Fail),
+                (Some("NCCL_NET_GDR_LEVEL"), Status::Fail),
+                (Some("NCCL_NET_GDR_READ"), Status::Fail)
+            ]
+        );
+        let ok = [("NCCL_NET_GDR_LEVEL", "PHB"), ("NCCL_NET", "IB")];
+        assert_eq!(
+            statuses(&run(d.path(), &ok, Some(NcclExpect::Gdrdma))),
+            vec![(None, Status::Pass)]
+        );
+    }
+
+    #[test]
+    fn env_ib_hca_absent_devices_warn_none_matching_fails() {
+        let d = tree();
+        let some_missing = [("NCCL_IB_HCA", "mlx5_0,mlx5_7:1")];
+        assert_eq!(
+            statuses(&run(d.path(), &some_missing, Some(NcclExpect::IbGdrdma))),
+            vec![(Some("NCCL_IB_HCA"), Status::Warn)]
+        );
+        let none = [("NCCL_IB_HCA", "=mlx5")];
+        assert_eq!(
+            statuses(&run(d.path(), &none, Some(NcclExpect::IbGdrdma))),
+            vec![(Some("NCCL_IB_HCA"), Status::Fail)]
+        );
+        let wrong_port = [("NCCL_IB_HCA", "mlx5_0:2")];
+        assert_eq!(
+            statuses(&run(d.path(), &wrong_port, None)),
+            vec![(Some("NCCL_IB_HCA"), Status::Warn)]
+        );
+        let prefix = [("NCCL_IB_HCA", "mlx5")];
+        assert_eq!(
+            statuses(&run(d.path(), &prefix, None)),
+            vec![(None, Status::Pass)]
+        );
+        let exclude_all = [("NCCL_IB_HCA", "^mlx5")];
+        assert_eq!(
+            statuses(&run(d.path(), &exclude_all, None)),
+            vec![(Some("NCCL_IB_HCA"), Status::Warn)]
+        );
+        let exclude_absent = [("NCCL_IB_HCA", "^mlx5_9")];
+        assert_eq!(
+            statuses(&run(d.path(), &exclude_absent, None)),
+            vec![(None, Status::Pass)]
+        );
+    }
+
+    #[test]
+    fn env_socket_ifname_matching_nothing_fails() {
+        let d = tree();
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_SOCKET_IFNAME", "ens,bond")], None)),
+            vec![(Some("NCCL_SOCKET_IFNAME"), Status::Fail)]
+        );
+        assert_eq!(
+            statuses(&run(
+                d.path(),
+                &[("NCCL_SOCKET_IFNAME", "^eth,ib,lo")],
+                None
+            )),
+            vec![(Some("NCCL_SOCKET_IFNAME"), Status::Fail)]
+        );
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_SOCKET_IFNAME", "eth,ens")], None)),
+            vec![(None, Status::Pass)]
+        );
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_SOCKET_IFNAME", "=ib0")], None)),
+            vec![(None, Status::Pass)]
+        );
+    }
+
+    #[test]
+    fn env_gid_index_empty_fails_v1_warns_v2_passes() {
+        let d = tree();
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_IB_GID_INDEX", "5")], None)),
+            vec![(Some("mlx5_1:1"), Status::Fail)]
+        );
+        // Slot 7 does not exist at all (EINVAL or missing): empty too.
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_IB_GID_INDEX", "7")], None)),
+            vec![(Some("mlx5_1:1"), Status::Fail)]
+        );
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_IB_GID_INDEX", "0")], None)),
+            vec![(Some("mlx5_1:1"), Status::Warn)]
+        );
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_IB_GID_INDEX", "3")], None)),
+            vec![(None, Status::Pass)]
+        );
+        assert_eq!(
+            statuses(&run(d.path(), &[("NCCL_IB_GID_INDEX", "-1")], None)),
+            vec![(None, Status::Pass)]
+        );
+        // RoCE port filtered out by NCCL_IB_HCA: nothing to judge.
+        assert_eq!(
+            statuses(&run(
+                d.path(),
+                &[("NCCL_IB_GID_INDEX", "5"), ("NCCL_IB_HCA", "=mlx5_0")],
+                None
+            )),
+            vec![(None, Status::Pass)]
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! `nccl.transport`: the transport NCCL actually used in the logs given with `run --nccl-log`, judged against
+//! the profile's `expect.nccl_transport`.
+
+use std::time::Duration;
+
+use crate::nccl::{self, expect_name, judge, Judgement, Summary, Verdict};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+
+pub struct NcclTransport;
+
+const ID: &str = "nccl.transport";
+/// Evidence lines per list (warnings, GDR reasons): the JSON of `fabric-preflight nccl` has them all.
+const EVIDENCE_PER_LIST: usize = 5;
+
+impl Probe for NcclTransport {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "NCCL used the expected transport (IB/RoCE with GPUDirect RDMA, not sockets) in the given logs"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::NcclLog]
+    }
+    fn default_timeout(&self) -> Duration {
+        // Multi-GB logs at several hundred MB/s.
+        Duration::from_secs(60)
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "the NCCL_DEBUG=INFO logs given with --nccl-log (user files, read directly, streamed): channel lines \
+                    (`Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA` and every older shape), selection lines \
+                    (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines",
+            why: "NCCL silently falls back from InfiniBand/RoCE with GPUDirect RDMA to host-staged copies or plain TCP \
+                  sockets when anything in the fabric is off. Jobs still run, 5-20x slower. Only the channel lines prove \
+                  which transport carried the data; selection lines say what was chosen, not what was used.",
+            fixes: &[
+                ("socket / mixed-socket: channels over TCP sockets", "on the host(s) on Socket: ports ACTIVE (`ibv_devinfo`), \
+                  /dev/infiniband visible in the container, `ulimit -l unlimited`, NCCL_IB_DISABLE / NCCL_NET=Socket unset"),
+                ("ib / partial-gdrdma: channels without GDRDMA", "`modprobe nvidia-peermem` or DMA-BUF (NCCL_DMABUF_ENABLE=1), \
+                  NCCL_NET_GDR_LEVEL unset, GPU and NIC under one PCIe switch (`nvidia-smi topo -m`)"),
+                ("undetermined: no channel lines", "capture a run that completes a collective across nodes with \
+                  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        if cx.inputs.nccl_logs.is_empty() {
+            return vec![CheckResult::skip(ID, "no --nccl-log given")];
+        }
+        let summary = match nccl::analyze_paths(&cx.inputs.nccl_logs, Some(cx.deadline)) {
+            Ok(s) => s,
+            Err(e) => return vec![CheckResult::error(ID, e.to_string()).evidence(&e.path, &e.stop)],
+        };
+        vec![judged(&summary, cx.profile.expect.nccl_transport)]
+    }
+}
+
+/// Status and summary line. With an expectation: met → pass, not met → fail, cannot tell → skip. Without one,
+/// the verdict alone: RDMA (with or without GDR) passes; sockets, a socket/RDMA mix and a GDR mix warn (each is
+/// the mark of a node set up unlike the others); no data path skips unless Socket was selected (warn).
+fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResult {
+    let v = s.verdict;
+    let (status, summary) = match expect {
+        Some(e) => match judge(s, e) {
+            Judgement::Met => (
+                Status::Pass,
+                format!("NCCL used {v}, as expected ({})", expect_name(e)),
+            ),
+            Judgement::NotMet(why) => (Status::Fail, why),
+            Judgement::Undetermined(why) => {
+                (Status::Skip, format!("{why} (expected {})", expect_name(e)))
+            }
+        },
+        None => match v {
+            Verdict::IbGdrdma | Verdict::OfiGdrdma => (Status::Pass, format!("NCCL used {v}")),
+            Verdict::Ib | Verdict::Ofi => (
+                Status::Pass,
+                format!("NCCL used {v} without GPUDirect RDMA (no expectation in the profile)"),
+            ),
+            Verdict::IntraNodeOnly => (
+                Status::Pass,
+                "NCCL used intra-node transports only (no NET channel)".into(),
+            ),
+            Verdict::PartialGdrdma | Verdict::Socket | Verdict::MixedSocket => {
+                (Status::Warn, format!("NCCL used {v}"))
+            }
+            Verdict::Undetermined => {
+                let socket = s
+                    .network_selected
+                    .iter()
+                    .any(|n| n.eq_ignore_ascii_case("socket"));
+                if socket {
+                    (
+                        Status::Warn,
+                        "no channel lines; NCCL selected Socket".into(),
+                    )
+                } else {
+                    (
+                        Status::Skip,
+                        "no channel lines: the log does not show the data path".into(),
+                    )
+                }
+            }
+        },
+    };
+    let (status, summary) = if status == Status::Pass && s.warnings_total > 0 {
+        (
+            Status::Warn,
+            format!("{summary}; {} NCCL WARN line(s)", s.warnings_total),
+        )
+    } else {
+        (status, summary)
+    };
+    let mut r = CheckResult::new(ID, status, summary)
+        .evidence("logs", s.input.files.join(", "))
+        .evidence("verdict", v)
+        .evidence("nccl version", or_dash(&s.nccl_versions))
+        .evidence("network selected", or_dash(&s.network_selected))
+        .measure(Measurement::new(
+            "net_channels_gdrdma",
+            s.net_channels.gdrdma as f64,
+            "channels",
+        ))
+        .measure(Measurement::new(
+            "net_channels_without_gdrdma",
+            s.net_channels.without_gdrdma as f64,
+            "channels",
+        ))
+        .measure(Measurement::new(
+            "net_channels_socket",
+            s.net_channels.socket as f64,
+            "channels",
+        ));
+    if !s.no_device.is_empty() {
+        r = r.evidence("no device found", s.no_device.join(", "));
+    }
+    for t in &s.transports {
+        let ranks: Vec<u32> = t.ranks.iter().copied().collect();
+        let hosts: Vec<&str> = t.hosts.iter().map(String::as_str).collect();
+        r = r.evidence(
+            &t.first_seen,
+            format!(
+                "{}: {} channel line(s), ranks {}, hosts {}",
+                t.transport,
+                t.channels,
+                nccl::ranges(&ranks),
+                if hosts.is_empty() {
+                    "-".into()
+                } else {
+                    hosts.join(",")
+                }
+            ),
+        );
+    }
+    for g in s.gdr_disabled.iter().take(EVIDENCE_PER_LIST) {
+        r = r.evidence(&g.first_seen, format!("{} (x{})", g.text, g.count));
+    }
+    for w in s.warnings.iter().take(EVIDENCE_PER_LIST) {
+        r = r.evidence(
+            &format!("{}:{}", w.source, w.line),
+            format!(
+                "{} NCCL WARN {}",
+                w.location.as_deref().unwrap_or("-"),
+                w.message
+            ),
+        );
+    }
+    for n in &s.notes {
+        r = r.note(n.clone());
+    }
+    if matches!(r.status, Status::Fail | Status::Warn | Status::Skip) {
+        if let Some(advice) = nccl::advice_for(s) {
+            r = r.fix(advice);
+        }
+    }
+    r
+}
+
+fn or_dash(list: &[String]) -> String {
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nccl::Analyzer;
+    use crate::profile::NcclExpect;
+
+    fn summary(text: &str) -> Summary {
+        let mut a = Analyzer::new();
+        a.read("t.log", text.as_bytes(), None).unwrap();
+        a.finish()
+    }
+
+    const SOCKET: &str =
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[0] [send] via NET/Socket/0\n";
+    const GDR: &str =
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[0] [send] via NET/IB/0/GDRDMA\n";
+
+    #[test]
+    fn transport_socket_with_gdr_expected_fails() {
+        let r = judged(&summary(SOCKET), Some(NcclExpect::IbGdrdma));
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.remediation.is_some());
+    }
+
+    #[test]
+    fn transport_gdr_with_gdr_expected_passes() {
+        assert_eq!(
+            judged(&summary(GDR), Some(NcclExpect::IbGdrdma)).status,
+            Status::Pass
+        );
+    }
+
+    #[test]
+    fn transport_without_expectation_warns_on_socket_passes_on_ib() {
+        assert_eq!(judged(&summary(SOCKET), None).status, Status::Warn);
+        assert_eq!(judged(&summary(GDR), None).status, Status::Pass);
+        let selected_socket = summary("h:1:2 [0] NCCL INFO Using network Socket\n");
+        assert_eq!(judged(&selected_socket, None).status, Status::Warn);
+        assert_eq!(judged(&summary("noise\n"), None).status, Status::Skip);
+    }
+
+    #[test]
+    fn transport_nccl_warn_turns_pass_into_warn() {
+        let text =
+            format!("{GDR}h:1:2 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion with error 12\n");
+        assert_eq!(judged(&summary(&text), None).status, Status::Warn);
+    }
+}

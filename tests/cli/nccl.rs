@@ -1,0 +1,322 @@
+//! `fabric-preflight nccl` on every log in testdata/nccl (verdict and exit code from expected.tsv), the JSON
+//! details that name the culprits, stdin, usage errors; `run --nccl-log` (nccl.transport) and nccl.env.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use super::util::*;
+
+fn nccl_json(file: &str, expect: &str) -> (u8, Value) {
+    let out = preflight()
+        .args(["nccl", "--format", "json", "--expect", expect])
+        .arg(testdata(&format!("nccl/{file}")))
+        .output()
+        .expect("binary runs");
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {}\n{}", stdout(&out), stderr(&out)));
+    (code(&out), json)
+}
+
+struct Row {
+    file: String,
+    expect: String,
+    verdict: String,
+    exit: u8,
+}
+
+fn expected_rows() -> Vec<Row> {
+    let text = std::fs::read_to_string(testdata("nccl/expected.tsv")).expect("expected.tsv");
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 4, "expected.tsv row: {l:?}");
+            Row {
+                file: cols[0].into(),
+                expect: cols[1].into(),
+                verdict: cols[2].into(),
+                exit: cols[3].parse().expect("exit code"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn nccl_every_test_log_gives_its_expected_verdict_and_exit_code() {
+    let rows = expected_rows();
+    let mut wrong = Vec::new();
+    for row in &rows {
+        let (code, json) = nccl_json(&row.file, &row.expect);
+        let verdict = json["verdict"].as_str().unwrap_or("<none>");
+        if verdict != row.verdict || code != row.exit {
+            wrong.push(format!(
+                "{} --expect {}: got {verdict} exit {code}, want {} exit {}",
+                row.file, row.expect, row.verdict, row.exit
+            ));
+        }
+        assert_eq!(json["exit_code"], u64::from(code), "{}", row.file);
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn nccl_every_log_in_testdata_has_an_expected_row() {
+    let rows = expected_rows();
+    let dir = testdata("nccl");
+    for entry in std::fs::read_dir(&dir).expect("testdata/nccl") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".log") {
+            assert!(
+                rows.iter().any(|r| r.file == name),
+                "{name} has no row in testdata/nccl/expected.tsv"
+            );
+        }
+    }
+}
+
+fn numbers(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect()
+}
+
+#[test]
+fn nccl_mixed_socket_names_the_bad_node_and_its_ranks() {
+    let (_, json) = nccl_json("mixed-socket-one-bad-node.log", "gdrdma");
+    assert_eq!(
+        numbers(&json["ranks_on_socket"]),
+        (8..16).collect::<Vec<_>>()
+    );
+    assert_eq!(json["hosts_on_socket"], serde_json::json!(["gpu-a02"]));
+    let out = preflight()
+        .args(["nccl"])
+        .arg(testdata("nccl/mixed-socket-one-bad-node.log"))
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("on Socket: ranks 8-15 on gpu-a02"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn nccl_partial_gdrdma_names_ranks_hosts_and_devices_without_gdr() {
+    let (_, json) = nccl_json("partial-gdrdma-one-node-no-peermem.log", "gdrdma");
+    assert_eq!(
+        numbers(&json["ranks_without_gdrdma"]),
+        (8..16).collect::<Vec<_>>()
+    );
+    assert_eq!(json["hosts_without_gdrdma"], serde_json::json!(["gpu-a02"]));
+    assert_eq!(
+        numbers(&json["devices_without_gdrdma"]),
+        (0..8).collect::<Vec<_>>()
+    );
+    assert_eq!(json["rings_without_gdr"], 1);
+    assert_eq!(json["gdr_disabled"][0]["count"], 1);
+}
+
+#[test]
+fn nccl_pxn_proxy_rank_is_not_taken_as_a_device() {
+    let (_, json) = nccl_json("trap-pxn-proxy-rank-is-not-device.log", "gdrdma");
+    assert_eq!(numbers(&json["transports"][0]["devices"]), vec![1, 2]);
+}
+
+#[test]
+fn nccl_warnings_keep_line_numbers_and_locations() {
+    let (_, json) = nccl_json("v2.26-gdrdma-pci-timestamped-warn.log", "gdrdma");
+    let w = &json["warnings"][0];
+    assert_eq!(w["line"], 10);
+    assert_eq!(w["host"], "gpu-a02");
+    assert_eq!(w["location"], "transport/net_ib/connect.cc:1021");
+    let (_, json) = nccl_json("ofi-provider-refused-fallback-socket.log", "gdrdma");
+    assert_eq!(
+        json["warnings"][0]["location"],
+        "int ofi_init(ncclDebugLogger_t):1324"
+    );
+    assert!(!json["ofi_refused"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn nccl_two_builds_and_selection_details_are_reported() {
+    let (_, json) = nccl_json("trap-two-nccl-builds-one-job.log", "gdrdma");
+    assert_eq!(json["nccl_versions"].as_array().unwrap().len(), 2);
+    let (_, json) = nccl_json("nccl-h200-single-gpu-socket.log", "gdrdma");
+    assert_eq!(json["nccl_version"], "2.28.9+cuda13.0");
+    assert_eq!(json["network_selected"], serde_json::json!(["Socket"]));
+    assert_eq!(json["no_device"], serde_json::json!(["IB"]));
+    assert_eq!(json["net_plugins_failed"], serde_json::json!(["IB"]));
+    assert_eq!(json["judgement"]["outcome"], "not-met");
+}
+
+#[test]
+fn nccl_ray_repeats_count_and_are_flagged() {
+    let (_, json) = nccl_json("wrap-ray-worker-repeated-ansi.log", "gdrdma");
+    let net = json["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["transport"] == "NET/IB/GDRDMA")
+        .unwrap();
+    assert_eq!(net["channels"], 8);
+    assert!(json["notes"].to_string().contains("Ray folded"));
+}
+
+#[test]
+fn nccl_reads_stdin_and_several_files_as_one_job() {
+    let mut child = preflight()
+        .args(["nccl", "--format", "json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::fs::read(testdata("nccl/trap-socket-over-ib0-is-still-socket.log")).unwrap();
+    child.stdin.take().unwrap().write_all(&log).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "socket");
+    assert_eq!(json["input"]["files"], serde_json::json!(["<stdin>"]));
+
+    // One node's log healthy, the other's on sockets: together a mixed job.
+    let out = preflight()
+        .args(["nccl", "--format", "json"])
+        .arg(testdata("nccl/trap-gdr-lines-absent-default-mask.log"))
+        .arg(testdata("nccl/trap-socket-over-ib0-is-still-socket.log"))
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "mixed-socket");
+}
+
+#[test]
+fn nccl_missing_file_or_bad_expect_is_a_usage_error() {
+    let out = preflight()
+        .args(["nccl", "/nonexistent/nccl.log"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE);
+    assert!(
+        stderr(&out).contains("/nonexistent/nccl.log"),
+        "{}",
+        stderr(&out)
+    );
+    let out = preflight()
+        .args(["nccl", "--expect", "rdma"])
+        .arg(testdata("nccl/empty.log"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE);
+}
+
+fn empty_root() -> tempfile::TempDir {
+    tree(&[("proc/sys/kernel/hostname", "node1\n")])
+}
+
+#[test]
+fn run_nccl_log_fails_socket_against_gdr_profile_and_passes_gdr() {
+    let root = empty_root();
+    let log = testdata("nccl/mixed-socket-one-bad-node.log");
+    let log = log.to_str().unwrap();
+    let (code, report) = run_json(
+        root.path(),
+        "hgx-h200-ib",
+        &["--only", "nccl.transport", "--nccl-log", log],
+    );
+    assert_eq!(status_of(&report, "nccl.transport"), "fail");
+    assert_eq!(code, Exit::CHECK_FAILED);
+    assert!(result_of(&report, "nccl.transport")["remediation"].is_string());
+
+    let good = testdata("nccl/v2.18-nvml-index-cumem-ib-gdrdma.log");
+    let (code, report) = run_json(
+        root.path(),
+        "hgx-h200-ib",
+        &[
+            "--only",
+            "nccl.transport",
+            "--nccl-log",
+            good.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(status_of(&report, "nccl.transport"), "pass");
+    assert_eq!(code, Exit::OK);
+}
+
+#[test]
+fn run_nccl_log_without_expectation_warns_on_socket() {
+    let root = empty_root();
+    let log = testdata("nccl/trap-socket-over-ib0-is-still-socket.log");
+    let (code, report) = run_json(
+        root.path(),
+        "generic",
+        &[
+            "--only",
+            "nccl.transport",
+            "--nccl-log",
+            log.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(status_of(&report, "nccl.transport"), "warn");
+    assert_eq!(code, Exit::OK);
+}
+
+#[test]
+fn run_without_nccl_log_skips_nccl_transport() {
+    let root = empty_root();
+    let (_, report) = run_json(root.path(), "generic", &["--only", "nccl.transport"]);
+    assert_eq!(status_of(&report, "nccl.transport"), "skip");
+    assert!(result_of(&report, "nccl.transport")["summary"]
+        .as_str()
+        .unwrap()
+        .contains("no --nccl-log given"));
+}
+
+#[test]
+fn run_nccl_env_reports_ib_disable_and_missing_hca() {
+    let root = tree(&[
+        (
+            "sys/class/infiniband/mlx5_0/ports/1/link_layer",
+            "InfiniBand\n",
+        ),
+        ("sys/class/net/eth0/mtu", "1500\n"),
+    ]);
+    let out = preflight()
+        .env("NCCL_IB_DISABLE", "1")
+        .env("NCCL_IB_HCA", "=mlx5_4")
+        .args([
+            "run",
+            "--format",
+            "json",
+            "--profile",
+            "hgx-h200-ib",
+            "--only",
+            "nccl.env",
+            "--root",
+        ])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = verdicts(&report);
+    assert!(
+        got.contains(&("nccl.env".into(), "NCCL_IB_DISABLE".into(), "fail".into())),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&("nccl.env".into(), "NCCL_IB_HCA".into(), "fail".into())),
+        "{got:?}"
+    );
+
+    let (code, report) = run_json(root.path(), "hgx-h200-ib", &["--only", "nccl.env"]);
+    assert_eq!(status_of(&report, "nccl.env"), "pass");
+    assert_eq!(code, Exit::OK);
+}
