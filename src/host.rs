@@ -41,6 +41,8 @@ pub enum ReadErrorKind {
     TooLarge(u64),
     NotUtf8,
     SymlinkLoop,
+    /// A file the kernel always fills (a port state, a counter) came back with nothing in it.
+    Empty,
     Other(String),
 }
 
@@ -83,6 +85,7 @@ impl ReadError {
             ReadErrorKind::TooLarge(n) => format!("<larger than {n} bytes>"),
             ReadErrorKind::NotUtf8 => "<not UTF-8 text>".into(),
             ReadErrorKind::SymlinkLoop => "<symlink loop>".into(),
+            ReadErrorKind::Empty => "<empty>".into(),
             ReadErrorKind::Other(msg) => format!("<{msg}>"),
         }
     }
@@ -156,6 +159,15 @@ impl Host {
         let text =
             String::from_utf8(bytes).map_err(|_| ReadError::new(path, ReadErrorKind::NotUtf8))?;
         Ok(text.trim_end().to_string())
+    }
+
+    /// Like [`Host::read`] for attributes that always hold a value: an empty file is an error, not "".
+    pub fn read_value(&self, path: &str) -> ReadResult<String> {
+        let text = self.read(path)?;
+        if text.trim().is_empty() {
+            return Err(ReadError::new(path, ReadErrorKind::Empty));
+        }
+        Ok(text)
     }
 
     /// At most `max` bytes; a longer file is an error, not a truncated answer (config space is read with the

@@ -199,10 +199,26 @@ struct Source {
 /// Loads `name_or_path` (a built-in name or a YAML file) and its `extends` chain. `known_checks` are the ids
 /// the registry has; a `checks:` key outside it is an error.
 pub fn load(name_or_path: &str, known_checks: &[&str]) -> Result<Profile, ProfileError> {
+    load_chain(find(name_or_path, None)?, known_checks)
+}
+
+/// Loads a profile from YAML `text` labelled `label` in errors (the fuzz target's entry; `extends` names a
+/// built-in profile or a path relative to the working directory).
+pub fn load_text(label: &str, text: &str, known_checks: &[&str]) -> Result<Profile, ProfileError> {
+    let source = Source {
+        label: label.to_string(),
+        text: text.to_string(),
+        dir: None,
+    };
+    load_chain(source, known_checks)
+}
+
+/// Parses `first` and every profile its `extends` chain names, then merges them child over parent.
+fn load_chain(first: Source, known_checks: &[&str]) -> Result<Profile, ProfileError> {
     let mut chain: Vec<(Source, Value)> = Vec::new();
-    let mut next = Some((name_or_path.to_string(), None::<PathBuf>));
-    while let Some((reference, base_dir)) = next.take() {
-        let source = find(&reference, base_dir.as_deref())?;
+    let mut next = Some(Ok(first));
+    while let Some(found) = next.take() {
+        let source = found?;
         if chain.iter().any(|(s, _)| s.label == source.label) {
             return Err(ProfileError {
                 file: source.label,
@@ -215,8 +231,8 @@ pub fn load(name_or_path: &str, known_checks: &[&str]) -> Result<Profile, Profil
         let (profile, value) = parse_one(&source, known_checks)?;
         next = profile
             .extends
-            .clone()
-            .map(|parent| (parent, source.dir.clone()));
+            .as_deref()
+            .map(|parent| find(parent, source.dir.as_deref()));
         chain.push((source, value));
     }
     let label = chain[0].0.label.clone();
@@ -252,7 +268,7 @@ fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError
         Some(dir) if Path::new(reference).is_relative() => dir.join(reference),
         _ => PathBuf::from(reference),
     };
-    match std::fs::read_to_string(&path) {
+    match read_capped(&path) {
         Ok(text) => Ok(Source {
             label: path.display().to_string(),
             text,
@@ -276,6 +292,24 @@ fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError
             })
         }
     }
+}
+
+/// Profiles are a few KiB; `extends: /dev/zero` or a log passed by mistake must not be read to the end.
+const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
+fn read_capped(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_PROFILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} KiB: not a profile",
+            MAX_PROFILE_BYTES >> 10
+        )));
+    }
+    Ok(text)
 }
 
 fn parse_one(source: &Source, known_checks: &[&str]) -> Result<(Profile, Value), ProfileError> {
@@ -481,5 +515,25 @@ mod tests {
         );
         let err = load(&path, KNOWN).unwrap_err();
         assert_eq!(err.line, Some(3));
+    }
+
+    #[test]
+    fn text_profile_extends_a_builtin() {
+        let p = load_text(
+            "inline.yaml",
+            "name: inline\nextends: generic\nchecks:\n  rdma.link:\n    timeout: 2\n",
+            KNOWN,
+        )
+        .unwrap();
+        assert_eq!(p.source, "inline.yaml");
+        assert_eq!(p.settings("rdma.link").timeout, Some(2.0));
+        let e = load_text("inline.yaml", "checks: [", KNOWN).unwrap_err();
+        assert_eq!(e.file, "inline.yaml");
+    }
+
+    #[test]
+    fn endless_extends_file_is_refused_not_read_to_the_end() {
+        let e = load_text("inline.yaml", "name: zero\nextends: /dev/zero\n", KNOWN).unwrap_err();
+        assert!(e.message.contains("larger than 1024 KiB"), "{e}");
     }
 }

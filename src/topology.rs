@@ -9,10 +9,14 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::host::{Host, ReadError};
+use crate::probe::CheckResult;
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};
 use crate::sysfs::pci_config::{self, PortType};
+
+/// Unreadable functions named one by one in evidence; the rest are counted.
+const MAX_UNREADABLE_SHOWN: usize = 8;
 
 /// What a function is for the data paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -226,6 +230,36 @@ impl PciTree {
 
     pub fn find(&self, bdf: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.bdf.to_string() == bdf)
+    }
+
+    /// What a check reports when it found nothing to judge: `nothing` (a skip) when every function was read,
+    /// else an `error` naming the unreadable functions: one of them may be the GPU or NIC the check looks for.
+    pub fn nothing_found(&self, id: &str, nothing: CheckResult) -> CheckResult {
+        if self.unreadable.is_empty() {
+            return nothing;
+        }
+        let mut r = CheckResult::error(
+            id,
+            format!(
+                "{} PCI function(s) could not be read, so GPUs, NICs or NVMe drives may be missing{}",
+                self.unreadable.len(),
+                if nothing.summary.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", nothing.summary)
+                }
+            ),
+        );
+        for line in self.unreadable.iter().take(MAX_UNREADABLE_SHOWN) {
+            r = r.note(line.clone());
+        }
+        if self.unreadable.len() > MAX_UNREADABLE_SHOWN {
+            r = r.note(format!(
+                "... and {} more",
+                self.unreadable.len() - MAX_UNREADABLE_SHOWN
+            ));
+        }
+        r.fix("check the sysfs files named above (class, vendor, device of each PCI function); run as root if access is denied")
     }
 
     pub fn with_role(&self, role: Role) -> Vec<usize> {

@@ -106,6 +106,7 @@ fn short_version(version: &Option<String>) -> String {
     version
         .as_deref()
         .map(|v| v.trim_start_matches("version:").trim().to_string())
+        .filter(|v| !v.is_empty())
         .map(|v| format!("version {v}"))
         .unwrap_or("version unknown".into())
 }

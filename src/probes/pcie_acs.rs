@@ -45,7 +45,10 @@ impl Probe for PcieAcs {
         };
         let gpus = tree.with_role(Role::Gpu);
         if gpus.is_empty() {
-            return vec![CheckResult::skip(ID, "no GPU: no GPU peer path to check")];
+            return vec![tree.nothing_found(
+                ID,
+                CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
+            )];
         }
         let vm = hypervisor::detect(cx.host);
         if vm.is_vm() {

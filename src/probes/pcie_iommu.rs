@@ -38,12 +38,16 @@ impl Probe for PcieIommu {
             Ok(g) => g,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let cmdline = cx.host.read(PROC_CMDLINE).unwrap_or_default();
-        let params = iommu_parameters(&cmdline);
-        let params_text = if params.is_empty() {
-            "<no IOMMU parameters>".to_string()
-        } else {
-            params.join(" ")
+        let params_text = match cx.host.read(PROC_CMDLINE) {
+            Ok(cmdline) => {
+                let params = iommu_parameters(&cmdline);
+                if params.is_empty() {
+                    "<no IOMMU parameters>".to_string()
+                } else {
+                    params.join(" ")
+                }
+            }
+            Err(e) => e.reason(),
         };
         if groups.is_empty() {
             return vec![CheckResult::pass(
@@ -64,10 +68,11 @@ impl Probe for PcieIommu {
         let mut translated: Vec<String> = Vec::new();
         let mut evidence = Vec::new();
         for g in &groups {
-            let kind = g
-                .domain_type
-                .clone()
-                .unwrap_or_else(|| "<no type file>".into());
+            let kind = match (&g.domain_type, &g.type_unreadable) {
+                (Some(t), _) => t.clone(),
+                (None, Some(_)) => "<unreadable type>".into(),
+                (None, None) => "<no type file>".into(),
+            };
             *by_type.entry(kind.clone()).or_default() += 1;
             let members: Vec<String> = g
                 .devices
@@ -96,7 +101,23 @@ impl Probe for PcieIommu {
             ),
         );
 
-        let mut r = if translated.is_empty() {
+        let unknown: Vec<&(String, String)> = groups
+            .iter()
+            .filter_map(|g| g.type_unreadable.as_ref())
+            .collect();
+        let mut r = if translated.is_empty() && !unknown.is_empty() {
+            for (path, why) in &unknown {
+                evidence.push(format!("{path} = {why}"));
+            }
+            CheckResult::error(
+                ID,
+                format!(
+                    "the domain type of {} IOMMU group(s) is unreadable: cannot tell passthrough from translated DMA",
+                    unknown.len()
+                ),
+            )
+            .fix("read /sys/kernel/iommu_groups/*/type as root; `dmesg | grep -i iommu` shows the default domain type")
+        } else if translated.is_empty() {
             CheckResult::pass(
                 ID,
                 format!(
@@ -173,5 +194,27 @@ mod tests {
             run_on(&PcieIommu, "iommu-translated", "hgx-h100-ib")[0].status,
             Status::Fail
         );
+    }
+
+    #[test]
+    fn unreadable_group_type_is_an_error_not_passthrough() {
+        let dir = crate::probes::testing::copy_scenario("iommu-translated");
+        let groups = dir.path().join("sys/kernel/iommu_groups");
+        for g in std::fs::read_dir(&groups).unwrap() {
+            let ty = g.unwrap().path().join("type");
+            std::fs::remove_file(&ty).unwrap();
+            std::fs::create_dir(&ty).unwrap();
+        }
+        let r = crate::probes::testing::run_on_root(&PcieIommu, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Error, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains("IOMMU group(s) is unreadable"),
+            "{}",
+            r[0].summary
+        );
+        assert!(r[0]
+            .evidence
+            .iter()
+            .any(|e| e.ends_with("/type = <is a directory>")));
     }
 }

@@ -43,15 +43,20 @@ impl Probe for PcieLink {
             .flat_map(|role| tree.with_role(role))
             .collect();
         if devices.is_empty() {
-            return vec![CheckResult::skip(
+            return vec![tree.nothing_found(
                 ID,
-                "no GPU, NIC or NVMe drive on the PCI bus",
+                CheckResult::skip(ID, "no GPU, NIC or NVMe drive on the PCI bus"),
             )];
         }
-        devices
+        let mut results: Vec<CheckResult> = devices
             .into_iter()
             .map(|i| judge_device(cx, &tree, i))
-            .collect()
+            .collect();
+        // Some functions unreadable next to readable ones: the links judged may not be all of them.
+        if !tree.unreadable.is_empty() {
+            results.push(tree.nothing_found(ID, CheckResult::skip(ID, "")));
+        }
+        results
     }
 }
 
@@ -216,5 +221,32 @@ mod tests {
             [("GPU0 0000:00:06.0".to_string(), Status::Pass)]
         );
         assert!(r[0].summary.contains("32.0 GT/s x16"), "{}", r[0].summary);
+    }
+
+    #[test]
+    fn unreadable_class_files_are_an_error_not_an_empty_bus() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let mut emptied = 0;
+        for entry in std::fs::read_dir(dir.path().join("sys/bus/pci/devices")).unwrap() {
+            let class = std::fs::canonicalize(entry.unwrap().path())
+                .unwrap()
+                .join("class");
+            std::fs::write(class, "").unwrap();
+            emptied += 1;
+        }
+        let r = crate::probes::testing::run_on_root(&PcieLink, dir.path(), "generic");
+        assert_eq!(r.len(), 1, "{r:#?}");
+        assert_eq!(r[0].status, Status::Error);
+        assert!(
+            r[0].summary
+                .starts_with(&format!("{emptied} PCI function(s) could not be read")),
+            "{}",
+            r[0].summary
+        );
+        assert!(
+            r[0].evidence[0].ends_with("/class = <not a hex number: \"\">"),
+            "{:?}",
+            r[0].evidence
+        );
     }
 }

@@ -88,6 +88,7 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
     let mut findings: Vec<String> = Vec::new();
     let mut r = CheckResult::pass(ID, "").subject(subject.clone());
     let mut total = 0u64;
+    let mut unreadable = 0usize;
     for c in &counters {
         let judged = ERROR_COUNTERS.contains(&c.name.as_str());
         match &c.value {
@@ -113,17 +114,28 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
                 r = r.evidence(&c.path, format!("{text} (not available)"));
             }
             CounterValue::Unreadable(why) if judged => {
+                unreadable += 1;
                 r = r.evidence(&c.path, why);
             }
             _ => {}
         }
+    }
+    // An error counter that cannot be read is not a zero: the port's health is unknown.
+    if unreadable > 0 {
+        statuses.push(Status::Warn);
+        findings.push(format!(
+            "{unreadable} error counter(s) unreadable: their counts are unknown"
+        ));
     }
     let status = worst(statuses);
     r.status = status;
     r.summary = if findings.is_empty() {
         format!(
             "no error counts ({} counters read, {} judged)",
-            counters.len(),
+            counters
+                .iter()
+                .filter(|c| !matches!(c.value, CounterValue::Unreadable(_)))
+                .count(),
             counters
                 .iter()
                 .filter(|c| ERROR_COUNTERS.contains(&c.name.as_str()))
@@ -174,5 +186,28 @@ mod tests {
             "{}",
             port.summary
         );
+    }
+
+    #[test]
+    fn unreadable_error_counter_warns_instead_of_passing() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let counter = dir
+            .path()
+            .join("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error");
+        let counter = std::fs::canonicalize(counter).unwrap();
+        std::fs::remove_file(&counter).unwrap();
+        std::fs::create_dir(&counter).unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaCounters, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Warn, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains("1 error counter(s) unreadable"),
+            "{}",
+            r[0].summary
+        );
+        assert!(r[0]
+            .evidence
+            .iter()
+            .any(|e| e.ends_with("symbol_error = <is a directory>")));
+        assert_eq!(r[1].status, Status::Pass);
     }
 }

@@ -61,6 +61,7 @@ impl Probe for RdmaDevices {
             let dev = read_device(cx.host, name);
             let dir = infiniband::device_dir(name);
             let char_dev = uverbs
+                .map
                 .iter()
                 .find(|(_, ib)| ib == name)
                 .map(|(u, _)| u.clone());
@@ -80,6 +81,20 @@ impl Probe for RdmaDevices {
                     format!("visible in sysfs but {DEV_INFINIBAND}/{u} is missing: verbs cannot open it"),
                 )
                 .fix(FIX_UVERBS),
+                // Unreadable `ibdev` files: one of them may be this device's.
+                None if !uverbs.unreadable.is_empty() => {
+                    let mut r = CheckResult::error(
+                        ID,
+                        format!(
+                            "cannot tell which uverbs device opens it: {} ibdev file(s) unreadable",
+                            uverbs.unreadable.len()
+                        ),
+                    );
+                    for (path, why) in &uverbs.unreadable {
+                        r = r.evidence(path, why);
+                    }
+                    r
+                }
                 None => CheckResult::fail(
                     ID,
                     "no uverbs device maps to it (ib_uverbs not loaded?): verbs cannot open it",
@@ -188,5 +203,30 @@ mod tests {
     fn h200_no_device_fails_when_profile_expects_eight() {
         let r = run_on(&RdmaDevices, "h200-vm-no-rdma", "hgx-h200-ib");
         assert_eq!(r[0].status, Status::Fail);
+    }
+
+    #[test]
+    fn unreadable_ibdev_is_an_error_naming_the_file() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let verbs = dir.path().join("sys/class/infiniband_verbs");
+        for u in std::fs::read_dir(&verbs).unwrap() {
+            let u = u.unwrap();
+            if !u.file_name().to_string_lossy().starts_with("uverbs") {
+                continue;
+            }
+            let ibdev = std::fs::canonicalize(u.path()).unwrap().join("ibdev");
+            std::fs::write(ibdev, "").unwrap();
+        }
+        let r = crate::probes::testing::run_on_root(&RdmaDevices, dir.path(), "generic");
+        let per_device: Vec<_> = r.iter().filter(|x| x.subject.is_some()).collect();
+        assert_eq!(per_device.len(), 8);
+        for x in per_device {
+            assert_eq!(x.status, Status::Error, "{x:#?}");
+            assert!(
+                x.evidence.iter().any(|e| e.ends_with("/ibdev = <empty>")),
+                "{:?}",
+                x.evidence
+            );
+        }
     }
 }

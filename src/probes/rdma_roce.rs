@@ -70,6 +70,28 @@ impl Probe for RdmaRoce {
             .flat_map(|(_, ports)| ports.iter())
             .filter(|p| p.is_ethernet())
             .collect();
+        // A port whose link layer cannot be read may be an Ethernet one: say so instead of skipping it.
+        let unknown: Vec<CheckResult> = devices
+            .iter()
+            .flat_map(|(_, ports)| ports.iter())
+            .filter_map(|p| {
+                let e = p.link_layer.as_ref().err()?;
+                Some(
+                    CheckResult::error(
+                        ID,
+                        format!(
+                            "link layer unreadable ({}): cannot tell whether RoCE applies",
+                            e.reason()
+                        ),
+                    )
+                    .subject(p.subject())
+                    .evidence(&e.path, e.reason()),
+                )
+            })
+            .collect();
+        if ethernet.is_empty() && !unknown.is_empty() {
+            return unknown;
+        }
         if ethernet.is_empty() {
             let why = if devices.is_empty() {
                 "no RDMA device".to_string()
@@ -78,7 +100,11 @@ impl Probe for RdmaRoce {
             };
             return vec![CheckResult::skip(ID, why)];
         }
-        ethernet.into_iter().map(|p| judge_port(cx, p)).collect()
+        ethernet
+            .into_iter()
+            .map(|p| judge_port(cx, p))
+            .chain(unknown)
+            .collect()
     }
 }
 
@@ -272,5 +298,28 @@ mod tests {
     fn infiniband_ports_skip() {
         let r = run_on(&RdmaRoce, "hgx-healthy", "generic");
         assert_eq!(r[0].status, Status::Skip);
+    }
+
+    #[test]
+    fn unreadable_link_layer_is_an_error_not_a_skip() {
+        let dir = crate::probes::testing::copy_scenario("roce-mtu-1500");
+        let ports = dir.path().join("sys/class/infiniband");
+        for dev in std::fs::read_dir(&ports).unwrap() {
+            let layer = std::fs::canonicalize(dev.unwrap().path())
+                .unwrap()
+                .join("ports/1/link_layer");
+            std::fs::write(layer, b"\xff\xfe").unwrap();
+        }
+        let r = crate::probes::testing::run_on_root(&RdmaRoce, dir.path(), "generic");
+        assert!(!r.is_empty());
+        for x in &r {
+            assert_eq!(x.status, Status::Error, "{x:#?}");
+            assert!(
+                x.summary
+                    .contains("link layer unreadable (<not UTF-8 text>)"),
+                "{}",
+                x.summary
+            );
+        }
     }
 }

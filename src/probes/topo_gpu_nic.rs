@@ -44,12 +44,15 @@ impl Probe for TopoGpuNic {
         let gpus = tree.with_role(Role::Gpu);
         let nics = tree.rdma_nics();
         if gpus.is_empty() || nics.is_empty() {
-            return vec![CheckResult::skip(
+            return vec![tree.nothing_found(
                 ID,
-                format!(
-                    "{} GPU(s), {} RDMA NIC(s): no GPU↔NIC pair to place",
-                    gpus.len(),
-                    nics.len()
+                CheckResult::skip(
+                    ID,
+                    format!(
+                        "{} GPU(s), {} RDMA NIC(s): no GPU↔NIC pair to place",
+                        gpus.len(),
+                        nics.len()
+                    ),
                 ),
             )];
         }

@@ -227,7 +227,7 @@ impl PortAttrs {
 
 pub fn read_port(host: &Host, dev: &str, port: u32) -> PortAttrs {
     let dir = real_dir(host, &port_dir(dev, port));
-    let f = |name: &str| host.read(&format!("{dir}/{name}"));
+    let f = |name: &str| host.read_value(&format!("{dir}/{name}"));
     PortAttrs {
         device: dev.to_string(),
         port,
@@ -410,7 +410,7 @@ pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
                 continue;
             }
             let path = format!("{shown}/{group}/{name}");
-            let value = match host.read(&format!("{real}/{group}/{name}")) {
+            let value = match host.read_value(&format!("{real}/{group}/{name}")) {
                 Ok(t) => match t.trim().parse() {
                     Ok(v) => CounterValue::Value(v),
                     Err(_) => CounterValue::NotAvailable(t),
@@ -427,19 +427,31 @@ pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
     out
 }
 
-/// `uverbsN` → the RDMA device it opens (`/sys/class/infiniband_verbs/uverbsN/ibdev`).
-pub fn read_uverbs_map(host: &Host) -> Vec<(String, String)> {
-    host.read_dir(CLASS_INFINIBAND_VERBS)
+/// `uverbsN` → the RDMA device it opens, from `/sys/class/infiniband_verbs/uverbsN/ibdev`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UverbsMap {
+    /// `(uverbsN, ibdev)`.
+    pub map: Vec<(String, String)>,
+    /// `ibdev` files that could not be read, as `(path, reason)`: one of them may be any device's.
+    pub unreadable: Vec<(String, String)>,
+}
+
+pub fn read_uverbs_map(host: &Host) -> UverbsMap {
+    let mut map = Vec::new();
+    let mut unreadable = Vec::new();
+    for n in host
+        .read_dir(CLASS_INFINIBAND_VERBS)
         .unwrap_or_default()
         .into_iter()
         .filter(|n| n.starts_with("uverbs"))
-        .filter_map(|n| {
-            let ibdev = host
-                .read(&format!("{CLASS_INFINIBAND_VERBS}/{n}/ibdev"))
-                .ok()?;
-            Some((n, ibdev))
-        })
-        .collect()
+    {
+        let path = format!("{CLASS_INFINIBAND_VERBS}/{n}/ibdev");
+        match host.read_value(&path) {
+            Ok(ibdev) => map.push((n, ibdev)),
+            Err(e) => unreadable.push((path, e.reason())),
+        }
+    }
+    UverbsMap { map, unreadable }
 }
 
 #[cfg(test)]

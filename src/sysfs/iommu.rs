@@ -11,6 +11,8 @@ pub struct IommuGroup {
     pub id: String,
     /// `identity`, `DMA`, `DMA-FQ`, `blocked`, `unmanaged`; None when the file is missing (old kernels).
     pub domain_type: Option<String>,
+    /// The type file exists but could not be read: `(path, reason)`. The group may be translated or not.
+    pub type_unreadable: Option<(String, String)>,
     /// Member BDFs.
     pub devices: Vec<String>,
 }
@@ -34,8 +36,14 @@ pub fn read_groups(host: &Host) -> Result<Vec<IommuGroup>, ReadError> {
         .into_iter()
         .map(|id| {
             let dir = format!("{IOMMU_GROUPS}/{id}");
+            let (domain_type, type_unreadable) = match host.read_value(&format!("{dir}/type")) {
+                Ok(t) => (Some(t), None),
+                Err(e) if e.is_not_found() => (None, None),
+                Err(e) => (None, Some((e.path.clone(), e.reason()))),
+            };
             IommuGroup {
-                domain_type: host.read(&format!("{dir}/type")).ok(),
+                domain_type,
+                type_unreadable,
                 devices: host.read_dir(&format!("{dir}/devices")).unwrap_or_default(),
                 id,
             }
@@ -76,6 +84,7 @@ mod tests {
         let g = |t: &str| IommuGroup {
             id: "0".into(),
             domain_type: Some(t.into()),
+            type_unreadable: None,
             devices: vec![],
         };
         assert!(g("DMA").is_translated());
