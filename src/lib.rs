@@ -14,4 +14,5 @@ pub mod report;
 pub mod runner;
 pub mod sysfs;
 pub mod threshold;
+pub mod vendor;
 pub mod version;

@@ -1,7 +1,12 @@
 //! Readers of kernel and driver files. Pure `parse_*(&str)` functions plus `read_*(&Host)` that do the I/O;
 //! no verdicts here. When two probes need the same file, its parser lives here exactly once.
 
+pub mod cufile_json;
 pub mod infiniband;
 pub mod kernel;
 pub mod modules;
+pub mod mountinfo;
+pub mod netaddr;
 pub mod nvidia;
+pub mod rdma_port;
+pub mod udev;
