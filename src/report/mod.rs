@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{CheckResult, Status};
+use crate::probe::{CheckResult, Measurement, Status};
 use crate::threshold::worst;
 
 pub mod json;
@@ -62,6 +62,11 @@ impl RunReport {
         }
     }
 
+    /// How many results have this status.
+    pub fn count(&self, status: Status) -> usize {
+        self.checks.iter().filter(|c| c.status == status).count()
+    }
+
     #[cfg(test)]
     pub fn empty_for_tests() -> Self {
         RunReport::new(
@@ -73,6 +78,49 @@ impl RunReport {
             "generic".into(),
             0,
             vec![],
+        )
+    }
+
+    /// One result of every status, with subjects, evidence, measurements (one replayed) and fixes.
+    #[cfg(test)]
+    pub fn sample_for_tests() -> Self {
+        let limit = crate::threshold::Limit::new(Some(200.0), Some(100.0));
+        RunReport::new(
+            HostInfo {
+                hostname: "gpu-node-07".into(),
+                kernel: "6.8.0-45-generic".into(),
+                root: "testdata/hosts/h200-ib".into(),
+            },
+            "hgx-h200-ib".into(),
+            1234,
+            vec![
+                CheckResult::pass("driver.nvidia", "driver 580.65.06 loaded")
+                    .evidence("/proc/driver/nvidia/version", "NVRM version: 580.65.06"),
+                CheckResult::fail("rdma.link", "port down")
+                    .subject("mlx5_0/1")
+                    .evidence("/sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN")
+                    .evidence("/sys/class/infiniband/mlx5_0/ports/1/phys_state", "3: Disabled")
+                    .measure(
+                        Measurement::new("link_rate", 100.0, "Gb/s")
+                            .judged_by(&limit)
+                            .replayed(true),
+                    )
+                    .fix("check the cable, then `ibportstate -D 0 1 enable`"),
+                CheckResult::warn("pcie.link", "GPU link downtrained to x8")
+                    .subject("0000:17:00.0")
+                    .evidence(
+                        "/sys/bus/pci/devices/0000:17:00.0/current_link_width",
+                        "8 (the device reports a maximum of 16 lanes; a downtrained link halves host-device bandwidth)",
+                    )
+                    .measure(Measurement::new("link_width", 8.0, "lanes"))
+                    .fix("reseat the GPU or check the riser; see `lspci -vvv -s 17:00.0`"),
+                CheckResult::error("gds.kernel_path", "cannot read /proc/driver/nvidia-fs/stats")
+                    .evidence("/proc/driver/nvidia-fs/stats", "Permission denied (os error 13)"),
+                CheckResult::skip("nccl.transport", "no --nccl-log given"),
+                CheckResult::pass("rdma.memlock", "memlock unlimited")
+                    .measure(Measurement::new("memlock_soft", 65536.0, "KiB"))
+                    .measure(Measurement::new("h2d_bandwidth", 52.5, "GB/s")),
+            ],
         )
     }
 }
@@ -90,6 +138,47 @@ pub fn overall(checks: &[CheckResult]) -> Status {
         Status::Skip => Status::Pass,
         other => other,
     }
+}
+
+/// The upper-case status word the human-facing formats (table, termination log) show.
+pub fn label(status: Status) -> &'static str {
+    match status {
+        Status::Pass => "PASS",
+        Status::Warn => "WARN",
+        Status::Fail => "FAIL",
+        Status::Skip => "SKIP",
+        Status::Error => "ERROR",
+    }
+}
+
+/// The results with the given statuses, grouped in that order, report order within a group.
+pub fn in_order<'a>(
+    checks: &'a [CheckResult],
+    order: &'a [Status],
+) -> impl Iterator<Item = &'a CheckResult> {
+    order
+        .iter()
+        .flat_map(move |s| checks.iter().filter(move |c| c.status == *s))
+}
+
+/// `name = value unit (warn X, fail Y) (replayed)`: one measurement as people read it.
+pub fn describe_measurement(m: &Measurement) -> String {
+    let mut text = format!("{} = {}", m.name, m.value);
+    if !m.unit.is_empty() {
+        text.push(' ');
+        text.push_str(&m.unit);
+    }
+    let limits: Vec<String> = [("warn", m.warn), ("fail", m.fail)]
+        .iter()
+        .filter_map(|(word, limit)| limit.map(|l| format!("{word} {l}")))
+        .collect();
+    if !limits.is_empty() {
+        text.push_str(&format!(" ({})", limits.join(", ")));
+    }
+    if m.replayed {
+        text.push_str(" (replayed)");
+    }
+    text
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -121,5 +210,46 @@ pub fn render(format: Format, report: &RunReport, style: Style) -> String {
         Format::Json => json::render(report),
         Format::Junit => junit::render(report),
         Format::Prometheus => prometheus::render(report),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measurement_with_limits_and_replay_reads_as_one_line() {
+        let m = Measurement {
+            warn: Some(200.0),
+            fail: Some(100.0),
+            ..Measurement::new("rate", 100.0, "Gb/s")
+        }
+        .replayed(true);
+        assert_eq!(
+            describe_measurement(&m),
+            "rate = 100 Gb/s (warn 200, fail 100) (replayed)"
+        );
+    }
+
+    #[test]
+    fn measurement_without_unit_or_limits_is_name_and_value() {
+        assert_eq!(
+            describe_measurement(&Measurement::new("lanes_down", 2.0, "")),
+            "lanes_down = 2"
+        );
+    }
+
+    #[test]
+    fn in_order_groups_by_status_keeping_report_order() {
+        let checks = vec![
+            CheckResult::warn("a.w", ""),
+            CheckResult::fail("a.f1", ""),
+            CheckResult::pass("a.p", ""),
+            CheckResult::fail("a.f2", ""),
+        ];
+        let ids: Vec<&str> = in_order(&checks, &[Status::Fail, Status::Warn])
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(ids, ["a.f1", "a.f2", "a.w"]);
     }
 }

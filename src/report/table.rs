@@ -1,17 +1,411 @@
-//! `--format table`: one row per result, then evidence and remediation for everything that did not pass.
+//! `--format table`: one row per result, then evidence and remediation for everything that did not pass, then
+//! a summary line. Colour and width come in through [`Style`]; without colour the output is plain text that
+//! fits `style.width` columns.
 
-use super::{RunReport, Style};
+use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
+use owo_colors::OwoColorize;
 
-pub fn render(report: &RunReport, _style: Style) -> String {
+use super::{describe_measurement, in_order, label, RunReport, Style};
+use crate::probe::{CheckResult, Status};
+
+/// Below this the layout stops making sense; narrower terminals get lines this long.
+const MIN_WIDTH: u16 = 40;
+/// Detail lines: `  evidence  value`, the value column starts here.
+const DETAIL_INDENT: usize = 12;
+/// A wrapped detail value continues a little further in, so it does not read as the next item.
+const CONTINUATION_INDENT: usize = 14;
+/// `ERROR ` is the widest status label plus its space.
+const LABEL_WIDTH: usize = 6;
+
+pub fn render(report: &RunReport, style: Style) -> String {
+    let width = usize::from(style.width.max(MIN_WIDTH));
     let mut out = String::new();
-    for c in &report.checks {
-        out.push_str(&format!(
-            "{:5} {} {} {}\n",
-            c.status.as_str(),
-            c.id,
-            c.subject.as_deref().unwrap_or(""),
-            c.summary
-        ));
+    if report.checks.is_empty() {
+        out.push_str("no checks ran\n");
+    } else {
+        out.push_str(&results_table(report, style).to_string());
+        out.push('\n');
     }
+    let attention = [Status::Fail, Status::Error, Status::Warn, Status::Skip];
+    let mut previous = None;
+    for c in in_order(&report.checks, &attention) {
+        // Skips are one line each: keep them together as a block.
+        if !(previous == Some(Status::Skip) && c.status == Status::Skip) {
+            out.push('\n');
+        }
+        details(&mut out, c, style, width);
+        previous = Some(c.status);
+    }
+    out.push('\n');
+    labelled(&mut out, report.status, &summary(report), style, width);
     out
+}
+
+fn results_table(report: &RunReport, style: Style) -> Table {
+    let mut table = Table::new();
+    table
+        .load_style(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(style.width.max(MIN_WIDTH))
+        // The caller decided about the terminal; comfy-table must not look at stdout itself.
+        .force_no_tty()
+        .set_header(["STATUS", "CHECK", "SUBJECT", "SUMMARY"]);
+    if style.color {
+        table.enforce_styling();
+    }
+    for c in &report.checks {
+        let mut status = Cell::new(label(c.status));
+        if style.color {
+            status = status.fg(cell_color(c.status));
+        }
+        table.add_row(vec![
+            status,
+            Cell::new(&c.id),
+            Cell::new(c.subject.as_deref().unwrap_or("-")),
+            Cell::new(&c.summary),
+        ]);
+    }
+    table
+}
+
+fn cell_color(status: Status) -> Color {
+    match status {
+        Status::Pass => Color::Green,
+        Status::Warn => Color::Yellow,
+        Status::Fail => Color::Red,
+        Status::Skip => Color::DarkGrey,
+        Status::Error => Color::Magenta,
+    }
+}
+
+/// The status label padded to [`LABEL_WIDTH`], coloured outside the table when colour is on.
+fn painted_label(status: Status, color: bool) -> String {
+    let text = format!("{:<5}", label(status));
+    if !color {
+        return text;
+    }
+    match status {
+        Status::Pass => text.green().to_string(),
+        Status::Warn => text.yellow().to_string(),
+        Status::Fail => text.red().bold().to_string(),
+        Status::Skip => text.dimmed().to_string(),
+        Status::Error => text.magenta().bold().to_string(),
+    }
+}
+
+/// `FAIL  text…` with the text wrapped under itself.
+fn labelled(out: &mut String, status: Status, text: &str, style: Style, width: usize) {
+    let avail = width - LABEL_WIDTH;
+    for (i, line) in wrap(text, avail, avail).iter().enumerate() {
+        if i == 0 {
+            out.push_str(&painted_label(status, style.color));
+            out.push(' ');
+        } else {
+            out.push_str(&" ".repeat(LABEL_WIDTH));
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+}
+
+/// A heading for one result; for everything but a skip, its measurements, evidence and fix under it.
+fn details(out: &mut String, c: &CheckResult, style: Style, width: usize) {
+    let heading = match &c.subject {
+        Some(subject) => format!("{} {}: {}", c.id, subject, c.summary),
+        None => format!("{}: {}", c.id, c.summary),
+    };
+    labelled(out, c.status, &heading, style, width);
+    if c.status == Status::Skip {
+        return;
+    }
+    let measured: Vec<String> = c.measurements.iter().map(describe_measurement).collect();
+    let sections = [
+        ("measured", measured.as_slice()),
+        ("evidence", c.evidence.as_slice()),
+        ("fix", c.remediation.as_slice()),
+    ];
+    for (name, items) in sections {
+        for (i, item) in items.iter().enumerate() {
+            let first = if i == 0 {
+                format!("  {name:<width$}", width = DETAIL_INDENT - 2)
+            } else {
+                " ".repeat(DETAIL_INDENT)
+            };
+            let lines = wrap(item, width - DETAIL_INDENT, width - CONTINUATION_INDENT);
+            for (j, line) in lines.iter().enumerate() {
+                if j == 0 {
+                    out.push_str(&first);
+                } else {
+                    out.push_str(&" ".repeat(CONTINUATION_INDENT));
+                }
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// `8 pass, 1 warn, …; fail in 1.2 s; profile P; host H, root R`.
+fn summary(report: &RunReport) -> String {
+    let counts: Vec<String> = Status::ALL
+        .iter()
+        .map(|s| format!("{} {}", report.count(*s), s.as_str()))
+        .collect();
+    format!(
+        "{} checks ({}) in {}; profile {}; host {}, root {}",
+        report.checks.len(),
+        counts.join(", "),
+        duration(report.duration_ms),
+        report.profile,
+        report.host.hostname,
+        report.host.root,
+    )
+}
+
+fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// Greedy word wrap by characters: the first line holds `first` characters, the others `rest`. Words longer
+/// than a line (paths) are cut; line breaks in the text are kept.
+fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    let mut len = 0;
+    let cap = |lines: &Vec<String>| if lines.is_empty() { first } else { rest }.max(1);
+    for (n, source) in text.split('\n').enumerate() {
+        if n > 0 {
+            lines.push(std::mem::take(&mut line));
+            len = 0;
+        }
+        for word in source.split_whitespace() {
+            let mut word: Vec<char> = word.chars().collect();
+            if len > 0 && len + 1 + word.len() > cap(&lines) {
+                lines.push(std::mem::take(&mut line));
+                len = 0;
+            }
+            if len > 0 {
+                line.push(' ');
+                len += 1;
+            }
+            while len + word.len() > cap(&lines) {
+                let take = cap(&lines) - len;
+                line.extend(word.drain(..take));
+                lines.push(std::mem::take(&mut line));
+                len = 0;
+            }
+            len += word.len();
+            line.extend(word);
+        }
+    }
+    lines.push(line);
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strip_ansi(text: &str) -> String {
+        let re = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+        re.replace_all(text, "").into_owned()
+    }
+
+    fn assert_fits(text: &str, width: usize) {
+        for line in text.lines() {
+            let visible = strip_ansi(line);
+            assert!(
+                visible.chars().count() <= width,
+                "line wider than {width}: {visible:?}\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn table_plain_at_80_columns_fits_and_has_no_escape_codes() {
+        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+        assert!(!text.contains('\x1b'), "{text}");
+        assert_fits(&text, 80);
+    }
+
+    #[test]
+    fn table_colored_fits_the_width_once_escape_codes_are_removed() {
+        let style = Style {
+            color: true,
+            width: 80,
+        };
+        let text = render(&RunReport::sample_for_tests(), style);
+        assert!(text.contains('\x1b'), "{text}");
+        assert_fits(&text, 80);
+        // The same words with and without colour.
+        assert_eq!(
+            strip_ansi(&text).split_whitespace().collect::<Vec<_>>(),
+            render(&RunReport::sample_for_tests(), Style::PLAIN)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn table_wide_terminal_keeps_one_row_per_result() {
+        let style = Style {
+            color: false,
+            width: 200,
+        };
+        let text = render(&RunReport::sample_for_tests(), style);
+        let row = text
+            .lines()
+            .find(|l| l.contains("rdma.link") && l.contains("│"))
+            .unwrap();
+        assert!(row.contains("FAIL") && row.contains("mlx5_0/1") && row.contains("port down"));
+        assert_fits(&text, 200);
+    }
+
+    #[test]
+    fn table_every_result_has_a_row_with_its_label() {
+        let report = RunReport::sample_for_tests();
+        let text = render(&report, Style::PLAIN);
+        for c in &report.checks {
+            assert!(
+                text.lines().any(|l| l.starts_with('│')
+                    && l.contains(&c.id)
+                    && l.contains(label(c.status))),
+                "no row for {}:\n{text}",
+                c.id
+            );
+        }
+    }
+
+    #[test]
+    fn table_failure_details_show_evidence_measurement_and_fix() {
+        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+        let details = text.split_once("\n\n").unwrap().1;
+        assert!(details.starts_with("FAIL  rdma.link mlx5_0/1: port down\n"));
+        assert!(
+            details.contains("  measured  link_rate = 100 Gb/s (warn 200, fail 100) (replayed)\n")
+        );
+        assert!(
+            details.contains("  evidence  /sys/class/infiniband/mlx5_0/ports/1/state = 1: DOWN\n")
+        );
+        assert!(details.contains(
+            "            /sys/class/infiniband/mlx5_0/ports/1/phys_state = 3: Disabled\n"
+        ));
+        assert!(details.contains("  fix       check the cable"));
+    }
+
+    #[test]
+    fn table_details_order_fail_error_warn_skip_and_omit_pass() {
+        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+        let details = text.split_once("\n\n").unwrap().1;
+        let headings: Vec<&str> = details
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with(' '))
+            .map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap_or("")
+                    .trim_end_matches(':')
+            })
+            .collect();
+        assert_eq!(
+            headings,
+            [
+                "rdma.link",
+                "gds.kernel_path",
+                "pcie.link",
+                "nccl.transport",
+                // The summary line: `FAIL  6 checks …`.
+                "6"
+            ]
+        );
+    }
+
+    #[test]
+    fn table_skip_details_are_one_reason_line() {
+        let report = RunReport::new(
+            RunReport::empty_for_tests().host,
+            "generic".into(),
+            5,
+            vec![CheckResult::skip("nccl.transport", "no --nccl-log given")
+                .evidence("inputs", "none")
+                .fix("pass --nccl-log")],
+        );
+        let text = render(&report, Style::PLAIN);
+        let details = text.split_once("\n\n").unwrap().1;
+        assert!(details.starts_with("SKIP  nccl.transport: no --nccl-log given\n\nPASS  "));
+        assert!(!details.contains("evidence"));
+    }
+
+    #[test]
+    fn table_skips_form_one_block() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![
+            CheckResult::skip("a.one", "no GPU"),
+            CheckResult::fail("a.two", "broken"),
+            CheckResult::skip("a.three", "no HCA"),
+        ];
+        report.status = Status::Fail;
+        let text = render(&report, Style::PLAIN);
+        assert!(
+            text.contains("\n\nSKIP  a.one: no GPU\nSKIP  a.three: no HCA\n\nFAIL  "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn table_long_evidence_wraps_indented_under_its_column() {
+        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with("  evidence  /sys/bus/pci/devices/0000:17:00.0"))
+            .unwrap();
+        assert!(lines[start + 1].starts_with(&" ".repeat(CONTINUATION_INDENT)));
+        assert!(!lines[start + 1].starts_with(&" ".repeat(CONTINUATION_INDENT + 1)));
+        assert_fits(&text, 80);
+    }
+
+    #[test]
+    fn table_summary_line_counts_statuses_and_names_the_run() {
+        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+        let summary = text.rsplit_once("\n\n").unwrap().1.replace("\n      ", " ");
+        assert_eq!(
+            summary,
+            "FAIL  6 checks (2 pass, 1 warn, 1 fail, 1 skip, 1 error) in 1.2 s; profile hgx-h200-ib; \
+             host gpu-node-07, root testdata/hosts/h200-ib\n"
+        );
+    }
+
+    #[test]
+    fn table_empty_run_says_so() {
+        let text = render(&RunReport::empty_for_tests(), Style::PLAIN);
+        assert!(
+            text.starts_with("no checks ran\n\nPASS  0 checks"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn table_narrow_width_is_raised_to_the_minimum() {
+        let style = Style {
+            color: false,
+            width: 10,
+        };
+        assert_fits(
+            &render(&RunReport::sample_for_tests(), style),
+            usize::from(MIN_WIDTH),
+        );
+    }
+
+    #[test]
+    fn wrap_cuts_words_longer_than_a_line() {
+        assert_eq!(wrap("abcdefgh ij", 3, 3), ["abc", "def", "gh", "ij"]);
+        assert_eq!(wrap("one two three", 7, 5), ["one two", "three"]);
+        assert_eq!(wrap("a\nb", 10, 10), ["a", "b"]);
+        assert_eq!(wrap("", 10, 10), [""]);
+    }
 }
