@@ -4,13 +4,17 @@ use crate::probe::Probe;
 
 mod driver_nvidia;
 mod gdr_kernel_path;
+mod gds_config;
 mod gds_kernel_path;
+/// Shared by the gds.* probes (not a probe).
+pub(crate) mod gds_target;
 mod rdma_memlock;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
+    &gds_config::GdsConfig,
     &rdma_memlock::RdmaMemlock,
 ];
 

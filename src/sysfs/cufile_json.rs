@@ -279,7 +279,9 @@ mod tests {
 
     #[test]
     fn syntax_error_reports_line_and_column() {
-        let err = parse("{\n  // comment\n  \"properties\": {\n    \"allow_compat_mode\" true\n  }\n}").unwrap_err();
+        let err =
+            parse("{\n  // comment\n  \"properties\": {\n    \"allow_compat_mode\" true\n  }\n}")
+                .unwrap_err();
         assert_eq!(err.line, 4);
         assert!(err.column > 20, "{err}");
         assert!(!err.message.contains("at line"), "{err}");
@@ -289,6 +291,9 @@ mod tests {
     fn env_override_wins_when_non_empty() {
         assert_eq!(config_path(None), DEFAULT_PATH);
         assert_eq!(config_path(Some("  ")), DEFAULT_PATH);
-        assert_eq!(config_path(Some("/opt/gds/cufile.json")), "/opt/gds/cufile.json");
+        assert_eq!(
+            config_path(Some("/opt/gds/cufile.json")),
+            "/opt/gds/cufile.json"
+        );
     }
 }

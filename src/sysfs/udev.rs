@@ -122,6 +122,8 @@ mod tests {
             "E:ID_FS_USAGE=filesystem\n",
         )
         .unwrap();
-        assert!(matches!(read_block(&host, 254, 0), BlockLookup::Found(r) if r.property("ID_FS_USAGE") == Some("filesystem")));
+        assert!(
+            matches!(read_block(&host, 254, 0), BlockLookup::Found(r) if r.property("ID_FS_USAGE") == Some("filesystem"))
+        );
     }
 }

@@ -137,11 +137,9 @@ pub enum ReadFailure {
 impl fmt::Display for ReadFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReadFailure::Errno(e) => write!(
-                f,
-                "errno {e} ({})",
-                std::io::Error::from_raw_os_error(*e)
-            ),
+            ReadFailure::Errno(e) => {
+                write!(f, "errno {e} ({})", std::io::Error::from_raw_os_error(*e))
+            }
             ReadFailure::CuFile(code) => write!(f, "{} ({code})", error_name(*code)),
         }
     }

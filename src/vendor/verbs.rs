@@ -163,7 +163,12 @@ pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outco
     let device = list
         .iter()
         .find(|d| d.name() == target.device)
-        .ok_or_else(|| fail("find device", format!("{} not in the device list", target.device)))?;
+        .ok_or_else(|| {
+            fail(
+                "find device",
+                format!("{} not in the device list", target.device),
+            )
+        })?;
     breadcrumb("ibv_open_device");
     let ctx = device
         .open()
@@ -176,7 +181,9 @@ pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outco
     // sideway panics on MTU codes it does not know; read the raw value through its Debug-free path.
     let mtu = active_mtu(&port);
     breadcrumb("ibv_alloc_pd");
-    let pd = ctx.alloc_pd().map_err(|e| fail("ibv_alloc_pd", chain(&e)))?;
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| fail("ibv_alloc_pd", chain(&e)))?;
     let (mr, registration) = register(&pd, region)?;
     breadcrumb("ibv_create_cq");
     let depth = plan.queue_depth.max(1);
@@ -207,7 +214,15 @@ pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outco
                 cut_short = true;
                 break;
             }
-            post_write(&mut qp_a, posted as u64, lkey, src, rkey, dst, plan.message_bytes as u32)?;
+            post_write(
+                &mut qp_a,
+                posted as u64,
+                lkey,
+                src,
+                rkey,
+                dst,
+                plan.message_bytes as u32,
+            )?;
             posted += 1;
         }
         if posted == completed {
@@ -228,7 +243,15 @@ pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outco
             break;
         }
         let t = Instant::now();
-        post_write(&mut qp_a, u64::from(lat_samples), lkey, src, rkey, dst, LAT_BYTES)?;
+        post_write(
+            &mut qp_a,
+            u64::from(lat_samples),
+            lkey,
+            src,
+            rkey,
+            dst,
+            LAT_BYTES,
+        )?;
         wait_completions(&cq, plan.deadline)?;
         lat_total += t.elapsed();
         lat_samples += 1;
