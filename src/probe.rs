@@ -54,6 +54,8 @@ impl fmt::Display for Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     pub name: String,
+    /// JSON has no NaN/Infinity: serde_json writes them as `null`, which reads back as NaN.
+    #[serde(deserialize_with = "nan_from_null")]
     pub value: f64,
     pub unit: String,
     pub warn: Option<f64>,
@@ -61,6 +63,10 @@ pub struct Measurement {
     /// True when the value comes from a recording (`--root` with vendor answers), not from this run.
     #[serde(default)]
     pub replayed: bool,
+}
+
+fn nan_from_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Measurement {

@@ -132,7 +132,7 @@ fn memlock_limits() -> std::io::Result<(Option<u64>, Option<u64>)> {
     if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let finite = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v as u64);
+    let finite = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
     Ok((finite(lim.rlim_cur), finite(lim.rlim_max)))
 }
 

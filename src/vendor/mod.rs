@@ -1,4 +1,7 @@
-//! Vendor libraries, opened at run time (dlopen) so the binary starts on a node without them.
+//! Vendor libraries opened at run time (dlopen): nothing here is linked, so the binary starts on a host without
+//! them. Each module turns library answers into plain Rust values or `Err(String)` with the call that failed;
+//! no verdicts here.
 
+pub mod cuda;
 pub mod cufile;
 pub mod verbs;
