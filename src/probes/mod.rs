@@ -6,6 +6,7 @@ mod driver_nvidia;
 mod gdr_kernel_path;
 mod gds_config;
 mod gds_kernel_path;
+mod gds_read;
 /// Shared by the gds.* probes (not a probe).
 pub(crate) mod gds_target;
 mod rdma_memlock;
@@ -15,6 +16,7 @@ static ALL: &[&dyn Probe] = &[
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
     &gds_config::GdsConfig,
+    &gds_read::GdsRead,
     &rdma_memlock::RdmaMemlock,
 ];
 

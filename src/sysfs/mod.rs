@@ -7,6 +7,7 @@ pub mod kernel;
 pub mod modules;
 pub mod mountinfo;
 pub mod netaddr;
+pub mod nvfs;
 pub mod nvidia;
 pub mod rdma_port;
 pub mod udev;
