@@ -4,6 +4,7 @@ use crate::probe::Probe;
 
 mod driver_nvidia;
 mod gdr_kernel_path;
+mod gdr_loopback;
 mod gds_config;
 mod gds_kernel_path;
 mod gds_read;
@@ -14,6 +15,7 @@ mod rdma_memlock;
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
     &gdr_kernel_path::GdrKernelPath,
+    &gdr_loopback::GdrLoopback,
     &gds_kernel_path::GdsKernelPath,
     &gds_config::GdsConfig,
     &gds_read::GdsRead,
