@@ -32,6 +32,8 @@ pub enum Cmd {
     },
     /// Built-in profiles and what each expects
     Profiles,
+    /// GPU/NIC/NVMe PCIe distance matrix (PIX/PXB/PHB/NODE/SYS), NUMA nodes and the narrowest link of each
+    Topo(TopoArgs),
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
@@ -94,6 +96,23 @@ pub struct RunArgs {
     /// Directory on the filesystem to test with gds.read (default: the system temp dir)
     #[arg(long, value_name = "DIR")]
     pub gds_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TopoFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct TopoArgs {
+    /// Read /sys under DIR instead of / (a recorded tree)
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: TopoFormat,
 }
 
 #[cfg(test)]

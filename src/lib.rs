@@ -14,5 +14,6 @@ pub mod report;
 pub mod runner;
 pub mod sysfs;
 pub mod threshold;
+pub mod topology;
 pub mod vendor;
 pub mod version;

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
-use crate::sysfs::infiniband::CLASS_INFINIBAND;
+use crate::profile::PcieDistance;
+use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
 use crate::sysfs::nvidia;
-use crate::sysfs::rdma_port::{self, PortInfo};
 use crate::threshold::{worst, Limit};
+use crate::topology::PciTree;
 use crate::vendor::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
 use crate::vendor::cuda_dmabuf;
 use crate::vendor::verbs::{self, Discovery, Outcome, Plan, PortTarget, Region};
@@ -132,19 +133,17 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let gpu_places: Vec<Place> = gpus
-            .iter()
-            .map(|g| place(cx, &g.bdf, &format!("/sys/bus/pci/devices/{}", g.bdf)))
-            .collect();
-        let ports: Vec<(PortInfo, Place)> = devices
-            .iter()
-            .flat_map(|d| {
-                let pci = format!("{CLASS_INFINIBAND}/{d}/device");
-                let p = place(cx, d, &pci);
-                rdma_port::read_ports(cx.host, d)
+        let tree = PciTree::read(cx.host).ok();
+        let ports: Vec<(PortAttrs, Option<String>)> = infiniband::read_all_ports(cx.host)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(d, _)| devices.contains(&d.name))
+            .flat_map(|(d, ports)| {
+                let bdf = infiniband::read_device_bdf(cx.host, &d.name);
+                ports
                     .into_iter()
-                    .filter(PortInfo::is_active)
-                    .map(move |port| (port, p.clone()))
+                    .filter(PortAttrs::is_active)
+                    .map(move |p| (p, bdf.clone()))
             })
             .collect();
         if ports.is_empty() {
@@ -153,33 +152,26 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let places: Vec<Place> = ports.iter().map(|(_, p)| p.clone()).collect();
-        let pairs: Vec<Pairing> = gpu_places
+        let targets: Vec<(String, PortTarget, PortAttrs, PcieDistance)> = gpus
             .iter()
             .filter_map(|g| {
-                nearest(g, &places).map(|(i, distance)| Pairing {
-                    gpu: g.name.clone(),
-                    port: i,
-                    distance,
-                })
-            })
-            .collect();
-        let targets: Vec<(String, PortTarget, PortInfo, &'static str)> = pairs
-            .iter()
-            .map(|p| {
-                let (info, _) = &ports[p.port];
+                let distances: Vec<PcieDistance> = ports
+                    .iter()
+                    .map(|(_, nic)| distance(tree.as_ref(), &g.bdf, nic.as_deref()))
+                    .collect();
+                let i = nearest(&distances)?;
+                let info = ports[i].0.clone();
                 let roce_gid = if info.is_ethernet() {
-                    rdma_port::roce_v2_gid(cx.host, &info.device, info.port)
-                        .and_then(|(i, g)| rdma_port::parse_gid(&g).map(|raw| (i, raw)))
+                    roce_v2_gid(cx, &info)
                 } else {
                     None
                 };
                 let t = PortTarget {
                     device: info.device.clone(),
-                    port: info.port,
+                    port: info.port as u8,
                     roce_gid,
                 };
-                (p.gpu.clone(), t, info.clone(), p.distance)
+                Some((g.bdf.clone(), t, info, distances[i]))
             })
             .collect();
         let jobs: Vec<(String, PortTarget)> = targets
@@ -205,16 +197,23 @@ impl Probe for GdrLoopback {
             .iter()
             .zip(runs.iter())
             .map(|((gpu, target, info, distance), run)| {
-                let mut r = judge(run, info.rate_gbps(), &pct, &lat, replayed);
+                let mut r = judge(
+                    run,
+                    info.parsed_rate().map(|r| r.gbps),
+                    &pct,
+                    &lat,
+                    replayed,
+                );
                 r.subject = Some(format!("GPU {gpu} <-> {}/{}", target.device, target.port));
                 let mut ev = evidence.clone();
+                ev.extend(
+                    info.evidence()
+                        .into_iter()
+                        .map(|(k, v)| format!("{k} = {v}")),
+                );
                 ev.push(format!(
-                    "{CLASS_INFINIBAND}/{}/ports/{} = {}, {}, {}, pairing {distance}",
-                    target.device,
-                    target.port,
-                    info.state.as_deref().unwrap_or("?"),
-                    info.link_layer.as_deref().unwrap_or("?"),
-                    info.rate.as_deref().unwrap_or("rate ?")
+                    "GPU {gpu} to {}: PCIe distance {distance:?}",
+                    target.device
                 ));
                 if let Some((i, _)) = target.roce_gid {
                     ev.push(format!("RoCE v2 GID index = {i}"));
@@ -227,70 +226,43 @@ impl Probe for GdrLoopback {
     }
 }
 
-/// Where a PCI function sits: its canonical sysfs path and NUMA node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
-    pub name: String,
-    pub path: Option<String>,
-    pub numa: Option<u32>,
-}
-
-fn place(cx: &Context<'_>, name: &str, sysfs_link: &str) -> Place {
-    let path = cx.host.canonical(sysfs_link).ok();
-    let numa = path
-        .as_deref()
-        .and_then(|p| rdma_port::numa_node(cx.host, p));
-    Place {
-        name: name.to_string(),
-        path,
-        numa,
+/// `nvidia-smi topo` distance between the GPU and a NIC; SYS when either is not in the PCI tree.
+fn distance(tree: Option<&PciTree>, gpu: &str, nic: Option<&str>) -> PcieDistance {
+    match (tree, nic) {
+        (Some(t), Some(nic)) => match (t.find(gpu), t.find(nic)) {
+            (Some(a), Some(b)) => t.distance(a, b),
+            _ => PcieDistance::SYS,
+        },
+        _ => PcieDistance::SYS,
     }
 }
 
-/// Components the two PCI paths share below `/sys/devices` (1 = same root complex, more = a shared bridge).
-fn shared_depth(a: &str, b: &str) -> usize {
-    let a: Vec<&str> = a.trim_start_matches("/sys/devices/").split('/').collect();
-    let b: Vec<&str> = b.trim_start_matches("/sys/devices/").split('/').collect();
-    // The last component is the function itself; never count it as shared.
-    a.iter()
-        .zip(b.iter())
-        .take(a.len().min(b.len()).saturating_sub(1))
-        .take_while(|(x, y)| x == y)
-        .count()
-}
-
-/// The port nearest to `gpu` and a label in `nvidia-smi topo` terms: a shared bridge (PXB or closer), the same
-/// root complex (PHB), the same NUMA node (NODE), or across sockets (SYS).
-pub fn nearest(gpu: &Place, ports: &[Place]) -> Option<(usize, &'static str)> {
-    let score = |p: &Place| -> (usize, bool) {
-        let depth = match (&gpu.path, &p.path) {
-            (Some(a), Some(b)) => shared_depth(a, b),
-            _ => 0,
-        };
-        let same_numa = gpu.numa.is_some() && gpu.numa == p.numa;
-        (depth, same_numa)
-    };
-    let (i, best) = ports
+/// Index of the nearest port (PIX < PXB < PHB < NODE < SYS); the first of equals.
+pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
+    distances
         .iter()
         .enumerate()
-        .map(|(i, p)| (i, score(p)))
-        // max_by_key keeps the last of equals; reverse so the first port wins ties.
-        .rev()
-        .max_by_key(|(_, s)| *s)?;
-    let label = match best {
-        (d, _) if d >= 2 => "PXB (shared PCIe bridge)",
-        (1, _) => "PHB (same root complex)",
-        (_, true) => "NODE (same NUMA node)",
-        _ => "SYS (no locality information or across sockets)",
-    };
-    Some((i, label))
+        .min_by_key(|(i, d)| (**d, *i))
+        .map(|(i, _)| i)
 }
 
-#[derive(Debug, Clone)]
-struct Pairing {
-    gpu: String,
-    port: usize,
-    distance: &'static str,
+/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
+fn roce_v2_gid(cx: &Context<'_>, port: &PortAttrs) -> Option<(u32, [u8; 16])> {
+    let (dev, p) = (&port.device, port.port);
+    let mut found: Vec<(u32, String)> = infiniband::read_gid_indices(cx.host, dev, p)
+        .into_iter()
+        .filter(|&i| {
+            infiniband::read_gid_type(cx.host, dev, p, i)
+                .ok()
+                .flatten()
+                .is_some_and(|t| t == "RoCE v2")
+        })
+        .filter_map(|i| Some((i, infiniband::read_gid(cx.host, dev, p, i).ok()??)))
+        .collect();
+    found.sort_by_key(|(i, gid)| (infiniband::gid_ipv4(gid).is_none(), *i));
+    found
+        .into_iter()
+        .find_map(|(i, gid)| infiniband::parse_gid_bytes(&gid).map(|raw| (i, raw)))
 }
 
 /// One memory kind's loopback.
@@ -582,65 +554,13 @@ mod tests {
     use super::*;
     use crate::vendor::verbs::Registration;
 
-    fn place(name: &str, path: &str, numa: Option<u32>) -> Place {
-        Place {
-            name: name.into(),
-            path: Some(path.into()),
-            numa,
-        }
-    }
-
     #[test]
-    fn gpu_pairs_with_port_behind_the_same_switch() {
-        let gpu = place(
-            "0000:19:00.0",
-            "/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0/0000:18:00.0/0000:19:00.0",
-            Some(0),
-        );
-        let ports = vec![
-            place(
-                "mlx5_1",
-                "/sys/devices/pci0000:9a/0000:9a:01.0/0000:9b:00.0",
-                Some(1),
-            ),
-            place(
-                "mlx5_0",
-                "/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0/0000:18:01.0/0000:1a:00.0",
-                Some(0),
-            ),
-        ];
-        assert_eq!(nearest(&gpu, &ports), Some((1, "PXB (shared PCIe bridge)")));
-    }
-
-    #[test]
-    fn numa_breaks_ties_across_root_complexes() {
-        let gpu = place(
-            "g",
-            "/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
-            Some(1),
-        );
-        let ports = vec![
-            place("a", "/sys/devices/pci0000:30/0000:30:01.0", Some(0)),
-            place("b", "/sys/devices/pci0000:40/0000:40:01.0", Some(1)),
-        ];
-        assert_eq!(nearest(&gpu, &ports), Some((1, "NODE (same NUMA node)")));
-        let unknown = Place {
-            name: "g".into(),
-            path: None,
-            numa: None,
-        };
-        assert_eq!(
-            nearest(&unknown, &ports),
-            Some((0, "SYS (no locality information or across sockets)"))
-        );
-        assert_eq!(nearest(&gpu, &[]), None);
-    }
-
-    #[test]
-    fn same_root_complex_is_phb() {
-        let gpu = place("g", "/sys/devices/pci0000:00/0000:00:06.0", None);
-        let ports = vec![place("p", "/sys/devices/pci0000:00/0000:00:07.0", None)];
-        assert_eq!(nearest(&gpu, &ports), Some((0, "PHB (same root complex)")));
+    fn nearest_port_wins_and_first_of_equals() {
+        use PcieDistance::*;
+        assert_eq!(nearest(&[SYS, PXB, PIX, PIX]), Some(2));
+        assert_eq!(nearest(&[NODE, NODE]), Some(0));
+        assert_eq!(nearest(&[]), None);
+        assert_eq!(distance(None, "0000:17:00.0", Some("0000:18:00.0")), SYS);
     }
 
     fn done(gbps: f64, lat: f64) -> Leg {

@@ -10,7 +10,17 @@ mod gds_kernel_path;
 mod gds_read;
 /// Shared by the gds.* probes (not a probe).
 pub(crate) mod gds_target;
+mod pcie_acs;
+mod pcie_iommu;
+mod pcie_link;
+mod rdma_counters;
+mod rdma_devices;
+mod rdma_link;
 mod rdma_memlock;
+mod rdma_roce;
+#[cfg(test)]
+pub(crate) mod testing;
+mod topo_gpu_nic;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
@@ -20,6 +30,14 @@ static ALL: &[&dyn Probe] = &[
     &gds_config::GdsConfig,
     &gds_read::GdsRead,
     &rdma_memlock::RdmaMemlock,
+    &rdma_devices::RdmaDevices,
+    &rdma_link::RdmaLink,
+    &rdma_roce::RdmaRoce,
+    &rdma_counters::RdmaCounters,
+    &pcie_link::PcieLink,
+    &pcie_acs::PcieAcs,
+    &pcie_iommu::PcieIommu,
+    &topo_gpu_nic::TopoGpuNic,
 ];
 
 /// Every probe, in report order.

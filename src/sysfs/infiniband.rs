@@ -1,14 +1,539 @@
-//! RDMA devices: `/sys/class/infiniband/<dev>/...`.
+//! RDMA devices: `/sys/class/infiniband/<dev>/...` (device attributes, ports, GIDs, counters) and the verbs
+//! character devices (`/sys/class/infiniband_verbs`, `/dev/infiniband`).
 
-use crate::host::{Host, ReadError};
+use crate::host::{Host, ReadError, ReadErrorKind};
 
 pub const CLASS_INFINIBAND: &str = "/sys/class/infiniband";
+pub const CLASS_INFINIBAND_VERBS: &str = "/sys/class/infiniband_verbs";
+pub const DEV_INFINIBAND: &str = "/dev/infiniband";
 
 /// Names under `/sys/class/infiniband` (`mlx5_0`, `mlx5_bond_0`, `rocep1s0f0`, …). Missing class dir = none.
 pub fn read_device_names(host: &Host) -> Result<Vec<String>, ReadError> {
     match host.read_dir(CLASS_INFINIBAND) {
-        Ok(names) => Ok(names),
+        Ok(mut names) => {
+            names.sort_by(|a, b| natural_cmp(a, b));
+            Ok(names)
+        }
         Err(e) if e.is_not_found() => Ok(Vec::new()),
         Err(e) => Err(e),
+    }
+}
+
+/// `mlx5_2` before `mlx5_10`: digit runs compare as numbers.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for ((da, sa), (db, sb)) in ca.iter().zip(cb.iter()) {
+        let ord = if *da && *db {
+            sa.parse::<u128>()
+                .unwrap_or(0)
+                .cmp(&sb.parse::<u128>().unwrap_or(0))
+        } else {
+            sa.cmp(sb)
+        };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
+        }
+    }
+    ca.len().cmp(&cb.len())
+}
+
+pub fn device_dir(dev: &str) -> String {
+    format!("{CLASS_INFINIBAND}/{dev}")
+}
+
+pub fn port_dir(dev: &str, port: u32) -> String {
+    format!("{CLASS_INFINIBAND}/{dev}/ports/{port}")
+}
+
+/// Device-level attributes. Optional files that are missing are `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdmaDevice {
+    pub name: String,
+    /// `1: CA` → `CA`.
+    pub node_type: Option<String>,
+    pub fw_ver: Option<String>,
+    pub board_id: Option<String>,
+    /// `MT4129`: the HCA model; siblings with the same model should run at the same rate.
+    pub hca_type: Option<String>,
+    /// The PCI function behind the device (`0000:19:00.0`), from the `device` symlink.
+    pub pci_bdf: Option<String>,
+    pub ports: Vec<u32>,
+}
+
+/// `1: CA` → (1, `CA`); also used for `state` (`4: ACTIVE`) and `phys_state` (`5: LinkUp`).
+pub fn parse_numbered(text: &str) -> Option<(u32, String)> {
+    let (n, name) = text.trim().split_once(':')?;
+    Some((n.trim().parse().ok()?, name.trim().to_string()))
+}
+
+/// The canonical directory of a class path (`/sys/class/infiniband/mlx5_0` → `/sys/devices/.../mlx5_0`), so
+/// that the many reads below it skip the class symlink; the class path itself when it cannot be resolved.
+fn real_dir(host: &Host, dir: &str) -> String {
+    host.canonical(dir).unwrap_or_else(|_| dir.to_string())
+}
+
+/// The PCI function behind an RDMA device (`0000:19:00.0`), from its `device` symlink.
+pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
+    host.canonical(&format!("{}/device", device_dir(name)))
+        .ok()
+        .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some())
+}
+
+pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
+    let dir = real_dir(host, &device_dir(name));
+    let opt = |file: &str| {
+        host.read(&format!("{dir}/{file}"))
+            .ok()
+            .filter(|s| !s.is_empty())
+    };
+    let pci_bdf = read_device_bdf(host, name);
+    let mut ports: Vec<u32> = host
+        .read_dir(&format!("{dir}/ports"))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    ports.sort_unstable();
+    RdmaDevice {
+        name: name.to_string(),
+        node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
+        fw_ver: opt("fw_ver"),
+        board_id: opt("board_id"),
+        hca_type: opt("hca_type"),
+        pci_bdf,
+        ports,
+    }
+}
+
+/// `rate`: `400 Gb/sec (4X NDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)` (old kernels).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rate {
+    pub gbps: f64,
+    pub width: u32,
+    /// `NDR`, `HDR`…; None when the kernel printed none (old kernels: SDR).
+    pub speed: Option<String>,
+}
+
+pub fn parse_rate(text: &str) -> Option<Rate> {
+    let text = text.trim();
+    let (number, rest) = text.split_once(" Gb/sec (")?;
+    let inner = rest.strip_suffix(')')?;
+    let (width, speed) = match inner.split_once(' ') {
+        Some((w, s)) => (w, Some(s.trim())),
+        None => (inner, None),
+    };
+    let width: u32 = width.strip_suffix('X')?.parse().ok()?;
+    let speed = match speed {
+        Some(s) if s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric()) => return None,
+        s => s.map(str::to_string),
+    };
+    let valid_number = number.split_once('.').map_or(
+        !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()),
+        |(i, f)| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()) && f == "5",
+    );
+    if !valid_number {
+        return None;
+    }
+    Some(Rate {
+        gbps: number.parse().ok()?,
+        width,
+        speed,
+    })
+}
+
+/// `0x1a` → 26.
+pub fn parse_lid(text: &str) -> Option<u32> {
+    u32::from_str_radix(text.trim().strip_prefix("0x")?, 16).ok()
+}
+
+/// One port's state as read; each field keeps the raw text for evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortAttrs {
+    pub device: String,
+    pub port: u32,
+    pub state: Result<String, ReadError>,
+    pub phys_state: Result<String, ReadError>,
+    pub rate: Result<String, ReadError>,
+    pub link_layer: Result<String, ReadError>,
+    pub lid: Result<String, ReadError>,
+    pub sm_lid: Result<String, ReadError>,
+}
+
+impl PortAttrs {
+    /// `mlx5_0/1`: the subject of per-port results.
+    pub fn subject(&self) -> String {
+        format!("{}/{}", self.device, self.port)
+    }
+    pub fn is_active(&self) -> bool {
+        self.state
+            .as_deref()
+            .ok()
+            .and_then(parse_numbered)
+            .is_some_and(|(n, _)| n == 4)
+    }
+    pub fn is_link_up(&self) -> bool {
+        self.phys_state
+            .as_deref()
+            .ok()
+            .and_then(parse_numbered)
+            .is_some_and(|(n, _)| n == 5)
+    }
+    pub fn is_ethernet(&self) -> bool {
+        self.link_layer.as_deref() == Ok("Ethernet")
+    }
+    pub fn is_infiniband(&self) -> bool {
+        self.link_layer.as_deref() == Ok("InfiniBand")
+    }
+    pub fn parsed_rate(&self) -> Option<Rate> {
+        self.rate.as_deref().ok().and_then(parse_rate)
+    }
+    /// `(path, value or reason)` for every attribute, in a fixed order.
+    pub fn evidence(&self) -> Vec<(String, String)> {
+        let dir = port_dir(&self.device, self.port);
+        [
+            ("state", &self.state),
+            ("phys_state", &self.phys_state),
+            ("rate", &self.rate),
+            ("link_layer", &self.link_layer),
+            ("lid", &self.lid),
+            ("sm_lid", &self.sm_lid),
+        ]
+        .into_iter()
+        .map(|(name, v)| {
+            (
+                format!("{dir}/{name}"),
+                match v {
+                    Ok(s) => s.clone(),
+                    Err(e) => e.reason(),
+                },
+            )
+        })
+        .collect()
+    }
+}
+
+pub fn read_port(host: &Host, dev: &str, port: u32) -> PortAttrs {
+    let dir = real_dir(host, &port_dir(dev, port));
+    let f = |name: &str| host.read(&format!("{dir}/{name}"));
+    PortAttrs {
+        device: dev.to_string(),
+        port,
+        state: f("state"),
+        phys_state: f("phys_state"),
+        rate: f("rate"),
+        link_layer: f("link_layer"),
+        lid: f("lid"),
+        sm_lid: f("sm_lid"),
+    }
+}
+
+/// Every port of every RDMA device, in natural device order.
+pub fn read_all_ports(host: &Host) -> Result<Vec<(RdmaDevice, Vec<PortAttrs>)>, ReadError> {
+    Ok(read_device_names(host)?
+        .into_iter()
+        .map(|name| {
+            let dev = read_device(host, &name);
+            let ports = dev
+                .ports
+                .iter()
+                .map(|p| read_port(host, &name, *p))
+                .collect();
+            (dev, ports)
+        })
+        .collect())
+}
+
+const EMPTY_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
+
+/// `gids/<index>`; `None` for an empty (all-zero) slot.
+pub fn read_gid(
+    host: &Host,
+    dev: &str,
+    port: u32,
+    index: u32,
+) -> Result<Option<String>, ReadError> {
+    let gid = host.read(&format!("{}/gids/{index}", port_dir(dev, port)))?;
+    Ok((gid != EMPTY_GID).then_some(gid))
+}
+
+/// `0000:0000:0000:0000:0000:ffff:0a01:0203` → the 16 GID bytes (what a queue pair's address vector takes).
+pub fn parse_gid_bytes(gid: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = gid.trim().split(':').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    let mut raw = [0u8; 16];
+    for (i, g) in groups.iter().enumerate() {
+        let v = u16::from_str_radix(g, 16).ok()?;
+        raw[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(raw)
+}
+
+/// `gid_attrs/types/<index>` (`RoCE v2`, `IB/RoCE v1`). An empty slot fails with EINVAL: that is `None`, as
+/// is a missing file (recorded trees cannot record EINVAL).
+pub fn read_gid_type(
+    host: &Host,
+    dev: &str,
+    port: u32,
+    index: u32,
+) -> Result<Option<String>, ReadError> {
+    empty_slot_is_none(host.read(&format!("{}/gid_attrs/types/{index}", port_dir(dev, port))))
+}
+
+/// `gid_attrs/ndevs/<index>`: the netdev carrying the GID; `None` when the slot has none.
+pub fn read_gid_ndev(
+    host: &Host,
+    dev: &str,
+    port: u32,
+    index: u32,
+) -> Result<Option<String>, ReadError> {
+    empty_slot_is_none(host.read(&format!("{}/gid_attrs/ndevs/{index}", port_dir(dev, port))))
+}
+
+fn empty_slot_is_none(read: Result<String, ReadError>) -> Result<Option<String>, ReadError> {
+    match read {
+        Ok(s) if s.is_empty() => Ok(None),
+        Ok(s) => Ok(Some(s)),
+        Err(e)
+            if matches!(
+                e.kind,
+                ReadErrorKind::InvalidArgument | ReadErrorKind::NotFound
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Indices present under `gids/`, ascending.
+pub fn read_gid_indices(host: &Host, dev: &str, port: u32) -> Vec<u32> {
+    let mut idx: Vec<u32> = host
+        .read_dir(&format!("{}/gids", port_dir(dev, port)))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    idx.sort_unstable();
+    idx
+}
+
+/// `0000:0000:0000:0000:0000:ffff:0a01:0203` → `10.1.2.3`.
+pub fn gid_ipv4(gid: &str) -> Option<String> {
+    let groups: Vec<&str> = gid.split(':').collect();
+    if groups.len() != 8 || groups[..5].iter().any(|g| *g != "0000") || groups[5] != "ffff" {
+        return None;
+    }
+    let hi = u16::from_str_radix(groups[6], 16).ok()?;
+    let lo = u16::from_str_radix(groups[7], 16).ok()?;
+    Some(format!(
+        "{}.{}.{}.{}",
+        hi >> 8,
+        hi & 0xff,
+        lo >> 8,
+        lo & 0xff
+    ))
+}
+
+pub fn gid_is_link_local(gid: &str) -> bool {
+    gid.starts_with("fe80:")
+}
+
+/// One counter file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counter {
+    /// `counters/symbol_error` or `hw_counters/out_of_buffer`.
+    pub name: String,
+    pub path: String,
+    pub value: CounterValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterValue {
+    Value(u64),
+    /// `N/A (no PMA)` or another non-number.
+    NotAvailable(String),
+    Unreadable(String),
+}
+
+/// Bit width of a PMA counter (`counters/*`), for saturation. 64-bit and unknown ones: None.
+pub fn counter_width(name: &str) -> Option<u32> {
+    match name {
+        "symbol_error"
+        | "port_rcv_errors"
+        | "port_rcv_remote_physical_errors"
+        | "port_rcv_switch_relay_errors"
+        | "port_xmit_discards"
+        | "VL15_dropped" => Some(16),
+        "link_error_recovery"
+        | "link_downed"
+        | "port_xmit_constraint_errors"
+        | "port_rcv_constraint_errors" => Some(8),
+        "local_link_integrity_errors" | "excessive_buffer_overrun_errors" => Some(4),
+        "port_xmit_wait" => Some(32),
+        _ => None,
+    }
+}
+
+/// A PMA counter stuck at its width maximum: its true value is unknown.
+pub fn is_saturated(name: &str, value: u64) -> bool {
+    counter_width(name).is_some_and(|bits| value == (1u64 << bits) - 1)
+}
+
+/// `counters/*` then `hw_counters/*` of one port. `hw_counters/lifespan` is a setting, not a counter.
+pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
+    let shown = port_dir(dev, port);
+    let real = real_dir(host, &shown);
+    let mut out = Vec::new();
+    for group in ["counters", "hw_counters"] {
+        for name in host
+            .read_dir(&format!("{real}/{group}"))
+            .unwrap_or_default()
+        {
+            if group == "hw_counters" && name == "lifespan" {
+                continue;
+            }
+            let path = format!("{shown}/{group}/{name}");
+            let value = match host.read(&format!("{real}/{group}/{name}")) {
+                Ok(t) => match t.trim().parse() {
+                    Ok(v) => CounterValue::Value(v),
+                    Err(_) => CounterValue::NotAvailable(t),
+                },
+                Err(e) => CounterValue::Unreadable(e.reason()),
+            };
+            out.push(Counter {
+                name: format!("{group}/{name}"),
+                path,
+                value,
+            });
+        }
+    }
+    out
+}
+
+/// `uverbsN` → the RDMA device it opens (`/sys/class/infiniband_verbs/uverbsN/ibdev`).
+pub fn read_uverbs_map(host: &Host) -> Vec<(String, String)> {
+    host.read_dir(CLASS_INFINIBAND_VERBS)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with("uverbs"))
+        .filter_map(|n| {
+            let ibdev = host
+                .read(&format!("{CLASS_INFINIBAND_VERBS}/{n}/ibdev"))
+                .ok()?;
+            Some((n, ibdev))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_every_kernel_form() {
+        let r = parse_rate("400 Gb/sec (4X NDR)").unwrap();
+        assert_eq!(
+            (r.gbps, r.width, r.speed.as_deref()),
+            (400.0, 4, Some("NDR"))
+        );
+        assert_eq!(parse_rate("200 Gb/sec (2X NDR)").unwrap().width, 2);
+        assert_eq!(parse_rate("100 Gb/sec (4X EDR)").unwrap().gbps, 100.0);
+        let old = parse_rate("10 Gb/sec (4X)").unwrap();
+        assert_eq!((old.gbps, old.speed), (10.0, None));
+        assert_eq!(parse_rate("2.5 Gb/sec (1X SDR)").unwrap().gbps, 2.5);
+        assert_eq!(parse_rate("800 Gb/sec (4X XDR)").unwrap().gbps, 800.0);
+    }
+
+    #[test]
+    fn rate_garbage_is_none() {
+        for bad in [
+            "",
+            "fast",
+            "400 Gb/sec",
+            "400 Gb/sec (X NDR)",
+            "2.7 Gb/sec (1X SDR)",
+            "-5 Gb/sec (4X)",
+        ] {
+            assert_eq!(parse_rate(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn numbered_state_parses() {
+        assert_eq!(parse_numbered("4: ACTIVE"), Some((4, "ACTIVE".into())));
+        assert_eq!(parse_numbered("5: LinkUp"), Some((5, "LinkUp".into())));
+        assert_eq!(
+            parse_numbered("9: <unknown>"),
+            Some((9, "<unknown>".into()))
+        );
+        assert_eq!(parse_numbered("ACTIVE"), None);
+    }
+
+    #[test]
+    fn lid_hex() {
+        assert_eq!(parse_lid("0x1a"), Some(26));
+        assert_eq!(parse_lid("0xffff"), Some(0xffff));
+        assert_eq!(parse_lid("26"), None);
+    }
+
+    #[test]
+    fn counters_at_width_maximum_are_saturated() {
+        assert!(is_saturated("link_downed", 255));
+        assert!(is_saturated("port_xmit_discards", 65535));
+        assert!(is_saturated("port_xmit_wait", 4294967295));
+        assert!(!is_saturated("symbol_error", 12));
+        assert!(!is_saturated("port_rcv_data", u64::MAX));
+    }
+
+    #[test]
+    fn gid_bytes_parse() {
+        let raw = parse_gid_bytes("0000:0000:0000:0000:0000:ffff:0a01:0203").unwrap();
+        assert_eq!(&raw[10..], &[0xff, 0xff, 10, 1, 2, 3]);
+        assert_eq!(parse_gid_bytes("1:2"), None);
+    }
+
+    #[test]
+    fn gid_ipv4_mapped() {
+        assert_eq!(
+            gid_ipv4("0000:0000:0000:0000:0000:ffff:0a01:0203").as_deref(),
+            Some("10.1.2.3")
+        );
+        assert_eq!(gid_ipv4("fe80:0000:0000:0000:0202:c9ff:fe00:0001"), None);
+    }
+
+    #[test]
+    fn empty_gid_slot_einval_is_none() {
+        let einval = ReadError {
+            path: "/x".into(),
+            kind: ReadErrorKind::InvalidArgument,
+        };
+        assert_eq!(empty_slot_is_none(Err(einval)), Ok(None));
+        let denied = ReadError {
+            path: "/x".into(),
+            kind: ReadErrorKind::PermissionDenied,
+        };
+        assert!(empty_slot_is_none(Err(denied)).is_err());
+    }
+
+    #[test]
+    fn device_names_sort_naturally() {
+        let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_1"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
     }
 }

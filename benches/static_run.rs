@@ -1,0 +1,142 @@
+//! Times the full static run and `topo` on the 8-GPU/8-NIC recorded tree, through the library and through the
+//! built binary, next to a reference: `find | cat` of every file of the same tree (the I/O floor).
+//!
+//! `cargo bench --bench static_run` (harness = false: plain timing, median and min of repeated runs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fabric_preflight::commands::run::{execute, prepare};
+use fabric_preflight::commands::topo::render_table;
+use fabric_preflight::host::Host;
+use fabric_preflight::probe::{Inputs, Kind};
+use fabric_preflight::topology::PciTree;
+
+const RUNS: usize = 30;
+/// The target for the full static run on the 2-core build machine.
+const TARGET: Duration = Duration::from_millis(100);
+
+fn tree() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy")
+}
+
+fn static_ids() -> Vec<String> {
+    fabric_preflight::probes::all()
+        .iter()
+        .filter(|p| p.kind() == Kind::Static)
+        .map(|p| p.id().to_string())
+        .collect()
+}
+
+/// (median, min) of `RUNS` runs after one warm-up.
+fn time(mut f: impl FnMut()) -> (Duration, Duration) {
+    f();
+    let mut samples: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    samples.sort();
+    (samples[RUNS / 2], samples[0])
+}
+
+fn report(name: &str, (median, min): (Duration, Duration)) {
+    println!(
+        "{name:<58} median {:>8.2} ms   min {:>8.2} ms",
+        median.as_secs_f64() * 1e3,
+        min.as_secs_f64() * 1e3
+    );
+}
+
+/// Runs the built binary; exit 0 (pass) or 1 (a check failed) are both real runs, anything else is not.
+fn run_binary(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fabric-preflight"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("binary runs");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{args:?}: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn main() {
+    let root = tree();
+    let root_str = root.to_str().expect("UTF-8 path");
+    let ids = static_ids();
+    let only = ids.join(",");
+    println!("tree: {}", root.display());
+    println!("static checks ({}): {only}\n", ids.len());
+
+    let library_run = time(|| {
+        let plan =
+            prepare(Some(&root), "generic", &ids, &[], 120.0, Inputs::default()).expect("plan");
+        let executed = execute(plan);
+        assert!(!executed.report.checks.is_empty());
+    });
+    report("full static run, library (prepare + execute)", library_run);
+
+    let binary_run = time(|| {
+        run_binary(&[
+            "run",
+            "--profile",
+            "generic",
+            "--root",
+            root_str,
+            "--only",
+            &only,
+            "--format",
+            "json",
+        ])
+    });
+    report(
+        "full static run, binary end to end (--format json)",
+        binary_run,
+    );
+
+    let host = Host::at(&root).expect("tree");
+    report(
+        "topo, library (PciTree::read + table)",
+        time(|| {
+            let t = PciTree::read(&host).expect("tree");
+            assert!(!render_table(&t).is_empty());
+        }),
+    );
+    report(
+        "topo, binary end to end",
+        time(|| run_binary(&["topo", "--root", root_str])),
+    );
+
+    // Reference: reading every file of the tree once with find + cat (no parsing, no judgement).
+    let reference = time(|| {
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg("find sys proc dev -type f -exec cat {} + > /dev/null")
+            .current_dir(&root)
+            .status()
+            .expect("sh runs");
+        assert!(status.success());
+    });
+    report(
+        "reference: find sys proc dev -type f -exec cat {} +",
+        reference,
+    );
+
+    let verdict = if binary_run.0 < TARGET {
+        "meets"
+    } else {
+        "MISSES"
+    };
+    println!(
+        "\nfull static run end to end: {:.1} ms median, {verdict} the {} ms target",
+        binary_run.0.as_secs_f64() * 1e3,
+        TARGET.as_millis()
+    );
+}

@@ -1,0 +1,190 @@
+//! `fabric-preflight topo`: the GPU/NIC/NVMe matrix of PCIe distances (as `nvidia-smi topo -m` labels them),
+//! each device's NUMA node and the narrowest link on its path to the root port.
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+
+use crate::cli::{TopoArgs, TopoFormat};
+use crate::exit::Exit;
+use crate::host::Host;
+use crate::topology::{numa_label, PathLink, PciTree, Role};
+
+pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
+    let host = match &args.root {
+        Some(dir) => Host::at(dir)?,
+        None => Host::live(),
+    };
+    let tree = PciTree::read(&host)?;
+    let text = match args.format {
+        TopoFormat::Table => render_table(&tree),
+        TopoFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&to_json(&tree, &host))?;
+            s.push('\n');
+            s
+        }
+    };
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    Ok(Exit::OK)
+}
+
+/// GPUs, then NICs with an RDMA device, then NVMe drives: the rows and columns of the matrix.
+pub fn members(tree: &PciTree) -> Vec<usize> {
+    let mut m = tree.with_role(Role::Gpu);
+    m.extend(tree.rdma_nics());
+    m.extend(tree.with_role(Role::Nvme));
+    m
+}
+
+fn link_text(tree: &PciTree, link: Option<PathLink>) -> String {
+    match link {
+        None => "-".into(),
+        Some(l) => format!(
+            "{} x{}{} ({})",
+            l.current_speed,
+            l.current_width,
+            if l.is_degraded() { " DEGRADED" } else { "" },
+            match l.upper {
+                Some(u) => format!("{}→{}", tree.nodes[u].bdf, tree.nodes[l.lower].bdf),
+                None => format!("host bridge→{}", tree.nodes[l.lower].bdf),
+            }
+        ),
+    }
+}
+
+pub fn render_table(tree: &PciTree) -> String {
+    let members = members(tree);
+    if members.is_empty() {
+        return "no GPU, RDMA NIC or NVMe drive on the PCI bus\n".into();
+    }
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let mut header: Vec<String> = vec![String::new()];
+    header.extend(members.iter().map(|&i| tree.short_name(i)));
+    header.extend(["NUMA".into(), "NARROWEST LINK".into()]);
+    table.set_header(header);
+    for &a in &members {
+        let mut row = vec![tree.short_name(a)];
+        for &b in &members {
+            row.push(if a == b {
+                "X".into()
+            } else {
+                format!("{:?}", tree.distance(a, b))
+            });
+        }
+        row.push(numa_label(&tree.nodes[a]));
+        row.push(link_text(tree, tree.narrowest_link(a)));
+        table.add_row(row);
+    }
+    let mut out = format!("{table}\n\nLegend:\n");
+    for &i in &members {
+        let n = &tree.nodes[i];
+        out.push_str(&format!(
+            "  {:<6} {} {}{}\n",
+            tree.short_name(i),
+            n.bdf,
+            n.role.as_str(),
+            if n.rdma_devices.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", n.rdma_devices.join(", "))
+            }
+        ));
+    }
+    out.push_str(
+        "\n  X    = self\n  PIX  = at most one PCIe switch between them\n  PXB  = several PCIe switches, no host bridge\n  \
+         PHB  = through a PCIe host bridge (root complex)\n  NODE = across host bridges within one NUMA node\n  \
+         SYS  = across the CPU interconnect (another NUMA node)\n",
+    );
+    out
+}
+
+pub fn to_json(tree: &PciTree, host: &Host) -> Value {
+    let members = members(tree);
+    let link_json = |l: Option<PathLink>| match l {
+        None => Value::Null,
+        Some(l) => json!({
+            "upper": l.upper.map(|u| tree.nodes[u].bdf.to_string()),
+            "lower": tree.nodes[l.lower].bdf.to_string(),
+            "speed_gts": l.current_speed.gts(),
+            "width": l.current_width,
+            "capable_speed_gts": l.capable_speed.gts(),
+            "capable_width": l.capable_width,
+            "degraded": l.is_degraded(),
+        }),
+    };
+    let devices: Vec<Value> = members
+        .iter()
+        .map(|&i| {
+            let n = &tree.nodes[i];
+            json!({
+                "name": tree.short_name(i),
+                "bdf": n.bdf.to_string(),
+                "role": n.role.as_str(),
+                "vendor": format!("0x{:04x}", n.attrs.vendor),
+                "device": format!("0x{:04x}", n.attrs.device),
+                "numa_node": n.attrs.numa_node,
+                "host_bridge": n.host_bridge,
+                "rdma_devices": n.rdma_devices,
+                "narrowest_link": link_json(tree.narrowest_link(i)),
+            })
+        })
+        .collect();
+    let matrix: serde_json::Map<String, Value> = members
+        .iter()
+        .map(|&a| {
+            let row: serde_json::Map<String, Value> = members
+                .iter()
+                .filter(|&&b| b != a)
+                .map(|&b| {
+                    (
+                        tree.short_name(b),
+                        json!(format!("{:?}", tree.distance(a, b))),
+                    )
+                })
+                .collect();
+            (tree.short_name(a), Value::Object(row))
+        })
+        .collect();
+    json!({
+        "schema_version": 1,
+        "root": host.root().display().to_string(),
+        "devices": devices,
+        "matrix": matrix,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn hgx() -> (Host, PciTree) {
+        let host =
+            Host::at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy"))
+                .unwrap();
+        let tree = PciTree::read(&host).unwrap();
+        (host, tree)
+    }
+
+    #[test]
+    fn hgx_matrix_labels_pairs_like_nvidia_smi() {
+        let (host, tree) = hgx();
+        let v = to_json(&tree, &host);
+        assert_eq!(v["devices"].as_array().unwrap().len(), 20);
+        assert_eq!(v["matrix"]["GPU0"]["NIC0"], "PIX");
+        assert_eq!(v["matrix"]["GPU0"]["NVMe0"], "PIX");
+        assert_eq!(v["matrix"]["GPU0"]["GPU1"], "NODE");
+        assert_eq!(v["matrix"]["GPU0"]["NIC4"], "SYS");
+        assert_eq!(v["devices"][0]["narrowest_link"]["width"], 16);
+    }
+
+    #[test]
+    fn table_has_legend_and_numa() {
+        let (_h, tree) = hgx();
+        let t = render_table(&tree);
+        assert!(t.contains("NIC0   0000:19:00.0 NIC (mlx5_0)"), "{t}");
+        assert!(t.contains("NARROWEST LINK"));
+    }
+}

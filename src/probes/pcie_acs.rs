@@ -1,0 +1,240 @@
+//! `pcie.acs`: no ACS Request/Completion Redirect on a switch port between a GPU and a NIC, NVMe drive or
+//! another GPU (config space: extended capability 0x000D).
+
+use std::collections::BTreeMap;
+
+use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::sysfs::hypervisor;
+use crate::sysfs::pci_config::{read_config, ConfigReadError};
+use crate::topology::{PciTree, Role};
+
+pub struct PcieAcs;
+
+const ID: &str = "pcie.acs";
+
+impl Probe for PcieAcs {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "No ACS P2P redirect on PCIe switch ports between GPUs and their NICs, NVMe drives and peer GPUs"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Root, Need::Gpu]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/sys/bus/pci/devices/<bdf>/config of every switch port between a GPU and a peer (capability list \
+                    from 0x34, extended list from 0x100, ACS at ID 0x000D: control register at +6); /proc/cpuinfo, \
+                    /sys/hypervisor/type and DMI to recognise a VM",
+            why: "With ACS Request or Completion Redirect enabled on a switch downstream port, GPU↔NIC and GPU↔NVMe peer \
+                  traffic is sent up to the root complex instead of across the switch: GPUDirect RDMA and GDS lose \
+                  most of their bandwidth or stop working, while nothing reports an error. Linux enables ACS whenever \
+                  it finds an IOMMU. Root ports with ACS are normal; inside a VM ACS belongs to the host.",
+            fixes: &[
+                ("ACS redirect on a switch downstream port", "disable PCIe ACS in the BIOS; or boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`; at runtime `setpci -s <bdf> ECAP_ACS+0x6.w=0000` (lost on reboot)"),
+                ("config space not readable", "run as root (CAP_SYS_ADMIN in the initial user namespace): the kernel returns only 64 bytes otherwise"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let tree = match PciTree::read(cx.host) {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let gpus = tree.with_role(Role::Gpu);
+        if gpus.is_empty() {
+            return vec![CheckResult::skip(ID, "no GPU: no GPU peer path to check")];
+        }
+        let vm = hypervisor::detect(cx.host);
+        if vm.is_vm() {
+            let mut r = CheckResult::skip(
+                ID,
+                "not applicable in a VM: guest PCIe ports are virtual and ACS is the host's isolation; measure P2P/GDR bandwidth instead",
+            );
+            r.evidence = vm.signals;
+            return vec![r];
+        }
+
+        // Port → the peer pairs whose traffic it carries.
+        let peers: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
+            .into_iter()
+            .flat_map(|r| tree.with_role(r))
+            .collect();
+        let mut ports: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for &g in &gpus {
+            for &p in &peers {
+                if p == g || (tree.nodes[p].role == Role::Gpu && p < g) {
+                    continue;
+                }
+                for b in tree.bridges_between(g, p).unwrap_or_default() {
+                    ports.entry(b).or_default().push(format!(
+                        "{}↔{}",
+                        tree.short_name(g),
+                        tree.short_name(p)
+                    ));
+                }
+            }
+        }
+        if ports.is_empty() {
+            return vec![CheckResult::pass(
+                ID,
+                "no PCIe switch between a GPU and its peers: their traffic crosses the root complex (PHB or farther) whatever ACS says",
+            )];
+        }
+
+        let mut results = Vec::new();
+        let mut clean = Vec::new();
+        for (&port, pairs) in &ports {
+            let bdf = tree.nodes[port].bdf.to_string();
+            let subject = tree.subject(port);
+            let config_path = format!("/sys/bus/pci/devices/{bdf}/config");
+            let config = match read_config(cx.host, &bdf) {
+                Ok(c) => c,
+                Err(e) if e.needs_root() => {
+                    return vec![CheckResult::skip(
+                        ID,
+                        "needs root: without CAP_SYS_ADMIN the kernel returns only the 64-byte config header, which has no capabilities",
+                    )
+                    .evidence(&config_path, e)];
+                }
+                Err(e @ ConfigReadError::Read(_)) | Err(e @ ConfigReadError::Parse(..)) => {
+                    results.push(
+                        CheckResult::error(ID, format!("{e}"))
+                            .subject(subject)
+                            .evidence(&config_path, e),
+                    );
+                    continue;
+                }
+            };
+            let acs = match config.acs() {
+                Ok(a) => a,
+                Err(e) => {
+                    results.push(
+                        CheckResult::error(ID, format!("{e}"))
+                            .subject(subject)
+                            .evidence(&config_path, e),
+                    );
+                    continue;
+                }
+            };
+            let downstream = tree.nodes[port].role == Role::SwitchDownstream;
+            match acs {
+                Some(acs) if downstream && acs.redirects() => {
+                    let shown: Vec<&str> = pairs.iter().take(4).map(String::as_str).collect();
+                    results.push(
+                        CheckResult::fail(
+                            ID,
+                            format!(
+                                "ACS redirect enabled ({}): peer traffic {}{} is forced up to the root complex",
+                                acs.control_names(),
+                                shown.join(", "),
+                                if pairs.len() > shown.len() { format!(" and {} more", pairs.len() - shown.len()) } else { String::new() }
+                            ),
+                        )
+                        .subject(subject)
+                        .evidence(&format!("{config_path} [ACS @0x{:x} control]", acs.offset), format!("0x{:04x} {}", acs.control, acs.control_names()))
+                        .fix(format!(
+                            "disable ACS in the BIOS, or boot with `pci=disable_acs_redir={bdf}`; now: `setpci -s {bdf} ECAP_ACS+0x6.w=0000` (lost on reboot)"
+                        )),
+                    );
+                }
+                Some(acs) => clean.push(format!(
+                    "{config_path} [ACS control] = 0x{:04x} ({}, {})",
+                    acs.control,
+                    tree.nodes[port].role.as_str(),
+                    acs.control_names()
+                )),
+                None => clean.push(format!(
+                    "{config_path} [ACS] = <no ACS capability> ({})",
+                    tree.nodes[port].role.as_str()
+                )),
+            }
+        }
+        if results.is_empty() {
+            let mut r = CheckResult::pass(
+                ID,
+                format!(
+                    "no ACS redirect on the {} switch port(s) between GPUs and their peers",
+                    ports.len()
+                ),
+            );
+            r.evidence = clean;
+            results.push(r);
+        }
+        results
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Status;
+    use crate::probes::testing::{run_on, verdicts};
+
+    #[test]
+    fn hgx_no_redirect_passes_despite_root_port_and_nvswitch_acs() {
+        let r = run_on(&PcieAcs, "hgx-healthy", "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Pass)], "{r:#?}");
+    }
+
+    #[test]
+    fn redirect_on_two_downstream_ports_fails_naming_them() {
+        let r = run_on(&PcieAcs, "acs-redirect", "generic");
+        assert_eq!(
+            verdicts(&r),
+            [
+                (
+                    "switch downstream port 0000:17:00.0".to_string(),
+                    Status::Fail
+                ),
+                (
+                    "switch downstream port 0000:39:01.0".to_string(),
+                    Status::Fail
+                )
+            ]
+        );
+        assert!(r[0].summary.contains("GPU0↔NIC0"), "{}", r[0].summary);
+        assert!(r[0]
+            .remediation
+            .as_deref()
+            .unwrap()
+            .contains("setpci -s 0000:17:00.0"));
+    }
+
+    /// hgx-healthy as an unprivileged reader sees it: every config file cut to its 64-byte header.
+    fn header_only_copy() -> tempfile::TempDir {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let devices = dir.path().join("sys/bus/pci/devices");
+        for entry in std::fs::read_dir(&devices).unwrap() {
+            let config = entry.unwrap().path().join("config");
+            let bytes = std::fs::read(&config).unwrap();
+            std::fs::write(&config, &bytes[..64]).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn header_only_config_skips_needing_root() {
+        let dir = header_only_copy();
+        let host = crate::host::Host::at(dir.path()).unwrap();
+        let tree = PciTree::read(&host).unwrap();
+        let (g, n) = (tree.with_role(Role::Gpu)[0], tree.rdma_nics()[0]);
+        assert_eq!(
+            tree.distance(g, n),
+            crate::profile::PcieDistance::PIX,
+            "port roles inferred from the tree when config space is hidden"
+        );
+        let r = crate::probes::testing::run_on_root(&PcieAcs, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Skip, "{r:#?}");
+        assert!(r[0].summary.contains("needs root"), "{}", r[0].summary);
+    }
+
+    #[test]
+    fn h200_vm_is_not_applicable() {
+        let r = run_on(&PcieAcs, "h200-vm-no-rdma", "generic");
+        assert_eq!(r[0].status, Status::Skip);
+        assert!(r[0].summary.contains("VM"));
+    }
+}

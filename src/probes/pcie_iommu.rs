@@ -1,0 +1,177 @@
+//! `pcie.iommu`: is DMA from GPUs, NICs and NVMe drives translated by an IOMMU (`DMA`/`DMA-FQ` groups) or not
+//! (no IOMMU, or passthrough `identity` groups)?
+
+use std::collections::BTreeMap;
+
+use crate::probe::{CheckResult, Context, Explain, Probe};
+use crate::profile::IommuExpect;
+use crate::sysfs::iommu::{iommu_parameters, read_groups, IOMMU_GROUPS, PROC_CMDLINE};
+use crate::topology::{PciTree, Role};
+
+pub struct PcieIommu;
+
+const ID: &str = "pcie.iommu";
+
+const FIX: &str = "boot with `iommu=pt` (Intel: `intel_iommu=on iommu=pt`; AMD: `amd_iommu=on iommu=pt`) or disable the IOMMU \
+(`intel_iommu=off` / `amd_iommu=off`) where device assignment is not needed; update-grub and reboot";
+
+impl Probe for PcieIommu {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "IOMMU off or passthrough for GPUs, NICs and NVMe drives (translated DMA hurts GPUDirect RDMA and GDS)"
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/sys/kernel/iommu_groups/<N>/{type,devices/}, /proc/cmdline (iommu=, intel_iommu=, amd_iommu=, iommu.*), \
+                    device classes under /sys/bus/pci/devices",
+            why: "With translated DMA (group type DMA or DMA-FQ) every peer-to-peer transfer between a NIC or NVMe drive \
+                  and GPU memory goes through IOMMU page tables and, without ATS, through the root complex. NVIDIA's GDS \
+                  guide wants the IOMMU off or in passthrough; GPUDirect RDMA loses bandwidth or fails with DMA faults.",
+            fixes: &[("translated DMA on GPU/NIC/NVMe groups", FIX)],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let groups = match read_groups(cx.host) {
+            Ok(g) => g,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let cmdline = cx.host.read(PROC_CMDLINE).unwrap_or_default();
+        let params = iommu_parameters(&cmdline);
+        let params_text = if params.is_empty() {
+            "<no IOMMU parameters>".to_string()
+        } else {
+            params.join(" ")
+        };
+        if groups.is_empty() {
+            return vec![CheckResult::pass(
+                ID,
+                "no IOMMU groups: the IOMMU is off or absent, device DMA is not translated",
+            )
+            .evidence(IOMMU_GROUPS, "<empty or absent>")
+            .evidence(&format!("{PROC_CMDLINE} [iommu]"), &params_text)];
+        }
+
+        let tree = PciTree::read(cx.host).unwrap_or_default();
+        let role_of = |bdf: &str| {
+            tree.find(bdf)
+                .map(|i| (tree.nodes[i].role, tree.subject(i)))
+                .filter(|(role, _)| role.is_endpoint_of_interest())
+        };
+        let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+        let mut translated: Vec<String> = Vec::new();
+        let mut evidence = Vec::new();
+        for g in &groups {
+            let kind = g
+                .domain_type
+                .clone()
+                .unwrap_or_else(|| "<no type file>".into());
+            *by_type.entry(kind.clone()).or_default() += 1;
+            let members: Vec<String> = g
+                .devices
+                .iter()
+                .filter_map(|d| role_of(d).map(|(_, s)| s))
+                .collect();
+            if !members.is_empty() {
+                evidence.push(format!(
+                    "{IOMMU_GROUPS}/{}/type = {kind} ({})",
+                    g.id,
+                    members.join(", ")
+                ));
+                if g.is_translated() {
+                    translated.extend(members);
+                }
+            }
+        }
+        let types: Vec<String> = by_type.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        evidence.insert(0, format!("{PROC_CMDLINE} [iommu] = {params_text}"));
+        evidence.insert(
+            1,
+            format!(
+                "{IOMMU_GROUPS} = {} group(s): {}",
+                groups.len(),
+                types.join(", ")
+            ),
+        );
+
+        let mut r = if translated.is_empty() {
+            CheckResult::pass(
+                ID,
+                format!(
+                    "IOMMU in passthrough for GPUs, NICs and NVMe drives ({})",
+                    types.join(", ")
+                ),
+            )
+        } else {
+            let expect = &cx.profile.expect;
+            let gpus = !tree.with_role(Role::Gpu).is_empty();
+            let peers = !tree.rdma_nics().is_empty() || !tree.with_role(Role::Nvme).is_empty();
+            let data_path_node =
+                (gpus && peers) || expect.gdr == Some(true) || expect.gds == Some(true);
+            let shown: Vec<&str> = translated.iter().take(3).map(String::as_str).collect();
+            let summary = format!(
+                "translated DMA (IOMMU groups of type DMA/DMA-FQ) for {} device(s), e.g. {}: GPUDirect RDMA and GDS want the IOMMU off or passthrough",
+                translated.len(),
+                shown.join(", ")
+            );
+            match expect.iommu {
+                Some(IommuExpect::Passthrough) => {
+                    CheckResult::fail(ID, format!("{summary}; the profile requires passthrough"))
+                        .fix(FIX)
+                }
+                Some(IommuExpect::Any) => CheckResult::pass(
+                    ID,
+                    format!("{summary} (the profile accepts translated DMA)"),
+                ),
+                None if data_path_node => CheckResult::warn(ID, summary).fix(FIX),
+                None => CheckResult::pass(ID, format!("{summary} (no GPU peer path on this node)")),
+            }
+        };
+        r.evidence = evidence;
+        vec![r]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Status;
+    use crate::probes::testing::run_on;
+
+    #[test]
+    fn no_groups_passes() {
+        assert_eq!(
+            run_on(&PcieIommu, "hgx-healthy", "hgx-h100-ib")[0].status,
+            Status::Pass
+        );
+        assert_eq!(
+            run_on(&PcieIommu, "h200-vm-no-rdma", "generic")[0].status,
+            Status::Pass
+        );
+    }
+
+    #[test]
+    fn identity_groups_pass() {
+        let r = run_on(&PcieIommu, "nvidia-fs-missing", "hgx-h100-ib");
+        assert_eq!(r[0].status, Status::Pass, "{r:#?}");
+        assert!(r[0].summary.contains("passthrough"));
+    }
+
+    #[test]
+    fn translated_warns_generic_fails_passthrough_profile() {
+        let r = run_on(&PcieIommu, "iommu-translated", "generic");
+        assert_eq!(r[0].status, Status::Warn, "{r:#?}");
+        assert!(
+            r[0].summary.contains("GPU0 0000:18:00.0"),
+            "{}",
+            r[0].summary
+        );
+        assert!(r[0].evidence[0].contains("intel_iommu=on"));
+        assert_eq!(
+            run_on(&PcieIommu, "iommu-translated", "hgx-h100-ib")[0].status,
+            Status::Fail
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! `pcie.link`: every GPU, NIC and NVMe drive, and every link on its path to the root port, runs at the speed
+//! and width both ends of that link support.
+
+use crate::probe::{CheckResult, Context, Explain, Measurement, Probe};
+use crate::sysfs::pci::{device_dir, Link};
+use crate::topology::{PathLink, PciTree, Role};
+
+pub struct PcieLink;
+
+const ID: &str = "pcie.link";
+
+const FIX: &str = "reseat the device or the riser/cable; check the slot's bifurcation and link-speed settings in the BIOS; \
+`lspci -vv -s <bdf>` shows LnkCap/LnkSta; a retrained link (`setpci -s <port> CAP_EXP+10.w=0020:0020`) that stays down-trained points at hardware";
+
+impl Probe for PcieLink {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "PCIe links of GPUs, NICs and NVMe drives (and every bridge above them) at the speed and width both ends support"
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width} for each device and each port on its \
+                    canonical sysfs path to the root port; class/vendor to find GPUs (0x03xxxx of 0x10de), NICs and NVMe",
+            why: "A GPU or NIC trained to x8 or a lower generation halves its host bandwidth: GPUDirect RDMA, host copies \
+                  and NCCL all slow down while every functional test still passes. A link is judged by its own two \
+                  ends: a Gen4 drive in a Gen5 slot is not degraded.",
+            fixes: &[
+                ("link below what both ends support", FIX),
+                ("GPU link below the profile's generation/width", "GPUs lower their link speed when idle: re-check under load (gpu probes); if it stays low, reseat or RMA"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let tree = match PciTree::read(cx.host) {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let devices: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
+            .into_iter()
+            .flat_map(|role| tree.with_role(role))
+            .collect();
+        if devices.is_empty() {
+            return vec![CheckResult::skip(
+                ID,
+                "no GPU, NIC or NVMe drive on the PCI bus",
+            )];
+        }
+        devices
+            .into_iter()
+            .map(|i| judge_device(cx, &tree, i))
+            .collect()
+    }
+}
+
+fn judge_device(cx: &Context<'_>, tree: &PciTree, i: usize) -> CheckResult {
+    let node = &tree.nodes[i];
+    let subject = tree.subject(i);
+    let dir = device_dir(&node.bdf.to_string());
+    match &node.attrs.link {
+        Link::Absent => {
+            return CheckResult::skip(
+                ID,
+                "no link attributes (not a PCI Express function, e.g. a virtual function)",
+            )
+            .subject(subject)
+            .evidence(&format!("{dir}/current_link_speed"), "<missing>");
+        }
+        Link::Unreadable(path, why) => {
+            return CheckResult::error(ID, format!("cannot read its link: {path} = {why}"))
+                .subject(subject)
+                .evidence(path, why);
+        }
+        Link::Present(_) => {}
+    }
+    let links = tree.links_to_root(i);
+    let evidence: Vec<String> = links
+        .iter()
+        .map(|l| format!("link {}", l.describe(tree)))
+        .collect();
+    let degraded: Vec<&PathLink> = links.iter().filter(|l| l.is_degraded()).collect();
+    let own = links[0];
+    let narrowest = tree.narrowest_link(i).unwrap_or(own);
+    let mut failures: Vec<String> = degraded
+        .iter()
+        .map(|l| {
+            format!(
+                "link {} runs at {} x{}, both ends support {} x{}",
+                link_ends(tree, l),
+                l.current_speed,
+                l.current_width,
+                l.capable_speed,
+                l.capable_width
+            )
+        })
+        .collect();
+
+    let mut gen_measure = Measurement::new(
+        "link_gen",
+        f64::from(own.current_speed.generation().unwrap_or(0)),
+        "gen",
+    );
+    let mut width_measure = Measurement::new("link_width", f64::from(own.current_width), "lanes");
+    gen_measure.fail = own.capable_speed.generation().map(f64::from);
+    width_measure.fail = Some(f64::from(own.capable_width));
+    if node.role == Role::Gpu {
+        let expect = &cx.profile.expect;
+        if let Some(gen) = expect.gpu_pcie_gen {
+            gen_measure.fail = Some(f64::from(gen));
+            if own.current_speed.generation().is_none_or(|g| g < gen) {
+                failures.push(format!(
+                    "runs at {}, the profile expects Gen{gen}",
+                    own.current_speed
+                ));
+            }
+        }
+        if let Some(width) = expect.gpu_pcie_width {
+            width_measure.fail = Some(f64::from(width));
+            if own.current_width < u32::from(width) {
+                failures.push(format!(
+                    "runs at x{}, the profile expects x{width}",
+                    own.current_width
+                ));
+            }
+        }
+    }
+
+    let narrowest_text = format!(
+        "narrowest link {} at {} x{}",
+        link_ends(tree, &narrowest),
+        narrowest.current_speed,
+        narrowest.current_width
+    );
+    let mut r = if failures.is_empty() {
+        CheckResult::pass(
+            ID,
+            format!(
+                "{} x{}, {} link(s) to the {} at full speed and width; {narrowest_text}",
+                own.current_speed,
+                own.current_width,
+                links.len(),
+                if own.upper.is_none() && links.len() == 1 {
+                    "host bridge"
+                } else {
+                    "root port"
+                }
+            ),
+        )
+    } else {
+        CheckResult::fail(ID, format!("{}; {narrowest_text}", failures.join("; "))).fix(FIX)
+    }
+    .subject(subject)
+    .measure(gen_measure)
+    .measure(width_measure);
+    r.evidence = evidence;
+    if own.upper.is_none() {
+        r = r.note("the device sits directly on the host bridge: no upstream port to compare with, judged by its own maximum");
+    }
+    if node.role == Role::Gpu && !failures.is_empty() {
+        r = r.note("GPUs may lower their link speed when idle; the GPU probes re-check under load");
+    }
+    r
+}
+
+fn link_ends(tree: &PciTree, l: &PathLink) -> String {
+    match l.upper {
+        Some(u) => format!("{} → {}", tree.nodes[u].bdf, tree.nodes[l.lower].bdf),
+        None => format!("host bridge → {}", tree.nodes[l.lower].bdf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Status;
+    use crate::probes::testing::{run_on, verdicts};
+
+    #[test]
+    fn hgx_every_link_at_full_width_passes() {
+        let r = run_on(&PcieLink, "hgx-healthy", "hgx-h100-ib");
+        assert_eq!(r.len(), 8 + 8 + 4);
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+        assert_eq!(r[0].subject.as_deref(), Some("GPU0 0000:18:00.0"));
+    }
+
+    #[test]
+    fn x8_gpu_and_nic_fail_by_name() {
+        let r = run_on(&PcieLink, "link-degraded-x8", "generic");
+        let bad: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(
+            bad,
+            [
+                ("GPU3 0000:4b:00.0".to_string(), Status::Fail),
+                ("NIC5 0000:aa:00.0".to_string(), Status::Fail)
+            ]
+        );
+        let gpu = r.iter().find(|x| x.status == Status::Fail).unwrap();
+        assert!(
+            gpu.summary.contains("x8, both ends support 32.0 GT/s x16"),
+            "{}",
+            gpu.summary
+        );
+        assert!(gpu.evidence.iter().any(|e| e.contains("idle")));
+    }
+
+    #[test]
+    fn h200_gpu_on_host_bridge_gen5_x16_passes() {
+        let r = run_on(&PcieLink, "h200-vm-no-rdma", "hgx-h200-ib");
+        assert_eq!(
+            verdicts(&r),
+            [("GPU0 0000:00:06.0".to_string(), Status::Pass)]
+        );
+        assert!(r[0].summary.contains("32.0 GT/s x16"), "{}", r[0].summary);
+    }
+}

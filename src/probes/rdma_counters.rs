@@ -1,0 +1,178 @@
+//! `rdma.counters`: port error counters (PMA `counters/` and the mlx5 `hw_counters/` that matter) against the
+//! profile's limits; a counter stuck at its bit-width maximum is saturated and says so.
+
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::sysfs::infiniband::{
+    is_saturated, read_all_ports, read_counters, CounterValue, PortAttrs,
+};
+use crate::threshold::{worst, Limit};
+
+pub struct RdmaCounters;
+
+const ID: &str = "rdma.counters";
+
+/// Counters that only move when something is wrong with the link or the transport.
+const ERROR_COUNTERS: &[&str] = &[
+    "counters/symbol_error",
+    "counters/link_downed",
+    "counters/link_error_recovery",
+    "counters/port_rcv_errors",
+    "counters/port_rcv_remote_physical_errors",
+    "counters/port_xmit_discards",
+    "counters/local_link_integrity_errors",
+    "counters/excessive_buffer_overrun_errors",
+    "hw_counters/local_ack_timeout_err",
+    "hw_counters/packet_seq_err",
+    "hw_counters/req_cqe_error",
+    "hw_counters/resp_cqe_error",
+    "hw_counters/rnr_nak_retry_err",
+];
+
+/// Without a profile limit: any error is worth a warning, none is worth a failure on its own.
+const DEFAULT_LIMIT: Limit = Limit::new(Some(0.0), None);
+
+impl Probe for RdmaCounters {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "RDMA port error counters (symbol errors, link downs, discards, transport errors) within limits; saturation flagged"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::RdmaDevice]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/sys/class/infiniband/<dev>/ports/<n>/counters/* and hw_counters/* (read once: some platforms log \
+                    a firmware message per PPCNT read)",
+            why: "Symbol errors and link-integrity errors mean a marginal cable or transceiver that will flap under \
+                  load; link_downed counts flaps that already happened; transport errors (local ACK timeouts, \
+                  sequence errors) stall NCCL. PMA counters are 4–32 bits wide and stop at their maximum: a \
+                  saturated counter hides how bad things are.",
+            fixes: &[
+                ("error counters above the limit", "inspect the link (`mlxlink -d <dev> -m -e`), reseat or replace the cable/transceiver, then clear counters (`perfquery -x -R`) and watch whether they grow"),
+                ("counter saturated", "clear the counters (`perfquery -x -R` or a port reset) so the next reading means something"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let devices = match read_all_ports(cx.host) {
+            Ok(d) => d,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let ports: Vec<&PortAttrs> = devices.iter().flat_map(|(_, p)| p.iter()).collect();
+        if ports.is_empty() {
+            return vec![CheckResult::skip(ID, "no RDMA port")];
+        }
+        let limit = cx
+            .profile
+            .thresholds
+            .rdma_error_count
+            .unwrap_or(DEFAULT_LIMIT);
+        ports
+            .into_iter()
+            .map(|p| judge_port(cx, p, &limit))
+            .collect()
+    }
+}
+
+fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult {
+    let subject = port.subject();
+    let counters = read_counters(cx.host, &port.device, port.port);
+    if counters.is_empty() {
+        return CheckResult::skip(ID, "no counters exposed (driver without a PMA)")
+            .subject(subject);
+    }
+    let mut statuses = vec![Status::Pass];
+    let mut findings: Vec<String> = Vec::new();
+    let mut r = CheckResult::pass(ID, "").subject(subject.clone());
+    let mut total = 0u64;
+    for c in &counters {
+        let judged = ERROR_COUNTERS.contains(&c.name.as_str());
+        match &c.value {
+            CounterValue::Value(v) => {
+                let short = c.name.rsplit('/').next().unwrap_or(&c.name);
+                if c.name.starts_with("counters/") && is_saturated(short, *v) {
+                    statuses.push(Status::Warn);
+                    findings.push(format!("{short} saturated at {v} (true value unknown)"));
+                    r = r.evidence(&c.path, format!("{v} (saturated)"));
+                } else if judged && *v > 0 {
+                    total += v;
+                    let status = limit.judge_max(*v as f64);
+                    statuses.push(status);
+                    if status != Status::Pass {
+                        findings.push(format!("{short} = {v}"));
+                    }
+                    r = r
+                        .evidence(&c.path, v)
+                        .measure(Measurement::new(short, *v as f64, "count").judged_by(limit));
+                }
+            }
+            CounterValue::NotAvailable(text) if judged => {
+                r = r.evidence(&c.path, format!("{text} (not available)"));
+            }
+            CounterValue::Unreadable(why) if judged => {
+                r = r.evidence(&c.path, why);
+            }
+            _ => {}
+        }
+    }
+    let status = worst(statuses);
+    r.status = status;
+    r.summary = if findings.is_empty() {
+        format!(
+            "no error counts ({} counters read, {} judged)",
+            counters.len(),
+            counters
+                .iter()
+                .filter(|c| ERROR_COUNTERS.contains(&c.name.as_str()))
+                .count()
+        )
+    } else {
+        findings.join(", ")
+    };
+    r = r.measure(Measurement::new(
+        "error_counts_total",
+        total as f64,
+        "count",
+    ));
+    if status != Status::Pass {
+        r = r.fix("inspect the link with `mlxlink -d <dev> -m -e`; reseat/replace the cable or transceiver; clear counters with `perfquery -x -R` and re-check");
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::testing::{run_on, verdicts};
+
+    #[test]
+    fn hgx_clean_counters_pass() {
+        let r = run_on(&RdmaCounters, "hgx-healthy", "generic");
+        assert_eq!(r.len(), 8);
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+    }
+
+    #[test]
+    fn saturated_link_downed_warns_naming_the_port() {
+        let r = run_on(&RdmaCounters, "ib-port-down", "hgx-h100-ib");
+        let bad: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_3/1".to_string(), Status::Warn)]);
+        let port = r.iter().find(|x| x.status == Status::Warn).unwrap();
+        assert!(
+            port.summary.contains("link_downed saturated at 255"),
+            "{}",
+            port.summary
+        );
+        assert!(
+            port.summary.contains("symbol_error = 12"),
+            "{}",
+            port.summary
+        );
+    }
+}

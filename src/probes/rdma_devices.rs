@@ -1,0 +1,192 @@
+//! `rdma.devices`: RDMA devices under /sys/class/infiniband, what they are, and whether this process can open
+//! them (the uverbs character device exists under /dev/infiniband).
+
+use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::sysfs::infiniband::{
+    self, read_device, read_device_names, read_uverbs_map, CLASS_INFINIBAND, DEV_INFINIBAND,
+};
+
+pub struct RdmaDevices;
+
+const ID: &str = "rdma.devices";
+
+const FIX_UVERBS: &str = "expose the verbs devices to the container: Kubernetes RDMA device plugin \
+(rdma/hca resource) or `--device /dev/infiniband/uverbsN` (Docker); on the host: `modprobe ib_uverbs`";
+
+impl Probe for RdmaDevices {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "RDMA devices present, their PCI function and firmware, and openable through /dev/infiniband/uverbsN"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::RdmaDevice]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
+                    /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN",
+            why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
+                  devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
+                  to TCP sockets. A missing HCA (fewer devices than the node type has) halves a rail.",
+            fixes: &[
+                ("fewer RDMA devices than the profile expects", "check `dmesg | grep mlx5`, reseat or replace the HCA, verify the port is in the expected link type (`mlxconfig -d <dev> q LINK_TYPE_P1`)"),
+                ("uverbs character device missing", FIX_UVERBS),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let names = match read_device_names(cx.host) {
+            Ok(n) => n,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let expected = cx.profile.expect.rdma_device_count;
+        if names.is_empty() {
+            let r = match expected {
+                Some(n) if n > 0 => CheckResult::fail(
+                    ID,
+                    format!("no RDMA device, the profile expects {n}"),
+                )
+                .fix("check that the HCAs are seated and their driver is loaded: `dmesg | grep -i mlx5`, `lspci -d 15b3:`"),
+                _ => CheckResult::skip(ID, format!("no RDMA device ({CLASS_INFINIBAND} is empty or absent)")),
+            };
+            return vec![r.evidence(CLASS_INFINIBAND, "<no devices>")];
+        }
+
+        let uverbs = read_uverbs_map(cx.host);
+        let mut results = Vec::new();
+        for name in &names {
+            let dev = read_device(cx.host, name);
+            let dir = infiniband::device_dir(name);
+            let char_dev = uverbs
+                .iter()
+                .find(|(_, ib)| ib == name)
+                .map(|(u, _)| u.clone());
+            let mut r = match &char_dev {
+                Some(u) if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) => CheckResult::pass(
+                    ID,
+                    format!(
+                        "{} on {}, firmware {}, {} port(s), opened through {DEV_INFINIBAND}/{u}",
+                        dev.node_type.as_deref().unwrap_or("unknown node type"),
+                        dev.pci_bdf.as_deref().unwrap_or("no PCI function"),
+                        dev.fw_ver.as_deref().unwrap_or("unknown"),
+                        dev.ports.len()
+                    ),
+                ),
+                Some(u) => CheckResult::fail(
+                    ID,
+                    format!("visible in sysfs but {DEV_INFINIBAND}/{u} is missing: verbs cannot open it"),
+                )
+                .fix(FIX_UVERBS),
+                None => CheckResult::fail(
+                    ID,
+                    "no uverbs device maps to it (ib_uverbs not loaded?): verbs cannot open it",
+                )
+                .fix(FIX_UVERBS),
+            };
+            r = r.subject(name.clone());
+            for (file, value) in [
+                ("node_type", &dev.node_type),
+                ("fw_ver", &dev.fw_ver),
+                ("board_id", &dev.board_id),
+                ("hca_type", &dev.hca_type),
+                ("device", &dev.pci_bdf),
+            ] {
+                r = r.evidence(
+                    &format!("{dir}/{file}"),
+                    value.as_deref().unwrap_or("<missing>"),
+                );
+            }
+            if let Some(u) = &char_dev {
+                r = r.evidence(
+                    &format!("{}/{u}/ibdev", infiniband::CLASS_INFINIBAND_VERBS),
+                    name,
+                );
+                r = r.evidence(
+                    &format!("{DEV_INFINIBAND}/{u}"),
+                    if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) {
+                        "present"
+                    } else {
+                        "<missing>"
+                    },
+                );
+            }
+            results.push(r);
+        }
+
+        let count = names.len() as u32;
+        let count_result = match expected {
+            Some(n) if count < n => CheckResult::fail(
+                ID,
+                format!("{count} RDMA device(s), the profile expects {n}"),
+            )
+            .fix("find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it"),
+            Some(n) if count > n => CheckResult::warn(
+                ID,
+                format!("{count} RDMA device(s), more than the {n} the profile expects (a bond or VFs?)"),
+            ),
+            Some(n) => CheckResult::pass(ID, format!("{count} RDMA device(s), as the profile expects ({n})")),
+            None => CheckResult::pass(ID, format!("{count} RDMA device(s)")),
+        };
+        let mut count_result = count_result
+            .measure(crate::probe::Measurement::new(
+                "rdma_devices",
+                f64::from(count),
+                "count",
+            ))
+            .evidence(CLASS_INFINIBAND, names.join(" "));
+        if let Some(n) = expected {
+            count_result.measurements[0].fail = Some(f64::from(n));
+        }
+        results.insert(0, count_result);
+        results
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Status;
+    use crate::probes::testing::run_on;
+
+    #[test]
+    fn hgx_eight_devices_all_openable_pass() {
+        let r = run_on(&RdmaDevices, "hgx-healthy", "hgx-h100-ib");
+        assert_eq!(r.len(), 9);
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+        assert_eq!(r[1].subject.as_deref(), Some("mlx5_0"));
+        assert!(r[1].summary.contains("0000:19:00.0"), "{}", r[1].summary);
+    }
+
+    #[test]
+    fn missing_uverbs_node_fails_that_device() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        std::fs::remove_file(dir.path().join("dev/infiniband/uverbs1")).unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaDevices, dir.path(), "generic");
+        let bad: Vec<_> = crate::probes::testing::verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_1".to_string(), Status::Fail)]);
+        assert!(
+            r[2].summary.contains("/dev/infiniband/uverbs1 is missing"),
+            "{}",
+            r[2].summary
+        );
+    }
+
+    #[test]
+    fn h200_no_device_skips() {
+        let r = run_on(&RdmaDevices, "h200-vm-no-rdma", "generic");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].status, Status::Skip);
+    }
+
+    #[test]
+    fn h200_no_device_fails_when_profile_expects_eight() {
+        let r = run_on(&RdmaDevices, "h200-vm-no-rdma", "hgx-h200-ib");
+        assert_eq!(r[0].status, Status::Fail);
+    }
+}

@@ -1,0 +1,279 @@
+//! `rdma.link`: every RDMA port ACTIVE/LinkUp, at the expected rate and link layer, with a valid LID and SM LID
+//! on InfiniBand.
+
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::profile::LinkLayer;
+use crate::sysfs::infiniband::{parse_lid, read_all_ports, PortAttrs, CLASS_INFINIBAND};
+
+pub struct RdmaLink;
+
+const ID: &str = "rdma.link";
+
+/// HCA models that run at HDR or faster; an SDR rate on them means the kernel does not know the speed.
+const FAST_HCAS: &[&str] = &["MT4123", "MT4125", "MT4129", "MT41692"];
+
+impl Probe for RdmaLink {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "RDMA ports ACTIVE and LinkUp, rate and link layer as expected, valid LID/SM LID on InfiniBand"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::RdmaDevice]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "/sys/class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}, \
+                    /sys/class/infiniband/<dev>/hca_type",
+            why: "A port that is down, polling, or trained to a lower width or speed takes its rail out of NCCL's \
+                  rings or slows every collective to the slowest rail. An InfiniBand port without a LID or SM LID \
+                  has no subnet manager and cannot carry traffic even when the cable is fine.",
+            fixes: &[
+                ("port not ACTIVE / phys_state not LinkUp", "check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); Polling = no peer, Disabled = port disabled on the switch or by `ibportstate`"),
+                ("INIT / no LID / SM LID 0", "start or reach a subnet manager (`systemctl status opensm` or the UFM/switch SM); check the partition key"),
+                ("rate below the profile or its siblings", "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lane errors; compare firmware with `mlxfwmanager`"),
+                ("link layer differs from the profile", "set the port type: `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) or `=2` (Ethernet), then reboot"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let devices = match read_all_ports(cx.host) {
+            Ok(d) => d,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let expect = &cx.profile.expect;
+        let ports: Vec<(Option<String>, &PortAttrs)> = devices
+            .iter()
+            .flat_map(|(dev, ports)| ports.iter().map(move |p| (dev.hca_type.clone(), p)))
+            .collect();
+        if ports.is_empty() {
+            let r = match expect.rdma_port_count {
+                Some(n) if n > 0 => {
+                    CheckResult::fail(ID, format!("no RDMA port, the profile expects {n}"))
+                }
+                _ => CheckResult::skip(
+                    ID,
+                    format!("no RDMA port ({CLASS_INFINIBAND} is empty or absent)"),
+                ),
+            };
+            return vec![r];
+        }
+
+        // Sibling rule: the fastest active rate per HCA model.
+        let fastest = |model: &Option<String>| {
+            ports
+                .iter()
+                .filter(|(m, p)| m == model && p.is_active())
+                .filter_map(|(_, p)| p.parsed_rate().map(|r| r.gbps))
+                .fold(0.0_f64, f64::max)
+        };
+
+        let mut results = Vec::new();
+        for (model, port) in &ports {
+            results.push(judge_port(cx, port, model, fastest(model)));
+        }
+
+        if let Some(n) = expect.rdma_port_count {
+            let active = ports.iter().filter(|(_, p)| p.is_active()).count() as u32;
+            let status = if active < n {
+                Status::Fail
+            } else {
+                Status::Pass
+            };
+            let mut m = Measurement::new("active_ports", f64::from(active), "count");
+            m.fail = Some(f64::from(n));
+            results.insert(
+                0,
+                CheckResult::new(
+                    ID,
+                    status,
+                    format!(
+                        "{active} of {} RDMA port(s) ACTIVE, the profile expects {n}",
+                        ports.len()
+                    ),
+                )
+                .measure(m),
+            );
+        }
+        results
+    }
+}
+
+fn judge_port(
+    cx: &Context<'_>,
+    port: &PortAttrs,
+    model: &Option<String>,
+    siblings_fastest: f64,
+) -> CheckResult {
+    let expect = &cx.profile.expect;
+    let mut failures: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut fixes: Vec<&str> = Vec::new();
+    let text = |r: &Result<String, crate::host::ReadError>| match r {
+        Ok(s) => s.clone(),
+        Err(e) => e.reason(),
+    };
+
+    let up = port.is_active() && port.is_link_up();
+    if !up {
+        failures.push(format!(
+            "port is {} / {}",
+            text(&port.state),
+            text(&port.phys_state)
+        ));
+        fixes.push("check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); an INIT port needs a subnet manager");
+    }
+
+    let layer = port.link_layer.as_deref().unwrap_or("<unreadable>");
+    if let Some(want) = expect.rdma_link_layer {
+        let ok = match want {
+            LinkLayer::Infiniband => port.is_infiniband(),
+            LinkLayer::Ethernet => port.is_ethernet(),
+        };
+        if !ok {
+            let want = match want {
+                LinkLayer::Infiniband => "InfiniBand",
+                LinkLayer::Ethernet => "Ethernet",
+            };
+            failures.push(format!("link layer {layer}, the profile expects {want}"));
+            fixes.push(
+                "set the port type with `mlxconfig -d <dev> set LINK_TYPE_P1=1|2` and reboot",
+            );
+        }
+    }
+
+    let rate = port.parsed_rate();
+    let mut measurement = None;
+    match &rate {
+        None => warnings.push(format!("rate not recognised: {}", text(&port.rate))),
+        Some(r) if up => {
+            let mut m = Measurement::new("rate", r.gbps, "Gb/s");
+            if let Some(min) = expect.rdma_min_rate_gbps {
+                m.fail = Some(min);
+                if r.gbps < min {
+                    failures.push(format!(
+                        "rate {} Gb/s below the profile minimum {min} Gb/s",
+                        r.gbps
+                    ));
+                    fixes.push("reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lanes down");
+                }
+            } else if r.gbps < siblings_fastest {
+                m.warn = Some(siblings_fastest);
+                warnings.push(format!(
+                    "rate {} Gb/s below its siblings of the same HCA model ({siblings_fastest} Gb/s)",
+                    r.gbps
+                ));
+                fixes.push("compare cables and switch ports with the faster siblings (`mlxlink -d <dev> -m`)");
+            }
+            measurement = Some(m);
+        }
+        Some(_) => {}
+    }
+
+    if up && port.is_infiniband() {
+        for (name, value) in [("LID", &port.lid), ("SM LID", &port.sm_lid)] {
+            match value.as_deref().ok().and_then(parse_lid) {
+                Some(l) if l != 0 && l != 0xffff => {}
+                _ => {
+                    failures.push(format!("invalid {name} {}", text(value)));
+                    fixes.push("no subnet manager reachable: check opensm/UFM and the switch port");
+                }
+            }
+        }
+    }
+
+    let rate_text = text(&port.rate);
+    let subject = port.subject();
+    let mut r = if !failures.is_empty() {
+        CheckResult::fail(ID, failures.join("; "))
+    } else if !warnings.is_empty() {
+        CheckResult::warn(ID, warnings.join("; "))
+    } else {
+        CheckResult::pass(ID, format!("ACTIVE, LinkUp, {rate_text}, {layer}"))
+    }
+    .subject(subject);
+    fixes.dedup();
+    if !fixes.is_empty() {
+        r = r.fix(fixes.join("; "));
+    }
+    if let Some(m) = measurement {
+        r = r.measure(m);
+    }
+    for (k, v) in port.evidence() {
+        r = r.evidence(&k, v);
+    }
+    let speed_unnamed = rate
+        .as_ref()
+        .is_some_and(|r| r.speed.as_deref().is_none_or(|s| s == "SDR"));
+    if up && speed_unnamed && model.as_deref().is_some_and(|m| FAST_HCAS.contains(&m)) {
+        r = r.note(format!(
+            "rate names SDR on a {} HCA: the kernel may be too old to name the speed (not necessarily a degraded link)",
+            model.as_deref().unwrap_or("")
+        ));
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::testing::{run_on, verdicts};
+
+    #[test]
+    fn hgx_all_ports_active_ndr_pass() {
+        let r = run_on(&RdmaLink, "hgx-healthy", "hgx-h100-ib");
+        assert_eq!(r.len(), 9, "{r:#?}");
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+        assert_eq!(r[1].subject.as_deref(), Some("mlx5_0/1"));
+    }
+
+    #[test]
+    fn port_down_fails_naming_the_port() {
+        let r = run_on(&RdmaLink, "ib-port-down", "generic");
+        let failed: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(failed, [("mlx5_3/1".to_string(), Status::Fail)]);
+        let r = run_on(&RdmaLink, "ib-port-down", "hgx-h100-ib");
+        assert_eq!(r[0].status, Status::Fail, "7 of 8 active: {}", r[0].summary);
+    }
+
+    #[test]
+    fn roce_ports_fail_an_infiniband_profile() {
+        let r = run_on(&RdmaLink, "roce-mtu-1500", "hgx-h100-ib");
+        assert!(r
+            .iter()
+            .skip(1)
+            .all(|x| x.status == Status::Fail && x.summary.contains("link layer")));
+        let r = run_on(&RdmaLink, "roce-mtu-1500", "roce-400g");
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+    }
+
+    #[test]
+    fn port_slower_than_siblings_warns_generic_fails_profile_minimum() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let rate = dir.path().join("sys/class/infiniband/mlx5_2/ports/1/rate");
+        std::fs::write(&rate, "200 Gb/sec (2X NDR)\n").unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaLink, dir.path(), "generic");
+        let bad: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_2/1".to_string(), Status::Warn)]);
+        let r = crate::probes::testing::run_on_root(&RdmaLink, dir.path(), "hgx-h100-ib");
+        let bad: Vec<_> = verdicts(&r)
+            .into_iter()
+            .filter(|(_, s)| *s != Status::Pass)
+            .collect();
+        assert_eq!(bad, [("mlx5_2/1".to_string(), Status::Fail)]);
+    }
+
+    #[test]
+    fn h200_without_rdma_skips() {
+        let r = run_on(&RdmaLink, "h200-vm-no-rdma", "generic");
+        assert_eq!(r[0].status, Status::Skip);
+    }
+}

@@ -1,0 +1,58 @@
+//! Test helper: run one probe against a recorded tree under `testdata/hosts/` with a built-in profile.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::answers::Answers;
+use crate::host::Host;
+use crate::probe::{CheckResult, Context, Inputs, Probe};
+
+pub fn run_on(probe: &dyn Probe, scenario: &str, profile: &str) -> Vec<CheckResult> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/hosts")
+        .join(scenario);
+    run_on_root(probe, &root, profile)
+}
+
+/// Same, on any tree (a modified copy in a temp dir).
+pub fn run_on_root(probe: &dyn Probe, root: &Path, profile: &str) -> Vec<CheckResult> {
+    let host = Host::at(root).expect("tree exists");
+    let profile = crate::profile::load(profile, &crate::probes::ids()).expect("built-in profile");
+    let settings = profile.settings(probe.id());
+    let answers = Answers::for_host(&host).expect("answers");
+    let inputs = Inputs::default();
+    let cx = Context {
+        host: &host,
+        profile: &profile,
+        settings: &settings,
+        inputs: &inputs,
+        answers: &answers,
+        deadline: Instant::now() + Duration::from_secs(10),
+        scratch: None,
+    };
+    probe.run(&cx)
+}
+
+/// `(subject, status)` of each result, for compact assertions.
+pub fn verdicts(results: &[CheckResult]) -> Vec<(String, crate::probe::Status)> {
+    results
+        .iter()
+        .map(|r| (r.subject.clone().unwrap_or_default(), r.status))
+        .collect()
+}
+
+/// A writable copy of a recorded tree (symlinks kept), for tests that change one file.
+pub fn copy_scenario(scenario: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/hosts")
+        .join(scenario);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    dir
+}

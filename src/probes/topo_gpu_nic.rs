@@ -1,0 +1,153 @@
+//! `topo.gpu_nic`: each GPU has an RDMA NIC close enough for GPUDirect RDMA (PIX or PXB, as `nvidia-smi topo -m`
+//! labels it).
+
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::profile::PcieDistance;
+use crate::topology::{numa_label, PciTree, Role};
+
+pub struct TopoGpuNic;
+
+const ID: &str = "topo.gpu_nic";
+
+/// NCCL's default GDR distance limit (`NCCL_NET_GDR_LEVEL`): PXB.
+const DEFAULT_MAX: PcieDistance = PcieDistance::PXB;
+
+impl Probe for TopoGpuNic {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "Each GPU has an RDMA NIC within PIX/PXB on the PCIe tree (nvidia-smi topo -m distance)"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Gpu, Need::RdmaDevice]
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "canonical sysfs paths of /sys/bus/pci/devices/* (host bridge, root port and switch chain), numa_node, \
+                    /sys/class/infiniband/<dev>/device (which PCI function is which NIC)",
+            why: "NCCL uses GPUDirect RDMA only when the NIC is within NCCL_NET_GDR_LEVEL of the GPU (PXB by default). \
+                  A GPU whose nearest NIC is across the host bridge, another root complex or the CPU interconnect \
+                  (PHB, NODE, SYS) stages every network transfer through host memory; across sockets the bandwidth \
+                  roughly halves.",
+            fixes: &[
+                ("GPU without a NIC at PIX/PXB", "move the NIC to a slot behind the GPU's PCIe switch (see `fabric-preflight topo`), or check the BIOS PCIe slot/bifurcation mapping; as a stopgap NCCL_NET_GDR_LEVEL=SYS (slower)"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let tree = match PciTree::read(cx.host) {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let gpus = tree.with_role(Role::Gpu);
+        let nics = tree.rdma_nics();
+        if gpus.is_empty() || nics.is_empty() {
+            return vec![CheckResult::skip(
+                ID,
+                format!(
+                    "{} GPU(s), {} RDMA NIC(s): no GPU↔NIC pair to place",
+                    gpus.len(),
+                    nics.len()
+                ),
+            )];
+        }
+        let expect = &cx.profile.expect;
+        let max = expect.gpu_nic_max_distance.unwrap_or(DEFAULT_MAX);
+        let too_far = if expect.gpu_nic_distance_fails == Some(true) {
+            Status::Fail
+        } else {
+            Status::Warn
+        };
+        gpus.iter()
+            .enumerate()
+            .map(|(ordinal, &g)| {
+                let mut pairs: Vec<(PcieDistance, usize)> =
+                    nics.iter().map(|&n| (tree.distance(g, n), n)).collect();
+                // Among equally distant NICs, name GPU i's partner NIC i (the usual rail mapping).
+                let partner = nics.get(ordinal).copied();
+                pairs.sort_by_key(|&(d, n)| (d, Some(n) != partner, n));
+                let (distance, nic) = pairs[0];
+                let nic_node = &tree.nodes[nic];
+                let nic_name = format!("{} ({})", nic_node.rdma_devices.join(","), nic_node.bdf);
+                let numa = format!(
+                    "GPU NUMA {}, NIC NUMA {}",
+                    numa_label(&tree.nodes[g]),
+                    numa_label(nic_node)
+                );
+                let subject = tree.subject(g);
+                let mut m = Measurement::new("nearest_nic_distance", distance as u8 as f64, "rank (0=PIX..4=SYS)");
+                let mut r = if distance <= max {
+                    CheckResult::pass(ID, format!("nearest RDMA NIC {nic_name} at {distance:?} ({numa})"))
+                } else {
+                    CheckResult::new(
+                        ID,
+                        too_far,
+                        format!(
+                            "nearest RDMA NIC {nic_name} is {distance:?}, farther than {max:?} ({numa}): NCCL will not use GPUDirect RDMA for this GPU"
+                        ),
+                    )
+                    .fix("place a NIC behind this GPU's PCIe switch (see `fabric-preflight topo`); or accept staging through host memory (NCCL_NET_GDR_LEVEL)")
+                };
+                m.fail = Some(max as u8 as f64);
+                r = r.subject(subject).measure(m);
+                for (d, n) in pairs {
+                    r = r.note(format!(
+                        "{} → {} {} = {d:?}",
+                        tree.short_name(g),
+                        tree.short_name(n),
+                        tree.nodes[n].rdma_devices.join(",")
+                    ));
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::testing::{run_on, verdicts};
+
+    #[test]
+    fn hgx_every_gpu_has_a_pix_nic() {
+        let r = run_on(&TopoGpuNic, "hgx-healthy", "hgx-h100-ib");
+        assert_eq!(r.len(), 8);
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+        assert!(
+            r[0].summary.contains("mlx5_0 (0000:19:00.0) at PIX"),
+            "{}",
+            r[0].summary
+        );
+    }
+
+    #[test]
+    fn cross_socket_nics_warn_generic_fail_hgx() {
+        let r = run_on(&TopoGpuNic, "nic-cross-socket", "generic");
+        assert!(r.iter().all(|x| x.status == Status::Warn), "{r:#?}");
+        assert!(r[0].summary.contains("is SYS"), "{}", r[0].summary);
+        assert!(
+            r[0].summary.contains("GPU NUMA 0, NIC NUMA 1"),
+            "{}",
+            r[0].summary
+        );
+        assert!(
+            r[3].summary.contains("mlx5_3"),
+            "partner NIC named on ties: {}",
+            r[3].summary
+        );
+        let r = run_on(&TopoGpuNic, "nic-cross-socket", "hgx-h100-ib");
+        assert_eq!(verdicts(&r).len(), 8);
+        assert!(r.iter().all(|x| x.status == Status::Fail));
+    }
+
+    #[test]
+    fn h200_without_nic_skips() {
+        assert_eq!(
+            run_on(&TopoGpuNic, "h200-vm-no-rdma", "generic")[0].status,
+            Status::Skip
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! Are we a virtual machine? `/proc/cpuinfo` `hypervisor` flag, `/sys/hypervisor/type`, DMI vendor strings.
+
+use crate::host::Host;
+
+pub const PROC_CPUINFO: &str = "/proc/cpuinfo";
+pub const SYS_HYPERVISOR_TYPE: &str = "/sys/hypervisor/type";
+pub const DMI_SYS_VENDOR: &str = "/sys/class/dmi/id/sys_vendor";
+pub const DMI_PRODUCT_NAME: &str = "/sys/class/dmi/id/product_name";
+
+/// DMI strings of virtual platforms. Bare-metal cloud hosts also report the cloud vendor, so DMI alone is a
+/// weak signal; it is reported with the others, not on its own.
+const VIRTUAL_DMI: &[&str] = &[
+    "QEMU",
+    "KVM",
+    "VMware",
+    "VirtualBox",
+    "Virtual Machine",
+    "Xen",
+    "Bochs",
+    "Firecracker",
+];
+
+/// The signals that fired, as `path = value` evidence. Empty = no sign of a hypervisor.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hypervisor {
+    pub signals: Vec<String>,
+}
+
+impl Hypervisor {
+    pub fn is_vm(&self) -> bool {
+        !self.signals.is_empty()
+    }
+}
+
+/// `flags : ... hypervisor ...` on any processor line (x86: CPUID.1:ECX bit 31).
+pub fn cpuinfo_has_hypervisor_flag(cpuinfo: &str) -> bool {
+    cpuinfo.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim() == "flags" && v.split_whitespace().any(|f| f == "hypervisor")
+        })
+    })
+}
+
+pub fn detect(host: &Host) -> Hypervisor {
+    let mut signals = Vec::new();
+    if host
+        .read(PROC_CPUINFO)
+        .is_ok_and(|c| cpuinfo_has_hypervisor_flag(&c))
+    {
+        signals.push(format!("{PROC_CPUINFO} = flags contain `hypervisor`"));
+    }
+    if let Ok(t) = host.read(SYS_HYPERVISOR_TYPE) {
+        if !t.is_empty() {
+            signals.push(format!("{SYS_HYPERVISOR_TYPE} = {t}"));
+        }
+    }
+    for path in [DMI_SYS_VENDOR, DMI_PRODUCT_NAME] {
+        if let Ok(v) = host.read(path) {
+            if VIRTUAL_DMI.iter().any(|m| v.contains(m)) {
+                signals.push(format!("{path} = {v}"));
+            }
+        }
+    }
+    Hypervisor { signals }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hypervisor_flag_is_found_only_in_flags() {
+        assert!(cpuinfo_has_hypervisor_flag(
+            "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor lahf_lm\n"
+        ));
+        assert!(!cpuinfo_has_hypervisor_flag(
+            "processor\t: 0\nmodel name\t: hypervisor\nflags\t\t: fpu vme\n"
+        ));
+    }
+}
