@@ -54,7 +54,7 @@ impl Probe for GdrLoopback {
         Explain {
             reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \
                     /sys/class/infiniband/<dev>/ports/<n>/{state,link_layer,rate,lid,gids,gid_attrs/types}, \
-                    /sys/bus/pci/devices/<bdf> (PCI path and numa_node, to pair each GPU with its nearest port), \
+                    the PCIe tree under /sys/devices (nvidia-smi topo distance, to pair each GPU with its nearest port), \
                     libcuda (cuMemAlloc, cuMemGetHandleForAddressRange), ibv_reg_dmabuf_mr / ibv_reg_mr, two RC QPs \
                     on one port, RDMA WRITE 8 MiB x 256 and 8 B x 1000",
             why: "A GDR path can exist on paper (peermem loaded) and still run at a fraction of the link: wrong \
