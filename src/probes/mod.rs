@@ -4,7 +4,10 @@ use crate::probe::Probe;
 
 mod driver_nvidia;
 mod gdr_kernel_path;
+mod gdr_loopback;
+mod gds_config;
 mod gds_kernel_path;
+mod gds_read;
 mod nccl_env;
 mod nccl_transport;
 mod pcie_acs;
@@ -23,6 +26,7 @@ static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
+    &gds_config::GdsConfig,
     &rdma_memlock::RdmaMemlock,
     &rdma_devices::RdmaDevices,
     &rdma_link::RdmaLink,
@@ -34,6 +38,9 @@ static ALL: &[&dyn Probe] = &[
     &topo_gpu_nic::TopoGpuNic,
     &nccl_transport::NcclTransport,
     &nccl_env::NcclEnv,
+    // Active probes last: they run one at a time after the others.
+    &gds_read::GdsRead,
+    &gdr_loopback::GdrLoopback,
 ];
 
 /// Every probe, in report order.

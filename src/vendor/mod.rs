@@ -3,3 +3,6 @@
 //! no verdicts here.
 
 pub mod cuda;
+pub mod cuda_dmabuf;
+pub mod cufile;
+pub mod verbs;

@@ -2,6 +2,7 @@
 //! One module per area; shared helpers in `util`.
 
 mod fabric;
+mod gds;
 mod nccl;
 mod robustness;
 mod usage;
