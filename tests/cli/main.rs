@@ -1,0 +1,6 @@
+//! The integration test binary: runs the built `fabric-preflight` against recorded trees and bad input.
+//! One module per area; shared helpers in `util`.
+
+mod robustness;
+mod usage;
+mod util;

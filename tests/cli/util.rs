@@ -1,0 +1,121 @@
+//! Helpers to run the built binary the way CI and SREs do: a cleared environment, no colour.
+
+#![allow(dead_code)] // each test module uses a different subset of these helpers
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub use fabric_preflight::exit::Exit;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_fabric-preflight")
+}
+
+/// `testdata/hosts/<scenario>`.
+pub fn host(scenario: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/hosts")
+        .join(scenario)
+}
+
+pub fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(rel)
+}
+
+/// The binary with a cleared environment (only PATH kept), so no NCCL_* or NO_COLOR leaks in.
+pub fn preflight() -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    cmd
+}
+
+pub fn code(out: &Output) -> u8 {
+    out.status.code().expect("exited normally") as u8
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `run --root <root> --profile <profile> --format json --color never <extra>` → (exit code, report).
+pub fn run_json(root: &Path, profile: &str, extra: &[&str]) -> (u8, Value) {
+    let out = preflight()
+        .args([
+            "run",
+            "--format",
+            "json",
+            "--color",
+            "never",
+            "--profile",
+            profile,
+            "--root",
+        ])
+        .arg(root)
+        .args(extra)
+        .output()
+        .expect("binary runs");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            stdout(&out),
+            stderr(&out)
+        )
+    });
+    (code(&out), report)
+}
+
+/// `(id, subject, status)` of every result, subject "" when none.
+pub fn verdicts(report: &Value) -> Vec<(String, String, String)> {
+    report["checks"]
+        .as_array()
+        .expect("checks array")
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap_or_default().to_string(),
+                c["subject"].as_str().unwrap_or_default().to_string(),
+                c["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Status of the one result of `id` (panics when there is not exactly one).
+pub fn status_of(report: &Value, id: &str) -> String {
+    let all: Vec<_> = verdicts(report)
+        .into_iter()
+        .filter(|(i, _, _)| i == id)
+        .collect();
+    assert_eq!(all.len(), 1, "expected one result for {id}, got {all:?}");
+    all[0].2.clone()
+}
+
+/// The result object of `id` (first one).
+pub fn result_of<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["id"] == id))
+        .unwrap_or_else(|| panic!("no result for {id}"))
+}
+
+/// Writes `files` (host path → content) under a fresh temp dir: a tiny recorded tree for one test.
+pub fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (path, content) in files {
+        let full = dir.path().join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(full.parent().expect("has parent")).expect("mkdir");
+        std::fs::write(full, content).expect("write");
+    }
+    dir
+}
