@@ -5,12 +5,21 @@ use crate::probe::Probe;
 mod driver_nvidia;
 mod gdr_kernel_path;
 mod gds_kernel_path;
+mod gpu_bar1;
+mod gpu_copy_bandwidth;
+mod gpu_facts;
+mod gpu_inventory;
+mod gpu_p2p;
 mod rdma_memlock;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
+    &gpu_inventory::GpuInventory,
+    &gpu_bar1::GpuBar1,
+    &gpu_p2p::GpuP2p,
+    &gpu_copy_bandwidth::GpuCopyBandwidth,
     &rdma_memlock::RdmaMemlock,
 ];
 

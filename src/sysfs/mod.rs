@@ -5,3 +5,4 @@ pub mod infiniband;
 pub mod kernel;
 pub mod modules;
 pub mod nvidia;
+pub mod pci_device;
