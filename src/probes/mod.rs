@@ -10,6 +10,7 @@ mod gpu_copy_bandwidth;
 mod gpu_facts;
 mod gpu_inventory;
 mod gpu_p2p;
+mod gpu_pcie;
 mod rdma_memlock;
 
 static ALL: &[&dyn Probe] = &[
@@ -18,6 +19,7 @@ static ALL: &[&dyn Probe] = &[
     &gds_kernel_path::GdsKernelPath,
     &gpu_inventory::GpuInventory,
     &gpu_bar1::GpuBar1,
+    &gpu_pcie::GpuPcie,
     &gpu_p2p::GpuP2p,
     &gpu_copy_bandwidth::GpuCopyBandwidth,
     &rdma_memlock::RdmaMemlock,
