@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Cmd::List => commands::list::main(),
         Cmd::Explain { id } => commands::list::explain(&id),
         Cmd::Profiles => commands::list::profiles(),
+        Cmd::Snapshot(args) => commands::snapshot::main(args),
     };
     ExitCode::from(code.unwrap_or_else(|err| {
         eprintln!("fabric-preflight: {err:#}");

@@ -2,3 +2,4 @@
 
 pub mod list;
 pub mod run;
+pub mod snapshot;

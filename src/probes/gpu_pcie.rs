@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
@@ -356,6 +356,7 @@ fn below(current: &Answer<u32>, max: &Answer<u32>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::Status;
 
     fn gpu(idle_gen: u32, idle_width: u32) -> GpuFacts {
         GpuFacts {
