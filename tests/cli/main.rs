@@ -1,6 +1,7 @@
 //! The integration test binary: runs the built `fabric-preflight` against recorded trees and bad input.
 //! One module per area; shared helpers in `util`.
 
+mod gpu;
 mod robustness;
 mod usage;
 mod util;
