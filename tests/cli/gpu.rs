@@ -197,3 +197,47 @@ fn snapshot_refuses_a_non_empty_directory() {
     assert_eq!(util::code(&out), util::Exit::USAGE);
     assert!(util::stderr(&out).contains("not empty"));
 }
+
+#[test]
+fn h200_snapshot_replays_the_real_machine() {
+    let (code, report) = run_json(
+        &host("h200-gpu-snapshot"),
+        "gpu-only",
+        &["--only", &format!("driver.nvidia,{GPU_CHECKS}")],
+    );
+    assert_eq!(code, 0, "{report}");
+    let inventory = checks_of(&report, "gpu.inventory");
+    assert_eq!(
+        inventory[0]["summary"],
+        "1 GPU(s), driver 580.159.04, CUDA 13.0"
+    );
+    assert_eq!(inventory[1]["subject"], "0000:00:06.0");
+    assert!(inventory[1]["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("NVIDIA H200, persistence on, MIG off, ECC on"));
+    let bar1 = result_of(&report, "gpu.bar1");
+    assert_eq!(measurement(bar1, "bar1_total"), Some((262144.0, true)));
+    let pcie = result_of(&report, "gpu.pcie");
+    assert_eq!(pcie["status"], "pass");
+    assert!(pcie["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("Gen5 x16 under load (max Gen5 x16"));
+    assert!(pcie["evidence"]
+        .to_string()
+        .contains("/sys/bus/pci/devices/0000:00:06.0/current_link_speed = 32.0 GT/s PCIe (idle)"));
+    let p2p = result_of(&report, "gpu.p2p");
+    assert_eq!(p2p["status"], "skip");
+    assert_eq!(p2p["summary"], "1 GPU(s): no pairs to check");
+    let copy = result_of(&report, "gpu.copy_bandwidth");
+    assert_eq!(copy["status"], "pass");
+    for dir in ["h2d_bandwidth", "d2h_bandwidth"] {
+        let (gbs, replayed) = measurement(copy, dir).unwrap();
+        assert!((50.0..60.0).contains(&gbs) && replayed, "{dir} {gbs}");
+    }
+    assert!(copy["summary"]
+        .as_str()
+        .unwrap()
+        .contains("host memory first-touched on CPUs 0-15, data verified both ways"));
+}
