@@ -378,6 +378,10 @@ impl PinnedHostBuffer {
                 std::io::Error::last_os_error()
             ));
         }
+        // Transparent huge pages where the kernel allows: fewer, larger DMA segments for the copy engine.
+        // Advisory; a kernel without THP ignores it.
+        // SAFETY: advice on the mapping just created.
+        unsafe { libc::madvise(ptr, bytes.max(1), libc::MADV_HUGEPAGE) };
         // First touch: writing every page here places it on this thread's NUMA node.
         // SAFETY: the mapping is `bytes` long and writable.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
