@@ -192,18 +192,15 @@ pub fn judge(
         .and_then(|s| s.iter().find(|s| s.pci_bus_id == g.pci_bus_id));
     let loaded = sample.map(|s| gen_width(&s.gen, &s.width));
     match (sample, &load.load_error) {
-        (Some(s), _) => {
-            if below(&s.gen, max_gen) || below(&s.width, max_width) {
-                f.fail(
-                    format!(
-                        "link {} under load, below its maximum {}",
-                        gen_width(&s.gen, &s.width),
-                        gen_width(max_gen, max_width)
-                    ),
-                    FIX_DEGRADED,
-                );
-            }
-        }
+        (Some(s), _) if below(&s.gen, max_gen) || below(&s.width, max_width) => f.fail(
+            format!(
+                "link {} under load, below its maximum {}",
+                gen_width(&s.gen, &s.width),
+                gen_width(max_gen, max_width)
+            ),
+            FIX_DEGRADED,
+        ),
+        (Some(_), _) => {}
         (None, Some(e)) if idle_below => f.warn(
             format!(
                 "link {} idle, below its maximum {}, and no load could be generated to re-check it ({e})",
