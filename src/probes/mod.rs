@@ -8,6 +8,12 @@ mod gdr_loopback;
 mod gds_config;
 mod gds_kernel_path;
 mod gds_read;
+mod gpu_bar1;
+mod gpu_copy_bandwidth;
+mod gpu_facts;
+mod gpu_inventory;
+mod gpu_p2p;
+mod gpu_pcie;
 mod nccl_env;
 mod nccl_transport;
 mod pcie_acs;
@@ -24,6 +30,9 @@ mod topo_gpu_nic;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
+    &gpu_inventory::GpuInventory,
+    &gpu_bar1::GpuBar1,
+    &gpu_p2p::GpuP2p,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
     &gds_config::GdsConfig,
@@ -39,6 +48,8 @@ static ALL: &[&dyn Probe] = &[
     &nccl_transport::NcclTransport,
     &nccl_env::NcclEnv,
     // Active probes last: they run one at a time after the others.
+    &gpu_pcie::GpuPcie,
+    &gpu_copy_bandwidth::GpuCopyBandwidth,
     &gds_read::GdsRead,
     &gdr_loopback::GdrLoopback,
 ];

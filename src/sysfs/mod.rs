@@ -14,4 +14,5 @@ pub mod nvfs;
 pub mod nvidia;
 pub mod pci;
 pub mod pci_config;
+pub mod pci_device;
 pub mod udev;

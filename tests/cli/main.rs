@@ -3,6 +3,7 @@
 
 mod fabric;
 mod gds;
+mod gpu;
 mod nccl;
 mod robustness;
 mod usage;
