@@ -850,7 +850,32 @@ pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
     if met {
         Judgement::Met
     } else {
-        Judgement::NotMet(format!("verdict {v} does not meet expected {name}"))
+        Judgement::NotMet(format!(
+            "verdict {v} does not meet expected {name}{}",
+            culprits(s)
+        ))
+    }
+}
+
+/// `: on Socket ranks 8-15 (gpu-a02)`: who to look at, for a one-line summary.
+fn culprits(s: &Summary) -> String {
+    let who = |label: &str, ranks: &[u32], hosts: &[String]| {
+        let mut hosts_text = hosts.iter().take(4).cloned().collect::<Vec<_>>().join(",");
+        if hosts.len() > 4 {
+            hosts_text.push_str(",…");
+        }
+        format!(": {label} ranks {} ({hosts_text})", super::ranges(ranks))
+    };
+    if !s.ranks_on_socket.is_empty() && s.verdict == Verdict::MixedSocket {
+        who("on Socket", &s.ranks_on_socket, &s.hosts_on_socket)
+    } else if !s.ranks_without_gdrdma.is_empty() && s.verdict == Verdict::PartialGdrdma {
+        who(
+            "without GDRDMA",
+            &s.ranks_without_gdrdma,
+            &s.hosts_without_gdrdma,
+        )
+    } else {
+        String::new()
     }
 }
 
