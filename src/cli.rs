@@ -38,6 +38,8 @@ pub enum Cmd {
     /// Read NCCL_DEBUG=INFO output and report which transport NCCL chose and used
     #[command(after_help = NCCL_EXIT_HELP)]
     Nccl(NcclArgs),
+    /// Run the checks live and record what they read (host files, vendor answers) into DIR for `run --root DIR`
+    Snapshot(SnapshotArgs),
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
@@ -140,6 +142,29 @@ pub struct NcclArgs {
     /// Output format
     #[arg(long, value_enum, default_value = "table")]
     pub format: ViewFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Empty or new directory to write the recorded tree into
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Profile whose checks run while recording (a built-in name or a YAML file)
+    #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
+    pub profile: String,
+
+    /// Record only these checks (comma-separated ids)
+    #[arg(long, value_name = "ID,..", value_delimiter = ',')]
+    pub only: Vec<String>,
+
+    /// Leave these checks out (comma-separated ids)
+    #[arg(long, value_name = "ID,..", value_delimiter = ',')]
+    pub skip: Vec<String>,
+
+    /// Deadline for the whole run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    pub timeout: f64,
 }
 
 #[cfg(test)]

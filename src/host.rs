@@ -4,10 +4,12 @@
 //! `--root DIR` each path `P` maps to `DIR/P` and symlinks are resolved inside `DIR`, so a recorded tree
 //! replays exactly like the machine it was taken from (sysfs links are relative, `/etc` links often absolute).
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Largest text file a probe reads; sysfs attributes are at most a page, procfs tables a few KiB.
 /// Anything bigger is not what the probe expects and is reported rather than slurped.
@@ -20,6 +22,8 @@ const MAX_LINK_HOPS: usize = 40;
 pub struct Host {
     root: PathBuf,
     live: bool,
+    /// Host paths asked for (files read, directories listed, links read), for `snapshot`. Shared by clones.
+    recorder: Option<Arc<Mutex<BTreeSet<String>>>>,
 }
 
 /// Why a host file could not be read. Carries the host path, never the mapped one, so evidence reads the same
@@ -107,6 +111,7 @@ impl Host {
         Host {
             root: PathBuf::from("/"),
             live: true,
+            recorder: None,
         }
     }
 
@@ -118,7 +123,46 @@ impl Host {
         let root = fs::canonicalize(root)
             .map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
         let live = root == Path::new("/");
-        Ok(Host { root, live })
+        Ok(Host {
+            root,
+            live,
+            recorder: None,
+        })
+    }
+
+    /// This host, remembering every path asked for from now on (clones share the record).
+    pub fn recording(mut self) -> Self {
+        self.recorder = Some(Arc::default());
+        self
+    }
+
+    pub fn is_recording(&self) -> bool {
+        self.recorder.is_some()
+    }
+
+    /// Adds paths asked for elsewhere (a probe child process) to the record.
+    pub fn record_all(&self, paths: impl IntoIterator<Item = String>) {
+        if let Some(rec) = &self.recorder {
+            if let Ok(mut set) = rec.lock() {
+                set.extend(paths);
+            }
+        }
+    }
+
+    /// Every host path asked for since [`Host::recording`], sorted.
+    pub fn recorded_paths(&self) -> Vec<String> {
+        self.recorder
+            .as_ref()
+            .and_then(|rec| rec.lock().ok().map(|set| set.iter().cloned().collect()))
+            .unwrap_or_default()
+    }
+
+    fn note(&self, path: &str) {
+        if let Some(rec) = &self.recorder {
+            if let Ok(mut set) = rec.lock() {
+                set.insert(path.to_string());
+            }
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -132,6 +176,7 @@ impl Host {
     /// Where the host path `path` lies on this machine's filesystem, with every symlink resolved inside the
     /// root. The error names the host path.
     pub fn resolve(&self, path: &str) -> ReadResult<PathBuf> {
+        self.note(path);
         if self.live {
             return Ok(PathBuf::from(path));
         }
@@ -142,6 +187,7 @@ impl Host {
     /// The host-absolute path `path` points to once symlinks are followed (`/sys/bus/pci/devices/0000:17:00.0`
     /// → `/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0`).
     pub fn canonical(&self, path: &str) -> ReadResult<String> {
+        self.note(path);
         if self.live {
             return fs::canonicalize(path)
                 .map(|p| p.to_string_lossy().into_owned())
@@ -173,6 +219,7 @@ impl Host {
     /// At most `max` bytes; a longer file is an error, not a truncated answer (config space is read with the
     /// exact size it may have).
     pub fn read_bytes(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
+        self.note(path);
         let real = self.resolve(path)?;
         let file = fs::File::open(&real).map_err(|e| ReadError::from_io(path, &e))?;
         let mut buf = Vec::new();
@@ -189,6 +236,7 @@ impl Host {
 
     /// Entry names of a directory, sorted so output is stable.
     pub fn read_dir(&self, path: &str) -> ReadResult<Vec<String>> {
+        self.note(path);
         let real = self.resolve(path)?;
         let entries = fs::read_dir(&real).map_err(|e| ReadError::from_io(path, &e))?;
         let mut names: Vec<String> = entries
@@ -201,6 +249,7 @@ impl Host {
 
     /// The raw target of a symlink (`../../../devices/pci0000:00/0000:00:06.0`).
     pub fn read_link(&self, path: &str) -> ReadResult<String> {
+        self.note(path);
         let parent = parent_of(path);
         let name = path.rsplit('/').next().unwrap_or(path);
         let dir = if self.live {
@@ -214,15 +263,18 @@ impl Host {
     }
 
     pub fn exists(&self, path: &str) -> bool {
+        self.note(path);
         self.resolve(path).map(|p| p.exists()).unwrap_or(false)
     }
 
     pub fn is_dir(&self, path: &str) -> bool {
+        self.note(path);
         self.resolve(path).map(|p| p.is_dir()).unwrap_or(false)
     }
 
     /// `stat` of a host path, following symlinks inside the root.
     pub fn metadata(&self, path: &str) -> ReadResult<fs::Metadata> {
+        self.note(path);
         let real = self.resolve(path)?;
         fs::metadata(&real).map_err(|e| ReadError::from_io(path, &e))
     }

@@ -40,6 +40,9 @@ pub struct ProbeJob {
     pub inputs: Inputs,
     pub timeout_ms: u64,
     pub scratch: Option<PathBuf>,
+    /// `snapshot`: report every host path the probe asked for.
+    #[serde(default)]
+    pub record_reads: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -47,6 +50,9 @@ pub struct ProbeReply {
     pub results: Vec<CheckResult>,
     /// Vendor answers the child collected live, for `snapshot`.
     pub recorded: BTreeMap<String, Value>,
+    /// Host paths the probe asked for, when the job said `record_reads`.
+    #[serde(default)]
+    pub read_paths: Vec<String>,
 }
 
 /// Marks the vendor call about to be made. A no-op outside a child process.
@@ -244,6 +250,11 @@ fn run_job(job: &ProbeJob) -> ProbeReply {
         },
         None => Host::live(),
     };
+    let host = if job.record_reads {
+        host.recording()
+    } else {
+        host
+    };
     let answers = match Answers::for_host(&host) {
         Ok(a) => a,
         Err(e) => return error_reply(&job.id, format!("{e:#}")),
@@ -262,6 +273,7 @@ fn run_job(job: &ProbeJob) -> ProbeReply {
     ProbeReply {
         results,
         recorded: answers.take_recorded(),
+        read_paths: host.recorded_paths(),
     }
 }
 

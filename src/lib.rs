@@ -5,6 +5,7 @@ pub mod answers;
 pub mod cli;
 pub mod commands;
 pub mod exit;
+pub mod gds_target;
 pub mod host;
 pub mod isolate;
 pub mod nccl;

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Cmd::Profiles => commands::list::profiles(),
         Cmd::Topo(args) => commands::topo::main(args),
         Cmd::Nccl(args) => commands::nccl::main(args),
+        Cmd::Snapshot(args) => commands::snapshot::main(args),
     };
     ExitCode::from(code.unwrap_or_else(|err| {
         eprintln!("fabric-preflight: {err:#}");

@@ -269,10 +269,12 @@ fn run_isolated(
         inputs: shared.inputs.clone(),
         timeout_ms: timeout.as_millis() as u64,
         scratch: scratch.clone(),
+        record_reads: shared.host.is_recording(),
     };
     let results = match run_in_child(&job, timeout) {
         Ok(reply) => {
             shared.answers.absorb(reply.recorded);
+            shared.host.record_all(reply.read_paths);
             reply.results
         }
         Err(failure) => {

@@ -1,5 +1,8 @@
 //! `list`, `explain ID` and `profiles`: what the tool checks, without checking anything.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+
 use anyhow::bail;
 
 use crate::exit::Exit;
@@ -7,6 +10,7 @@ use crate::probe::Kind;
 use crate::profile::{self, BUILTIN};
 
 pub fn main() -> anyhow::Result<u8> {
+    let mut out = String::new();
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::NOTHING);
     table.set_header(["CHECK", "VERIFIES", "NEEDS"]);
@@ -14,11 +18,13 @@ pub fn main() -> anyhow::Result<u8> {
         let needs: Vec<&str> = p.needs().iter().map(|n| n.as_str()).collect();
         table.add_row([p.id(), p.title(), &needs.join(", ")]);
     }
-    println!("{table}");
+    let _ = writeln!(out, "{table}");
+    emit(&out);
     Ok(Exit::OK)
 }
 
 pub fn explain(id: &str) -> anyhow::Result<u8> {
+    let mut out = String::new();
     let Some(p) = crate::probes::find(id) else {
         bail!("unknown check id `{id}` (see `fabric-preflight list`)");
     };
@@ -31,14 +37,16 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
         }
         Kind::Active => "active (moves data; runs alone, in a child process)",
     };
-    println!("{}: {}\n", p.id(), p.title());
-    println!("Kind:     {kind}");
-    println!(
+    let _ = writeln!(out, "{}: {}\n", p.id(), p.title());
+    let _ = writeln!(out, "Kind:     {kind}");
+    let _ = writeln!(
+        out,
         "Deadline: {} s by default (profile: checks.{}.timeout)",
         p.default_timeout().as_secs_f64(),
         p.id()
     );
-    println!(
+    let _ = writeln!(
+        out,
         "Needs:    {}\n",
         if needs.is_empty() {
             "nothing special".to_string()
@@ -46,27 +54,30 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
             needs.join(", ")
         }
     );
-    println!("Reads:\n  {}\n", wrap(e.reads));
-    println!("Why it matters:\n  {}\n", wrap(e.why));
-    println!("Failures and fixes:");
+    let _ = writeln!(out, "Reads:\n  {}\n", wrap(e.reads));
+    let _ = writeln!(out, "Why it matters:\n  {}\n", wrap(e.why));
+    let _ = writeln!(out, "Failures and fixes:");
     for (failure, fix) in e.fixes {
-        println!(
+        let _ = writeln!(
+            out,
             "  - {failure}\n      fix: {}",
             wrap(fix).replace("\n  ", "\n           ")
         );
     }
+    emit(&out);
     Ok(Exit::OK)
 }
 
 pub fn profiles() -> anyhow::Result<u8> {
+    let mut out = String::new();
     let ids = crate::probes::ids();
     for (name, _) in BUILTIN {
         let p = profile::load(name, &ids)?;
-        println!("{name}\n  {}", wrap(&p.description));
+        let _ = writeln!(out, "{name}\n  {}", wrap(&p.description));
         let expect = serde_yaml::to_string(&p.expect).unwrap_or_default();
         let set: Vec<&str> = expect.lines().filter(|l| !l.ends_with(": null")).collect();
         if !set.is_empty() {
-            println!("  expects: {}", set.join(", "));
+            let _ = writeln!(out, "  expects: {}", set.join(", "));
         }
         let required: Vec<&str> = p
             .checks
@@ -75,10 +86,11 @@ pub fn profiles() -> anyhow::Result<u8> {
             .map(|(id, _)| id.as_str())
             .collect();
         if !required.is_empty() {
-            println!("  required checks: {}", required.join(", "));
+            let _ = writeln!(out, "  required checks: {}", required.join(", "));
         }
-        println!();
+        let _ = writeln!(out,);
     }
+    emit(&out);
     Ok(Exit::OK)
 }
 
@@ -98,4 +110,9 @@ fn wrap(text: &str) -> String {
         line_len += word.len();
     }
     out
+}
+
+/// Writes to stdout; a closed pipe (`| head`) just stops the output.
+fn emit(text: &str) {
+    let _ = std::io::stdout().write_all(text.as_bytes());
 }

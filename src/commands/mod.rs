@@ -3,4 +3,5 @@
 pub mod list;
 pub mod nccl;
 pub mod run;
+pub mod snapshot;
 pub mod topo;

@@ -850,7 +850,32 @@ pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
     if met {
         Judgement::Met
     } else {
-        Judgement::NotMet(format!("verdict {v} does not meet expected {name}"))
+        Judgement::NotMet(format!(
+            "verdict {v} does not meet expected {name}{}",
+            culprits(s)
+        ))
+    }
+}
+
+/// `: on Socket ranks 8-15 (gpu-a02)`: who to look at, for a one-line summary.
+fn culprits(s: &Summary) -> String {
+    let who = |label: &str, ranks: &[u32], hosts: &[String]| {
+        let mut hosts_text = hosts.iter().take(4).cloned().collect::<Vec<_>>().join(",");
+        if hosts.len() > 4 {
+            hosts_text.push_str(",…");
+        }
+        format!(": {label} ranks {} ({hosts_text})", super::ranges(ranks))
+    };
+    if !s.ranks_on_socket.is_empty() && s.verdict == Verdict::MixedSocket {
+        who("on Socket", &s.ranks_on_socket, &s.hosts_on_socket)
+    } else if !s.ranks_without_gdrdma.is_empty() && s.verdict == Verdict::PartialGdrdma {
+        who(
+            "without GDRDMA",
+            &s.ranks_without_gdrdma,
+            &s.hosts_without_gdrdma,
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -1013,6 +1038,78 @@ mod tests {
             judge(&analyze(P2P), NcclExpect::Gdrdma),
             Judgement::Undetermined(_)
         ));
+    }
+
+    /// Mutated real lines and random bytes through the parser and the analyzer: nothing panics (debug builds
+    /// also check arithmetic overflow). The cargo-fuzz target in fuzz/ does the same with coverage guidance.
+    #[test]
+    fn mutated_and_random_lines_never_panic() {
+        const SEEDS: [&[u8]; 8] = [
+            b"gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/1(3)/GDRDMA(PCI)/Shared",
+            b"[1,4]<stdout>:gpu-c12:8812:8875 [0] NCCL INFO Ring 01 : 4[1b000] -> 3[b2000] [receive] via NET/IB/1/GDRDMA",
+            b"[2026-11-29 10:15:02] gpu-a01:1:2 [0] int f(x_t*):12 NCCL WARN NET/OFI Only EFA provider is supported",
+            b"\x1b[36m(RayWorkerWrapper pid=1, ip=10.0.0.1)\x1b[0m h:5:6 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA [repeated 7x across cluster]",
+            b"NCCL version 2.18.6+cuda12.2",
+            b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.9.0.11<0>",
+            b"h:1:2 [0] NCCL INFO comm 0x55d1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+            b"h:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+        ];
+        const TOKENS: [&[u8]; 10] = [
+            b"NCCL INFO ",
+            b"NCCL WARN ",
+            b" via ",
+            b"NET/",
+            b"/GDRDMA",
+            b"(",
+            b"[",
+            b"]",
+            b" -> ",
+            b"\r",
+        ];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut log = Vec::new();
+        for i in 0..10_000 {
+            let mut line: Vec<u8> = if i % 10 == 9 {
+                (0..next() % 300).map(|_| next() as u8).collect()
+            } else {
+                SEEDS[(next() % SEEDS.len() as u64) as usize].to_vec()
+            };
+            for _ in 0..(next() % 6) {
+                let at = (next() as usize) % (line.len() + 1);
+                match next() % 4 {
+                    0 => line.insert(at, next() as u8),
+                    1 if at < line.len() => {
+                        line.remove(at);
+                    }
+                    2 => line.truncate(at),
+                    _ => {
+                        let t = TOKENS[(next() % TOKENS.len() as u64) as usize];
+                        line.splice(at..at, t.iter().copied());
+                    }
+                }
+            }
+            line.iter_mut()
+                .filter(|b| **b == b'\n')
+                .for_each(|b| *b = b' ');
+            line::parse_line(&String::from_utf8_lossy(&line), |_| {});
+            log.extend_from_slice(&line);
+            log.push(b'\n');
+        }
+        let s = {
+            let mut a = Analyzer::new();
+            a.read("fuzz", log.as_slice(), None).unwrap();
+            a.finish()
+        };
+        assert_eq!(s.input.lines, 10_000);
+        for e in [NcclExpect::Gdrdma, NcclExpect::Ib, NcclExpect::Any] {
+            let _ = judge(&s, e);
+        }
     }
 
     #[test]

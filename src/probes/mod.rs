@@ -4,7 +4,16 @@ use crate::probe::Probe;
 
 mod driver_nvidia;
 mod gdr_kernel_path;
+mod gdr_loopback;
+mod gds_config;
 mod gds_kernel_path;
+mod gds_read;
+mod gpu_bar1;
+mod gpu_copy_bandwidth;
+mod gpu_facts;
+mod gpu_inventory;
+mod gpu_p2p;
+mod gpu_pcie;
 mod nccl_env;
 mod nccl_transport;
 mod pcie_acs;
@@ -21,8 +30,12 @@ mod topo_gpu_nic;
 
 static ALL: &[&dyn Probe] = &[
     &driver_nvidia::DriverNvidia,
+    &gpu_inventory::GpuInventory,
+    &gpu_bar1::GpuBar1,
+    &gpu_p2p::GpuP2p,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
+    &gds_config::GdsConfig,
     &rdma_memlock::RdmaMemlock,
     &rdma_devices::RdmaDevices,
     &rdma_link::RdmaLink,
@@ -34,6 +47,11 @@ static ALL: &[&dyn Probe] = &[
     &topo_gpu_nic::TopoGpuNic,
     &nccl_transport::NcclTransport,
     &nccl_env::NcclEnv,
+    // Active probes last: they run one at a time after the others.
+    &gpu_pcie::GpuPcie,
+    &gpu_copy_bandwidth::GpuCopyBandwidth,
+    &gds_read::GdsRead,
+    &gdr_loopback::GdrLoopback,
 ];
 
 /// Every probe, in report order.

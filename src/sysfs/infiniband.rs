@@ -285,6 +285,20 @@ pub fn read_gid(
     }
 }
 
+/// `0000:0000:0000:0000:0000:ffff:0a01:0203` → the 16 GID bytes (what a queue pair's address vector takes).
+pub fn parse_gid_bytes(gid: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = gid.trim().split(':').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    let mut raw = [0u8; 16];
+    for (i, g) in groups.iter().enumerate() {
+        let v = u16::from_str_radix(g, 16).ok()?;
+        raw[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(raw)
+}
+
 /// `gid_attrs/types/<index>` (`RoCE v2`, `IB/RoCE v1`). An empty slot fails with EINVAL: that is `None`, as
 /// is a missing file (recorded trees cannot record EINVAL).
 pub fn read_gid_type(
@@ -512,6 +526,13 @@ mod tests {
         assert!(is_saturated("port_xmit_wait", 4294967295));
         assert!(!is_saturated("symbol_error", 12));
         assert!(!is_saturated("port_rcv_data", u64::MAX));
+    }
+
+    #[test]
+    fn gid_bytes_parse() {
+        let raw = parse_gid_bytes("0000:0000:0000:0000:0000:ffff:0a01:0203").unwrap();
+        assert_eq!(&raw[10..], &[0xff, 0xff, 10, 1, 2, 3]);
+        assert_eq!(parse_gid_bytes("1:2"), None);
     }
 
     #[test]

@@ -84,7 +84,7 @@ fn load_uncached() -> CudaResult<()> {
             }
             Err(e) => {
                 if name == "libcuda.so.1" || first_error.is_none() {
-                    first_error = Some(dlopen_message(&e));
+                    first_error = Some(super::innermost_message(&e));
                 }
             }
         }
@@ -110,14 +110,6 @@ fn load_uncached() -> CudaResult<()> {
     }
     breadcrumb("cuInit");
     result::init().map_err(|e| call_error("cuInit", e))
-}
-
-/// libloading's `Display` says only "dlopen failed"; the loader's own text is in `source()`.
-pub fn dlopen_message(e: &libloading::Error) -> String {
-    match std::error::Error::source(e) {
-        Some(cause) => cause.to_string(),
-        None => e.to_string(),
-    }
 }
 
 /// `cuGetErrorName (cuGetErrorString)`, prefixed with the call.
@@ -386,6 +378,10 @@ impl PinnedHostBuffer {
                 std::io::Error::last_os_error()
             ));
         }
+        // Transparent huge pages where the kernel allows: fewer, larger DMA segments for the copy engine.
+        // Advisory; a kernel without THP ignores it.
+        // SAFETY: advice on the mapping just created.
+        unsafe { libc::madvise(ptr, bytes.max(1), libc::MADV_HUGEPAGE) };
         // First touch: writing every page here places it on this thread's NUMA node.
         // SAFETY: the mapping is `bytes` long and writable.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };

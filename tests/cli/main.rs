@@ -2,6 +2,8 @@
 //! One module per area; shared helpers in `util`.
 
 mod fabric;
+mod gds;
+mod gpu;
 mod nccl;
 mod robustness;
 mod usage;

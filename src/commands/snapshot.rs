@@ -1,0 +1,305 @@
+//! `fabric-preflight snapshot DIR`: runs the checks live, then copies exactly the host files they read into DIR
+//! (symlinks kept as symlinks, sysfs and procfs files as regular files with their content) and writes the vendor
+//! answers they received to `DIR/vendor-answers.json`. `run --root DIR` then replays this machine.
+//!
+//! Read-only on the host: the only writes go under DIR.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::symlink;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+
+use crate::answers::ANSWERS_FILE;
+use crate::cli::SnapshotArgs;
+use crate::exit::Exit;
+use crate::host::MAX_TEXT_BYTES;
+use crate::probe::Inputs;
+use crate::report::{self, Format, Style};
+
+/// Largest file copied (PCI config space is 4 KiB; nothing a probe reads is near this).
+const MAX_COPY_BYTES: u64 = MAX_TEXT_BYTES;
+/// Symlink hops followed while copying one path (the kernel's own limit).
+const MAX_LINK_HOPS: usize = 40;
+
+pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
+    let dir = &args.dir;
+    if dir.exists()
+        && fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "snapshot {}: the directory exists and is not empty",
+            dir.display()
+        );
+    }
+    let mut plan = super::run::prepare(
+        None,
+        &args.profile,
+        &args.only,
+        &args.skip,
+        args.timeout,
+        Inputs {
+            nccl_logs: vec![],
+            gds_dir: None,
+            env: std::env::vars().collect(),
+        },
+    )?;
+    plan.host = plan.host.recording();
+    let recorder = plan.host.clone();
+    crate::runner::install_panic_hook();
+    let executed = super::run::execute(plan);
+
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut copier = Copier {
+        dest: dir.to_path_buf(),
+        done: BTreeSet::new(),
+        skipped: Vec::new(),
+    };
+    let paths = recorder.recorded_paths();
+    for path in &paths {
+        copier.copy_path(path, 0);
+    }
+    let answers = serde_json::to_string_pretty(&executed.recorded)?;
+    fs::write(dir.join(ANSWERS_FILE), answers + "\n")
+        .with_context(|| format!("writing {}", dir.join(ANSWERS_FILE).display()))?;
+
+    print!(
+        "{}",
+        report::render(Format::Table, &executed.report, Style::PLAIN)
+    );
+    println!(
+        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)",
+        dir.display(),
+        paths.len(),
+        copier.done.len(),
+        if executed.recorded.is_empty() {
+            "nothing".to_string()
+        } else {
+            executed
+                .recorded
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        dir.display()
+    );
+    for (path, why) in &copier.skipped {
+        eprintln!("fabric-preflight: snapshot: not copied {path}: {why}");
+    }
+    Ok(Exit::OK)
+}
+
+struct Copier {
+    dest: PathBuf,
+    /// Host paths already created under `dest`.
+    done: BTreeSet<String>,
+    skipped: Vec<(String, String)>,
+}
+
+impl Copier {
+    fn target(&self, host_path: &str) -> PathBuf {
+        self.dest.join(host_path.trim_start_matches('/'))
+    }
+
+    /// Recreates `path` under the destination: every symlink on the way as a symlink (and its target too), the
+    /// last component as a file with its content, or a directory with its entries when it is one.
+    fn copy_path(&mut self, path: &str, hops: usize) {
+        if hops > MAX_LINK_HOPS {
+            self.skipped.push((path.into(), "too many symlinks".into()));
+            return;
+        }
+        let parts: Vec<String> = Path::new(path)
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        let mut here = String::new();
+        for (i, part) in parts.iter().enumerate() {
+            here = format!("{here}/{part}");
+            let Ok(meta) = fs::symlink_metadata(&here) else {
+                return; // absent on the host: absent in the snapshot too, which replays the same
+            };
+            if meta.file_type().is_symlink() {
+                let Ok(link) = fs::read_link(&here) else {
+                    return;
+                };
+                self.make_link(&here, &link);
+                let base = Path::new(&here).parent().unwrap_or(Path::new("/"));
+                let resolved = lexical_join(base, &link);
+                let rest = parts[i + 1..].join("/");
+                let next = if rest.is_empty() {
+                    resolved
+                } else {
+                    format!("{}/{rest}", resolved.trim_end_matches('/'))
+                };
+                self.copy_path(&next, hops + 1);
+                return;
+            }
+            if i + 1 < parts.len() {
+                self.make_dir(&here);
+            } else if meta.is_dir() {
+                self.make_dir(&here);
+                self.copy_listing(&here);
+            } else if meta.is_file() {
+                self.copy_file(&here);
+            }
+        }
+    }
+
+    fn make_dir(&mut self, host_path: &str) {
+        if self.done.insert(host_path.to_string()) {
+            if let Err(e) = fs::create_dir_all(self.target(host_path)) {
+                self.skipped.push((host_path.into(), e.to_string()));
+            }
+        }
+    }
+
+    fn make_link(&mut self, host_path: &str, link: &Path) {
+        if !self.done.insert(host_path.to_string()) {
+            return;
+        }
+        let target = self.target(host_path);
+        if let Some(parent) = target.parent() {
+            let _ = fs::create_dir_all(parent);
+        }
+        if let Err(e) = symlink(link, &target) {
+            self.skipped.push((host_path.into(), e.to_string()));
+        }
+    }
+
+    /// A listed directory replays its entry names: links as links, subdirectories as (empty) directories, small
+    /// files with their content.
+    fn copy_listing(&mut self, dir: &str) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = format!(
+                "{}/{}",
+                dir.trim_end_matches('/'),
+                entry.file_name().to_string_lossy()
+            );
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                if let Ok(link) = fs::read_link(&path) {
+                    self.make_link(&path, &link);
+                }
+            } else if meta.is_dir() {
+                self.make_dir(&path);
+            } else if meta.is_file() {
+                self.copy_file(&path);
+            }
+        }
+    }
+
+    /// Copies by reading, not `fs::copy`: sysfs reports 4096 bytes for every attribute whatever it holds.
+    fn copy_file(&mut self, host_path: &str) {
+        if !self.done.insert(host_path.to_string()) {
+            return;
+        }
+        let content = fs::File::open(host_path).and_then(|f| {
+            let mut buf = Vec::new();
+            f.take(MAX_COPY_BYTES + 1).read_to_end(&mut buf)?;
+            Ok(buf)
+        });
+        match content {
+            Ok(buf) if buf.len() as u64 > MAX_COPY_BYTES => self.skipped.push((
+                host_path.into(),
+                format!("larger than {MAX_COPY_BYTES} bytes"),
+            )),
+            Ok(buf) => {
+                let target = self.target(host_path);
+                if let Some(parent) = target.parent() {
+                    let _ = fs::create_dir_all(parent);
+                }
+                if let Err(e) = fs::write(&target, buf) {
+                    self.skipped.push((host_path.into(), e.to_string()));
+                }
+            }
+            // Unreadable here (permission, EINVAL on an empty sysfs slot): the snapshot holds no file, which
+            // replays as missing rather than as a made-up value.
+            Err(e) => self.skipped.push((host_path.into(), e.to_string())),
+        }
+    }
+}
+
+/// `base` joined with a link target, `..` and `.` folded without touching the filesystem.
+fn lexical_join(base: &Path, link: &Path) -> String {
+    let mut parts: Vec<String> = if link.is_absolute() {
+        vec![]
+    } else {
+        base.components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect()
+    };
+    for c in link.components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_targets_fold_dot_dot() {
+        assert_eq!(
+            lexical_join(
+                Path::new("/sys/bus/pci/devices"),
+                Path::new("../../../devices/pci0000:00/0000:00:06.0")
+            ),
+            "/sys/devices/pci0000:00/0000:00:06.0"
+        );
+        assert_eq!(
+            lexical_join(Path::new("/etc"), Path::new("/etc/alternatives/x")),
+            "/etc/alternatives/x"
+        );
+    }
+
+    #[test]
+    fn copier_keeps_links_and_copies_files_through_them() {
+        let src = tempfile::tempdir().unwrap();
+        let s = src.path();
+        fs::create_dir_all(s.join("devices/gpu")).unwrap();
+        fs::write(s.join("devices/gpu/speed"), "32.0 GT/s PCIe\n").unwrap();
+        fs::create_dir_all(s.join("bus")).unwrap();
+        symlink("../devices/gpu", s.join("bus/gpu")).unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let mut c = Copier {
+            dest: dest.path().to_path_buf(),
+            done: BTreeSet::new(),
+            skipped: vec![],
+        };
+        let host_path = format!("{}/bus/gpu/speed", s.display());
+        c.copy_path(&host_path, 0);
+        let copied_link = c.target(&format!("{}/bus/gpu", s.display()));
+        assert_eq!(
+            fs::read_link(&copied_link).unwrap(),
+            Path::new("../devices/gpu")
+        );
+        assert_eq!(
+            fs::read_to_string(c.target(&format!("{}/devices/gpu/speed", s.display()))).unwrap(),
+            "32.0 GT/s PCIe\n"
+        );
+        assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+    }
+}

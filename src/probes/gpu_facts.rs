@@ -1,0 +1,114 @@
+//! What every GPU probe does first: obtain NVML's facts (live or replayed) and turn "no NVML" into the right
+//! result. Shared helpers only; no probe lives here.
+
+use std::fmt::Display;
+
+use crate::answers::Obtained;
+use crate::probe::{CheckResult, Context, Status};
+use crate::threshold::worst;
+use crate::vendor::nvml::{self, Answer, GpuFacts, NvmlFacts};
+
+pub const FIX_NO_NVML: &str =
+    "install the NVIDIA driver (it ships libnvidia-ml.so.1) and load it: `modprobe nvidia`; \
+in a container, run with the NVIDIA container toolkit (`--gpus all`) so the library is mounted";
+
+/// Note added to results built from recorded answers.
+pub const REPLAYED_NOTE: &str =
+    "vendor answers replayed from recording (vendor-answers.json), not measured on this host";
+
+/// NVML's facts, or the one result the probe returns when there are none: NVML absent → skip (fail when the
+/// profile expects GPUs); a recording without NVML answers → error.
+pub fn obtain_nvml(cx: &Context<'_>, id: &str) -> Result<Obtained<NvmlFacts>, Box<CheckResult>> {
+    let obtained = cx
+        .answers
+        .obtain(nvml::ANSWERS_KEY, nvml::collect)
+        .map_err(|e| Box::new(CheckResult::error(id, e)))?;
+    let Some(err) = &obtained.value.nvml_error else {
+        return Ok(obtained);
+    };
+    let expected = cx.profile.expect.gpu_count.filter(|n| *n > 0);
+    let r = match expected {
+        Some(n) => CheckResult::fail(
+            id,
+            format!("NVML unavailable but the profile expects {n} GPU(s): {err}"),
+        ),
+        None => CheckResult::skip(id, format!("no NVIDIA driver library (NVML): {err}")),
+    };
+    Err(Box::new(
+        mark_replayed(r.evidence("nvmlInit_v2", err), obtained.replayed).fix(FIX_NO_NVML),
+    ))
+}
+
+/// Adds the replay note when the answers came from a recording.
+pub fn mark_replayed(r: CheckResult, replayed: bool) -> CheckResult {
+    if replayed {
+        r.note(REPLAYED_NOTE)
+    } else {
+        r
+    }
+}
+
+/// The subject of a per-GPU result: its PCI bus id, else `GPU <index>`.
+pub fn subject(g: &GpuFacts) -> String {
+    match &g.pci_bus_id {
+        Ok(id) => id.clone(),
+        Err(_) => format!("GPU {}", g.index),
+    }
+}
+
+/// An answer as evidence text: the value, or `<error text>`.
+pub fn shown<T: Display>(a: &Answer<T>) -> String {
+    match a {
+        Ok(v) => v.to_string(),
+        Err(e) => format!("<{e}>"),
+    }
+}
+
+/// Bytes → MiB for display and limits.
+pub fn mib(bytes: u64) -> u64 {
+    bytes / (1024 * 1024)
+}
+
+/// Problems found while judging one subject; the worst decides the status.
+#[derive(Debug, Default)]
+pub struct Findings {
+    problems: Vec<(Status, String)>,
+    fixes: Vec<String>,
+}
+
+impl Findings {
+    pub fn fail(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
+        self.add(Status::Fail, problem, fix);
+    }
+
+    pub fn warn(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
+        self.add(Status::Warn, problem, fix);
+    }
+
+    pub fn add(&mut self, status: Status, problem: impl Into<String>, fix: impl Into<String>) {
+        if status == Status::Pass {
+            return;
+        }
+        self.problems.push((status, problem.into()));
+        let fix = fix.into();
+        if !fix.is_empty() && !self.fixes.contains(&fix) {
+            self.fixes.push(fix);
+        }
+    }
+
+    /// `summary` alone when nothing was found, else `summary: problem; problem` with the worst status.
+    pub fn result(self, id: &str, summary: impl Into<String>) -> CheckResult {
+        let summary = summary.into();
+        let status = worst(self.problems.iter().map(|(s, _)| *s));
+        if self.problems.is_empty() {
+            return CheckResult::pass(id, summary);
+        }
+        let texts: Vec<&str> = self.problems.iter().map(|(_, p)| p.as_str()).collect();
+        let r = CheckResult::new(id, status, format!("{summary}: {}", texts.join("; ")));
+        if self.fixes.is_empty() {
+            r
+        } else {
+            r.fix(self.fixes.join("; "))
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! `gpu.inventory`: the GPUs NVML sees, against the profile: count, model, driver and CUDA version, persistence,
+//! MIG, ECC, retired pages and remapped rows.
+
+use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
+use crate::profile::Expect;
+use crate::vendor::nvml::{GpuFacts, NvmlFacts};
+use crate::version::compare_versions;
+
+pub struct GpuInventory;
+
+const ID: &str = "gpu.inventory";
+
+impl Probe for GpuInventory {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "GPUs through NVML: count, model, driver/CUDA version, persistence, MIG, ECC, retired pages, remapped rows"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Gpu]
+    }
+    fn kind(&self) -> Kind {
+        Kind::Library
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "NVML (libnvidia-ml.so.1, opened at run time): nvmlSystemGetDriverVersion, \
+                    nvmlSystemGetCudaDriverVersion_v2, nvmlDeviceGetCount_v2, and per GPU name, UUID, PCI info, \
+                    persistence mode, MIG mode, ECC mode, volatile uncorrected ECC errors, retired pages (pre-Ampere), \
+                    remapped rows (Ampere and later)",
+            why: "A node that lost a GPU, runs an older driver than the fleet, left MIG on, or has a GPU with a failed \
+                  row remapping looks healthy to the scheduler, and the job that lands on it fails or runs short.",
+            fixes: &[
+                ("fewer GPUs than the profile expects", "`dmesg | grep -i 'fallen off\\|Xid'`; reseat or RMA the GPU"),
+                ("driver older than expect.driver_min_version", "upgrade the NVIDIA driver package"),
+                ("model differs from expect.gpu_model", "use the profile of this node type, or fix the node inventory"),
+                ("persistence mode off", "`nvidia-smi -pm 1` or enable nvidia-persistenced"),
+                ("MIG enabled", "`nvidia-smi -i <gpu> -mig 0` and reset the GPU, unless the node is meant to be partitioned"),
+                ("row remapping failed or pending / pages pending retirement", "reset the GPU (`nvidia-smi -r -i <gpu>`); a failed remapping means RMA"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let obtained = match obtain_nvml(cx, ID) {
+            Ok(o) => o,
+            Err(r) => return vec![*r],
+        };
+        let expect = &cx.profile.expect;
+        let mut results = vec![judge_node(&obtained.value, expect, obtained.replayed)];
+        for g in &obtained.value.gpus {
+            results.push(mark_replayed(judge_gpu(g, expect), obtained.replayed));
+        }
+        results
+    }
+}
+
+/// The node: how many GPUs, which driver, which CUDA.
+pub fn judge_node(facts: &NvmlFacts, expect: &Expect, replayed: bool) -> CheckResult {
+    let mut f = Findings::default();
+    let count = facts.gpus.len() as u32;
+    if let Err(e) = &facts.device_count {
+        f.fail(
+            format!("NVML cannot count GPUs: {e}"),
+            "check `dmesg` for NVRM/Xid errors",
+        );
+    }
+    if let Some(want) = expect.gpu_count {
+        if count < want {
+            f.fail(
+                format!("NVML sees {count} GPU(s), profile expects {want}"),
+                "a GPU is missing: `dmesg | grep -i 'fallen off\\|Xid'`; reseat or RMA it",
+            );
+        } else if count > want {
+            f.warn(
+                format!("NVML sees {count} GPU(s), profile expects {want}"),
+                "use the profile of this node type",
+            );
+        }
+    }
+    match (&facts.driver_version, &expect.driver_min_version) {
+        (Ok(v), Some(min)) if compare_versions(v, min).is_lt() => f.fail(
+            format!("driver {v} older than required {min}"),
+            format!("upgrade the NVIDIA driver to {min} or later"),
+        ),
+        (Err(e), Some(min)) => f.fail(
+            format!("driver version unknown ({e}), profile requires {min}"),
+            "",
+        ),
+        _ => {}
+    }
+    let cuda = facts
+        .cuda_driver_version
+        .as_ref()
+        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10))
+        .unwrap_or_else(|_| "?".into());
+    let summary = format!(
+        "{count} GPU(s), driver {}, CUDA {cuda}",
+        facts.driver_version.as_deref().unwrap_or("?")
+    );
+    let r = f
+        .result(ID, summary)
+        .evidence("nvmlSystemGetDriverVersion", shown(&facts.driver_version))
+        .evidence(
+            "nvmlSystemGetCudaDriverVersion_v2",
+            shown(&facts.cuda_driver_version),
+        )
+        .evidence("nvmlSystemGetNVMLVersion", shown(&facts.nvml_version))
+        .evidence("nvmlDeviceGetCount_v2", shown(&facts.device_count))
+        .measure(Measurement::new("gpu_count", count as f64, "GPUs").replayed(replayed));
+    mark_replayed(r, replayed)
+}
+
+/// One GPU: identity, modes and memory health.
+pub fn judge_gpu(g: &GpuFacts, expect: &Expect) -> CheckResult {
+    let mut f = Findings::default();
+    let name = g.name.as_deref().unwrap_or("?");
+    if let Some(model) = &expect.gpu_model {
+        if !name.contains(model.as_str()) {
+            f.fail(
+                format!("model {name} is not the expected {model}"),
+                "use the profile of this node type",
+            );
+        }
+    }
+    if g.persistence == Ok(false) {
+        f.warn(
+            "persistence mode off (each job pays driver initialisation; state is lost between jobs)",
+            "`nvidia-smi -pm 1` or enable nvidia-persistenced",
+        );
+    }
+    if g.mig_enabled == Ok(true) {
+        f.warn(
+            "MIG enabled: whole-GPU jobs, P2P and GPUDirect see slices",
+            "`nvidia-smi -i <gpu> -mig 0` and reset the GPU, unless the node is meant to be partitioned",
+        );
+    }
+    if g.ecc_enabled == Ok(false) {
+        f.warn("ECC disabled", "`nvidia-smi -i <gpu> -e 1` and reboot");
+    }
+    if let Ok(n @ 1..) = g.ecc_uncorrected_volatile {
+        f.warn(
+            format!("{n} uncorrected ECC error(s) since the driver loaded"),
+            "drain the node and check `nvidia-smi -q -d ECC`; repeated errors mean RMA",
+        );
+    }
+    if g.retired_pages_pending == Ok(true) {
+        f.fail(
+            "retired pages pending (take effect at the next GPU reset)",
+            "reset the GPU: `nvidia-smi -r -i <gpu>`",
+        );
+    }
+    if let Ok(rows) = &g.remapped_rows {
+        if rows.failure {
+            f.fail(
+                "row remapping failed: the GPU needs service",
+                "drain the node and RMA the GPU",
+            );
+        } else if rows.pending {
+            f.fail(
+                "row remapping pending (takes effect at the next GPU reset)",
+                "reset the GPU: `nvidia-smi -r -i <gpu>`",
+            );
+        }
+    }
+    let mode = |a: &Result<bool, String>, on: &str, off: &str| match a {
+        Ok(true) => on.to_string(),
+        Ok(false) => off.to_string(),
+        Err(_) => "?".to_string(),
+    };
+    let summary = format!(
+        "{name}, persistence {}, MIG {}, ECC {}",
+        mode(&g.persistence, "on", "off"),
+        mode(&g.mig_enabled, "on", "off"),
+        mode(&g.ecc_enabled, "on", "off"),
+    );
+    let mut r = f
+        .result(ID, summary)
+        .subject(subject(g))
+        .evidence("nvmlDeviceGetName", shown(&g.name))
+        .evidence("nvmlDeviceGetUUID", shown(&g.uuid))
+        .evidence("nvmlDeviceGetPciInfo_v3.busId", shown(&g.pci_bus_id))
+        .evidence("nvmlDeviceGetPersistenceMode", shown(&g.persistence))
+        .evidence("nvmlDeviceGetMigMode.current", shown(&g.mig_enabled))
+        .evidence("nvmlDeviceGetEccMode.current", shown(&g.ecc_enabled))
+        .evidence(
+            "nvmlDeviceGetTotalEccErrors(uncorrected, volatile)",
+            shown(&g.ecc_uncorrected_volatile),
+        );
+    match &g.remapped_rows {
+        Ok(rows) => {
+            r = r.evidence(
+                "nvmlDeviceGetRemappedRows",
+                format!(
+                    "correctable {}, uncorrectable {}, pending {}, failure {}",
+                    rows.correctable, rows.uncorrectable, rows.pending, rows.failure
+                ),
+            )
+        }
+        Err(e) => r = r.evidence("nvmlDeviceGetRemappedRows", format!("<{e}>")),
+    }
+    // Page retirement is the pre-Ampere mechanism: shown only where the driver answers it.
+    if g.retired_pages_sbe.is_ok() || g.retired_pages_dbe.is_ok() {
+        r = r
+            .evidence(
+                "nvmlDeviceGetRetiredPages(SBE)",
+                shown(&g.retired_pages_sbe),
+            )
+            .evidence(
+                "nvmlDeviceGetRetiredPages(DBE)",
+                shown(&g.retired_pages_dbe),
+            )
+            .evidence(
+                "nvmlDeviceGetRetiredPagesPendingStatus",
+                shown(&g.retired_pages_pending),
+            );
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Status;
+    use crate::vendor::nvml::RemappedRows;
+
+    fn h200(index: u32) -> GpuFacts {
+        GpuFacts {
+            index,
+            name: Ok("NVIDIA H200".into()),
+            uuid: Ok(format!("GPU-{index}")),
+            pci_bus_id: Ok(format!("0000:{:02x}:00.0", 0x18 + index)),
+            persistence: Ok(true),
+            mig_enabled: Ok(false),
+            ecc_enabled: Ok(true),
+            ecc_uncorrected_volatile: Ok(0),
+            remapped_rows: Ok(RemappedRows {
+                correctable: 0,
+                uncorrectable: 0,
+                pending: false,
+                failure: false,
+            }),
+            ..GpuFacts::default()
+        }
+    }
+
+    fn node(n: u32) -> NvmlFacts {
+        NvmlFacts {
+            nvml_error: None,
+            driver_version: Ok("580.159.04".into()),
+            cuda_driver_version: Ok(13000),
+            nvml_version: Ok("13.580.159.04".into()),
+            device_count: Ok(n),
+            gpus: (0..n).map(h200).collect(),
+            pairs: vec![],
+        }
+    }
+
+    #[test]
+    fn node_with_expected_count_and_driver_passes() {
+        let expect = Expect {
+            gpu_count: Some(8),
+            driver_min_version: Some("535.104.05".into()),
+            ..Expect::default()
+        };
+        let r = judge_node(&node(8), &expect, false);
+        assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        assert_eq!(r.summary, "8 GPU(s), driver 580.159.04, CUDA 13.0");
+    }
+
+    #[test]
+    fn node_missing_gpu_fails() {
+        let expect = Expect {
+            gpu_count: Some(8),
+            ..Expect::default()
+        };
+        let r = judge_node(&node(7), &expect, false);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("NVML sees 7 GPU(s), profile expects 8"));
+    }
+
+    #[test]
+    fn node_old_driver_fails() {
+        let expect = Expect {
+            driver_min_version: Some("590.1".into()),
+            ..Expect::default()
+        };
+        let r = judge_node(&node(1), &expect, false);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("older than required 590.1"));
+    }
+
+    #[test]
+    fn node_replayed_is_marked() {
+        let r = judge_node(&node(1), &Expect::default(), true);
+        assert!(r.measurements[0].replayed);
+        assert!(r
+            .evidence
+            .iter()
+            .any(|e| e.contains("replayed from recording")));
+    }
+
+    #[test]
+    fn gpu_healthy_h200_passes() {
+        let expect = Expect {
+            gpu_model: Some("H200".into()),
+            ..Expect::default()
+        };
+        let r = judge_gpu(&h200(0), &expect);
+        assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        assert_eq!(r.subject.as_deref(), Some("0000:18:00.0"));
+    }
+
+    #[test]
+    fn gpu_wrong_model_fails() {
+        let expect = Expect {
+            gpu_model: Some("H100".into()),
+            ..Expect::default()
+        };
+        assert_eq!(judge_gpu(&h200(0), &expect).status, Status::Fail);
+    }
+
+    #[test]
+    fn gpu_mig_and_persistence_off_warn() {
+        let mut g = h200(0);
+        g.mig_enabled = Ok(true);
+        g.persistence = Ok(false);
+        let r = judge_gpu(&g, &Expect::default());
+        assert_eq!(r.status, Status::Warn);
+        assert!(r.summary.contains("MIG enabled") && r.summary.contains("persistence mode off"));
+    }
+
+    #[test]
+    fn gpu_failed_row_remapping_fails() {
+        let mut g = h200(0);
+        g.remapped_rows = Ok(RemappedRows {
+            correctable: 0,
+            uncorrectable: 3,
+            pending: false,
+            failure: true,
+        });
+        let r = judge_gpu(&g, &Expect::default());
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.remediation.unwrap().contains("RMA"));
+    }
+
+    #[test]
+    fn gpu_unanswered_calls_are_evidence_not_failures() {
+        let g = GpuFacts {
+            index: 3,
+            name: Ok("NVIDIA H200".into()),
+            ..GpuFacts::default()
+        };
+        let r = judge_gpu(&g, &Expect::default());
+        assert_eq!(r.status, Status::Pass);
+        assert_eq!(r.subject.as_deref(), Some("GPU 3"));
+        assert!(r
+            .evidence
+            .iter()
+            .any(|e| e == "nvmlDeviceGetUUID = <not read>"));
+    }
+}

@@ -1,0 +1,120 @@
+//! `gpu.p2p`: for every GPU pair, NVML's P2P read/write/atomics/NVLink status and their topology level; on a
+//! profile that expects NVLink, a pair without it fails.
+
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings};
+use crate::vendor::nvml::{NvmlFacts, PairFacts, P2P_OK};
+
+pub struct GpuP2p;
+
+const ID: &str = "gpu.p2p";
+
+const FIX_NVLINK: &str = "check `nvidia-smi nvlink -s` and `nvidia-smi -q | grep -i fabric`; on NVSwitch systems start \
+nvidia-fabricmanager (`systemctl enable --now nvidia-fabricmanager`) with the same version as the driver";
+const FIX_P2P: &str =
+    "PCIe P2P is blocked: disable ACS redirection on the switches between the GPUs (BIOS or \
+`setpci`), or check that the IOMMU is in passthrough mode (`iommu=pt`)";
+
+impl Probe for GpuP2p {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "GPU peer-to-peer per pair: read, write, atomics, NVLink, topology level"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::Gpu]
+    }
+    fn kind(&self) -> Kind {
+        Kind::Library
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "NVML nvmlDeviceGetP2PStatus (READ, WRITE, ATOMICS, NVLINK) and \
+                    nvmlDeviceGetTopologyCommonAncestor for every GPU pair",
+            why: "NCCL and CUDA peer copies inside a node go over NVLink, or PCIe P2P when there is none. When P2P is \
+                  unavailable (NVSwitch fabric manager down, ACS redirecting peer traffic to the root complex, a \
+                  hypervisor blocking it) every intra-node transfer is staged through host memory at a fraction of \
+                  the speed, and nothing else reports it.",
+            fixes: &[
+                ("pair without NVLink where the profile expects it", FIX_NVLINK),
+                ("pair without P2P read/write", FIX_P2P),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let obtained = match obtain_nvml(cx, ID) {
+            Ok(o) => o,
+            Err(r) => return vec![*r],
+        };
+        judge(&obtained.value, cx.profile.expect.nvlink.unwrap_or(false))
+            .into_iter()
+            .map(|r| mark_replayed(r, obtained.replayed))
+            .collect()
+    }
+}
+
+pub fn judge(facts: &NvmlFacts, expect_nvlink: bool) -> Vec<CheckResult> {
+    if facts.gpus.len() < 2 {
+        return vec![CheckResult::skip(
+            ID,
+            format!("{} GPU(s): no pairs to check", facts.gpus.len()),
+        )
+        .evidence("nvmlDeviceGetCount_v2", shown(&facts.device_count))];
+    }
+    facts
+        .pairs
+        .iter()
+        .map(|p| judge_pair(facts, p, expect_nvlink))
+        .collect()
+}
+
+fn bus(facts: &NvmlFacts, index: u32) -> String {
+    facts
+        .gpus
+        .iter()
+        .find(|g| g.index == index)
+        .and_then(|g| g.pci_bus_id.clone().ok())
+        .unwrap_or_else(|| format!("GPU {index}"))
+}
+
+fn judge_pair(facts: &NvmlFacts, p: &PairFacts, expect_nvlink: bool) -> CheckResult {
+    let ok = |a: &Result<String, String>| a.as_deref() == Ok(P2P_OK);
+    let mut f = Findings::default();
+    if expect_nvlink && !ok(&p.nvlink) {
+        f.fail(format!("no NVLink P2P ({})", shown(&p.nvlink)), FIX_NVLINK);
+    }
+    if !ok(&p.read) || !ok(&p.write) {
+        f.warn(
+            format!(
+                "P2P read {}, write {}: peer copies are staged through host memory",
+                shown(&p.read),
+                shown(&p.write)
+            ),
+            FIX_P2P,
+        );
+    }
+    let yes_no = |a: &Result<String, String>| if ok(a) { "yes" } else { "no" };
+    let summary = format!(
+        "read {}, write {}, atomics {}, NVLink {}, topology {}",
+        yes_no(&p.read),
+        yes_no(&p.write),
+        yes_no(&p.atomics),
+        yes_no(&p.nvlink),
+        shown(&p.topology)
+    );
+    f.result(ID, summary)
+        .subject(format!(
+            "GPU{} {} <-> GPU{} {}",
+            p.a,
+            bus(facts, p.a),
+            p.b,
+            bus(facts, p.b)
+        ))
+        .evidence("nvmlDeviceGetP2PStatus(READ)", shown(&p.read))
+        .evidence("nvmlDeviceGetP2PStatus(WRITE)", shown(&p.write))
+        .evidence("nvmlDeviceGetP2PStatus(ATOMICS)", shown(&p.atomics))
+        .evidence("nvmlDeviceGetP2PStatus(NVLINK)", shown(&p.nvlink))
+        .evidence("nvmlDeviceGetTopologyCommonAncestor", shown(&p.topology))
+}

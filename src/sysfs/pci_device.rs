@@ -1,0 +1,114 @@
+//! Raw link readings of one PCI function for the GPU probes (each value as read, for evidence; parsing is
+//! `sysfs::pci`'s): link speed and width
+//! (`/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width}`), NUMA node and local CPUs.
+
+use crate::host::{Host, ReadResult};
+use crate::sysfs::pci::parse_link_speed;
+
+pub use super::pci::{parse_numa_node, PCI_DEVICES};
+
+/// `/sys/bus/pci/devices/<bdf>/<attr>`.
+pub fn attr_path(bdf: &str, attr: &str) -> String {
+    format!("{PCI_DEVICES}/{bdf}/{attr}")
+}
+
+/// The link as sysfs reports it; each field the raw text and its parsed value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkAttrs {
+    pub current_speed: ReadResult<String>,
+    pub max_speed: ReadResult<String>,
+    pub current_width: ReadResult<String>,
+    pub max_width: ReadResult<String>,
+}
+
+impl LinkAttrs {
+    pub fn read(host: &Host, bdf: &str) -> Self {
+        let read = |attr: &str| host.read(&attr_path(bdf, attr));
+        LinkAttrs {
+            current_speed: read("current_link_speed"),
+            max_speed: read("max_link_speed"),
+            current_width: read("current_link_width"),
+            max_width: read("max_link_width"),
+        }
+    }
+
+    pub fn current_gen(&self) -> Option<u32> {
+        gen_of(&self.current_speed)
+    }
+    pub fn max_gen(&self) -> Option<u32> {
+        gen_of(&self.max_speed)
+    }
+    pub fn current_lanes(&self) -> Option<u32> {
+        lanes_of(&self.current_width)
+    }
+    pub fn max_lanes(&self) -> Option<u32> {
+        lanes_of(&self.max_width)
+    }
+
+    /// `path = value` lines for evidence.
+    pub fn evidence(&self, bdf: &str) -> Vec<String> {
+        [
+            ("current_link_speed", &self.current_speed),
+            ("current_link_width", &self.current_width),
+            ("max_link_speed", &self.max_speed),
+            ("max_link_width", &self.max_width),
+        ]
+        .iter()
+        .map(|(attr, value)| {
+            let shown = match value {
+                Ok(v) => v.clone(),
+                Err(e) => e.reason(),
+            };
+            format!("{} = {shown}", attr_path(bdf, attr))
+        })
+        .collect()
+    }
+}
+
+fn gen_of(text: &ReadResult<String>) -> Option<u32> {
+    text.as_ref()
+        .ok()
+        .and_then(|t| parse_link_speed(t))
+        .and_then(|speed| speed.generation())
+        .map(u32::from)
+}
+
+fn lanes_of(text: &ReadResult<String>) -> Option<u32> {
+    text.as_ref().ok().and_then(|t| t.trim().parse().ok())
+}
+
+/// A CPU list (`0-15`, `0-55,112-167`, `3`) → CPU numbers. Malformed or absurd input → None.
+pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
+    /// Largest CPU number accepted (the kernel's NR_CPUS maximum); bounds the expansion of a bad range.
+    const MAX_CPU: usize = 8191;
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
+            None => {
+                let n: usize = part.trim().parse().ok()?;
+                (n, n)
+            }
+        };
+        if lo > hi || hi > MAX_CPU {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpulist_ranges_expand_and_garbage_is_refused() {
+        assert_eq!(parse_cpulist("0-3"), Some(vec![0, 1, 2, 3]));
+        assert_eq!(parse_cpulist("0-1,8,10-11\n"), Some(vec![0, 1, 8, 10, 11]));
+        assert_eq!(parse_cpulist("3-1"), None);
+        assert_eq!(parse_cpulist("0-99999999"), None);
+        assert_eq!(parse_cpulist("x"), None);
+        assert_eq!(parse_cpulist(""), None);
+    }
+}
