@@ -67,6 +67,10 @@ pub fn breadcrumb(call: &str) {
 pub struct ChildFailure {
     pub summary: String,
     pub evidence: Vec<String>,
+    /// Killed at the deadline (rather than crashed or failed to start).
+    pub timed_out: bool,
+    /// The last library call the child announced with [`breadcrumb`].
+    pub last_call: Option<String>,
 }
 
 /// Runs `job` in a child process and waits at most `timeout` for it.
@@ -74,6 +78,8 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     let exe = std::env::current_exe().map_err(|e| ChildFailure {
         summary: format!("cannot find this binary to run the probe in a child process: {e}"),
         evidence: vec![],
+        timed_out: false,
+        last_call: None,
     })?;
     let mut child = Command::new(exe)
         .arg(CHILD_SUBCOMMAND)
@@ -84,6 +90,8 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         .map_err(|e| ChildFailure {
             summary: format!("cannot start probe child process: {e}"),
             evidence: vec![],
+            timed_out: false,
+            last_call: None,
         })?;
 
     let job_json = serde_json::to_vec(job).unwrap_or_default();
@@ -171,33 +179,45 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         ));
     }
 
+    let failure = |summary: String, evidence: Vec<String>, timed_out: bool| ChildFailure {
+        summary,
+        evidence,
+        timed_out,
+        last_call: last_call.clone(),
+    };
     let Some(status) = status else {
-        return Err(ChildFailure {
-            summary: format!("timed out after {} s{in_call}", fmt_secs(timeout)),
+        return Err(failure(
+            format!("timed out after {} s{in_call}", fmt_secs(timeout)),
             evidence,
-        });
+            true,
+        ));
     };
     if let Some(signal) = status.signal() {
-        return Err(ChildFailure {
-            summary: format!(
+        return Err(failure(
+            format!(
                 "crashed with signal {signal} ({}){in_call}",
                 signal_name(signal)
             ),
             evidence,
-        });
+            false,
+        ));
     }
     if !status.success() {
-        return Err(ChildFailure {
-            summary: format!(
+        return Err(failure(
+            format!(
                 "probe child process exited with status {}{in_call}",
                 status.code().unwrap_or(-1)
             ),
             evidence,
-        });
+            false,
+        ));
     }
-    serde_json::from_slice(&stdout).map_err(|e| ChildFailure {
-        summary: format!("probe child process sent an unreadable reply: {e}"),
-        evidence,
+    serde_json::from_slice(&stdout).map_err(|e| {
+        failure(
+            format!("probe child process sent an unreadable reply: {e}"),
+            evidence,
+            false,
+        )
     })
 }
 
@@ -284,8 +304,9 @@ fn error_reply(id: &str, summary: String) -> ProbeReply {
     }
 }
 
+/// Seconds with at most one decimal: `2`, `0.5`, and `3` for a deadline of 2.9996 s left when it was set.
 pub fn fmt_secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
+    let s = (d.as_secs_f64() * 10.0).round() / 10.0;
     if s.fract() == 0.0 {
         format!("{s:.0}")
     } else {

@@ -124,7 +124,15 @@ fn run_batch(
             } else {
                 CHILD_GRACE
             };
-        spawn_probe(i, probe, scheduled.timeout, shared.clone(), tx.clone());
+        let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
+        spawn_probe(
+            i,
+            probe,
+            scheduled.timeout,
+            cut_by,
+            shared.clone(),
+            tx.clone(),
+        );
         pending.insert(i, (scheduled, now, wait_until));
     }
     drop(tx);
@@ -196,10 +204,12 @@ fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> Che
     r
 }
 
+/// `cut_by`: the run's `--timeout` when it, not the probe's own deadline, set `timeout`.
 fn spawn_probe(
     index: usize,
     probe: &'static dyn Probe,
     timeout: Duration,
+    cut_by: Option<Duration>,
     shared: Arc<RunInputs>,
     tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
 ) {
@@ -207,7 +217,7 @@ fn spawn_probe(
     let body = move || {
         let results = match probe.kind() {
             Kind::Static => run_in_thread(probe, timeout, &shared),
-            Kind::Library | Kind::Active => run_isolated(probe, timeout, &shared),
+            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared),
         };
         // The receiver may have given up on us (deadline passed); nothing to do then.
         let _ = tx.send((index, results));
@@ -245,6 +255,7 @@ fn run_in_thread(
 fn run_isolated(
     probe: &'static dyn Probe,
     timeout: Duration,
+    cut_by: Option<Duration>,
     shared: &RunInputs,
 ) -> Vec<CheckResult> {
     let scratch = if probe.kind() == Kind::Active {
@@ -278,8 +289,19 @@ fn run_isolated(
             reply.results
         }
         Err(failure) => {
-            let mut r =
-                CheckResult::error(probe.id(), format!("{}: {}", probe.id(), failure.summary));
+            let summary = match cut_by {
+                Some(run_timeout) if failure.timed_out => format!(
+                    "the run deadline (--timeout {} s) was reached{}",
+                    fmt_secs(run_timeout),
+                    failure
+                        .last_call
+                        .as_deref()
+                        .map(|c| format!(" in {c}"))
+                        .unwrap_or_default()
+                ),
+                _ => failure.summary,
+            };
+            let mut r = CheckResult::error(probe.id(), format!("{}: {summary}", probe.id()));
             r.evidence = failure.evidence;
             vec![r.fix("the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran")]
         }

@@ -2,6 +2,7 @@
 //! One module per area; shared helpers in `util`.
 
 mod fabric;
+mod faults;
 mod gds;
 mod gpu;
 mod nccl;

@@ -1,0 +1,347 @@
+//! Fault injection through the real loading path: tiny C libraries built at test time, named like the vendor
+//! ones (`libnvidia-ml.so.1`, `libcuda.so.1`, `libcufile.so.0`, `libibverbs.so.1`) and found through
+//! `LD_LIBRARY_PATH`, exactly as the binary finds the real ones. A library that hangs or crashes must cost one
+//! check its result (`error`, naming the call), never the run: the run ends within the check's deadline, the
+//! other checks are reported, and the exit code is 3 when nothing failed.
+//!
+//! These tests need a C compiler (`cc`); without one they fail: CI has gcc, and a silent pass would hide that
+//! the isolation was never exercised.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::util::*;
+
+/// Startup, the kill and the report around a probe's deadline. The runner waits up to 2 s past a child's
+/// deadline for its result (CHILD_GRACE), but the child is killed at the deadline itself.
+const MARGIN: Duration = Duration::from_millis(2500);
+
+/// Static checks that pass on `hgx-healthy` with the generic profile: "the other checks are still reported".
+const BYSTANDERS: &[&str] = &["driver.nvidia", "rdma.link", "pcie.link"];
+
+const NVML_HANGS_IN_INIT: &str = r#"
+#include <unistd.h>
+int nvmlInit_v2(void) { for (;;) pause(); return 0; }
+int nvmlShutdown(void) { return 0; }
+"#;
+
+const NVML_CRASHES_IN_COUNT: &str = r#"
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) {
+    volatile int *nowhere = 0;
+    *nowhere = 1; /* SIGSEGV, as a driver that lost its GPU does */
+    *count = 0;
+    return 0;
+}
+"#;
+
+/// Just enough of the CUDA driver API for gds.read to reach cuFileDriverOpen: every call cudarc and
+/// `vendor::cuda` resolve exists and succeeds.
+const CUDA_STUB: &str = r#"
+#include <string.h>
+#define OK(name) int name() { return 0; }
+OK(cuInit) OK(cuDeviceGetCount) OK(cuDeviceGet) OK(cuDeviceGetAttribute)
+OK(cuDeviceTotalMem_v2) OK(cuDeviceCanAccessPeer) OK(cuDevicePrimaryCtxRelease_v2) OK(cuCtxSetCurrent)
+OK(cuCtxSynchronize) OK(cuCtxEnablePeerAccess) OK(cuMemFree_v2) OK(cuMemHostAlloc) OK(cuMemFreeHost)
+OK(cuMemHostRegister_v2) OK(cuMemHostUnregister) OK(cuMemcpyHtoD_v2) OK(cuMemcpyDtoH_v2)
+OK(cuMemcpyHtoDAsync_v2) OK(cuMemcpyDtoHAsync_v2) OK(cuMemcpyPeerAsync) OK(cuMemsetD32_v2) OK(cuStreamCreate)
+OK(cuStreamSynchronize) OK(cuStreamDestroy_v2) OK(cuEventCreate) OK(cuEventRecord) OK(cuEventSynchronize)
+OK(cuEventElapsedTime_v2) OK(cuEventDestroy_v2)
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+int cuDeviceGetName(char *name, int len, int dev) { strncpy(name, "Stub GPU", len); return 0; }
+int cuDeviceGetPCIBusId(char *id, int len, int dev) { strncpy(id, "0000:18:00.0", len); return 0; }
+int cuDevicePrimaryCtxRetain(void **ctx, int dev) { static int c; *ctx = &c; return 0; }
+int cuMemAlloc_v2(unsigned long long *ptr, unsigned long bytes) { *ptr = 0x10000; return 0; }
+int cuGetErrorName(int e, const char **s) { *s = "CUDA_ERROR_STUB"; return 0; }
+int cuGetErrorString(int e, const char **s) { *s = "stub"; return 0; }
+"#;
+
+/// cuFile whose driver open never returns, after leaving a file in the probe's scratch directory (where the
+/// binary points CUFILE_LOGFILE_PATH) as a real library writes its log: the runner must remove it.
+const CUFILE_HANGS_IN_DRIVER_OPEN: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+typedef struct { int err; int cu_err; } CUfileError_t;
+static CUfileError_t ok(void) { CUfileError_t r = {0, 0}; return r; }
+static CUfileError_t unsupported(void) { CUfileError_t r = {5009, 0}; return r; }
+CUfileError_t cuFileGetVersion(int *v) { *v = 1150; return ok(); }
+CUfileError_t cuFileDriverOpen(void) {
+    const char *log = getenv("CUFILE_LOGFILE_PATH");
+    if (log) { FILE *f = fopen(log, "w"); if (f) { fputs("opening the driver\n", f); fclose(f); } }
+    for (;;) pause();
+    return ok();
+}
+CUfileError_t cuFileDriverClose(void) { return ok(); }
+CUfileError_t cuFileDriverGetProperties(void *p) { return unsupported(); }
+CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags) { return unsupported(); }
+CUfileError_t cuFileBufDeregister(const void *p) { return unsupported(); }
+CUfileError_t cuFileHandleRegister(void **h, void *descr) { return unsupported(); }
+void cuFileHandleDeregister(void *h) {}
+long cuFileRead(void *h, void *p, size_t n, long off, long dev_off) { return -1; }
+"#;
+
+/// rdma-core whose device discovery fails the way a container without /dev/infiniband access does.
+const VERBS_DENIED: &str = r#"
+#include <errno.h>
+#include <stddef.h>
+void **ibv_get_device_list(int *n) { if (n) *n = 0; errno = EACCES; return NULL; }
+void ibv_free_device_list(void **l) {}
+"#;
+
+const VERBS_HANGS_IN_DISCOVERY: &str = r#"
+#include <stddef.h>
+#include <unistd.h>
+void **ibv_get_device_list(int *n) { for (;;) pause(); return NULL; }
+void ibv_free_device_list(void **l) {}
+"#;
+
+/// Compiles each `(file name, C source)` into a shared library in a fresh directory. Panics, loudly, when
+/// there is no C compiler: the test must not pass without having injected anything.
+fn shims(libs: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, source) in libs {
+        let src = dir.path().join(format!("{name}.c"));
+        std::fs::write(&src, source).expect("write C source");
+        let out = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O0", "-w", "-o"])
+            .arg(dir.path().join(name))
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("fault-injection tests need a C compiler: `cc` could not run ({e})")
+            });
+        assert!(
+            out.status.success(),
+            "cc failed for {name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dir
+}
+
+/// A profile file extending `generic` with the given per-check timeouts.
+fn profile(dir: &Path, timeouts: &[(&str, u32)]) -> PathBuf {
+    let mut yaml = String::from("name: faults\nextends: generic\nchecks:\n");
+    for (id, secs) in timeouts {
+        yaml.push_str(&format!("  {id}:\n    timeout: {secs}\n"));
+    }
+    let path = dir.join("faults.yaml");
+    std::fs::write(&path, yaml).expect("write profile");
+    path
+}
+
+struct Run {
+    code: u8,
+    report: Value,
+    elapsed: Duration,
+}
+
+/// `run --only <checks>` on `hgx-healthy` (no recorded library answers: every library is called live) with the
+/// shims first on the library search path.
+fn run_with(libs: &Path, profile: &Path, checks: &[&str], extra: &[&str]) -> Run {
+    let started = Instant::now();
+    let out = preflight()
+        .env("LD_LIBRARY_PATH", libs)
+        .args(["run", "--format", "json", "--color", "never", "--root"])
+        .arg(host("hgx-healthy"))
+        .arg("--profile")
+        .arg(profile)
+        .args(["--only", &checks.join(",")])
+        .args(extra)
+        .output()
+        .expect("binary runs");
+    let elapsed = started.elapsed();
+    eprintln!("run --only {} took {elapsed:?}", checks.join(","));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            stdout(&out),
+            stderr(&out)
+        )
+    });
+    Run {
+        code: code(&out),
+        report,
+        elapsed,
+    }
+}
+
+/// The faulty check is one `error` naming itself and the call; every bystander is reported and passes; the
+/// run took the deadline, not longer; exit 3.
+fn assert_contained(run: &Run, id: &str, deadline_s: u64, expected: &str) {
+    let r = result_of(&run.report, id);
+    assert_eq!(r["status"], "error", "{r:#}");
+    let summary = r["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with(&format!("{id}: ")) && summary.contains(expected),
+        "{id}: expected `{expected}` in {summary:?}"
+    );
+    for bystander in BYSTANDERS {
+        let statuses: Vec<String> = verdicts(&run.report)
+            .into_iter()
+            .filter(|(i, _, _)| i == bystander)
+            .map(|(_, _, s)| s)
+            .collect();
+        assert!(
+            !statuses.is_empty() && statuses.iter().all(|s| s == "pass"),
+            "{bystander}: {statuses:?}"
+        );
+    }
+    let deadline = Duration::from_secs(deadline_s);
+    assert!(
+        run.elapsed >= deadline && run.elapsed < deadline + MARGIN,
+        "{id}: the run took {:?} for a {deadline_s} s deadline",
+        run.elapsed
+    );
+    assert_eq!(
+        run.code,
+        Exit::COULD_NOT_RUN,
+        "nothing failed, one check could not run"
+    );
+}
+
+fn checks_with(id: &'static str) -> Vec<&'static str> {
+    let mut c = vec![id];
+    c.extend_from_slice(BYSTANDERS);
+    c
+}
+
+#[test]
+fn nvml_init_that_never_returns_is_killed_at_the_deadline() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_INIT)]);
+    let p = profile(libs.path(), &[("gpu.inventory", 2)]);
+    let run = run_with(libs.path(), &p, &checks_with("gpu.inventory"), &[]);
+    assert_contained(
+        &run,
+        "gpu.inventory",
+        2,
+        "timed out after 2 s in nvmlInit_v2",
+    );
+}
+
+#[test]
+fn nvml_segfault_in_device_count_is_a_crash_naming_the_call() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_CRASHES_IN_COUNT)]);
+    let p = profile(libs.path(), &[("gpu.inventory", 5)]);
+    let run = run_with(libs.path(), &p, &checks_with("gpu.inventory"), &[]);
+    let r = result_of(&run.report, "gpu.inventory");
+    assert_eq!(r["status"], "error", "{r:#}");
+    assert_eq!(
+        r["summary"],
+        "gpu.inventory: crashed with signal 11 (SIGSEGV) in nvmlDeviceGetCount_v2"
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(3),
+        "a crash ends the probe at once: {:?}",
+        run.elapsed
+    );
+    assert_eq!(run.code, Exit::COULD_NOT_RUN);
+    for bystander in BYSTANDERS {
+        assert!(verdicts(&run.report)
+            .iter()
+            .any(|(i, _, s)| i == bystander && s == "pass"));
+    }
+}
+
+#[test]
+fn every_nvml_check_survives_the_same_hang() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_INIT)]);
+    let ids = ["gpu.inventory", "gpu.bar1", "gpu.p2p"];
+    let p = profile(libs.path(), &ids.map(|id| (id, 2)));
+    let mut checks = ids.to_vec();
+    checks.extend_from_slice(BYSTANDERS);
+    // Library checks run concurrently: three hung libraries cost one deadline, not three.
+    let run = run_with(libs.path(), &p, &checks, &[]);
+    for id in ids {
+        assert_contained(&run, id, 2, "timed out after 2 s in nvmlInit_v2");
+    }
+}
+
+#[test]
+fn cufile_driver_open_that_never_returns_is_killed_and_its_files_removed() {
+    let libs = shims(&[
+        ("libcuda.so.1", CUDA_STUB),
+        ("libcufile.so.0", CUFILE_HANGS_IN_DRIVER_OPEN),
+    ]);
+    let gds_dir = tempfile::tempdir().expect("temp dir");
+    let p = profile(libs.path(), &[("gds.read", 3)]);
+    let run = run_with(
+        libs.path(),
+        &p,
+        &checks_with("gds.read"),
+        &["--gds-dir", gds_dir.path().to_str().unwrap()],
+    );
+    assert_contained(
+        &run,
+        "gds.read",
+        3,
+        "timed out after 3 s in cuFileDriverOpen",
+    );
+    let left: Vec<_> = std::fs::read_dir(gds_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "the killed probe left {left:?}");
+}
+
+#[test]
+fn verbs_discovery_error_is_reported_with_its_errno() {
+    let libs = shims(&[("libibverbs.so.1", VERBS_DENIED)]);
+    let p = profile(libs.path(), &[("gdr.loopback", 5)]);
+    let run = run_with(libs.path(), &p, &checks_with("gdr.loopback"), &[]);
+    let r = result_of(&run.report, "gdr.loopback");
+    // Not a crash and not a pass: the library answered, and its answer is the evidence.
+    assert_eq!(r["status"], "skip", "{r:#}");
+    assert!(
+        r["evidence"].to_string().contains(&format!(
+            "ibv_get_device_list = NULL, errno {}",
+            libc::EACCES
+        )),
+        "{r:#}"
+    );
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no RDMA device usable"),
+        "{r:#}"
+    );
+    assert_eq!(run.code, Exit::OK);
+}
+
+#[test]
+fn verbs_discovery_that_never_returns_is_killed_at_the_deadline() {
+    let libs = shims(&[("libibverbs.so.1", VERBS_HANGS_IN_DISCOVERY)]);
+    let p = profile(libs.path(), &[("gdr.loopback", 2)]);
+    let run = run_with(libs.path(), &p, &checks_with("gdr.loopback"), &[]);
+    assert_contained(
+        &run,
+        "gdr.loopback",
+        2,
+        "timed out after 2 s in ibv_get_device_list",
+    );
+}
+
+#[test]
+fn run_deadline_caps_a_hung_library_whose_check_has_a_longer_one() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_INIT)]);
+    // gpu.inventory's own deadline (60 s) is longer than the whole run's.
+    let p = profile(libs.path(), &[("gpu.inventory", 60)]);
+    let run = run_with(
+        libs.path(),
+        &p,
+        &checks_with("gpu.inventory"),
+        &["--timeout", "3"],
+    );
+    assert_contained(
+        &run,
+        "gpu.inventory",
+        3,
+        "the run deadline (--timeout 3 s) was reached in nvmlInit_v2",
+    );
+}
