@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -221,7 +222,13 @@ impl Host {
     pub fn read_bytes(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
         self.note(path);
         let real = self.resolve(path)?;
-        let file = fs::File::open(&real).map_err(|e| ReadError::from_io(path, &e))?;
+        // Non-blocking open: a FIFO planted in a recorded tree reads as empty instead of waiting for a writer
+        // forever. sysfs and procfs files ignore the flag.
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&real)
+            .map_err(|e| ReadError::from_io(path, &e))?;
         let mut buf = Vec::new();
         // Read one byte past the limit to tell "exactly max" from "more than max"; sysfs reports size 4096
         // whatever the content, so metadata cannot be trusted.
@@ -431,5 +438,20 @@ mod tests {
     fn parent_of_handles_root() {
         assert_eq!(parent_of("/proc"), "/");
         assert_eq!(parent_of("/a/b/c"), "/a/b");
+    }
+
+    #[test]
+    fn fifo_in_a_recorded_tree_reads_as_empty_instead_of_blocking() {
+        let (dir, host) = tree();
+        let fifo = dir.path().join("proc/modules");
+        fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+        assert_eq!(host.read("/proc/modules").unwrap(), "");
+        assert_eq!(
+            host.read_value("/proc/modules").unwrap_err().reason(),
+            "<empty>"
+        );
     }
 }

@@ -4,20 +4,307 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use fabric_preflight::probe::Kind;
 
 use super::util::*;
 
-/// Checks that move data or need a scratch dir are left out: they are about the machine, not the tree.
-const ACTIVE: &str = "gpu.copy_bandwidth,gds.read,gdr.loopback";
+/// Every check that is not active: active checks move data or need a scratch dir, so they are about the
+/// machine, not the tree.
+fn tree_checks() -> Vec<&'static str> {
+    fabric_preflight::probes::all()
+        .iter()
+        .filter(|p| p.kind() != Kind::Active)
+        .map(|p| p.id())
+        .collect()
+}
 
 fn skip_active() -> Vec<String> {
-    let known = stdout(&preflight().arg("list").output().unwrap());
-    let present: Vec<&str> = ACTIVE.split(',').filter(|id| known.contains(id)).collect();
-    if present.is_empty() {
+    let active: Vec<&str> = fabric_preflight::probes::all()
+        .iter()
+        .filter(|p| p.kind() == Kind::Active)
+        .map(|p| p.id())
+        .collect();
+    if active.is_empty() {
         vec![]
     } else {
-        vec!["--skip".into(), present.join(",")]
+        vec!["--skip".into(), active.join(",")]
+    }
+}
+
+/// This test process runs as root (so a file with mode 000 is readable to it).
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The binary as an unprivileged process: itself when the tests do not run as root, else `nobody` with
+/// every capability dropped (through `setpriv`). None when root and `setpriv` is missing.
+fn unprivileged() -> Option<Command> {
+    if !is_root() {
+        return Some(preflight());
+    }
+    Command::new("setpriv").arg("--version").output().ok()?;
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ])
+    .arg(bin())
+    .env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    Some(cmd)
+}
+
+/// A copy of `testdata/hosts/<scenario>` (links kept) in a temp dir that `nobody` can enter.
+fn copy_scenario(scenario: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", host(scenario).display()))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// One kind of damage, done to every regular file of a tree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ugly {
+    Empty,
+    /// 10 MB (sparse) where a few bytes are expected.
+    Huge,
+    NotUtf8,
+    /// A directory where the file was.
+    Directory,
+    /// A symlink to itself.
+    SymlinkLoop,
+    /// Mode 000: only meaningful to a process without CAP_DAC_OVERRIDE.
+    PermissionDenied,
+}
+
+impl Ugly {
+    const ALL: [Ugly; 6] = [
+        Ugly::Empty,
+        Ugly::Huge,
+        Ugly::NotUtf8,
+        Ugly::Directory,
+        Ugly::SymlinkLoop,
+        Ugly::PermissionDenied,
+    ];
+
+    /// What the evidence says about a file damaged this way (None: an empty file has no single marker; its
+    /// parsers say "unrecognised", "not a hex number", "<empty>"…).
+    fn marker(self) -> Option<&'static str> {
+        match self {
+            Ugly::Empty => None,
+            Ugly::Huge => Some("<larger than"),
+            Ugly::NotUtf8 => Some("<not UTF-8 text>"),
+            Ugly::Directory => Some("<is a directory>"),
+            Ugly::SymlinkLoop => Some("<symlink loop>"),
+            Ugly::PermissionDenied => Some("<permission denied>"),
+        }
+    }
+
+    fn apply(self, file: &Path) {
+        match self {
+            Ugly::Empty => std::fs::write(file, "").unwrap(),
+            Ugly::Huge => std::fs::OpenOptions::new()
+                .write(true)
+                .open(file)
+                .unwrap()
+                .set_len(10 << 20)
+                .unwrap(),
+            Ugly::NotUtf8 => {
+                let mut bytes = b"\xff\xfe".to_vec();
+                bytes.extend(std::fs::read(file).unwrap());
+                std::fs::write(file, bytes).unwrap();
+            }
+            Ugly::Directory => {
+                std::fs::remove_file(file).unwrap();
+                std::fs::create_dir(file).unwrap();
+            }
+            Ugly::SymlinkLoop => {
+                std::fs::remove_file(file).unwrap();
+                symlink(file.file_name().unwrap(), file).unwrap();
+            }
+            Ugly::PermissionDenied => {
+                std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o000)).unwrap()
+            }
+        }
+    }
+}
+
+/// `scenario` with every regular file damaged by `ugly` (the recorded vendor answers are ours, not the
+/// kernel's, and stay intact).
+fn uglified(scenario: &str, ugly: Ugly) -> tempfile::TempDir {
+    let dir = copy_scenario(scenario);
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() && !path.ends_with("vendor-answers.json") {
+                ugly.apply(&path);
+            }
+        }
+    }
+    dir
+}
+
+/// Checks whose verdict rests on the contents of files: on a damaged tree none of them may pass, and each names
+/// the damage in its summary or evidence.
+const READS_CONTENTS: &[&str] = &[
+    "driver.nvidia",
+    "gdr.kernel_path",
+    "gds.kernel_path",
+    "gds.config",
+    "rdma.link",
+    "rdma.roce",
+    "rdma.counters",
+    "pcie.link",
+    "pcie.acs",
+    "topo.gpu_nic",
+];
+
+#[test]
+fn every_tree_check_meets_every_kind_of_damaged_file() {
+    let checks = tree_checks().join(",");
+    // hgx-healthy: GPUs, IB ports, PCIe switches; roce-mtu-1500: RoCE GIDs and netdevs; iommu-translated:
+    // IOMMU groups.
+    for scenario in ["hgx-healthy", "roce-mtu-1500", "iommu-translated"] {
+        for ugly in Ugly::ALL {
+            let dir = uglified(scenario, ugly);
+            let cmd = if ugly == Ugly::PermissionDenied {
+                unprivileged()
+            } else {
+                Some(preflight())
+            };
+            let Some(mut cmd) = cmd else {
+                eprintln!("{scenario} {ugly:?}: skipped, needs setpriv to drop root");
+                continue;
+            };
+            let started = Instant::now();
+            let out = cmd
+                .args([
+                    "run", "--format", "json", "--color", "never", "--only", &checks,
+                ])
+                .arg("--root")
+                .arg(dir.path())
+                .output()
+                .unwrap();
+            let took = started.elapsed();
+            let what = format!("{scenario} with {ugly:?} files");
+            assert!(took < Duration::from_secs(20), "{what}: took {took:?}");
+            assert!(
+                matches!(code(&out), 1 | 3),
+                "{what}: exit {}: {}",
+                code(&out),
+                stderr(&out)
+            );
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", stderr(&out)));
+            let results = report["checks"].as_array().unwrap();
+            for id in tree_checks() {
+                let mine: Vec<&serde_json::Value> =
+                    results.iter().filter(|c| c["id"] == id).collect();
+                assert!(!mine.is_empty(), "{what}: no result for {id}");
+                for c in &mine {
+                    let summary = c["summary"].as_str().unwrap();
+                    assert!(!summary.contains("panicked"), "{what}: {id}: {summary}");
+                }
+                // A module directory in /sys/module is itself proof the module is loaded: with empty files
+                // the kernel-path checks rightly pass on it.
+                let legitimately_passes = ugly == Ugly::Empty && id.ends_with(".kernel_path");
+                if !READS_CONTENTS.contains(&id) || legitimately_passes {
+                    continue;
+                }
+                let shown: Vec<String> = mine
+                    .iter()
+                    .map(|c| format!("{} {}", c["status"], c["summary"]))
+                    .collect();
+                assert!(
+                    mine.iter().all(|c| c["status"] != "pass"),
+                    "{what}: {id} passed: {shown:?}"
+                );
+                if let Some(marker) = ugly.marker() {
+                    assert!(
+                        mine.iter().any(|c| c.to_string().contains(marker)),
+                        "{what}: {id} does not say {marker}: {shown:?}"
+                    );
+                }
+            }
+            if scenario == "iommu-translated" {
+                assert_ne!(status_of(&report, "pcie.iommu"), "pass", "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn config_space_reads_stop_at_4096_bytes() {
+    let dir = copy_scenario("hgx-healthy");
+    let mut stack = vec![dir.path().join("sys/devices")];
+    let mut grown = 0;
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else if path.ends_with("config") {
+                Ugly::Huge.apply(&path);
+                grown += 1;
+            }
+        }
+    }
+    assert!(grown > 0);
+    let (_, report) = run_json(dir.path(), "generic", &["--only", "pcie.acs"]);
+    let acs = result_of(&report, "pcie.acs");
+    assert_eq!(acs["status"], "error", "{acs:#}");
+    assert!(
+        acs.to_string().contains("<larger than 4096 bytes>"),
+        "{acs:#}"
+    );
+}
+
+/// A FIFO where a file should be: a read that waits for a writer would hang the check until its deadline.
+#[test]
+fn fifo_in_the_tree_does_not_block() {
+    let dir = copy_scenario("hgx-healthy");
+    let modules = dir.path().join("proc/modules");
+    std::fs::remove_file(&modules).unwrap();
+    let c_path = std::ffi::CString::new(modules.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    let started = Instant::now();
+    let (_, report) = run_json(
+        dir.path(),
+        "generic",
+        &["--only", "driver.nvidia,gdr.kernel_path"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    for id in ["driver.nvidia", "gdr.kernel_path"] {
+        assert!(!result_of(&report, id)["summary"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"));
     }
 }
 
@@ -139,6 +426,47 @@ fn a_run_leaves_every_recorded_tree_unchanged() {
         let _ = run_json(&root, "generic", &args);
         assert_eq!(before, fingerprint(&root), "run changed {}", root.display());
     }
+}
+
+/// The read-only promise end to end: a full run on a copy of a recorded tree (active checks included, their
+/// scratch dirs under TMPDIR) and a live `snapshot` change nothing in the tree, leave nothing in TMPDIR or the
+/// working directory, and write only into the snapshot directory.
+#[test]
+fn run_and_snapshot_write_only_the_snapshot_dir() {
+    let work = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = copy_scenario("hgx-healthy");
+    let before = fingerprint(fixture.path());
+    let out = preflight()
+        .current_dir(work.path())
+        .env("TMPDIR", tmp.path())
+        .args(["run", "--format", "json", "--color", "never", "--root"])
+        .arg(fixture.path())
+        .output()
+        .unwrap();
+    assert!(matches!(code(&out), 0 | 1 | 3), "{}", stderr(&out));
+    let snap = work.path().join("snap");
+    let out = preflight()
+        .current_dir(work.path())
+        .env("TMPDIR", tmp.path())
+        .arg("snapshot")
+        .arg(&snap)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        before,
+        fingerprint(fixture.path()),
+        "the run changed the tree it read"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    let in_work: Vec<String> = std::fs::read_dir(work.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(in_work, ["snap"]);
+    assert!(!fingerprint(&snap).is_empty(), "snapshot recorded nothing");
 }
 
 /// Runs the binary as `nobody` (when the tests run as root and `setpriv` exists): every check either works or
