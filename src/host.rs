@@ -269,6 +269,24 @@ impl Host {
             .map_err(|e| ReadError::from_io(path, &e))
     }
 
+    /// Whether this process may open `path` for reading and writing (`access(2)` with its real uid, groups and
+    /// capabilities). None for a recorded tree: its files say nothing about who may open the live device.
+    pub fn access_rw(&self, path: &str) -> Option<ReadResult<()>> {
+        if !self.live {
+            return None;
+        }
+        let c_path = match std::ffi::CString::new(path) {
+            Ok(p) => p,
+            Err(_) => return Some(Err(ReadError::new(path, ReadErrorKind::InvalidArgument))),
+        };
+        // SAFETY: a valid NUL-terminated path; access() only reads it.
+        if unsafe { libc::access(c_path.as_ptr(), libc::R_OK | libc::W_OK) } == 0 {
+            Some(Ok(()))
+        } else {
+            Some(Err(ReadError::from_io(path, &io::Error::last_os_error())))
+        }
+    }
+
     pub fn exists(&self, path: &str) -> bool {
         self.note(path);
         self.resolve(path).map(|p| p.exists()).unwrap_or(false)
@@ -453,5 +471,21 @@ mod tests {
             host.read_value("/proc/modules").unwrap_err().reason(),
             "<empty>"
         );
+    }
+
+    #[test]
+    fn device_access_is_known_live_only() {
+        let (dir, host) = tree();
+        assert!(host.access_rw("/sys").is_none());
+        let file = dir.path().join("node");
+        fs::write(&file, "").unwrap();
+        let live = Host::live();
+        assert_eq!(live.access_rw(file.to_str().unwrap()), Some(Ok(())));
+        fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            let denied = live.access_rw(file.to_str().unwrap()).unwrap().unwrap_err();
+            assert_eq!(denied.kind, ReadErrorKind::PermissionDenied);
+        }
     }
 }

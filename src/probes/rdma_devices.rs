@@ -26,7 +26,7 @@ impl Probe for RdmaDevices {
     fn explain(&self) -> Explain {
         Explain {
             reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
-                    /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN",
+                    /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN (present; live: read-write access for this user)",
             why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
                   devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
                   to TCP sockets. A missing HCA (fewer devices than the node type has) halves a rail.",
@@ -65,7 +65,22 @@ impl Probe for RdmaDevices {
                 .iter()
                 .find(|(_, ib)| ib == name)
                 .map(|(u, _)| u.clone());
+            let node = char_dev.as_ref().map(|u| format!("{DEV_INFINIBAND}/{u}"));
+            let access = node.as_deref().and_then(|n| cx.host.access_rw(n));
             let mut r = match &char_dev {
+                // Live only: the node is there but this user may not open it (no rdma udev rules, or a
+                // container user outside the device's group).
+                Some(u) if matches!(&access, Some(Err(e)) if e.kind == crate::host::ReadErrorKind::PermissionDenied) => {
+                    CheckResult::fail(
+                        ID,
+                        format!(
+                            "{DEV_INFINIBAND}/{u} is there but this process (uid {}) may not open it read-write: verbs cannot open the device",
+                            // SAFETY: getuid has no preconditions.
+                            unsafe { libc::getuid() }
+                        ),
+                    )
+                    .fix("run as root, or give the user read-write access to /dev/infiniband/uverbs* (rdma-core's udev rules make them 0666; else add the user to the nodes' group)")
+                }
                 Some(u) if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) => CheckResult::pass(
                     ID,
                     format!(
