@@ -4,6 +4,7 @@
 mod fabric;
 mod gds;
 mod gpu;
+mod h200;
 mod nccl;
 mod robustness;
 mod usage;
