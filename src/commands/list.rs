@@ -13,6 +13,8 @@ pub fn main() -> anyhow::Result<u8> {
     let mut out = String::new();
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::NOTHING);
+    table.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    table.set_width(crate::report::terminal_width());
     table.set_header(["CHECK", "VERIFIES", "NEEDS"]);
     for p in crate::probes::all() {
         let needs: Vec<&str> = p.needs().iter().map(|n| n.as_str()).collect();

@@ -56,7 +56,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     let executed = execute(plan);
     let style = Style {
         color: use_color(args.color),
-        width: terminal_width(),
+        width: report::terminal_width(),
     };
     let code = exit::for_run(&executed.report, args.strict);
 
@@ -212,25 +212,6 @@ fn use_color(choice: ColorChoice) -> bool {
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         }
     }
-}
-
-fn terminal_width() -> u16 {
-    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
-        return cols;
-    }
-    if std::io::stdout().is_terminal() {
-        let mut size = libc::winsize {
-            ws_row: 0,
-            ws_col: 0,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCGWINSZ fills the struct we pass.
-        if unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
-            return size.ws_col;
-        }
-    }
-    80
 }
 
 #[cfg(test)]

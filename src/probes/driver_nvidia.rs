@@ -54,9 +54,7 @@ impl Probe for DriverNvidia {
             } else {
                 CheckResult::skip(ID, "no NVIDIA kernel driver on this host (no nvidia module, no /proc/driver/nvidia)")
             };
-            for (k, v) in nvidia.evidence() {
-                r = r.evidence(&k, v);
-            }
+            r.evidence.extend(nvidia.evidence());
             return vec![r
                 .evidence(NVIDIA_VERSION, "<missing>")
                 .fix("install the NVIDIA driver and load it: `modprobe nvidia nvidia_uvm`")];
@@ -75,9 +73,7 @@ impl Probe for DriverNvidia {
         let mut fixes = Vec::new();
         let mut evidence: Vec<String> = Vec::new();
         for m in [&nvidia, &uvm] {
-            for (k, v) in m.evidence() {
-                evidence.push(format!("{k} = {v}"));
-            }
+            evidence.extend(m.evidence());
         }
         if !nvidia.is_loaded() {
             problems.push((true, "nvidia module not Live".into()));

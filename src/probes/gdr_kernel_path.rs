@@ -64,7 +64,7 @@ impl Probe for GdrKernelPath {
 
         let mut evidence: Vec<String> = Vec::new();
         for m in [&peermem, &legacy] {
-            evidence.extend(m.evidence().into_iter().map(|(k, v)| format!("{k} = {v}")));
+            evidence.extend(m.evidence());
         }
         evidence.push(format!(
             "{MEMORY_PEERS_NV_MEM} = {}",

@@ -9,13 +9,13 @@ use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::kernel::{read_release, OSRELEASE};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
+use crate::sysfs::nvfs::NVFS_VERSION;
 use crate::sysfs::nvidia::{self, ModuleFlavour, NVIDIA_VERSION};
 use crate::threshold::worst;
 
 pub struct GdsConfig;
 
 const ID: &str = "gds.config";
-const NVFS_VERSION: &str = "/proc/driver/nvidia-fs/version";
 
 /// Keys echoed as evidence (what an engineer asks for first when GDS is slow).
 const ECHOED: &[&str] = &[
@@ -136,11 +136,7 @@ impl HostFacts {
             .and_then(|p| cx.host.read(p).ok())
             .map(|t| t.lines().any(|l| l.trim() == "CONFIG_PCI_P2PDMA=y"));
         let nvme_loaded = modules.state(cx.host, "nvme").is_loaded();
-        let mut evidence: Vec<String> = nvfs
-            .evidence()
-            .into_iter()
-            .map(|(k, v)| format!("{k} = {v}"))
-            .collect();
+        let mut evidence: Vec<String> = nvfs.evidence();
         evidence.push(format!(
             "{NVFS_VERSION} = {}",
             nvfs_version.as_deref().unwrap_or("<missing>")

@@ -2,14 +2,12 @@
 
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
+use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
 use crate::sysfs::nvidia;
 
 pub struct GdsKernelPath;
 
 const ID: &str = "gds.kernel_path";
-const NVFS_VERSION: &str = "/proc/driver/nvidia-fs/version";
-const NVFS_STATS: &str = "/proc/driver/nvidia-fs/stats";
-const NVFS_DEVCOUNT: &str = "/proc/driver/nvidia-fs/devcount";
 
 const FIX: &str = "install the GDS kernel driver (`nvidia-fs-dkms` or the `nvidia-gds` package matching the driver) and \
 `modprobe nvidia_fs`; or, on an open kernel module with CONFIG_PCI_P2PDMA, set `\"use_pci_p2pdma\": true` in /etc/cufile.json";
@@ -44,11 +42,7 @@ impl Probe for GdsKernelPath {
         };
         let nvfs = modules.state(cx.host, "nvidia_fs");
         let version = cx.host.read(NVFS_VERSION).ok();
-        let mut evidence: Vec<String> = nvfs
-            .evidence()
-            .into_iter()
-            .map(|(k, v)| format!("{k} = {v}"))
-            .collect();
+        let mut evidence: Vec<String> = nvfs.evidence();
         evidence.push(format!(
             "{NVFS_VERSION} = {}",
             version.as_deref().unwrap_or("<missing>")
@@ -58,9 +52,9 @@ impl Probe for GdsKernelPath {
             if let Ok(count) = cx.host.read(NVFS_DEVCOUNT) {
                 evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
             }
-            let stats_errors = cx.host.read(NVFS_STATS).ok().map(|s| error_row(&s));
+            let stats_errors = cx.host.read(NVFS_STATS).ok().map(|s| nvfs::error_row(&s));
             let mut r = match &stats_errors {
-                Some(Some(row)) if row_has_nonzero(row) => CheckResult::warn(
+                Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
                     ID,
                     format!(
                         "nvidia_fs loaded ({}), but its stats report errors",
@@ -109,31 +103,4 @@ fn short_version(version: &Option<String>) -> String {
         .filter(|v| !v.is_empty())
         .map(|v| format!("version {v}"))
         .unwrap_or("version unknown".into())
-}
-
-/// The `Error` row of the stats file (`Error\t\t: cpu-gpu-pages=0 sg-ext=0 dma-map=0 dma-ref=0`).
-fn error_row(stats: &str) -> Option<String> {
-    stats
-        .lines()
-        .find(|l| l.split(':').next().is_some_and(|k| k.trim() == "Error"))
-        .and_then(|l| l.split_once(':').map(|(_, v)| v.trim().to_string()))
-}
-
-fn row_has_nonzero(row: &str) -> bool {
-    row.split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .any(|(_, v)| v.parse::<u64>().is_ok_and(|n| n > 0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stats_error_row_parses() {
-        let stats = "GDS Version: 1.16.0.49 \nNVFS statistics(ver: 4.0)\n\nReads\t\t\t: n=0 ok=0 err=0\nError\t\t\t: cpu-gpu-pages=0 sg-ext=0 dma-map=3 dma-ref=0\n";
-        let row = error_row(stats).unwrap();
-        assert!(row_has_nonzero(&row));
-        assert!(!row_has_nonzero("cpu-gpu-pages=0 sg-ext=0"));
-    }
 }

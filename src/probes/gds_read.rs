@@ -321,10 +321,14 @@ fn measure(cx: &Context<'_>, lib: &CuFile, scratch: &Path, shape: Shape, run: &m
         Ok(b) => b,
         Err(e) => return run.fail(Stage::Cuda, e),
     };
-    if let Err(e) = lib.driver_open() {
-        run.cufile_error = Some(e);
-        return run.fail(Stage::DriverOpen, format!("cuFileDriverOpen = {e}"));
-    }
+    // Dropped before dev_buf and ctx (declared after them), on every return path.
+    let driver = match lib.open_driver() {
+        Ok(d) => d,
+        Err(e) => {
+            run.cufile_error = Some(e);
+            return run.fail(Stage::DriverOpen, format!("cuFileDriverOpen = {e}"));
+        }
+    };
     run.props = lib.driver_properties().ok();
     if let Some(Err(e)) = lib.start_stats() {
         run.stats_error = Some(format!("cuFile statistics unavailable: {e}"));
@@ -440,7 +444,6 @@ fn measure(cx: &Context<'_>, lib: &CuFile, scratch: &Path, shape: Shape, run: &m
         Ok(p) => p,
         Err(e) => {
             run.baseline_error = Some(e);
-            let _ = lib.driver_close();
             return;
         }
     };
@@ -451,7 +454,7 @@ fn measure(cx: &Context<'_>, lib: &CuFile, scratch: &Path, shape: Shape, run: &m
                 && pattern_matches(pinned.as_slice(), last * shape.block_bytes),
         );
     }
-    let _ = lib.driver_close();
+    drop(driver);
     if run.failed_at.is_none() {
         match baseline(&file, &dev_buf, &mut pinned, shape, cx) {
             Ok(t) => run.baseline = Some(t),
@@ -539,6 +542,10 @@ pub fn diagnose(
     let code = run.cufile_error.map(|e| e.code);
     let fs = target.mount.as_ref().ok();
     let absent = if required { Status::Fail } else { Status::Skip };
+    // cuFile is present but this host's set-up keeps it from reading (no udev record, a filesystem or
+    // directory it cannot use, compat mode disallowed): a failure where the profile needs GDS, a warning
+    // under profiles that do not (the node may never use cuFile, and the scratch directory is our choice).
+    let blocked = if required { Status::Fail } else { Status::Warn };
     if stage == Stage::LoadCufile && !run.load_attempts.is_empty() {
         let names: Vec<&str> = run.load_attempts.iter().map(|(n, _)| n.as_str()).collect();
         return (
@@ -556,14 +563,14 @@ pub fn diagnose(
     }
     if stage == Stage::DriverOpen && code == Some(cufile::DRIVER_NOT_INITIALIZED) {
         return (
-            Status::Fail,
+            blocked,
             format!("{error}: nvidia-fs is not loaded and compat mode is disallowed"),
             Some(FIX_NVFS.into()),
         );
     }
     if stage == Stage::OpenDirect {
         return (
-            Status::Fail,
+            blocked,
             format!(
                 "{error}: {} refuses O_DIRECT, so cuFile cannot read it",
                 fs.map(|m| m.fs_type.as_str()).unwrap_or("the filesystem")
@@ -574,7 +581,7 @@ pub fn diagnose(
     if stage == Stage::HandleRegister {
         if let (Some(cufile::HANDLE_NOT_REGISTERED), Some(p)) = (code, target.udev_problem()) {
             return (
-                Status::Fail,
+                blocked,
                 format!(
                     "{error} (\"file descriptor is not registered\"): {}; cuFile needs ID_FS_USAGE from the udev record of {}",
                     p.what,
@@ -600,7 +607,7 @@ pub fn diagnose(
         ) = (code, unsupported_fs)
         {
             return (
-                Status::Fail,
+                blocked,
                 format!("{error}: {} is not a filesystem cuFile supports", m.fs_type),
                 Some("point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA".into()),
             );
@@ -610,7 +617,7 @@ pub fn diagnose(
             Some(cufile::INVALID_FILE_OPEN_FLAG | cufile::DIO_NOT_SET)
         ) {
             return (
-                Status::Fail,
+                blocked,
                 format!("{error}: cuFile wants the file opened with O_DIRECT"),
                 Some("the filesystem must accept O_DIRECT (ext4, xfs)".into()),
             );
@@ -967,7 +974,15 @@ mod tests {
             cu_err: 0,
         });
         let r = judge(&run, &t, None, &Limit::default(), false);
-        assert_eq!(r.status, Status::Fail);
+        assert_eq!(
+            r.status,
+            Status::Warn,
+            "blocked set-up warns where GDS is not required"
+        );
+        assert_eq!(
+            judge(&run, &t, Some(true), &Limit::default(), false).status,
+            Status::Fail
+        );
         assert!(r.summary.contains("/run/udev/data/b254:0"), "{}", r.summary);
         assert!(r
             .remediation
@@ -992,7 +1007,8 @@ mod tests {
         );
         run.errno = Some(22);
         let (status, summary, fix) = diagnose(&run, &t, None);
-        assert_eq!(status, Status::Fail);
+        assert_eq!(status, Status::Warn);
+        assert_eq!(diagnose(&run, &t, Some(true)).0, Status::Fail);
         assert!(summary.contains("tmpfs refuses O_DIRECT"), "{summary}");
         assert!(fix.unwrap().contains("--gds-dir"));
     }

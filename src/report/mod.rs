@@ -1,6 +1,8 @@
 //! The finished run and its renderings. Reporters turn a [`RunReport`] into text and never decide anything:
 //! colour and width come in through [`Style`].
 
+use std::io::IsTerminal;
+
 use serde::{Deserialize, Serialize};
 
 use crate::probe::{CheckResult, Measurement, Status};
@@ -202,6 +204,26 @@ impl Style {
         color: false,
         width: 80,
     };
+}
+
+/// Columns of the terminal on stdout: `COLUMNS`, else the tty's size, else 80.
+pub fn terminal_width() -> u16 {
+    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return cols;
+    }
+    if std::io::stdout().is_terminal() {
+        let mut size = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ fills the struct we pass.
+        if unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
+            return size.ws_col;
+        }
+    }
+    80
 }
 
 pub fn render(format: Format, report: &RunReport, style: Style) -> String {

@@ -114,37 +114,22 @@ impl ModuleState {
         }
     }
 
-    /// `path = value` evidence for reports.
-    pub fn evidence(&self) -> Vec<(String, String)> {
-        let mut ev = vec![(
-            format!("{PROC_MODULES} [{}]", self.name),
-            match &self.line {
-                Some(l) => format!(
-                    "{} {}{}",
-                    l.name,
-                    l.state,
-                    if l.taint.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", l.taint)
-                    }
-                ),
-                None => "<no line>".into(),
-            },
-        )];
-        let dir = format!("{SYS_MODULE}/{}", self.name);
-        ev.push((
-            dir.clone(),
-            if self.in_sysfs {
-                self.version
-                    .clone()
-                    .map(|v| format!("present, version {v}"))
-                    .unwrap_or("present".into())
-            } else {
-                "<missing>".into()
-            },
-        ));
-        ev
+    /// Evidence lines (`path = value`): its `/proc/modules` line and its `/sys/module` directory.
+    pub fn evidence(&self) -> Vec<String> {
+        let line = match &self.line {
+            Some(l) if l.taint.is_empty() => format!("{} {}", l.name, l.state),
+            Some(l) => format!("{} {} ({})", l.name, l.state, l.taint),
+            None => "<no line>".into(),
+        };
+        let dir = match (self.in_sysfs, &self.version) {
+            (true, Some(v)) => format!("present, version {v}"),
+            (true, None) => "present".into(),
+            (false, _) => "<missing>".into(),
+        };
+        vec![
+            format!("{PROC_MODULES} [{}] = {line}", self.name),
+            format!("{SYS_MODULE}/{} = {dir}", self.name),
+        ]
     }
 }
 

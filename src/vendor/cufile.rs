@@ -348,13 +348,21 @@ impl CuFile {
         Ok(v)
     }
 
-    pub fn driver_open(&self) -> Result<(), CuFileError> {
+    /// Opens the driver for the lifetime of the returned guard, which closes it on drop. Declare the guard
+    /// after the CUDA context and buffers it uses: cuFile must be closed before the context goes away (a
+    /// primary context released under an open cuFile driver crashes in cuDevicePrimaryCtxRelease).
+    pub fn open_driver(&self) -> Result<OpenDriver<'_>, CuFileError> {
+        self.driver_open()?;
+        Ok(OpenDriver { lib: self })
+    }
+
+    fn driver_open(&self) -> Result<(), CuFileError> {
         breadcrumb("cuFileDriverOpen");
         // SAFETY: no arguments.
         check(unsafe { (self.driver_open)() })
     }
 
-    pub fn driver_close(&self) -> Result<(), CuFileError> {
+    fn driver_close(&self) -> Result<(), CuFileError> {
         breadcrumb("cuFileDriverClose");
         // SAFETY: no arguments.
         check(unsafe { (self.driver_close)() })
@@ -466,6 +474,17 @@ impl CuFile {
             let stats = unsafe { stats.assume_init_ref() };
             PathCounters::from_stats(stats)
         }))
+    }
+}
+
+/// An open cuFile driver; closed on drop (every return path, early ones included).
+pub struct OpenDriver<'a> {
+    lib: &'a CuFile,
+}
+
+impl Drop for OpenDriver<'_> {
+    fn drop(&mut self) {
+        let _ = self.lib.driver_close();
     }
 }
 

@@ -39,7 +39,8 @@ fn h200_before_udev_fix_names_the_missing_record_everywhere() {
         .unwrap()
         .contains("/run/udev/data/b254:0 missing"));
     let read = result_of(&report, "gds.read");
-    assert_eq!(read["status"], "fail");
+    // Generic does not require GDS: a blocked cuFile warns (hgx-h200-ib fails it, see below).
+    assert_eq!(read["status"], "warn");
     let summary = read["summary"].as_str().unwrap();
     assert!(
         summary.contains("(5027)") && summary.contains("/run/udev/data/b254:0"),

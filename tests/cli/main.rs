@@ -5,6 +5,7 @@ mod fabric;
 mod faults;
 mod gds;
 mod gpu;
+mod h200;
 mod nccl;
 mod robustness;
 mod usage;
