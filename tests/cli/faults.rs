@@ -345,3 +345,40 @@ fn run_deadline_caps_a_hung_library_whose_check_has_a_longer_one() {
         "the run deadline (--timeout 3 s) was reached in nvmlInit_v2",
     );
 }
+
+/// One binary starts everywhere: it names no vendor library in its dynamic section (each is opened at run time,
+/// when a check needs it), so a node without the driver, CUDA, cuFile or rdma-core still runs every other check.
+#[test]
+fn binary_links_only_the_c_runtime() {
+    let out = Command::new("readelf")
+        .args(["-d", bin()])
+        .output()
+        .unwrap_or_else(|e| panic!("needs readelf (binutils, installed with gcc): {e}"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let needed: Vec<String> = stdout(&out)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next().map(str::to_string))
+        .collect();
+    assert!(
+        !needed.is_empty(),
+        "no NEEDED entries parsed:\n{}",
+        stdout(&out)
+    );
+    for lib in &needed {
+        assert!(
+            [
+                "libc.so",
+                "libm.so",
+                "libgcc_s.so",
+                "ld-linux",
+                "libpthread.so",
+                "libdl.so",
+                "librt.so"
+            ]
+            .iter()
+            .any(|ok| lib.starts_with(ok)),
+            "the binary needs {lib} to start: {needed:?}"
+        );
+    }
+}
