@@ -237,7 +237,7 @@ pub fn collect() -> NvmlFacts {
             });
         }
     }
-    NvmlFacts {
+    let facts = NvmlFacts {
         nvml_error: None,
         driver_version: ask("nvmlSystemGetDriverVersion", || nvml.sys_driver_version()),
         cuda_driver_version: ask("nvmlSystemGetCudaDriverVersion_v2", || {
@@ -247,7 +247,15 @@ pub fn collect() -> NvmlFacts {
         device_count,
         gpus,
         pairs,
-    }
+    };
+    drop(devices);
+    close(nvml);
+    facts
+}
+
+/// `nvmlShutdown`, named like every other call: a driver can hang here too.
+fn close(nvml: Nvml) {
+    let _ = ask("nvmlShutdown", move || nvml.shutdown());
 }
 
 fn gpu_facts(nvml: &Nvml, index: u32, d: &Device<'_>) -> GpuFacts {
@@ -388,6 +396,7 @@ pub fn sample_links() -> Answer<Vec<LinkSample>> {
             speed_mts: ask("nvmlDeviceGetPcieLinkSpeed", || d.pcie_link_speed()),
         });
     }
+    close(nvml);
     Ok(samples)
 }
 

@@ -39,6 +39,13 @@ int nvmlDeviceGetCount_v2(unsigned int *count) {
 }
 "#;
 
+const NVML_HANGS_IN_SHUTDOWN: &str = r#"
+#include <unistd.h>
+int nvmlInit_v2(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) { *count = 0; return 0; }
+int nvmlShutdown(void) { for (;;) pause(); return 0; }
+"#;
+
 /// Just enough of the CUDA driver API for gds.read to reach cuFileDriverOpen: every call cudarc and
 /// `vendor::cuda` resolve exists and succeeds.
 const CUDA_STUB: &str = r#"
@@ -381,4 +388,17 @@ fn binary_links_only_the_c_runtime() {
             "the binary needs {lib} to start: {needed:?}"
         );
     }
+}
+
+#[test]
+fn nvml_shutdown_that_never_returns_is_named_too() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_SHUTDOWN)]);
+    let p = profile(libs.path(), &[("gpu.inventory", 2)]);
+    let run = run_with(libs.path(), &p, &checks_with("gpu.inventory"), &[]);
+    assert_contained(
+        &run,
+        "gpu.inventory",
+        2,
+        "timed out after 2 s in nvmlShutdown",
+    );
 }
