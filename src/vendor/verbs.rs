@@ -261,7 +261,10 @@ pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outco
     } else {
         lat_total.as_secs_f64() * 1e6 / f64::from(lat_samples)
     };
+    breadcrumb("ibv_dereg_mr");
     drop(mr);
+    // The QPs, CQ, PD and device context go when this returns (ibv_destroy_qp … ibv_close_device).
+    breadcrumb("ibv teardown (ibv_destroy_qp, ibv_destroy_cq, ibv_dealloc_pd, ibv_close_device)");
     Ok(Outcome {
         registration,
         bandwidth_gbps,
