@@ -79,7 +79,7 @@ pub fn profiles() -> anyhow::Result<u8> {
         let expect = serde_yaml::to_string(&p.expect).unwrap_or_default();
         let set: Vec<&str> = expect.lines().filter(|l| !l.ends_with(": null")).collect();
         if !set.is_empty() {
-            let _ = writeln!(out, "  expects: {}", set.join(", "));
+            let _ = writeln!(out, "  expects: {}", wrap(&set.join(", ")));
         }
         let required: Vec<&str> = p
             .checks

@@ -2,9 +2,8 @@
 
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
-use crate::sysfs::kernel::{parse_release, read_release, OSRELEASE};
 use crate::sysfs::modules::Modules;
-use crate::sysfs::nvidia::{self, ModuleFlavour, NVIDIA_VERSION};
+use crate::sysfs::nvidia::{self, DriverAndKernel};
 
 pub struct GdrKernelPath;
 
@@ -55,12 +54,7 @@ impl Probe for GdrKernelPath {
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
         let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
-        let driver = cx
-            .host
-            .read(NVIDIA_VERSION)
-            .ok()
-            .and_then(|t| nvidia::parse_version(&t));
-        let release = read_release(cx.host).ok();
+        let platform = DriverAndKernel::read(cx.host);
 
         let mut evidence: Vec<String> = Vec::new();
         for m in [&peermem, &legacy] {
@@ -70,17 +64,7 @@ impl Probe for GdrKernelPath {
             "{MEMORY_PEERS_NV_MEM} = {}",
             memory_peers.as_deref().unwrap_or("<missing>")
         ));
-        evidence.push(format!(
-            "{NVIDIA_VERSION} = {}",
-            driver
-                .as_ref()
-                .map(|d| format!("{} ({} module)", d.version, d.flavour.as_str()))
-                .unwrap_or("<missing or unrecognised>".into())
-        ));
-        evidence.push(format!(
-            "{OSRELEASE} = {}",
-            release.as_deref().unwrap_or("<missing>")
-        ));
+        evidence.extend(platform.evidence());
         evidence.push(format!(
             "{CLASS_INFINIBAND} = {}",
             if rdma.is_empty() {
@@ -97,13 +81,8 @@ impl Probe for GdrKernelPath {
         } else {
             None
         };
-        let open_module = driver
-            .as_ref()
-            .is_some_and(|d| d.flavour == ModuleFlavour::Open);
-        let kernel_ok = release
-            .as_deref()
-            .and_then(parse_release)
-            .is_some_and(|r| r >= DMABUF_MIN_KERNEL);
+        let open_module = platform.open_module();
+        let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
         let dmabuf_possible = open_module && kernel_ok;
         let expect = &cx.profile.expect;
         let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);

@@ -6,11 +6,10 @@ use std::net::IpAddr;
 use crate::gds_target::{self, FsSupport, Target, TargetError};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
-use crate::sysfs::kernel::{read_release, OSRELEASE};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
 use crate::sysfs::nvfs::NVFS_VERSION;
-use crate::sysfs::nvidia::{self, ModuleFlavour, NVIDIA_VERSION};
+use crate::sysfs::nvidia::{DriverAndKernel, ModuleFlavour};
 use crate::threshold::worst;
 
 pub struct GdsConfig;
@@ -124,13 +123,11 @@ impl HostFacts {
             Modules::read(cx.host).map_err(|e| Box::new(CheckResult::read_error(ID, &e)))?;
         let nvfs = modules.state(cx.host, "nvidia_fs");
         let nvfs_version = cx.host.read(NVFS_VERSION).ok();
-        let driver = cx
-            .host
-            .read(NVIDIA_VERSION)
-            .ok()
-            .and_then(|t| nvidia::parse_version(&t));
-        let release = read_release(cx.host).ok();
-        let kconfig_path = release.as_ref().map(|r| format!("/boot/config-{r}"));
+        let platform = DriverAndKernel::read(cx.host);
+        let kconfig_path = platform
+            .release
+            .as_ref()
+            .map(|r| format!("/boot/config-{r}"));
         let p2pdma_kernel = kconfig_path
             .as_ref()
             .and_then(|p| cx.host.read(p).ok())
@@ -141,24 +138,17 @@ impl HostFacts {
             "{NVFS_VERSION} = {}",
             nvfs_version.as_deref().unwrap_or("<missing>")
         ));
-        evidence.push(format!(
-            "{NVIDIA_VERSION} = {}",
-            driver
-                .as_ref()
-                .map(|d| format!("{} ({} module)", d.version, d.flavour.as_str()))
-                .unwrap_or("<missing or unrecognised>".into())
-        ));
-        evidence.push(format!(
-            "{OSRELEASE} = {}",
-            release.as_deref().unwrap_or("<missing>")
-        ));
+        evidence.extend(platform.evidence());
         let env = ENV_OVERRIDES
             .iter()
             .filter_map(|k| cx.inputs.env(k).map(|v| (k.to_string(), v.to_string())))
             .collect();
         Ok(HostFacts {
             nvfs_loaded: nvfs.is_loaded() || nvfs_version.is_some(),
-            open_module: driver.map(|d| d.flavour == ModuleFlavour::Open),
+            open_module: platform
+                .driver
+                .as_ref()
+                .map(|d| d.flavour == ModuleFlavour::Open),
             p2pdma_kernel,
             nvme_loaded,
             local_addrs: netaddr::read_local_addresses(cx.host),

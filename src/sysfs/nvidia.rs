@@ -104,6 +104,57 @@ pub fn read_driver_gpus(host: &Host) -> Result<Vec<DriverGpu>, ReadError> {
         .collect()
 }
 
+/// The driver flavour and kernel release that DMA-BUF GPUDirect RDMA and P2PDMA GDS depend on, read once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverAndKernel {
+    pub driver: Option<DriverVersion>,
+    /// `/proc/sys/kernel/osrelease`.
+    pub release: Option<String>,
+}
+
+impl DriverAndKernel {
+    pub fn read(host: &Host) -> Self {
+        DriverAndKernel {
+            driver: host
+                .read(NVIDIA_VERSION)
+                .ok()
+                .and_then(|t| parse_version(&t)),
+            release: crate::sysfs::kernel::read_release(host).ok(),
+        }
+    }
+
+    pub fn open_module(&self) -> bool {
+        self.driver
+            .as_ref()
+            .is_some_and(|d| d.flavour == ModuleFlavour::Open)
+    }
+
+    /// The kernel release is at least `(major, minor)`; unknown counts as no.
+    pub fn kernel_at_least(&self, min: (u32, u32)) -> bool {
+        self.release
+            .as_deref()
+            .and_then(crate::sysfs::kernel::parse_release)
+            .is_some_and(|r| r >= min)
+    }
+
+    /// `path = value` lines for both.
+    pub fn evidence(&self) -> [String; 2] {
+        let driver = self
+            .driver
+            .as_ref()
+            .map(|d| format!("{} ({} module)", d.version, d.flavour.as_str()))
+            .unwrap_or("<missing or unrecognised>".into());
+        [
+            format!("{NVIDIA_VERSION} = {driver}"),
+            format!(
+                "{} = {}",
+                crate::sysfs::kernel::OSRELEASE,
+                self.release.as_deref().unwrap_or("<missing>")
+            ),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
