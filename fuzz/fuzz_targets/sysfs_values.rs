@@ -1,9 +1,13 @@
 //! The pure parsers of kernel and driver files (/proc/modules, the NVIDIA version and per-GPU information
-//! files, RDMA rates, numbered states, GIDs, PCI link speeds, addresses, kernel release, the command line):
+//! files, RDMA rates, numbered states, GIDs, PCI link speeds, addresses, kernel release, the command line,
+//! cufile.json, mountinfo, udev records, nvidia-fs stats, local addresses, CPU lists):
 //! arbitrary text in, a value or `None` out, never a panic.
 #![no_main]
 
-use fabric_preflight::sysfs::{hypervisor, infiniband, iommu, kernel, modules, nvidia, pci};
+use fabric_preflight::sysfs::{
+    cufile_json, hypervisor, infiniband, iommu, kernel, modules, mountinfo, netaddr, nvfs, nvidia, pci,
+    pci_device, udev,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -48,4 +52,18 @@ fuzz_target!(|data: &[u8]| {
     let _ = kernel::parse_release(text);
     let _ = iommu::iommu_parameters(text);
     let _ = hypervisor::cpuinfo_has_hypervisor_flag(text);
+
+    // GDS inputs: cufile.json (comments and trailing commas blanked before serde_json), the mount table, udev
+    // records, nvidia-fs stats; addresses; CPU lists.
+    if let Ok(config) = cufile_json::parse(text) {
+        let _ = config.get("properties.allow_compat_mode");
+    }
+    let mounts = mountinfo::parse_mountinfo(text);
+    let _ = mountinfo::mount_for(&mounts, "/tmp/x");
+    let record = udev::parse_record(text);
+    let _ = record.property("ID_FS_TYPE");
+    let _ = nvfs::parse_reads_n(text);
+    let _ = netaddr::parse_fib_trie_local(text);
+    let _ = netaddr::parse_if_inet6(text);
+    let _ = pci_device::parse_cpulist(text);
 });

@@ -90,7 +90,9 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
                 (n, n)
             }
         };
-        if lo > hi || hi > MAX_CPU {
+        // Repeated ranges (`0-8191,0-8191,…` in a 1 MiB file) would expand to billions of entries: a list
+        // longer than the most CPUs a kernel can have is as absurd as a CPU number beyond it.
+        if lo > hi || hi > MAX_CPU || cpus.len() + (hi - lo) > MAX_CPU {
             return None;
         }
         cpus.extend(lo..=hi);
@@ -108,6 +110,9 @@ mod tests {
         assert_eq!(parse_cpulist("0-1,8,10-11\n"), Some(vec![0, 1, 8, 10, 11]));
         assert_eq!(parse_cpulist("3-1"), None);
         assert_eq!(parse_cpulist("0-99999999"), None);
+        // Bounded in total, not just per range.
+        assert_eq!(parse_cpulist(&"0-8191,".repeat(1000)), None);
+        assert_eq!(parse_cpulist("0-8191").map(|c| c.len()), Some(8192));
         assert_eq!(parse_cpulist("x"), None);
         assert_eq!(parse_cpulist(""), None);
     }
