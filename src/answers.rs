@@ -51,8 +51,7 @@ impl Answers {
     }
 
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = read_capped(path).with_context(|| format!("reading {}", path.display()))?;
         let map: BTreeMap<String, Value> = serde_json::from_str(&text)
             .with_context(|| format!("parsing recorded answers {}", path.display()))?;
         Ok(Answers {
@@ -121,6 +120,29 @@ impl Answers {
     }
 }
 
+/// A recording of a large node is a few hundred KiB; a tree whose file is huge, or a link to `/dev/zero`, must
+/// not be read to its end.
+const MAX_ANSWERS_BYTES: u64 = 64 << 20;
+
+fn read_capped(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?
+        .take(MAX_ANSWERS_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_ANSWERS_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_ANSWERS_BYTES >> 20
+        )));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +168,13 @@ mod tests {
             .obtain::<u32, _>("cuda", || 0)
             .unwrap_err()
             .contains("no answers for `cuda`"));
+    }
+
+    #[test]
+    fn endless_recording_is_refused_not_read_to_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join(ANSWERS_FILE)).unwrap();
+        let err = Answers::for_host(&Host::at(dir.path()).unwrap()).unwrap_err();
+        assert!(format!("{err:#}").contains("larger than 64 MiB"), "{err:#}");
     }
 }

@@ -521,8 +521,19 @@ fn write_test_file(path: &Path, shape: Shape, deadline: Instant) -> std::io::Res
     f.sync_all()
 }
 
+/// Only the end of the log is read: at TRACE level libcufile writes megabytes, and not always UTF-8.
+const LOG_TAIL_BYTES: u64 = 64 << 10;
+
 fn log_tail(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    use std::io::{Read, Seek, SeekFrom};
+    let mut bytes = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES))).is_ok() {
+            let _ = f.take(LOG_TAIL_BYTES).read_to_end(&mut bytes);
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(LOG_TAIL_LINES)..]
         .iter()
