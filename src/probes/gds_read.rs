@@ -529,7 +529,9 @@ fn log_tail(path: &Path) -> Vec<String> {
     let mut bytes = Vec::new();
     if let Ok(mut f) = std::fs::File::open(path) {
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES))).is_ok() {
+        if f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
+            .is_ok()
+        {
             let _ = f.take(LOG_TAIL_BYTES).read_to_end(&mut bytes);
         }
     }
