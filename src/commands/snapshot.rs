@@ -196,8 +196,25 @@ impl Copier {
             } else if meta.is_dir() {
                 self.make_dir(&path);
             } else if meta.is_file() {
-                self.copy_file(&path);
+                self.placeholder(&path);
             }
+        }
+    }
+
+    /// A listed file no probe read: an empty stand-in keeps the listing identical without opening the file.
+    /// Opening every attribute of a directory would read things no check needs and some that must not be read
+    /// for nothing (a PCI function's `resource0` is device memory; `remove` is write-only). A recorded path
+    /// is copied with its content by `copy_file`, which overwrites the stand-in.
+    fn placeholder(&mut self, host_path: &str) {
+        let target = self.target(host_path);
+        if target.exists() {
+            return;
+        }
+        if let Some(parent) = target.parent() {
+            let _ = fs::create_dir_all(parent);
+        }
+        if let Err(e) = fs::write(&target, b"") {
+            self.skipped.push((host_path.into(), e.to_string()));
         }
     }
 
