@@ -40,13 +40,20 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The binary as an unprivileged process: itself when the tests do not run as root, else `nobody` with
-/// every capability dropped (through `setpriv`). None when root and `setpriv` is missing.
-fn unprivileged() -> Option<Command> {
+/// The binary as an unprivileged process: itself when the tests do not run as root, else a copy of it that
+/// `nobody` can execute (the checkout may sit under a home directory `nobody` cannot enter), run as `nobody`
+/// with every capability dropped (through `setpriv`). Keep the returned directory alive while the command
+/// runs. None when root and `setpriv` is missing.
+fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     if !is_root() {
-        return Some(preflight());
+        return Some((preflight(), None));
     }
     Command::new("setpriv").arg("--version").output().ok()?;
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.path().join("fabric-preflight");
+    std::fs::copy(bin(), &copy).expect("copy the binary");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cmd = Command::new("setpriv");
     cmd.args([
         "--reuid=65534",
@@ -56,12 +63,13 @@ fn unprivileged() -> Option<Command> {
         "--bounding-set=-all",
         "--",
     ])
-    .arg(bin())
+    .arg(&copy)
+    .current_dir(dir.path())
     .env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
     }
-    Some(cmd)
+    Some((cmd, Some(dir)))
 }
 
 /// A copy of `testdata/hosts/<scenario>` (links kept) in a temp dir that `nobody` can enter.
@@ -190,9 +198,9 @@ fn every_tree_check_meets_every_kind_of_damaged_file() {
             let cmd = if ugly == Ugly::PermissionDenied {
                 unprivileged()
             } else {
-                Some(preflight())
+                Some((preflight(), None))
             };
-            let Some(mut cmd) = cmd else {
+            let Some((mut cmd, _bin)) = cmd else {
                 eprintln!("{scenario} {ugly:?}: skipped, needs setpriv to drop root");
                 continue;
             };
@@ -473,7 +481,7 @@ fn run_and_snapshot_write_only_the_snapshot_dir() {
 /// every check, active ones included, either works or says what it lacks; nothing panics.
 #[test]
 fn unprivileged_live_run_reports_instead_of_crashing() {
-    let Some(mut cmd) = unprivileged() else {
+    let Some((mut cmd, _bin)) = unprivileged() else {
         eprintln!("skipped: running as root without setpriv, cannot drop privileges");
         return;
     };
@@ -512,7 +520,7 @@ fn unprivileged_live_run_reports_instead_of_crashing() {
 /// CAP_IPC_LOCK. The checks that need those privileges name them.
 #[test]
 fn unprivileged_run_names_the_privileges_it_lacks() {
-    let Some(mut cmd) = unprivileged() else {
+    let Some((mut cmd, _bin)) = unprivileged() else {
         eprintln!("skipped: running as root without setpriv, cannot drop privileges");
         return;
     };
