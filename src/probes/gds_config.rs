@@ -443,12 +443,9 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answers::Answers;
-    use crate::host::Host;
     use crate::probe::Inputs;
-    use crate::profile::{CheckSettings, Profile};
+    use crate::profile::Profile;
     use std::path::Path;
-    use std::time::{Duration, Instant};
 
     const CUFILE: &str = "{\n // comment\n \"properties\": {\n  \"allow_compat_mode\": true,\n  \"use_pci_p2pdma\": false,\n  \"rdma_dev_addr_list\": [ ]\n }\n}\n";
 
@@ -481,19 +478,7 @@ mod tests {
     }
 
     fn run(root: &Path, profile: Profile, inputs: Inputs) -> Vec<CheckResult> {
-        let host = Host::at(root).unwrap();
-        let answers = Answers::live();
-        let settings = CheckSettings::default();
-        let cx = Context {
-            host: &host,
-            profile: &profile,
-            settings: &settings,
-            inputs: &inputs,
-            answers: &answers,
-            deadline: Instant::now() + Duration::from_secs(5),
-            scratch: None,
-        };
-        GdsConfig.run(&cx)
+        crate::probes::testing::run_with(&GdsConfig, root, &profile, &inputs)
     }
 
     #[test]

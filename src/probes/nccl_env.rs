@@ -395,13 +395,10 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answers::Answers;
-    use crate::host::Host;
     use crate::probe::Inputs;
-    use crate::profile::{CheckSettings, Profile};
+    use crate::profile::Profile;
     use std::fs;
     use std::path::Path;
-    use std::time::{Duration, Instant};
 
     /// A host tree with mlx5_0 (IB, port 1) and mlx5_1 (RoCE, port 1: GID 0 v1, GID 3 v2, GID 5 empty),
     /// interfaces eth0 and ib0.
@@ -441,7 +438,6 @@ mod tests {
     }
 
     fn run(root: &Path, env: &[(&str, &str)], expect: Option<NcclExpect>) -> Vec<CheckResult> {
-        let host = Host::at(root).unwrap();
         let mut profile = Profile::default();
         profile.expect.nccl_transport = expect;
         let inputs = Inputs {
@@ -451,18 +447,7 @@ mod tests {
                 .collect(),
             ..Inputs::default()
         };
-        let answers = Answers::live();
-        let settings = CheckSettings::default();
-        let cx = Context {
-            host: &host,
-            profile: &profile,
-            settings: &settings,
-            inputs: &inputs,
-            answers: &answers,
-            deadline: Instant::now() + Duration::from_secs(10),
-            scratch: None,
-        };
-        NcclEnv.run(&cx)
+        crate::probes::testing::run_with(&NcclEnv, root, &profile, &inputs)
     }
 
     fn statuses(results: &[CheckResult]) -> Vec<(Option<&str>, Status)> {

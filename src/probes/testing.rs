@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::answers::Answers;
 use crate::host::Host;
 use crate::probe::{CheckResult, Context, Inputs, Probe};
+use crate::profile::Profile;
 
 pub fn run_on(probe: &dyn Probe, scenario: &str, profile: &str) -> Vec<CheckResult> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -16,16 +17,25 @@ pub fn run_on(probe: &dyn Probe, scenario: &str, profile: &str) -> Vec<CheckResu
 
 /// Same, on any tree (a modified copy in a temp dir).
 pub fn run_on_root(probe: &dyn Probe, root: &Path, profile: &str) -> Vec<CheckResult> {
-    let host = Host::at(root).expect("tree exists");
     let profile = crate::profile::load(profile, &crate::probes::ids()).expect("built-in profile");
+    run_with(probe, root, &profile, &Inputs::default())
+}
+
+/// Runs `probe` on the tree at `root` with a hand-made profile and inputs (environment, logs).
+pub fn run_with(
+    probe: &dyn Probe,
+    root: &Path,
+    profile: &Profile,
+    inputs: &Inputs,
+) -> Vec<CheckResult> {
+    let host = Host::at(root).expect("tree exists");
     let settings = profile.settings(probe.id());
     let answers = Answers::for_host(&host).expect("answers");
-    let inputs = Inputs::default();
     let cx = Context {
         host: &host,
-        profile: &profile,
+        profile,
         settings: &settings,
-        inputs: &inputs,
+        inputs,
         answers: &answers,
         deadline: Instant::now() + Duration::from_secs(10),
         scratch: None,
