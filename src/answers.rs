@@ -60,10 +60,6 @@ impl Answers {
         })
     }
 
-    pub fn is_replay(&self) -> bool {
-        self.replay.is_some()
-    }
-
     /// The answer stored under `key`: replayed when recorded, else `collect()`ed now and kept for `snapshot`.
     /// Err when the recording exists but lacks the key or holds a value of another shape.
     pub fn obtain<T, F>(&self, key: &str, collect: F) -> Result<Obtained<T>, String>

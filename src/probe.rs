@@ -168,11 +168,6 @@ impl CheckResult {
         self.remediation = Some(remediation.into());
         self
     }
-
-    pub fn with_status(mut self, status: Status) -> Self {
-        self.status = status;
-        self
-    }
 }
 
 /// What a probe needs from the node; shown by `list` and `explain`. The probe itself decides what to do when

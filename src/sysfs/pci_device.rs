@@ -32,17 +32,8 @@ impl LinkAttrs {
         }
     }
 
-    pub fn current_gen(&self) -> Option<u32> {
-        gen_of(&self.current_speed)
-    }
     pub fn max_gen(&self) -> Option<u32> {
         gen_of(&self.max_speed)
-    }
-    pub fn current_lanes(&self) -> Option<u32> {
-        lanes_of(&self.current_width)
-    }
-    pub fn max_lanes(&self) -> Option<u32> {
-        lanes_of(&self.max_width)
     }
 
     /// `path = value` lines for evidence.
@@ -71,10 +62,6 @@ fn gen_of(text: &ReadResult<String>) -> Option<u32> {
         .and_then(|t| parse_link_speed(t))
         .and_then(|speed| speed.generation())
         .map(u32::from)
-}
-
-fn lanes_of(text: &ReadResult<String>) -> Option<u32> {
-    text.as_ref().ok().and_then(|t| t.trim().parse().ok())
 }
 
 /// A CPU list (`0-15`, `0-55,112-167`, `3`) → CPU numbers. Malformed or absurd input → None.
