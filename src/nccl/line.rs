@@ -762,6 +762,7 @@ struct Words<'a> {
 
 impl Words<'_> {
     /// Whether the char at byte `i` (a char boundary) is whitespace, and its length.
+    #[inline]
     fn char_at(&self, i: usize) -> (bool, usize) {
         let b = self.s.as_bytes()[i];
         if b.is_ascii() {
