@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Read};
 use std::time::Instant;
 
@@ -134,9 +135,32 @@ struct Tally {
     family: Family,
     channels: u64,
     ranks: Bits,
-    hosts: HashSet<String>,
+    hosts: HashSet<String, BuildHasherDefault<Fnv>>,
     devices: Bits,
     first_seen: String,
+}
+
+/// FNV-1a for the per-channel-line host lookup: host names are a few bytes, where SipHash's setup cost
+/// dominated. Not DoS-resistant, which the cap on hosts per tally (MAX_HOSTS) bounds.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl Tally {
@@ -509,25 +533,19 @@ impl Analyzer {
 
     fn channel(&mut self, line_no: u64, host: Option<&str>, repeat: u32, c: &Channel<'_>) {
         self.channel_lines += 1;
-        let (class, name, family, gdrdma) = match &c.transport {
+        let (class, name, gdrdma) = match &c.transport {
             Transport::Net {
                 collnet,
                 plugin,
                 gdrdma,
                 ..
             } => {
-                let plugin = truncate_chars(plugin, MAX_NAME_CHARS);
                 let class = if *collnet { Class::CollNet } else { Class::Net };
-                (class, plugin, Family::from(NetFamily::of(plugin)), *gdrdma)
+                (class, truncate_chars(plugin, MAX_NAME_CHARS), *gdrdma)
             }
-            Transport::P2p(kind) => (
-                Class::P2p,
-                truncate_chars(kind, MAX_NAME_CHARS),
-                Family::P2p,
-                false,
-            ),
-            Transport::Shm => (Class::Shm, "", Family::Shm, false),
-            Transport::Other(_) => (Class::Other, "", Family::Other, false),
+            Transport::P2p(kind) => (Class::P2p, truncate_chars(kind, MAX_NAME_CHARS), false),
+            Transport::Shm => (Class::Shm, "", false),
+            Transport::Other(_) => (Class::Other, "", false),
         };
         let found = self
             .transports
@@ -543,6 +561,13 @@ impl Analyzer {
                 if matches!(class, Class::Net | Class::CollNet) && !NetFamily::is_known_name(name) {
                     push_distinct(&mut self.unknown_plugins, name);
                 }
+                // The family follows from the name (part of the key): worked out once per tally, not per line.
+                let family = match class {
+                    Class::Net | Class::CollNet => Family::from(NetFamily::of(name)),
+                    Class::P2p => Family::P2p,
+                    Class::Shm => Family::Shm,
+                    Class::Other => Family::Other,
+                };
                 let first_seen = self.at(line_no);
                 self.transports.push(Tally {
                     class,
@@ -551,7 +576,7 @@ impl Analyzer {
                     family,
                     channels: 0,
                     ranks: Bits::default(),
-                    hosts: HashSet::new(),
+                    hosts: HashSet::default(),
                     devices: Bits::default(),
                     first_seen,
                 });
@@ -763,6 +788,10 @@ fn tally_reason(list: &mut Vec<Reason>, text: &str, repeat: u32, at: String) {
 }
 
 fn truncate_chars(s: &str, max: usize) -> &str {
+    // No more bytes than `max`: no more chars either (the usual case, without walking the chars).
+    if s.len() <= max {
+        return s;
+    }
     match s.char_indices().nth(max) {
         Some((at, _)) => &s[..at],
         None => s,

@@ -21,6 +21,7 @@ static SPACED_COLON: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"
 static COMM: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" comm 0x"));
 static GDR_ENABLED: LazyLock<Finder<'static>> =
     LazyLock::new(|| Finder::new(b"GPU Direct RDMA Enabled"));
+static GDR: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"GPU Direct RDMA "));
 
 fn has(finder: &Finder<'_>, s: &str) -> bool {
     finder.find(s.as_bytes()).is_some()
@@ -224,6 +225,8 @@ struct Token {
     /// Offset of `NCCL`.
     pos: usize,
     level: Level,
+    /// Whether an `NCCL ` that is not a token came before it (from where the search started).
+    skipped: bool,
 }
 
 const TOKEN_LEN: usize = "NCCL INFO".len();
@@ -233,6 +236,10 @@ const RAY_REPEAT_END: &str = "x across cluster]";
 /// Calls `emit` for each NCCL record on `line` (usually zero or one). `line` may end with `\n` or `\r\n`.
 pub fn parse_line(line: &str, mut emit: impl FnMut(Record<'_>)) {
     let line = line.trim_end_matches(['\n', '\r']);
+    // One scan for both escapes and carriage returns: most lines have neither.
+    if memchr::memchr2(0x1b, b'\r', line.as_bytes()).is_none() {
+        return parse_segment(line, &mut emit);
+    }
     if memchr::memchr(0x1b, line.as_bytes()).is_some() {
         parse_clean(&strip_ansi(line), &mut emit);
     } else {
@@ -277,7 +284,14 @@ fn parse_segment<'a>(segment: &'a str, emit: &mut impl FnMut(Record<'a>)) {
     let (segment, repeat) = strip_ray_repeat(segment);
     let first = find_token(segment, 0);
     let head_end = first.as_ref().map_or(segment.len(), |t| t.pos);
-    if let Some(version) = bare_version(&segment[..head_end]) {
+    // A bare version line holds an `NCCL ` before the first token: without one, no need to look.
+    let may_hold_version = first.as_ref().is_none_or(|t| t.skipped);
+    let version = if may_hold_version {
+        bare_version(&segment[..head_end])
+    } else {
+        None
+    };
+    if let Some(version) = version {
         emit(Record {
             host: None,
             pid: None,
@@ -353,7 +367,11 @@ fn find_token(s: &str, from: usize) -> Option<Token> {
             .get(found + TOKEN_LEN)
             .is_none_or(|b| b.is_ascii_whitespace());
         if let (Some(level), true) = (level, ends_word) {
-            return Some(Token { pos: found, level });
+            return Some(Token {
+                pos: found,
+                level,
+                skipped: at > from,
+            });
         }
         at = found + 5;
     }
@@ -473,55 +491,80 @@ pub fn classify(msg: &str) -> Event<'_> {
         // A ` via ` line that is not a well-formed connection is not topology either.
         return parse_channel(msg, via).map_or(Event::Other, Event::Channel);
     }
-    if let Some(rest) = msg.strip_prefix("NCCL version ") {
-        return version_token(rest).map_or(Event::Other, Event::Version);
-    }
-    if let Some(name) = msg
-        .strip_prefix("Using network ")
-        .or_else(|| msg.strip_prefix("Using internal Network "))
-        .or_else(|| msg.strip_prefix("Using external Network "))
-    {
-        return net_name(name).map_or(Event::Other, Event::NetSelected);
-    }
-    if let Some(rest) = msg.strip_prefix("Assigned NET plugin ") {
-        let name = rest.strip_suffix(" to comm").unwrap_or(rest);
-        return net_name(name).map_or(Event::Other, Event::NetSelected);
-    }
-    if let Some(name) = msg.strip_prefix("Initialized NET plugin ") {
-        return net_name(name).map_or(Event::Other, Event::NetPluginInitialized);
-    }
-    if let Some(name) = msg.strip_prefix("Failed to initialize NET plugin ") {
-        return net_name(name).map_or(Event::Other, Event::NetPluginFailed);
-    }
-    if msg.starts_with("NET/Plugin") {
-        if let Some(at) = msg.find("Loaded net plugin ") {
-            let rest = &msg[at + "Loaded net plugin ".len()..];
-            // `AWS Libfabric (v6)`: the version in parentheses is not part of the name.
-            let name = rest.rfind(" (").map_or(rest, |p| &rest[..p]);
-            return net_name(name).map_or(Event::Other, Event::NetPluginLoaded);
+    // The prefixed forms are told apart by their first byte: a message is compared only with those that
+    // could match (this runs for every INFO line; most are channel or topology lines matching none).
+    match msg.as_bytes().first() {
+        Some(b'N') => {
+            if let Some(rest) = msg.strip_prefix("NCCL version ") {
+                return version_token(rest).map_or(Event::Other, Event::Version);
+            }
+            if msg.starts_with("NET/Plugin") {
+                if let Some(at) = msg.find("Loaded net plugin ") {
+                    let rest = &msg[at + "Loaded net plugin ".len()..];
+                    // `AWS Libfabric (v6)`: the version in parentheses is not part of the name.
+                    let name = rest.rfind(" (").map_or(rest, |p| &rest[..p]);
+                    return net_name(name).map_or(Event::Other, Event::NetPluginLoaded);
+                }
+                return Event::Other;
+            }
+            if let Some(rest) = msg.strip_prefix("NET/OFI ") {
+                return classify_ofi(rest);
+            }
+            if let Some(rest) = msg.strip_prefix("NET/") {
+                return classify_net_line(msg, rest);
+            }
         }
-        return Event::Other;
+        Some(b'U') => {
+            if let Some(name) = msg
+                .strip_prefix("Using network ")
+                .or_else(|| msg.strip_prefix("Using internal Network "))
+                .or_else(|| msg.strip_prefix("Using external Network "))
+            {
+                return net_name(name).map_or(Event::Other, Event::NetSelected);
+            }
+        }
+        Some(b'A') => {
+            if let Some(rest) = msg.strip_prefix("Assigned NET plugin ") {
+                let name = rest.strip_suffix(" to comm").unwrap_or(rest);
+                return net_name(name).map_or(Event::Other, Event::NetSelected);
+            }
+        }
+        Some(b'I') => {
+            if let Some(name) = msg.strip_prefix("Initialized NET plugin ") {
+                return net_name(name).map_or(Event::Other, Event::NetPluginInitialized);
+            }
+        }
+        Some(b'F') => {
+            if let Some(name) = msg.strip_prefix("Failed to initialize NET plugin ") {
+                return net_name(name).map_or(Event::Other, Event::NetPluginFailed);
+            }
+        }
+        _ => {}
     }
-    if let Some(rest) = msg.strip_prefix("NET/OFI ") {
-        return classify_ofi(rest);
+    // Both GDR messages start alike: one scan rules them out on most lines.
+    if has(&GDR, msg) {
+        if has(&GDR_DISABLED, msg) {
+            return Event::GdrDisabled(msg);
+        }
+        if has(&GDR_ENABLED, msg) {
+            return Event::GdrEnabled;
+        }
     }
-    if let Some(rest) = msg.strip_prefix("NET/") {
-        return classify_net_line(msg, rest);
-    }
-    if has(&GDR_DISABLED, msg) {
-        return Event::GdrDisabled(msg);
-    }
-    if has(&GDR_ENABLED, msg) {
-        return Event::GdrEnabled;
-    }
-    if let Some(rest) = msg
-        .strip_prefix("Bootstrap : Using ")
-        .or_else(|| msg.strip_prefix("Bootstrap: Using "))
-    {
-        return Event::Bootstrap(rest.trim());
-    }
-    if let Some(rest) = msg.strip_prefix("Connected all rings, use ring PXN ") {
-        return parse_pxn_gdr(rest).unwrap_or(Event::Other);
+    match msg.as_bytes().first() {
+        Some(b'B') => {
+            if let Some(rest) = msg
+                .strip_prefix("Bootstrap : Using ")
+                .or_else(|| msg.strip_prefix("Bootstrap: Using "))
+            {
+                return Event::Bootstrap(rest.trim());
+            }
+        }
+        Some(b'C') => {
+            if let Some(rest) = msg.strip_prefix("Connected all rings, use ring PXN ") {
+                return parse_pxn_gdr(rest).unwrap_or(Event::Other);
+            }
+        }
+        _ => {}
     }
     if msg.starts_with("comm 0x") || has(&COMM, msg) {
         if let Some(topology) = parse_comm_topology(msg) {
@@ -666,12 +709,19 @@ fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
     };
     let colon = SPACED_COLON.find(rest.as_bytes())?;
     let (number, endpoints) = (&rest[..colon], &rest[colon + 3..]);
-    let index = number.split('/').next()?.trim().parse().ok()?;
+    let index = split_byte(number, b'/')
+        .map_or(number, |(n, _)| n)
+        .trim()
+        .parse()
+        .ok()?;
     let mut from = None;
     let mut to = None;
     let mut direction = None;
     let mut arrow = false;
-    for word in endpoints.split_whitespace() {
+    for word in (Words {
+        s: endpoints,
+        at: 0,
+    }) {
         match word {
             "->" => arrow = true,
             "[send]" => direction = Some(Direction::Send),
@@ -697,9 +747,63 @@ fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
     })
 }
 
+/// `str::split_once` for an ASCII byte, without the char searcher's setup (the pieces here are a few bytes).
+fn split_byte(s: &str, byte: u8) -> Option<(&str, &str)> {
+    let at = s.bytes().position(|b| b == byte)?;
+    Some((&s[..at], &s[at + 1..]))
+}
+
+/// `str::split_whitespace` (same Unicode whitespace), testing ASCII bytes directly and decoding only
+/// non-ASCII chars: the generic version decodes every char and costed a tenth of the time on channel lines.
+struct Words<'a> {
+    s: &'a str,
+    at: usize,
+}
+
+impl Words<'_> {
+    /// Whether the char at byte `i` (a char boundary) is whitespace, and its length.
+    #[inline]
+    fn char_at(&self, i: usize) -> (bool, usize) {
+        let b = self.s.as_bytes()[i];
+        if b.is_ascii() {
+            // `char::is_whitespace` on ASCII: U+0009..=U+000D and the space.
+            return (matches!(b, b' ' | b'\t'..=b'\r'), 1);
+        }
+        let c = self.s[i..].chars().next().unwrap_or(' ');
+        (c.is_whitespace(), c.len_utf8())
+    }
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let len = self.s.len();
+        while self.at < len {
+            let (space, n) = self.char_at(self.at);
+            if !space {
+                break;
+            }
+            self.at += n;
+        }
+        if self.at >= len {
+            return None;
+        }
+        let start = self.at;
+        while self.at < len {
+            let (space, n) = self.char_at(self.at);
+            if space {
+                break;
+            }
+            self.at += n;
+        }
+        Some(&self.s[start..self.at])
+    }
+}
+
 /// `15`, `15[7]`, `7[b7000]`.
 fn parse_endpoint(word: &str) -> Option<Endpoint<'_>> {
-    let (rank, bracket) = match word.split_once('[') {
+    let (rank, bracket) = match split_byte(word, b'[') {
         Some((r, b)) => (r, Some(b.strip_suffix(']')?)),
         None => (word, None),
     };
@@ -745,7 +849,7 @@ fn parse_transport(path: &str) -> Transport<'_> {
 /// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3). Text after the last known
 /// suffix (a torn line) is ignored.
 fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
-    let (plugin, tail) = rest.split_once('/')?;
+    let (plugin, tail) = split_byte(rest, b'/')?;
     let plugin = plugin.trim();
     if plugin.is_empty() {
         return None;
