@@ -437,7 +437,7 @@ impl Analyzer {
                 self.input.long_lines_cut += 1;
                 self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
             } else {
-                self.nccl_line(line_no, line);
+                self.nccl_line(line_no, line, hit - line_start);
             }
             counted = (line_end + 1).min(block.len());
         }
@@ -446,19 +446,25 @@ impl Analyzer {
 
     /// Any line: parsed only when it contains `NCCL`.
     fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
-        if finder.find(bytes).is_some() {
-            self.nccl_line(line_no, bytes);
+        if let Some(hit) = finder.find(bytes) {
+            self.nccl_line(line_no, bytes, hit);
         }
     }
 
-    /// A line that may hold NCCL records (the caller found `NCCL` in it).
-    fn nccl_line(&mut self, line_no: u64, bytes: &[u8]) {
+    /// A line that may hold NCCL records: the caller found the first `NCCL` in it at `first_nccl`.
+    fn nccl_line(&mut self, line_no: u64, bytes: &[u8], first_nccl: usize) {
         // Valid UTF-8 (the usual case) is checked fast and borrowed; anything else is repaired.
         let text = match std::str::from_utf8(bytes) {
             Ok(t) => Cow::Borrowed(t),
             Err(_) => String::from_utf8_lossy(bytes),
         };
-        line::parse_line(&text, |record| self.record(line_no, record));
+        // Repairing invalid UTF-8 may move bytes: then the position found no longer holds.
+        let first_nccl = if matches!(text, Cow::Borrowed(_)) {
+            first_nccl
+        } else {
+            0
+        };
+        line::parse_line_from(&text, first_nccl, |record| self.record(line_no, record));
     }
 
     /// One parsed record (public for the fuzz target and for callers that split lines themselves).
