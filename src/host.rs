@@ -4,13 +4,14 @@
 //! `--root DIR` each path `P` maps to `DIR/P` and symlinks are resolved inside `DIR`, so a recorded tree
 //! replays exactly like the machine it was taken from (sysfs links are relative, `/etc` links often absolute).
 
-use std::collections::BTreeSet;
+use std::any::{Any, TypeId};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Largest text file a probe reads; sysfs attributes are at most a page, procfs tables a few KiB.
 /// Anything bigger is not what the probe expects and is reported rather than slurped.
@@ -25,7 +26,12 @@ pub struct Host {
     live: bool,
     /// Host paths asked for (files read, directories listed, links read), for `snapshot`. Shared by clones.
     recorder: Option<Arc<Mutex<BTreeSet<String>>>>,
+    /// Models built from many files (the PCIe tree) and asked for by several probes of one run: built once per
+    /// host, shared by clones. See [`Host::shared`].
+    shared: Arc<Mutex<SharedModels>>,
 }
+
+type SharedModels = HashMap<TypeId, Arc<OnceLock<Arc<dyn Any + Send + Sync>>>>;
 
 /// Why a host file could not be read. Carries the host path, never the mapped one, so evidence reads the same
 /// live and replayed.
@@ -113,6 +119,7 @@ impl Host {
             root: PathBuf::from("/"),
             live: true,
             recorder: None,
+            shared: Arc::default(),
         }
     }
 
@@ -128,6 +135,7 @@ impl Host {
             root,
             live,
             recorder: None,
+            shared: Arc::default(),
         })
     }
 
@@ -156,6 +164,26 @@ impl Host {
             .as_ref()
             .and_then(|rec| rec.lock().ok().map(|set| set.iter().cloned().collect()))
             .unwrap_or_default()
+    }
+
+    /// The value `build` makes from this host, built at most once per host (and its clones) and then shared:
+    /// probes that run concurrently and need the same model of many files read those files once. Keyed by
+    /// type, so each model type has one builder.
+    pub fn shared<T: Any + Send + Sync>(&self, build: impl FnOnce(&Host) -> T) -> Arc<T> {
+        let cell = {
+            let mut models = self
+                .shared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            models.entry(TypeId::of::<T>()).or_default().clone()
+        };
+        // Built outside the map's lock, so a builder may ask for another model; a second probe asking for the
+        // same one waits here for the first build instead of repeating it.
+        let any = cell
+            .get_or_init(|| Arc::new(build(self)) as Arc<dyn Any + Send + Sync>)
+            .clone();
+        any.downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("the map is keyed by the value's own TypeId"))
     }
 
     fn note(&self, path: &str) {
@@ -450,6 +478,21 @@ mod tests {
     fn directory_read_as_file_is_an_error() {
         let (_d, host) = tree();
         assert!(host.read("/sys/bus").is_err());
+    }
+
+    #[test]
+    fn shared_model_is_built_once_across_clones() {
+        let (_d, host) = tree();
+        let builds = std::sync::atomic::AtomicUsize::new(0);
+        let build = |h: &Host| {
+            builds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            h.read("/sys/bus/pci/devices/0000:00:06.0/vendor").ok()
+        };
+        let a = host.shared(build);
+        let b = host.clone().shared(build);
+        assert_eq!(a.as_deref(), Some("0x10de"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(builds.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[test]

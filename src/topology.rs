@@ -120,7 +120,12 @@ impl PathLink {
 }
 
 impl PciTree {
+    /// The host's PCIe tree, built once per host and shared by the probes of a run.
     pub fn read(host: &Host) -> Result<PciTree, ReadError> {
+        host.shared(Self::build).as_ref().clone()
+    }
+
+    fn build(host: &Host) -> Result<PciTree, ReadError> {
         let bdfs = pci::read_bdfs(host)?;
         let mut tree = PciTree::default();
         let mut index: HashMap<String, usize> = HashMap::new();

@@ -433,6 +433,11 @@ def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122
             t.write(g + "/type", kind)
             t.symlink(g + "/devices/" + d.bdf, rel_link(g + "/devices", d.path))
     t.write("/proc/cmdline", cmdline + " quiet")
+    # Root filesystem on the first NVMe drive, as gds.config and gds.read see it (mount table of the probing
+    # process, and the udev record cuFile looks up for the block device).
+    t.write("/proc/self/mountinfo",
+            "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro")
+    t.write("/run/udev/data/b259:2", "E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4")
 
     # Kernel, CPU, driver
     t.write("/proc/sys/kernel/osrelease", kernel)
