@@ -143,7 +143,12 @@ pub struct Modules {
 }
 
 impl Modules {
+    /// The host's module table, read once per host and shared by the probes that ask.
     pub fn read(host: &Host) -> Result<Self, ReadError> {
+        host.shared(Self::read_uncached).as_ref().clone()
+    }
+
+    fn read_uncached(host: &Host) -> Result<Self, ReadError> {
         match host.read(PROC_MODULES) {
             Ok(text) => {
                 let (lines, bad_lines) = parse_proc_modules(&text);
