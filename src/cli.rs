@@ -99,6 +99,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub nccl_log: Vec<PathBuf>,
 
+    /// Name to report this host by (Kubernetes: the node name from the downward API; default: the hostname)
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+
     /// Directory on the filesystem to test with gds.read (default: the system temp dir)
     #[arg(long, value_name = "DIR")]
     pub gds_dir: Option<PathBuf>,

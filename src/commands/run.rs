@@ -53,12 +53,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         },
     )?;
     runner::install_panic_hook();
-    let executed = execute(plan);
+    let mut executed = execute(plan);
+    if let Some(name) = &args.node_name {
+        executed.report.host.hostname = name.clone();
+    }
     let style = Style {
         color: use_color(args.color),
         width: report::terminal_width(),
     };
-    let code = exit::for_run(&executed.report, args.strict);
+    let mut code = exit::for_run(&executed.report, args.strict);
+    if args.format == Format::Npd {
+        // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown.
+        code = report::npd::exit_code(code);
+    }
 
     for (format, target) in &outputs {
         let text = report::render(
