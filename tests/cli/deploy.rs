@@ -226,3 +226,31 @@ fn npd_plugin_config_is_json_that_runs_the_npd_format() {
         stdout(&out)
     );
 }
+
+#[test]
+fn manifests_only_name_existing_checks() {
+    let only = Regex::new(r"--only=([a-z0-9_.,]+)").unwrap();
+    let mut lists = 0;
+    for (path, doc) in manifests() {
+        let text = serde_yaml::to_string(&doc).unwrap();
+        for ids in only.captures_iter(&text) {
+            let out = preflight()
+                .args(["run", "--format", "json", "--only", &ids[1], "--root"])
+                .arg(host("hgx-healthy"))
+                .output()
+                .unwrap();
+            assert_ne!(
+                code(&out),
+                Exit::USAGE,
+                "{}: {}",
+                path.display(),
+                stderr(&out)
+            );
+            lists += 1;
+        }
+    }
+    assert!(
+        lists >= 2,
+        "the DaemonSet and the NPD plugin each pick their checks"
+    );
+}
