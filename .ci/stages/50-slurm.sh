@@ -2,6 +2,7 @@
 # Slurm: deploy/slurm/fabric-preflight-healthcheck as the HealthCheckProgram of a real slurmctld + slurmd (Debian's
 # slurm-wlm) on loopback. A bad recorded tree must drain the node with the first failing check as the reason, a
 # good one must leave it idle, a drain set by someone else must survive, and each run must stay well inside 60 s.
+# Then the same script as a Prolog: a good tree lets a job run, a bad one drains the node and the job is held.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . .ci/lib.sh
@@ -134,3 +135,28 @@ sleep 7
 node_line | grep -qF "Reason=admin: swap HCA" || { echo "FAIL: foreign drain changed: $(node_line)" >&2; exit 1; }
 node_line | grep -q "DRAIN" || { echo "FAIL: foreign drain lifted: $(node_line)" >&2; exit 1; }
 echo "a drain set by someone else was neither overwritten nor lifted"
+
+# As a Prolog: health checks off, the same script runs before each job on the node.
+scontrol update nodename="$node" state=resume
+sed -i '/^HealthCheck/d' "$SLURM_CONF"
+printf 'Prolog=%s\nPrologFlags=Alloc\n' "$work/healthcheck" >> "$SLURM_CONF"
+scontrol reconfigure
+use_tree hgx-healthy
+wait_for "State=IDLE " 30
+job_state() { scontrol show job -o "$1" | sed -n 's/.*JobState=\([^ ]*\).*/\1/p'; }
+job=$(sbatch --parsable -o /dev/null --wrap true)
+deadline=$((SECONDS + 30))
+until [ "$(job_state "$job")" = COMPLETED ]; do
+  [ $SECONDS -lt $deadline ] || { echo "FAIL: job $job on a good node: $(scontrol show job -o "$job")" >&2; exit 1; }
+  sleep 1
+done
+echo "Prolog on a good tree: job $job ran"
+use_tree ib-port-down
+job=$(sbatch --parsable -o /dev/null --wrap true)
+wait_for "Reason=$expected" 30
+deadline=$((SECONDS + 15))
+until scontrol show job -o "$job" | grep -q "JobState=PENDING Reason=launch_failed_requeued_held"; do
+  [ $SECONDS -lt $deadline ] || { echo "FAIL: job $job not held: $(scontrol show job -o "$job")" >&2; exit 1; }
+  sleep 1
+done
+echo "Prolog on a bad tree: node drained with the same reason, job $job requeued and held"
