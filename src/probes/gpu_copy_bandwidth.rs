@@ -3,16 +3,16 @@
 
 use std::time::Duration;
 
+use crate::dynlib::nvml::Answer;
 use crate::host::Host;
+use crate::measure::copy::{
+    self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
+};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::probes::gpu_facts::{mark_replayed, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
 use crate::threshold::Limit;
-use crate::vendor::copy::{
-    self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
-};
-use crate::vendor::nvml::Answer;
 
 pub struct GpuCopyBandwidth;
 
@@ -408,7 +408,7 @@ fn round2(v: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vendor::copy::DataCheck;
+    use crate::measure::copy::DataCheck;
 
     fn check(ok: bool) -> Answer<DataCheck> {
         Ok(DataCheck {

@@ -6,8 +6,8 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys;
 
+use crate::dynlib::cuda::{self, CudaResult, DeviceBuffer};
 use crate::isolate::breadcrumb;
-use crate::vendor::cuda::{self, CudaResult, DeviceBuffer};
 
 const SYMBOL: &str = "cuMemGetHandleForAddressRange";
 

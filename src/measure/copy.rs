@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::vendor::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer, Stream};
-use crate::vendor::nvml::Answer;
+use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer, Stream};
+use crate::dynlib::nvml::Answer;
 
 /// Key of the copy measurements in recorded vendor answers.
 pub const ANSWERS_KEY: &str = "cuda.copy";

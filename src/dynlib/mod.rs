@@ -2,7 +2,6 @@
 //! them. Each module turns library answers into plain Rust values or `Err(String)` with the call that failed;
 //! no verdicts here.
 
-pub mod copy;
 pub mod cuda;
 pub mod cuda_dmabuf;
 pub mod cufile;
