@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
 use crate::dynlib::cufile::{self, CuFile, CuFileError, DriverProps, LoadError, PathCounters};
+use crate::dynlib::LibError;
 use crate::host::Host;
 use crate::sysfs::nvfs::{parse_reads_n, NVFS_STATS};
 
@@ -82,6 +83,9 @@ impl Timing {
 pub struct ReadRun {
     pub failed_at: Option<Stage>,
     pub error: Option<String>,
+    /// The CUDA driver's error when the run stopped at [`Stage::Cuda`].
+    #[serde(default)]
+    pub cuda_error: Option<LibError>,
     /// The cuFile status of the failed call.
     pub cufile_error: Option<CuFileError>,
     /// errno of a failed system call (open O_DIRECT, pread).
@@ -109,6 +113,7 @@ impl ReadRun {
         ReadRun {
             failed_at: None,
             error: None,
+            cuda_error: None,
             cufile_error: None,
             errno: None,
             load_attempts: Vec::new(),
@@ -138,6 +143,11 @@ impl ReadRun {
     pub fn fail(&mut self, stage: Stage, error: impl Into<String>) {
         self.failed_at = Some(stage);
         self.error = Some(error.into());
+    }
+
+    pub fn fail_cuda(&mut self, error: LibError) {
+        self.fail(Stage::Cuda, error.to_string());
+        self.cuda_error = Some(error);
     }
 }
 
@@ -178,7 +188,7 @@ fn measure(
     let block = shape.block_bytes as usize;
     let ctx = match cuda::load().and_then(|()| DeviceContext::new(0)) {
         Ok(c) => c,
-        Err(e) => return run.fail(Stage::Cuda, e),
+        Err(e) => return run.fail_cuda(e),
     };
     let device = ctx.device();
     run.gpu = Some(format!(
@@ -188,7 +198,7 @@ fn measure(
     ));
     let dev_buf = match DeviceBuffer::alloc(block) {
         Ok(b) => b,
-        Err(e) => return run.fail(Stage::Cuda, e),
+        Err(e) => return run.fail_cuda(e),
     };
     // Dropped before dev_buf and ctx (declared after them), on every return path.
     let driver = match lib.open_driver() {
@@ -304,7 +314,7 @@ fn measure(
     let mut pinned = match PinnedHostBuffer::alloc(block) {
         Ok(p) => p,
         Err(e) => {
-            run.baseline_error = Some(e);
+            run.baseline_error = Some(e.to_string());
             return;
         }
     };

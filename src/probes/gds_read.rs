@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::dynlib::cufile;
+use crate::dynlib::LibError;
 use crate::gds_target::{self, FsSupport, Target};
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
@@ -175,7 +176,7 @@ pub fn diagnose(
             Some("install the cuFile library (CUDA toolkit `libcufile` / `nvidia-gds`) or add its directory to the loader path".into()),
         );
     }
-    if stage == Stage::Cuda && error.contains("cannot open shared object") {
+    if stage == Stage::Cuda && run.cuda_error.as_ref().is_some_and(LibError::is_not_loaded) {
         return (
             absent,
             format!("no CUDA driver: {error}"),
@@ -654,6 +655,27 @@ mod tests {
             judge(&run, &t, Some(true), &Limit::default(), false).status,
             Status::Fail
         );
+    }
+
+    #[test]
+    fn absent_cuda_driver_is_told_by_the_error_kind_not_its_text() {
+        use crate::dynlib::Library;
+        let (_d, t) = h200_target(None);
+        let mut run = ReadRun::empty();
+        run.fail_cuda(LibError::not_loaded(
+            Library::Cuda,
+            "libcuda.so.1: cannot open shared object file: No such file or directory",
+        ));
+        assert_eq!(diagnose(&run, &t, None).0, Status::Skip);
+        // A call that failed is a failure, whatever words it used.
+        let mut run = ReadRun::empty();
+        run.fail_cuda(LibError::failed(
+            Library::Cuda,
+            "cuInit",
+            Some(999),
+            "CUDA_ERROR_UNKNOWN (cannot open shared object)",
+        ));
+        assert_eq!(diagnose(&run, &t, None).0, Status::Fail);
     }
 
     #[test]

@@ -502,8 +502,10 @@ mod tests {
     #[test]
     fn no_cuda_skips_generic_and_fails_gpu_profile() {
         let mut f = facts(vec![], vec![]);
-        f.cuda_error =
-            Some("libcuda.so.1: cannot open shared object file: No such file or directory".into());
+        f.cuda_error = Some(crate::dynlib::LibError::not_loaded(
+            crate::dynlib::Library::Cuda,
+            "libcuda.so.1: cannot open shared object file: No such file or directory",
+        ));
         let generic = crate::profile::load("generic", &crate::probes::ids()).unwrap();
         assert_eq!(judge(&f, &generic, &[], false)[0].status, Status::Skip);
         assert_eq!(

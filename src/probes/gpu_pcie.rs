@@ -122,7 +122,7 @@ fn sample_under_load(host: &Host, bdfs: &[String]) -> UnderLoad {
         Ok(n) => (0..n).collect::<Vec<_>>(),
         Err(e) => {
             return UnderLoad {
-                load_error: Some(e),
+                load_error: Some(e.to_string()),
                 loop_failures: vec![],
                 nvml: Err("not sampled: no load".into()),
                 sysfs: vec![],
