@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers the stages source: a download cache, quiet installs of what is missing, pinned Python tools in a venv.
 # CI_CACHE (default ~/.cache/fabric-preflight-ci) survives between runs where the CI keeps the home directory.
 CI_CACHE="${CI_CACHE:-$HOME/.cache/fabric-preflight-ci}"

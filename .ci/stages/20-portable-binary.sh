@@ -22,7 +22,7 @@ echo "objdump -T: newest symbol version $newest (limit GLIBC_2.28)"
 needed=$(readelf -d "$portable" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p')
 unexpected=$(printf '%s\n' "$needed" | grep -Ev '^(libc|libm|libdl|libpthread|librt|libgcc_s|ld-linux-x86-64)\.so' || true)
 [ -z "$unexpected" ] || { echo "FAIL: $portable needs more than glibc: $unexpected" >&2; exit 1; }
-echo "NEEDED: $(echo $needed)"
+echo "NEEDED: $(printf '%s' "$needed" | tr '\n' ' ')"
 
 trees=0
 for tree in testdata/hosts/*/; do

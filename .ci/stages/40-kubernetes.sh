@@ -17,4 +17,5 @@ if kubernetes-validate --strict --quiet --kubernetes-version "$kubernetes_versio
   echo "FAIL: kubernetes-validate --strict accepted an unknown field: it is not checking" >&2
   exit 1
 fi
-echo "$(ls deploy/kubernetes/*.yaml | wc -l) manifests valid for Kubernetes $kubernetes_version (--strict); a misspelt field is rejected"
+manifests=(deploy/kubernetes/*.yaml)
+echo "${#manifests[@]} manifests valid for Kubernetes $kubernetes_version (--strict); a misspelt field is rejected"

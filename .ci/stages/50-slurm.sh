@@ -16,7 +16,7 @@ node=$(hostname -s)
 cleanup() {
   local pidfile
   for pidfile in "$work"/slurmd.pid "$work"/slurmctld.pid "$work"/munge/munged.pid; do
-    [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    if [ -s "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
   done
   sleep 1
   rm -rf "$work"
