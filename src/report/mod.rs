@@ -26,6 +26,10 @@ pub struct RunReport {
     pub status: Status,
     pub duration_ms: u64,
     pub checks: Vec<CheckResult>,
+    /// `--strict`: warnings fail the run (JUnit counts them as failures, the termination log says so). Not
+    /// serialised here: the JSON field comes with the report schema (issue 14).
+    #[serde(skip)]
+    pub strict: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -61,6 +65,7 @@ impl RunReport {
             status,
             duration_ms,
             checks,
+            strict: false,
         }
     }
 
