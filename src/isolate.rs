@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::answers::Answers;
 use crate::host::Host;
+use crate::interrupt;
 use crate::probe::{CheckResult, Context, Inputs};
 use crate::profile::Profile;
 
@@ -148,7 +149,8 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() >= timeout => {
+            // Killed at the deadline, or at once when the run is being stopped by a signal.
+            Ok(None) if started.elapsed() >= timeout || interrupt::requested().is_some() => {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -185,6 +187,15 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         timed_out,
         last_call: last_call.clone(),
     };
+    if let Some(signal) = interrupt::requested() {
+        if !status.is_some_and(|s| s.success()) {
+            return Err(failure(
+                format!("interrupted by {signal}{in_call}"),
+                evidence,
+                false,
+            ));
+        }
+    }
     let Some(status) = status else {
         return Err(failure(
             format!("timed out after {} s{in_call}", fmt_secs(timeout)),
@@ -224,6 +235,9 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
 /// Entry point of `fabric-preflight __probe`: reads the job on stdin, answers on stdout. Returns the exit code.
 pub fn child_main() -> i32 {
     IN_CHILD.store(true, Ordering::Relaxed);
+    // Die with the parent, even when it is killed outright (SIGKILL after slurmd's KillWait): no probe
+    // outlives the run. SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // Keep the real stdout for the reply and send everything else the process prints to stderr.
     // SAFETY: plain descriptor duplication on descriptors this process owns.
     let reply_fd = unsafe { libc::dup(1) };

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod exit;
 pub mod gds_target;
 pub mod host;
+pub mod interrupt;
 pub mod isolate;
 pub mod nccl;
 pub mod probe;

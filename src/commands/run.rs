@@ -217,6 +217,7 @@ pub fn execute(plan: Plan) -> Executed {
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();
+    crate::interrupt::install();
     let outcome = runner::run(
         &plan.probes,
         RunInputs {
@@ -227,12 +228,13 @@ pub fn execute(plan: Plan) -> Executed {
         },
         plan.timeout,
     );
-    let report = RunReport::new(
+    let mut report = RunReport::new(
         host_info,
         profile_name,
         started.elapsed().as_millis() as u64,
         outcome.results,
     );
+    report.interrupted = crate::interrupt::requested().map(str::to_string);
     Executed {
         report,
         recorded: outcome.recorded,

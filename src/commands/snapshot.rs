@@ -52,6 +52,14 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     let recorder = plan.host.clone();
     crate::runner::install_panic_hook();
     let executed = super::run::execute(plan);
+    if let Some(signal) = &executed.report.interrupted {
+        // A tree recorded from checks cut short would replay as a machine missing those answers.
+        eprintln!(
+            "fabric-preflight: snapshot {}: interrupted by {signal}, nothing written",
+            dir.display()
+        );
+        return Ok(Exit::COULD_NOT_RUN);
+    }
 
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut copier = Copier {

@@ -30,6 +30,9 @@ pub struct RunReport {
     /// serialised here: the JSON field comes with the report schema (issue 14).
     #[serde(skip)]
     pub strict: bool,
+    /// The signal (`SIGTERM`, `SIGINT`) that stopped the run early; the checks it cut short are errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +69,7 @@ impl RunReport {
             duration_ms,
             checks,
             strict: false,
+            interrupted: None,
         }
     }
 

@@ -151,8 +151,13 @@ fn summary(report: &RunReport) -> String {
         .iter()
         .map(|s| format!("{} {}", report.count(*s), s.as_str()))
         .collect();
+    let interrupted = report
+        .interrupted
+        .as_ref()
+        .map(|signal| format!("; interrupted by {signal}"))
+        .unwrap_or_default();
     format!(
-        "{} checks ({}) in {}; profile {}; host {}, root {}",
+        "{} checks ({}) in {}; profile {}; host {}, root {}{interrupted}",
         report.checks.len(),
         counts.join(", "),
         duration(report.duration_ms),

@@ -15,13 +15,15 @@ const MORE_LINE_BYTES: usize = 32;
 pub fn render(report: &RunReport) -> String {
     let warnings = report.count(Status::Warn);
     // Under --strict a run with warnings exits 1 while its worst status may be WARN: say why.
-    let strict_note = if report.strict && warnings > 0 && report.status != Status::Fail {
-        " (exit 1: --strict fails warnings)"
+    let note = if let Some(signal) = &report.interrupted {
+        format!(" (interrupted by {signal})")
+    } else if report.strict && warnings > 0 && report.status != Status::Fail {
+        " (exit 1: --strict fails warnings)".to_string()
     } else {
-        ""
+        String::new()
     };
     let header = format!(
-        "fabric-preflight {}{strict_note}: {} checks, {} failed, {} errors, {} warnings (profile {})",
+        "fabric-preflight {}{note}: {} checks, {} failed, {} errors, {} warnings (profile {})",
         label(report.status),
         report.checks.len(),
         report.count(Status::Fail),

@@ -402,3 +402,125 @@ fn nvml_shutdown_that_never_returns_is_named_too() {
         "timed out after 2 s in nvmlShutdown",
     );
 }
+
+/// Process ids whose parent is `parent` (from /proc/*/stat: `pid (comm) state ppid …`).
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after_comm = stat.rsplit_once(") ")?.1.to_string();
+                    after_comm.split(' ').nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+/// Pod deletion (SIGTERM) and Ctrl-C (SIGINT) while an active check is inside a library call: the child is
+/// killed, its scratch directory (with the file the library wrote) removed, the partial report still written
+/// with the interrupted check as an error and the finished ones as they were, and the exit is 3.
+#[test]
+fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3() {
+    let libs = shims(&[
+        ("libcuda.so.1", CUDA_STUB),
+        ("libcufile.so.0", CUFILE_HANGS_IN_DRIVER_OPEN),
+    ]);
+    let p = profile(libs.path(), &[("gds.read", 60)]);
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let gds_dir = tempfile::tempdir().expect("temp dir");
+        let mut run = preflight()
+            .env("LD_LIBRARY_PATH", libs.path())
+            .args(["run", "--format", "json", "--color", "never", "--root"])
+            .arg(host("hgx-healthy"))
+            .arg("--profile")
+            .arg(&p)
+            .args(["--only", &checks_with("gds.read").join(",")])
+            .arg("--gds-dir")
+            .arg(gds_dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("binary starts");
+        // The stand-in cuFile writes its log into the scratch directory, then hangs in cuFileDriverOpen.
+        let waiting = Instant::now();
+        while !files_under(gds_dir.path()).iter().any(|f| f.is_file()) {
+            assert!(
+                waiting.elapsed() < Duration::from_secs(20),
+                "gds.read never reached cuFileDriverOpen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let children = children_of(run.id());
+        assert!(!children.is_empty(), "the probe child is running");
+        // SAFETY: a signal to the process this test started.
+        assert_eq!(unsafe { libc::kill(run.id() as i32, signal) }, 0);
+        let signalled = Instant::now();
+        let status = loop {
+            if let Some(status) = run.try_wait().unwrap() {
+                break status;
+            }
+            if signalled.elapsed() > Duration::from_secs(10) {
+                let _ = run.kill();
+                panic!("{name}: the run did not stop within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stopped_in = signalled.elapsed();
+        let out = run.wait_with_output().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(i32::from(Exit::COULD_NOT_RUN)),
+            "{name}: {status:?}, stderr: {}",
+            stderr(&out)
+        );
+        assert!(
+            stopped_in < Duration::from_secs(3),
+            "{name}: {stopped_in:?}"
+        );
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", stdout(&out)));
+        assert_eq!(report["interrupted"], name);
+        let r = result_of(&report, "gds.read");
+        assert_eq!(r["status"], "error", "{r:#}");
+        assert_eq!(
+            r["summary"],
+            format!("gds.read: interrupted by {name} in cuFileDriverOpen")
+        );
+        for bystander in BYSTANDERS {
+            assert!(
+                verdicts(&report)
+                    .iter()
+                    .any(|(i, _, s)| i == bystander && s == "pass"),
+                "{name}: {bystander} lost"
+            );
+        }
+        assert_eq!(
+            files_under(gds_dir.path()),
+            Vec::<PathBuf>::new(),
+            "{name}: scratch left behind"
+        );
+        for pid in children {
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "{name}: probe child {pid} survived"
+            );
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! SIGTERM and SIGINT (pod deletion, slurmd's kill, Ctrl-C) stop a run cleanly instead of killing it: the
+//! handler only records the signal; the runner stops starting checks, the child-process probes are killed and
+//! their scratch directories removed, and the checks cut short are reported as errors, so the partial report is
+//! still written and the exit is 3. As PID 1 of a container, the handler is also what makes SIGTERM work at all
+//! (the kernel drops signals PID 1 has no handler for).
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The first stopping signal received, 0 while none.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn record(signal: libc::c_int) {
+    // An atomic store is async-signal-safe; anything more (allocation, locks, I/O) is not.
+    let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Installs the handler for SIGTERM and SIGINT. Child processes get the default action back at exec.
+pub fn install() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction with a handler that only stores an atomic; SA_RESTART keeps reads and
+        // waits in other threads from failing with EINTR.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = record as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal that asked the run to stop (`SIGTERM`, `SIGINT`), if one came.
+pub fn requested() -> Option<&'static str> {
+    match RECEIVED.load(Ordering::SeqCst) {
+        0 => None,
+        libc::SIGINT => Some("SIGINT"),
+        _ => Some("SIGTERM"),
+    }
+}
