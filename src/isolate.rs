@@ -303,7 +303,11 @@ fn run_job(job: &ProbeJob) -> ProbeReply {
         deadline: Instant::now() + Duration::from_millis(job.timeout_ms),
         scratch: job.scratch.as_deref(),
     };
-    let results = probe.run(&cx);
+    let mut results = probe.run(&cx);
+    let source = answers.source_if_consulted();
+    for r in &mut results {
+        r.library_answers = source;
+    }
     ProbeReply {
         results,
         recorded: answers.take_recorded(),

@@ -14,7 +14,7 @@ use crate::answers::Answers;
 use crate::host::Host;
 use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
-use crate::probe::{CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
 use crate::profile::Profile;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
@@ -338,6 +338,8 @@ fn run_isolated(
             };
             let mut r = CheckResult::error(probe.id(), format!("{}: {summary}", probe.id()));
             r.evidence = failure.evidence;
+            // Only a live call leaves a breadcrumb: the library itself hung or crashed.
+            r.library_answers = failure.last_call.is_some().then_some(AnswerSource::Live);
             vec![r.fix(if interrupt::requested().is_some() {
                 RERUN_AFTER_INTERRUPT
             } else {

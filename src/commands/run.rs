@@ -50,6 +50,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         }
     };
     runner::install_panic_hook();
+    crate::interrupt::install();
     let mut executed = execute(plan);
     executed.report.strict = args.strict;
     let style = Style {
@@ -217,7 +218,7 @@ pub fn execute(plan: Plan) -> Executed {
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();
-    crate::interrupt::install();
+    let library_answers = plan.answers.source();
     let outcome = runner::run(
         &plan.probes,
         RunInputs {
@@ -234,6 +235,7 @@ pub fn execute(plan: Plan) -> Executed {
         started.elapsed().as_millis() as u64,
         outcome.results,
     );
+    report.library_answers = Some(library_answers);
     report.interrupted = crate::interrupt::requested().map(str::to_string);
     Executed {
         report,

@@ -1,12 +1,13 @@
 //! `--format junit`: one `<testsuite>` per run inside `<testsuites>`, one `<testcase>` per result
 //! (classname = check id, name = subject or the id). fail → `<failure>`, error → `<error>`, skip →
 //! `<skipped>`, warn → a passing testcase whose `<system-out>` carries the warning, so CI shows it without
-//! failing the build; under `--strict` a warning fails the run, so it is a `<failure type="warn">`.
+//! failing the build; under `--strict` a warning fails the run, so it is a `<failure type="warn">`. A result
+//! built on library answers says `library answers: live|recorded` (in its details, or as its `<system-out>`).
 
 use std::fmt::Write as _;
 
 use super::{describe_measurement, RunReport};
-use crate::probe::{CheckResult, Status};
+use crate::probe::{AnswerSource, CheckResult, Status};
 
 const SUITE: &str = "fabric-preflight";
 
@@ -39,6 +40,10 @@ pub fn render(report: &RunReport) -> String {
         ("version", report.tool.version.as_str()),
         ("kernel", report.host.kernel.as_str()),
         ("root", report.host.root.as_str()),
+        (
+            "library_answers",
+            report.library_answers.map_or("", AnswerSource::as_str),
+        ),
     ] {
         let _ = writeln!(
             x,
@@ -64,6 +69,19 @@ fn testcase(x: &mut String, c: &CheckResult, strict: bool) {
     );
     let summary = attr(&c.summary);
     match c.status {
+        // Only the mark: a pass or skip has no details to show.
+        Status::Pass | Status::Skip if c.library_answers.is_some() => {
+            let skipped = if c.status == Status::Skip {
+                format!(r#"<skipped message="{summary}"/>"#)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                x,
+                ">{skipped}<system-out>library answers: {}</system-out></testcase>",
+                c.library_answers.map_or("", AnswerSource::as_str)
+            );
+        }
         Status::Pass => x.push_str("/>\n"),
         Status::Fail | Status::Error => {
             let element = if c.status == Status::Fail {
@@ -105,6 +123,9 @@ fn details(c: &CheckResult) -> String {
     lines.extend(c.evidence.iter().cloned());
     if let Some(fix) = &c.remediation {
         lines.push(format!("fix: {fix}"));
+    }
+    if let Some(source) = c.library_answers {
+        lines.push(format!("library answers: {}", source.as_str()));
     }
     lines.join("\n")
 }

@@ -524,3 +524,88 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
         }
     }
 }
+
+/// An NVML that answers, with a driver version no recording has.
+const NVML_ANSWERS_999: &str = r#"
+#include <string.h>
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) { *count = 0; return 0; }
+int nvmlSystemGetDriverVersion(char *v, unsigned int n) { strncpy(v, "999.1.2", n); return 0; }
+"#;
+
+/// `--root` without `vendor-answers.json` (a container mounting the host at /host) calls the libraries live;
+/// with one, it replays them and never calls them. Each result built on library answers says which, and so does
+/// the report: JSON, table and JUnit.
+#[test]
+fn root_without_recording_calls_live_libraries_and_every_result_says_live_or_recorded() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_ANSWERS_999)]);
+    let p = profile(libs.path(), &[]);
+    for (scenario, source, driver) in [
+        ("hgx-healthy", "live", "999.1.2"),
+        ("gpu-8x-h100-answers", "recorded", "550.90.07"),
+    ] {
+        let only = ["--only", "gpu.inventory,driver.nvidia"];
+        let out = preflight()
+            .env("LD_LIBRARY_PATH", libs.path())
+            .args(["run", "--format", "json", "--profile"])
+            .arg(&p)
+            .arg("--root")
+            .arg(host(scenario))
+            .args(only)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+        assert_eq!(report["library_answers"], source, "{scenario}");
+        let inventory = result_of(&report, "gpu.inventory");
+        assert!(
+            inventory["summary"].as_str().unwrap().contains(driver),
+            "{scenario}: {inventory:#}"
+        );
+        for c in report["checks"].as_array().unwrap() {
+            let expected = if c["id"] == "gpu.inventory" {
+                source
+            } else {
+                ""
+            };
+            assert_eq!(
+                c["library_answers"].as_str().unwrap_or_default(),
+                expected,
+                "{scenario}: {c:#}"
+            );
+        }
+        let table = preflight()
+            .env("LD_LIBRARY_PATH", libs.path())
+            .args(["run", "--color", "never", "--profile"])
+            .arg(&p)
+            .arg("--root")
+            .arg(host(scenario))
+            .args(only)
+            .env("COLUMNS", "200")
+            .output()
+            .unwrap();
+        let text = stdout(&table);
+        assert!(text.contains(&format!("[{source}]")), "{text}");
+        assert!(
+            text.contains(&format!("library answers {source}")),
+            "{text}"
+        );
+        let junit = preflight()
+            .env("LD_LIBRARY_PATH", libs.path())
+            .args(["run", "--format", "junit", "--profile"])
+            .arg(&p)
+            .arg("--root")
+            .arg(host(scenario))
+            .args(only)
+            .output()
+            .unwrap();
+        let xml = stdout(&junit);
+        assert!(
+            xml.contains(&format!(
+                r#"<property name="library_answers" value="{source}"/>"#
+            )),
+            "{xml}"
+        );
+        assert!(xml.contains(&format!("library answers: {source}")), "{xml}");
+    }
+}
