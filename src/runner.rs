@@ -293,7 +293,8 @@ fn run_isolated(
     cut_by: Option<Duration>,
     shared: &RunInputs,
 ) -> Vec<CheckResult> {
-    let scratch = if probe.kind() == Kind::Active {
+    // A replay measures nothing, so it gets no scratch directory and writes nothing at all.
+    let scratch = if probe.kind() == Kind::Active && shared.answers.source() == AnswerSource::Live {
         make_scratch(&shared.inputs)
     } else {
         Ok(None)
@@ -355,7 +356,7 @@ fn run_isolated(
 }
 
 /// An empty directory for an active probe's temporary files: under `--gds-dir` when given (the filesystem
-/// under test), else the system temp dir.
+/// under test), else the system temp dir. Only this directory is created: never one the user named.
 fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
     let base = inputs.gds_dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!(
@@ -363,7 +364,8 @@ fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
         std::process::id(),
         unique_suffix()
     ));
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     Ok(Some(dir))
 }
 

@@ -36,6 +36,18 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
             dir.display()
         );
     }
+    // DIR itself is created after the run; a missing parent is a typo, refused before anything runs.
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.exists() && !parent.is_dir() {
+        bail!(
+            "snapshot {}: {} is not a directory (only DIR itself is created)",
+            dir.display(),
+            parent.display()
+        );
+    }
     let mut plan = super::run::prepare(
         None,
         &args.profile,
@@ -62,7 +74,9 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
         return Ok(Exit::COULD_NOT_RUN);
     }
 
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !dir.exists() {
+        fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let mut copier = Copier {
         dest: dir.to_path_buf(),
         done: BTreeSet::new(),

@@ -403,3 +403,22 @@ fn strict_warning_fails_in_junit_and_the_termination_log_says_why() {
         "{log}"
     );
 }
+
+#[test]
+fn snapshot_into_a_missing_parent_is_refused_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("typo/node07");
+    let out = preflight()
+        .arg("snapshot")
+        .arg(&target)
+        .args(["--only", "driver.nvidia"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a directory"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
