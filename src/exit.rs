@@ -14,7 +14,8 @@ impl Exit {
     pub const CHECK_FAILED: u8 = 1;
     /// Usage or profile error: bad flags, unreadable or invalid profile, missing `--root`. Nothing was run.
     pub const USAGE: u8 = 2;
-    /// A check could not run (error, crash or timeout) and none failed.
+    /// A check could not run (error, crash, timeout, or cut short by SIGTERM/SIGINT) and none failed; or a
+    /// report could not be written.
     pub const COULD_NOT_RUN: u8 = 3;
 }
 
@@ -35,7 +36,8 @@ pub const HELP: &str = "Exit codes:
   0  every check passed (warnings allowed unless --strict)
   1  at least one check failed (--strict: or warned)
   2  usage or profile error; nothing was run
-  3  a check could not run (error or timeout) and none failed";
+  3  a check could not run (error, timeout, SIGTERM/SIGINT) and none failed,
+     or a report could not be written";
 
 #[cfg(test)]
 mod tests {

@@ -422,3 +422,34 @@ fn snapshot_into_a_missing_parent_is_refused_and_creates_nothing() {
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn refused_flag_still_writes_the_termination_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    for form in [
+        vec!["--termination-log".to_string(), log.display().to_string()],
+        vec![format!("--termination-log={}", log.display())],
+    ] {
+        let out = preflight()
+            .args(["run", "--format", "yaml"])
+            .args(&form)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), Exit::USAGE);
+        let text = std::fs::read_to_string(&log).expect("termination log written");
+        assert!(
+            text.starts_with("fabric-preflight usage error (exit 2)"),
+            "{text}"
+        );
+        assert!(text.contains("'yaml'"), "{text}");
+        std::fs::remove_file(&log).unwrap();
+    }
+    let out = preflight()
+        .args(["run", "--help", "--termination-log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::OK);
+    assert!(!log.exists(), "--help is not an error");
+}
