@@ -451,9 +451,13 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             .arg(host("hgx-healthy"))
             .arg("--profile")
             .arg(&p)
+            // gdr.loopback is the active check queued after gds.read: it must not start.
             .args(["--only", &checks_with("gds.read").join(",")])
+            .args(["--only", "gdr.loopback"])
             .arg("--gds-dir")
             .arg(gds_dir.path())
+            .arg("--termination-log")
+            .arg(libs.path().join("termination-log"))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -502,6 +506,17 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
         assert_eq!(
             r["summary"],
             format!("gds.read: interrupted by {name} in cuFileDriverOpen")
+        );
+        let log = std::fs::read_to_string(libs.path().join("termination-log")).unwrap();
+        assert!(
+            log.starts_with(&format!("fabric-preflight ERROR (interrupted by {name}):")),
+            "{log}"
+        );
+        let queued = result_of(&report, "gdr.loopback");
+        assert_eq!(queued["status"], "error", "{queued:#}");
+        assert_eq!(
+            queued["summary"],
+            format!("gdr.loopback: not started: the run was interrupted by {name}")
         );
         for bystander in BYSTANDERS {
             assert!(
