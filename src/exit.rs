@@ -31,6 +31,16 @@ pub fn for_run(report: &RunReport, strict: bool) -> u8 {
     }
 }
 
+/// The code of a command whose output (a report, the termination log) could not be written: like an error, a
+/// lost result never reads as a pass, and a failure found stays the verdict.
+pub fn output_lost(code: u8) -> u8 {
+    if code == Exit::OK {
+        Exit::COULD_NOT_RUN
+    } else {
+        code
+    }
+}
+
 /// `--help` text for the codes.
 pub const HELP: &str = "Exit codes:
   0  every check passed (warnings allowed unless --strict)

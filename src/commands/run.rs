@@ -1,6 +1,6 @@
 //! `fabric-preflight run`: flags + profile → plan → runner → reports → exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -81,9 +81,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
             written = false;
         }
     }
-    // A lost report is a run that could not deliver its result: like an error, it never reads as a pass.
-    if !written && code == exit::Exit::OK {
-        code = exit::Exit::COULD_NOT_RUN;
+    if !written {
+        code = exit::output_lost(code);
     }
     Ok(code)
 }
@@ -129,14 +128,7 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
 
 fn write_report(target: &Target, text: &str) -> std::io::Result<()> {
     match target {
-        Target::Stdout => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-                // The reader stopped reading (`| head`): it chose to, and the exit code still gives the verdict.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                other => other,
-            }
-        }
+        Target::Stdout => super::write_stdout(text),
         Target::File(path) => std::fs::write(path, text),
     }
 }

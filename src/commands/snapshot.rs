@@ -90,12 +90,9 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     fs::write(dir.join(ANSWERS_FILE), answers + "\n")
         .with_context(|| format!("writing {}", dir.join(ANSWERS_FILE).display()))?;
 
-    print!(
-        "{}",
-        report::render(Format::Table, &executed.report, Style::PLAIN)
-    );
-    println!(
-        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)",
+    let mut text = report::render(Format::Table, &executed.report, Style::PLAIN);
+    text += &format!(
+        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)\n",
         dir.display(),
         paths.len(),
         copier.done.len(),
@@ -114,7 +111,7 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     for (path, why) in &copier.skipped {
         eprintln!("fabric-preflight: snapshot: not copied {path}: {why}");
     }
-    Ok(Exit::OK)
+    Ok(super::emit(&text, Exit::OK))
 }
 
 struct Copier {

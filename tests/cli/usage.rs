@@ -259,6 +259,37 @@ fn report_lost_at_the_end_is_exit_3_never_0() {
     );
 }
 
+/// Every command, not only `run`: output lost on a full device is exit 3, never 0.
+#[test]
+fn every_command_whose_output_is_lost_exits_3() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let log = testdata("nccl/v2.3-ring-receive-only-ib-gdrdma.log");
+    let topo_root = host("hgx-healthy");
+    let commands: Vec<Vec<&std::ffi::OsStr>> = vec![
+        vec!["list".as_ref()],
+        vec!["profiles".as_ref()],
+        vec!["explain".as_ref(), "rdma.link".as_ref()],
+        vec!["topo".as_ref(), "--root".as_ref(), topo_root.as_os_str()],
+        vec!["nccl".as_ref(), log.as_os_str()],
+    ];
+    for args in commands {
+        let ok = preflight().args(&args).output().unwrap();
+        assert_eq!(code(&ok), Exit::OK, "{args:?}: {}", stderr(&ok));
+        let out = preflight().args(&args).stdout(full()).output().unwrap();
+        assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{args:?} on /dev/full");
+        assert!(
+            stderr(&out).contains("writing to stdout"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
 #[test]
 fn unknown_output_format_is_a_usage_error_and_dash_is_stdout() {
     let dir = passing_tree();
