@@ -560,17 +560,21 @@ fn root_without_recording_calls_live_libraries_and_every_result_says_live_or_rec
         ("hgx-healthy", "live", "999.1.2"),
         ("gpu-8x-h100-answers", "recorded", "550.90.07"),
     ] {
-        let only = ["--only", "gpu.inventory,driver.nvidia"];
-        let out = preflight()
-            .env("LD_LIBRARY_PATH", libs.path())
-            .args(["run", "--format", "json", "--profile"])
-            .arg(&p)
-            .arg("--root")
-            .arg(host(scenario))
-            .args(only)
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+        let run = |format: &str| {
+            let out = preflight()
+                .env("LD_LIBRARY_PATH", libs.path())
+                .env("COLUMNS", "200")
+                .args(["run", "--color", "never", "--format", format, "--profile"])
+                .arg(&p)
+                .arg("--root")
+                .arg(host(scenario))
+                .args(["--only", "gpu.inventory,driver.nvidia"])
+                .output()
+                .unwrap();
+            stdout(&out)
+        };
+        let out = run("json");
+        let report: Value = serde_json::from_str(&out).expect("JSON report");
         assert_eq!(report["library_answers"], source, "{scenario}");
         let inventory = result_of(&report, "gpu.inventory");
         assert!(
@@ -589,32 +593,13 @@ fn root_without_recording_calls_live_libraries_and_every_result_says_live_or_rec
                 "{scenario}: {c:#}"
             );
         }
-        let table = preflight()
-            .env("LD_LIBRARY_PATH", libs.path())
-            .args(["run", "--color", "never", "--profile"])
-            .arg(&p)
-            .arg("--root")
-            .arg(host(scenario))
-            .args(only)
-            .env("COLUMNS", "200")
-            .output()
-            .unwrap();
-        let text = stdout(&table);
+        let text = run("table");
         assert!(text.contains(&format!("[{source}]")), "{text}");
         assert!(
             text.contains(&format!("library answers {source}")),
             "{text}"
         );
-        let junit = preflight()
-            .env("LD_LIBRARY_PATH", libs.path())
-            .args(["run", "--format", "junit", "--profile"])
-            .arg(&p)
-            .arg("--root")
-            .arg(host(scenario))
-            .args(only)
-            .output()
-            .unwrap();
-        let xml = stdout(&junit);
+        let xml = run("junit");
         assert!(
             xml.contains(&format!(
                 r#"<property name="library_answers" value="{source}"/>"#
