@@ -68,7 +68,9 @@ int cuGetErrorString(int e, const char **s) { *s = "stub"; return 0; }
 "#;
 
 /// cuFile whose driver open never returns, after leaving a file in the probe's scratch directory (where the
-/// binary points CUFILE_LOGFILE_PATH) as a real library writes its log: the runner must remove it.
+/// binary points CUFILE_LOGFILE_PATH) as a real library writes its log: the runner must remove it. Compiled with
+/// HANG_IN_HANDLE_REGISTER defined, the driver opens and the hang comes later, when gds.read has written its
+/// test file.
 const CUFILE_HANGS_IN_DRIVER_OPEN: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,14 +82,21 @@ CUfileError_t cuFileGetVersion(int *v) { *v = 1150; return ok(); }
 CUfileError_t cuFileDriverOpen(void) {
     const char *log = getenv("CUFILE_LOGFILE_PATH");
     if (log) { FILE *f = fopen(log, "w"); if (f) { fputs("opening the driver\n", f); fclose(f); } }
+#ifndef HANG_IN_HANDLE_REGISTER
     for (;;) pause();
+#endif
     return ok();
 }
 CUfileError_t cuFileDriverClose(void) { return ok(); }
 CUfileError_t cuFileDriverGetProperties(void *p) { return unsupported(); }
 CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags) { return unsupported(); }
 CUfileError_t cuFileBufDeregister(const void *p) { return unsupported(); }
-CUfileError_t cuFileHandleRegister(void **h, void *descr) { return unsupported(); }
+CUfileError_t cuFileHandleRegister(void **h, void *descr) {
+#ifdef HANG_IN_HANDLE_REGISTER
+    for (;;) pause();
+#endif
+    return unsupported();
+}
 void cuFileHandleDeregister(void *h) {}
 long cuFileRead(void *h, void *p, size_t n, long off, long dev_off) { return -1; }
 "#;
@@ -434,17 +443,23 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Pod deletion (SIGTERM) and Ctrl-C (SIGINT) while an active check is inside a library call: the child is
-/// killed, its scratch directory (with the file the library wrote) removed, the partial report still written
+/// killed, its scratch directory (gds.read's test file and cuFile's log) removed, the partial report still written
 /// with the interrupted check as an error and the finished ones as they were, and the exit is 3.
 #[test]
 fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3() {
-    let libs = shims(&[
-        ("libcuda.so.1", CUDA_STUB),
-        ("libcufile.so.0", CUFILE_HANGS_IN_DRIVER_OPEN),
-    ]);
-    let p = profile(libs.path(), &[("gds.read", 60)]);
+    let cufile = format!("#define HANG_IN_HANDLE_REGISTER\n{CUFILE_HANGS_IN_DRIVER_OPEN}");
+    let libs = shims(&[("libcuda.so.1", CUDA_STUB), ("libcufile.so.0", &cufile)]);
+    // An 8 MiB test file in 1 MiB blocks, and a deadline the signal comes well before.
+    let p = libs.path().join("signal.yaml");
+    std::fs::write(
+        &p,
+        "name: signal\nextends: generic\nexpect:\n  gds_file_size_mib: 8\n  gds_block_size_kib: 1024\n\
+         checks:\n  gds.read:\n    timeout: 60\n",
+    )
+    .unwrap();
     for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
-        let gds_dir = tempfile::tempdir().expect("temp dir");
+        // On the build's filesystem: gds.read opens its file with O_DIRECT, which an old tmpfs refuses.
+        let gds_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
         let mut run = preflight()
             .env("LD_LIBRARY_PATH", libs.path())
             .args(["run", "--format", "json", "--color", "never", "--root"])
@@ -462,12 +477,15 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("binary starts");
-        // The stand-in cuFile writes its log into the scratch directory, then hangs in cuFileDriverOpen.
+        // gds.read writes its whole test file, then the stand-in cuFile hangs in cuFileHandleRegister.
         let waiting = Instant::now();
-        while !files_under(gds_dir.path()).iter().any(|f| f.is_file()) {
+        while !files_under(gds_dir.path())
+            .iter()
+            .any(|f| f.ends_with("gds-read.bin") && f.metadata().is_ok_and(|m| m.len() == 8 << 20))
+        {
             assert!(
                 waiting.elapsed() < Duration::from_secs(20),
-                "gds.read never reached cuFileDriverOpen"
+                "gds.read never wrote its test file"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -503,9 +521,11 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
         assert_eq!(report["interrupted"], name);
         let r = result_of(&report, "gds.read");
         assert_eq!(r["status"], "error", "{r:#}");
-        assert_eq!(
-            r["summary"],
-            format!("gds.read: interrupted by {name} in cuFileDriverOpen")
+        let summary = r["summary"].as_str().unwrap();
+        // The hang is in cuFileHandleRegister; on a slow machine the signal may come just before the call.
+        assert!(
+            summary.starts_with(&format!("gds.read: interrupted by {name} in cuFile")),
+            "{summary}"
         );
         let log = std::fs::read_to_string(libs.path().join("termination-log")).unwrap();
         assert!(
