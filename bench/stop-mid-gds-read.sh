@@ -4,7 +4,8 @@
 # sends the signal, and checks the promise: exit 3, gds.read an `error` "interrupted by SIG…" in the JSON report,
 # the termination log says so, nothing left under --gds-dir, no probe child alive. Exits 1 on a broken promise.
 #
-#   bench/stop-mid-gds-read.sh [--bin PATH] [--dir DIR] [--signal TERM|INT] [--after SECS]
+#   bench/stop-mid-gds-read.sh [--bin PATH] [--dir DIR] [--signal TERM|INT] [--after SECS] [-- RUN-ARGS…]
+# RUN-ARGS go to `run` as they are (a --profile, or a --root with stand-in libraries to try the script).
 set -euo pipefail
 
 BIN=./target/release/fabric-preflight
@@ -17,7 +18,8 @@ while [ $# -gt 0 ]; do
     --dir) DIR=$2; shift 2 ;;
     --signal) SIGNAL=$2; shift 2 ;;
     --after) AFTER=$2; shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -25,7 +27,7 @@ done
 WORK=$(mktemp -d "$DIR/stop-gds.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 mkdir "$WORK/gds"
-"$BIN" run --only gds.read --gds-dir "$WORK/gds" --format json --termination-log "$WORK/term" \
+"$BIN" run --only gds.read --gds-dir "$WORK/gds" --format json --termination-log "$WORK/term" "$@" \
   >"$WORK/report.json" 2>"$WORK/stderr" &
 pid=$!
 
