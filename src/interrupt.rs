@@ -1,7 +1,7 @@
 //! SIGTERM and SIGINT (pod deletion, slurmd's kill, Ctrl-C) stop a run cleanly instead of killing it: the
 //! handler only records the signal; the runner stops starting checks, the child-process probes are killed and
 //! their scratch directories removed, and the checks cut short are reported as errors, so the partial report is
-//! still written and the exit is 3. As PID 1 of a container, the handler is also what makes SIGTERM work at all
+//! still written and the exit is 3. A second signal ends the process at once. As PID 1 of a container, the handler is also what makes SIGTERM work at all
 //! (the kernel drops signals PID 1 has no handler for).
 
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -10,8 +10,18 @@ use std::sync::atomic::{AtomicI32, Ordering};
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn record(signal: libc::c_int) {
-    // An atomic store is async-signal-safe; anything more (allocation, locks, I/O) is not.
-    let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    // An atomic exchange is async-signal-safe; anything more (allocation, locks, I/O) is not.
+    if RECEIVED
+        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        // A second signal means "now": die of it, as without a handler (probe children follow through
+        // PR_SET_PDEATHSIG). SAFETY: signal() and raise() are async-signal-safe.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
 }
 
 /// Installs the handler for SIGTERM and SIGINT. Child processes get the default action back at exec.

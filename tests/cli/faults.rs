@@ -7,6 +7,7 @@
 //! These tests need a C compiler (`cc`); without one they fail: CI has gcc, and a silent pass would hide that
 //! the isolation was never exercised.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -429,6 +430,17 @@ fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The process exists and is not a zombie (a dead child whose new parent has not reaped it yet).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(") ")
+                .map(|(_, rest)| !rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
 /// Every file under `dir`, recursively.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -457,7 +469,12 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
          checks:\n  gds.read:\n    timeout: 60\n",
     )
     .unwrap();
-    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+    // SIGKILL (slurmd after KillWait) allows no clean-up, but the probe child must still die with the run.
+    for (signal, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGKILL, "SIGKILL"),
+    ] {
         // On the build's filesystem: gds.read opens its file with O_DIRECT, which an old tmpfs refuses.
         let gds_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
         let mut run = preflight()
@@ -506,6 +523,19 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
         };
         let stopped_in = signalled.elapsed();
         let out = run.wait_with_output().unwrap();
+        if signal == libc::SIGKILL {
+            assert_eq!(status.signal(), Some(signal), "{status:?}");
+            // PR_SET_PDEATHSIG: the kernel kills the orphaned child right after its parent died.
+            let gone = Instant::now();
+            while children.iter().any(|pid| alive(*pid)) {
+                assert!(
+                    gone.elapsed() < Duration::from_secs(2),
+                    "a probe child outlived the killed run"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
+        }
         assert_eq!(
             status.code(),
             Some(i32::from(Exit::COULD_NOT_RUN)),
@@ -552,10 +582,7 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             "{name}: scratch left behind"
         );
         for pid in children {
-            assert!(
-                !Path::new(&format!("/proc/{pid}")).exists(),
-                "{name}: probe child {pid} survived"
-            );
+            assert!(!alive(pid), "{name}: probe child {pid} survived");
         }
     }
 }
