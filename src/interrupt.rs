@@ -41,9 +41,15 @@ pub fn install() {
 
 /// The signal that asked the run to stop (`SIGTERM`, `SIGINT`), if one came.
 pub fn requested() -> Option<&'static str> {
-    match RECEIVED.load(Ordering::SeqCst) {
-        0 => None,
+    stopping_signal(RECEIVED.load(Ordering::SeqCst))
+}
+
+/// The name of `signal` when it is one that stops a run. A probe child that died of one was stopped from
+/// outside (Ctrl-C and slurmd signal the whole process group), never by the runner, which kills with SIGKILL.
+pub fn stopping_signal(signal: libc::c_int) -> Option<&'static str> {
+    match signal {
         libc::SIGINT => Some("SIGINT"),
-        _ => Some("SIGTERM"),
+        libc::SIGTERM => Some("SIGTERM"),
+        _ => None,
     }
 }

@@ -187,7 +187,13 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         timed_out,
         last_call: last_call.clone(),
     };
-    if let Some(signal) = interrupt::requested() {
+    // The child may die of the process group's signal before this process's handler has run.
+    let stopped_by = interrupt::requested().or_else(|| {
+        status
+            .and_then(|s| s.signal())
+            .and_then(interrupt::stopping_signal)
+    });
+    if let Some(signal) = stopped_by {
         if !status.is_some_and(|s| s.success()) {
             return Err(failure(
                 format!("interrupted by {signal}{in_call}"),

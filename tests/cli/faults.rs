@@ -7,7 +7,7 @@
 //! These tests need a C compiler (`cc`); without one they fail: CI has gcc, and a silent pass would hide that
 //! the isolation was never exercised.
 
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -469,11 +469,13 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
          checks:\n  gds.read:\n    timeout: 60\n",
     )
     .unwrap();
-    // SIGKILL (slurmd after KillWait) allows no clean-up, but the probe child must still die with the run.
-    for (signal, name) in [
-        (libc::SIGTERM, "SIGTERM"),
-        (libc::SIGINT, "SIGINT"),
-        (libc::SIGKILL, "SIGKILL"),
+    // To the run alone (pod deletion), to its whole process group (Ctrl-C, slurmd: the child gets it too), and
+    // SIGKILL (slurmd after KillWait), which allows no clean-up but must still take the probe child along.
+    for (signal, name, to_group) in [
+        (libc::SIGTERM, "SIGTERM", false),
+        (libc::SIGINT, "SIGINT", true),
+        (libc::SIGTERM, "SIGTERM", true),
+        (libc::SIGKILL, "SIGKILL", false),
     ] {
         // On the build's filesystem: gds.read opens its file with O_DIRECT, which an old tmpfs refuses.
         let gds_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
@@ -492,6 +494,7 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             .arg(libs.path().join("termination-log"))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
+            .process_group(0)
             .spawn()
             .expect("binary starts");
         // gds.read writes its whole test file, then the stand-in cuFile hangs in cuFileHandleRegister.
@@ -508,8 +511,14 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
         }
         let children = children_of(run.id());
         assert!(!children.is_empty(), "the probe child is running");
-        // SAFETY: a signal to the process this test started.
-        assert_eq!(unsafe { libc::kill(run.id() as i32, signal) }, 0);
+        // The run leads its own process group, so the group is the run and its children.
+        let target = if to_group {
+            -(run.id() as i32)
+        } else {
+            run.id() as i32
+        };
+        // SAFETY: a signal to the process (group) this test started.
+        assert_eq!(unsafe { libc::kill(target, signal) }, 0);
         let signalled = Instant::now();
         let status = loop {
             if let Some(status) = run.try_wait().unwrap() {
