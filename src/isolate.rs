@@ -72,6 +72,8 @@ pub struct ChildFailure {
     pub timed_out: bool,
     /// The last library call the child announced with [`breadcrumb`].
     pub last_call: Option<String>,
+    /// Stopped by SIGTERM/SIGINT ([`interrupt`]), not by anything the probe or its library did.
+    pub interrupted: bool,
 }
 
 /// Runs `job` in a child process and waits at most `timeout` for it.
@@ -81,6 +83,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         evidence: vec![],
         timed_out: false,
         last_call: None,
+        interrupted: false,
     })?;
     let mut child = Command::new(exe)
         .arg(CHILD_SUBCOMMAND)
@@ -93,6 +96,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
             evidence: vec![],
             timed_out: false,
             last_call: None,
+            interrupted: false,
         })?;
 
     let job_json = serde_json::to_vec(job).unwrap_or_default();
@@ -186,6 +190,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         evidence,
         timed_out,
         last_call: last_call.clone(),
+        interrupted: false,
     };
     // The child may die of the process group's signal before this process's handler has run.
     let stopped_by = interrupt::requested().or_else(|| {
@@ -195,11 +200,10 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     });
     if let Some(signal) = stopped_by {
         if !status.is_some_and(|s| s.success()) {
-            return Err(failure(
-                format!("interrupted by {signal}{in_call}"),
-                evidence,
-                false,
-            ));
+            return Err(ChildFailure {
+                interrupted: true,
+                ..failure(format!("interrupted by {signal}{in_call}"), evidence, false)
+            });
         }
     }
     let Some(status) = status else {

@@ -341,7 +341,7 @@ fn run_isolated(
             r.evidence = failure.evidence;
             // Only a live call leaves a breadcrumb: the library itself hung or crashed.
             r.library_answers = failure.last_call.is_some().then_some(AnswerSource::Live);
-            vec![r.fix(if interrupt::requested().is_some() {
+            vec![r.fix(if failure.interrupted {
                 RERUN_AFTER_INTERRUPT
             } else {
                 "the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran"
