@@ -560,6 +560,10 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
         assert_eq!(report["interrupted"], name);
         let r = result_of(&report, "gds.read");
         assert_eq!(r["status"], "error", "{r:#}");
+        assert!(
+            r["remediation"].as_str().unwrap().ends_with("run it again"),
+            "{r:#}"
+        );
         let summary = r["summary"].as_str().unwrap();
         // The hang is in cuFileHandleRegister; on a slow machine the signal may come just before the call.
         assert!(
