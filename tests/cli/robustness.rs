@@ -52,7 +52,10 @@ fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let copy = dir.path().join("fabric-preflight");
-    std::fs::copy(bin(), &copy).expect("copy the binary");
+    // Copied by `cp`, not in this process: a write descriptor open here while another test thread forks would
+    // be inherited, and exec of the copy would then fail with ETXTBSY ("Text file busy").
+    let copied = Command::new("cp").arg(bin()).arg(&copy).status();
+    assert!(copied.is_ok_and(|s| s.success()), "copy the binary");
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cmd = Command::new("setpriv");
     cmd.args([
