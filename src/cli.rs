@@ -79,7 +79,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 
-    /// Deadline for the whole run, in seconds
+    /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
 
@@ -98,10 +98,6 @@ pub struct RunArgs {
     /// NCCL_DEBUG=INFO output to judge with nccl.transport (repeatable)
     #[arg(long, value_name = "PATH")]
     pub nccl_log: Vec<PathBuf>,
-
-    /// Name to report this host by (Kubernetes: the node name from the downward API; default: the hostname)
-    #[arg(long, value_name = "NAME")]
-    pub node_name: Option<String>,
 
     /// Directory on the filesystem to test with gds.read (default: the system temp dir)
     #[arg(long, value_name = "DIR")]
@@ -166,7 +162,7 @@ pub struct SnapshotArgs {
     #[arg(long, value_name = "ID,..", value_delimiter = ',')]
     pub skip: Vec<String>,
 
-    /// Deadline for the whole run, in seconds
+    /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
 }

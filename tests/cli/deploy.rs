@@ -1,5 +1,5 @@
-//! Fleet delivery: `--format npd` (Node Problem Detector's plugin protocol), `--node-name`, and the Kubernetes
-//! manifests under deploy/kubernetes/ (what kubernetes-validate does not check: volume names, image names).
+//! Fleet delivery: `--format npd` (Node Problem Detector's plugin protocol) and the Kubernetes manifests under
+//! deploy/kubernetes/ (what kubernetes-validate does not check: volume names, image names).
 
 use std::path::{Path, PathBuf};
 
@@ -47,16 +47,6 @@ fn npd_strict_warning_is_non_ok() {
     let (code, text) = run_npd("h200-vm-no-rdma", &["--strict"]);
     assert_eq!(code, 1, "{text}");
     assert!(text.starts_with("WARN gds.kernel_path"), "{text}");
-}
-
-#[test]
-fn node_name_replaces_the_hostname_in_every_report() {
-    let (_, report) = run_json(
-        &host("hgx-healthy"),
-        "generic",
-        &["--node-name", "gpu-node-07"],
-    );
-    assert_eq!(report["host"]["hostname"], "gpu-node-07");
 }
 
 fn manifests() -> Vec<(PathBuf, Value)> {
