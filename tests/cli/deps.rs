@@ -12,19 +12,26 @@ const LIBCLANG_CPP: &[u8] = b"\x7fELF\x02\x01\x01\0....clang::tooling\0";
 
 /// `DEPS_ROOT=<tree> .ci/deps --dry-run` on a tree holding `files`: the packages it would install.
 fn would_install(files: &[(&str, &[u8])]) -> Vec<String> {
+    would_install_with(files, None)
+}
+
+/// The same, with `LIBCLANG_PATH` set to `libclang_path` inside the tree.
+fn would_install_with(files: &[(&str, &[u8])], libclang_path: Option<&str>) -> Vec<String> {
     let tree = tempfile::tempdir().unwrap();
     for (path, bytes) in files {
         let path = tree.path().join(path);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, bytes).unwrap();
     }
-    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/deps"))
-        .arg("--dry-run")
+    let mut cmd = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/deps"));
+    cmd.arg("--dry-run")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DEPS_ROOT", tree.path())
-        .output()
-        .expect(".ci/deps runs");
+        .env("DEPS_ROOT", tree.path());
+    if let Some(rel) = libclang_path {
+        cmd.env("LIBCLANG_PATH", tree.path().join(rel));
+    }
+    let out = cmd.output().expect(".ci/deps runs");
     assert!(out.status.success(), "{out:?}");
     String::from_utf8(out.stdout)
         .unwrap()
@@ -72,4 +79,18 @@ fn deps_32_bit_or_non_elf_libclang_does_not_count() {
 fn deps_libclang_without_its_headers_installs_them() {
     let need = would_install(&[("usr/lib/llvm-14/lib/libclang.so.1", LIBCLANG)]);
     assert_eq!(need, ["libclang-common-14-dev"]);
+}
+
+#[test]
+fn deps_libclang_path_is_the_only_place_searched_when_set() {
+    let files = [
+        ("usr/lib/llvm-14/lib/libclang.so.1", LIBCLANG),
+        ("opt/llvm/lib/libclang-cpp.so.17", LIBCLANG_CPP),
+        HEADERS,
+    ];
+    assert_eq!(
+        would_install_with(&files, Some("opt/llvm/lib")),
+        ["libclang1-14"]
+    );
+    assert!(would_install_with(&files, Some("usr/lib/llvm-14/lib/libclang.so.1")).is_empty());
 }
