@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::answers::Answers;
+use crate::dynlib::Library;
 use crate::host::Host;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
 use crate::probe::{CheckResult, Context, Inputs, Kind, Probe, Status};
@@ -35,6 +36,18 @@ pub struct RunOutcome {
     pub recorded: BTreeMap<String, Value>,
 }
 
+/// A library a check was killed in at its deadline: not called again this run.
+#[derive(Debug, Clone)]
+struct Hung {
+    library: Library,
+    call: String,
+    probe: &'static str,
+    after: Duration,
+}
+
+/// The libraries that hung so far, shared by every probe thread of the run.
+type HungLibraries = Arc<Mutex<Vec<Hung>>>;
+
 struct Scheduled {
     probe: &'static dyn Probe,
     timeout: Duration,
@@ -46,20 +59,20 @@ struct Scheduled {
 pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Duration) -> RunOutcome {
     let run_deadline = Instant::now() + run_timeout;
     let shared = Arc::new(shared);
+    let hung = HungLibraries::default();
     let mut slots: Vec<Option<Vec<CheckResult>>> = vec![None; probes.len()];
 
     let (concurrent, active): (Vec<usize>, Vec<usize>) =
         (0..probes.len()).partition(|&i| probes[i].kind() != Kind::Active);
-    run_batch(
-        probes,
-        &concurrent,
-        &shared,
+    let batch = Batch {
+        shared: &shared,
+        hung: &hung,
         run_deadline,
         run_timeout,
-        &mut slots,
-    );
+    };
+    batch.run(probes, &concurrent, &mut slots);
     for i in active {
-        run_batch(probes, &[i], &shared, run_deadline, run_timeout, &mut slots);
+        batch.run(probes, &[i], &mut slots);
     }
 
     let mut results = Vec::new();
@@ -80,106 +93,124 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
     }
 }
 
-fn run_batch(
-    probes: &[&'static dyn Probe],
-    batch: &[usize],
-    shared: &Arc<RunInputs>,
+/// What every batch of a run shares.
+struct Batch<'a> {
+    shared: &'a Arc<RunInputs>,
+    hung: &'a HungLibraries,
     run_deadline: Instant,
     run_timeout: Duration,
-    slots: &mut [Option<Vec<CheckResult>>],
-) {
-    let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
-    // index → (scheduled, started, deadline the runner waits until)
-    let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
-    for &i in batch {
-        let probe = probes[i];
-        let now = Instant::now();
-        let own = shared
-            .profile
-            .settings(probe.id())
-            .timeout
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map(Duration::from_secs_f64)
-            .unwrap_or_else(|| probe.default_timeout());
-        let left = run_deadline.saturating_duration_since(now);
-        if left.is_zero() {
-            slots[i] = Some(vec![CheckResult::error(
-                probe.id(),
-                format!(
-                    "not started: the run deadline (--timeout {} s) was reached",
-                    fmt_secs(run_timeout)
-                ),
-            )]);
-            continue;
-        }
-        let scheduled = Scheduled {
-            probe,
-            timeout: own.min(left),
-            cut_by_run_deadline: left < own,
-        };
-        let wait_until = now
-            + scheduled.timeout
-            + if probe.kind() == Kind::Static {
-                Duration::ZERO
-            } else {
-                CHILD_GRACE
-            };
-        let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
-        spawn_probe(
-            i,
-            probe,
-            scheduled.timeout,
-            cut_by,
-            shared.clone(),
-            tx.clone(),
-        );
-        pending.insert(i, (scheduled, now, wait_until));
-    }
-    drop(tx);
+}
 
-    while !pending.is_empty() {
-        let next = pending
-            .values()
-            .map(|(_, _, until)| *until)
-            .min()
-            .unwrap_or_else(Instant::now);
-        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
-            Ok((i, mut results)) => {
-                if let Some((scheduled, started, _)) = pending.remove(&i) {
-                    let ms = started.elapsed().as_millis() as u64;
-                    if results.is_empty() {
-                        results.push(CheckResult::error(
-                            scheduled.probe.id(),
-                            "probe returned no result",
-                        ));
-                    }
-                    for r in &mut results {
-                        r.duration_ms = ms;
-                    }
-                    slots[i] = Some(results);
-                }
+impl Batch<'_> {
+    fn run(
+        &self,
+        probes: &[&'static dyn Probe],
+        batch: &[usize],
+        slots: &mut [Option<Vec<CheckResult>>],
+    ) {
+        let Batch {
+            shared,
+            hung,
+            run_deadline,
+            run_timeout,
+        } = *self;
+        let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
+        // index → (scheduled, started, deadline the runner waits until)
+        let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
+        for &i in batch {
+            let probe = probes[i];
+            let now = Instant::now();
+            let own = shared
+                .profile
+                .settings(probe.id())
+                .timeout
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+                .unwrap_or_else(|| probe.default_timeout());
+            if let Some(h) = hung_library_needed(probe, hung) {
+                slots[i] = Some(vec![not_called_again(probe.id(), &h)]);
+                continue;
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let now = Instant::now();
-                let expired: Vec<usize> = pending
-                    .iter()
-                    .filter(|(_, (_, _, until))| *until <= now)
-                    .map(|(i, _)| *i)
-                    .collect();
-                for i in expired {
-                    if let Some((s, started, _)) = pending.remove(&i) {
-                        slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
+            let left = run_deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                slots[i] = Some(vec![CheckResult::error(
+                    probe.id(),
+                    format!(
+                        "not started: the run deadline (--timeout {} s) was reached",
+                        fmt_secs(run_timeout)
+                    ),
+                )]);
+                continue;
+            }
+            let scheduled = Scheduled {
+                probe,
+                timeout: own.min(left),
+                cut_by_run_deadline: left < own,
+            };
+            let wait_until = now
+                + scheduled.timeout
+                + if probe.kind() == Kind::Static {
+                    Duration::ZERO
+                } else {
+                    CHILD_GRACE
+                };
+            let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
+            spawn_probe(
+                i,
+                probe,
+                scheduled.timeout,
+                cut_by,
+                (shared.clone(), hung.clone()),
+                tx.clone(),
+            );
+            pending.insert(i, (scheduled, now, wait_until));
+        }
+        drop(tx);
+
+        while !pending.is_empty() {
+            let next = pending
+                .values()
+                .map(|(_, _, until)| *until)
+                .min()
+                .unwrap_or_else(Instant::now);
+            match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                Ok((i, mut results)) => {
+                    if let Some((scheduled, started, _)) = pending.remove(&i) {
+                        let ms = started.elapsed().as_millis() as u64;
+                        if results.is_empty() {
+                            results.push(CheckResult::error(
+                                scheduled.probe.id(),
+                                "probe returned no result",
+                            ));
+                        }
+                        for r in &mut results {
+                            r.duration_ms = ms;
+                        }
+                        slots[i] = Some(results);
                     }
                 }
-            }
-            // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
-            // catch_unwind in place, but never wait forever on it.
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                    slots[i] = Some(vec![CheckResult::error(
-                        s.probe.id(),
-                        "probe thread ended without a result",
-                    )]);
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    let expired: Vec<usize> = pending
+                        .iter()
+                        .filter(|(_, (_, _, until))| *until <= now)
+                        .map(|(i, _)| *i)
+                        .collect();
+                    for i in expired {
+                        if let Some((s, started, _)) = pending.remove(&i) {
+                            slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
+                        }
+                    }
+                }
+                // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
+                // catch_unwind in place, but never wait forever on it.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    for (i, (s, _, _)) in std::mem::take(&mut pending) {
+                        slots[i] = Some(vec![CheckResult::error(
+                            s.probe.id(),
+                            "probe thread ended without a result",
+                        )]);
+                    }
                 }
             }
         }
@@ -204,20 +235,44 @@ fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> Che
     r
 }
 
+/// The first library `probe` calls that hung earlier in this run.
+fn hung_library_needed(probe: &dyn Probe, hung: &HungLibraries) -> Option<Hung> {
+    let hung = hung.lock().ok()?;
+    hung.iter()
+        .find(|h| probe.libraries().contains(&h.library))
+        .cloned()
+}
+
+/// A check not started because a library it calls hung earlier: reported at once, costing no time.
+fn not_called_again(id: &str, h: &Hung) -> CheckResult {
+    CheckResult::error(
+        id,
+        format!(
+            "{id}: not run: {} hung in {} earlier in this run ({} was killed after {} s); it is not called again",
+            h.library.soname(),
+            h.call,
+            h.probe,
+            fmt_secs(h.after)
+        ),
+    )
+    .evidence("hung library call", &h.call)
+    .fix("the library call named above hung: check `dmesg` for Xid/driver errors and the driver's health (`nvidia-smi`, `ibv_devinfo`); checks that do not need this library still ran")
+}
+
 /// `cut_by`: the run's `--timeout` when it, not the probe's own deadline, set `timeout`.
 fn spawn_probe(
     index: usize,
     probe: &'static dyn Probe,
     timeout: Duration,
     cut_by: Option<Duration>,
-    shared: Arc<RunInputs>,
+    (shared, hung): (Arc<RunInputs>, HungLibraries),
     tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
 ) {
     let name = format!("probe:{}", probe.id());
     let body = move || {
         let results = match probe.kind() {
             Kind::Static => run_in_thread(probe, timeout, &shared),
-            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared),
+            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
         };
         // The receiver may have given up on us (deadline passed); nothing to do then.
         let _ = tx.send((index, results));
@@ -257,6 +312,7 @@ fn run_isolated(
     timeout: Duration,
     cut_by: Option<Duration>,
     shared: &RunInputs,
+    hung: &HungLibraries,
 ) -> Vec<CheckResult> {
     let scratch = if probe.kind() == Kind::Active {
         make_scratch(&shared.inputs)
@@ -289,6 +345,18 @@ fn run_isolated(
             reply.results
         }
         Err(failure) => {
+            if let Some(call) = failure.last_call.as_deref().filter(|_| failure.timed_out) {
+                if let Some(library) = Library::owning(call) {
+                    if let Ok(mut h) = hung.lock() {
+                        h.push(Hung {
+                            library,
+                            call: call.to_string(),
+                            probe: probe.id(),
+                            after: timeout,
+                        });
+                    }
+                }
+            }
             let summary = match cut_by {
                 Some(run_timeout) if failure.timed_out => format!(
                     "the run deadline (--timeout {} s) was reached{}",

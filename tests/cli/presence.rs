@@ -1,0 +1,463 @@
+//! The presence rule (`src/presence.rs`) for every check that calls a run-time-loaded library: hardware on the
+//! PCI bus × kernel driver × user-space library → one verdict. Stand-in libraries are C shims compiled at test
+//! time and found through `LD_LIBRARY_PATH`, the binary's real loading path (see `faults.rs`); the hardware and
+//! the driver come from the recorded `hgx-healthy` tree, edited per state.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::faults::{profile, shims};
+use super::util::*;
+
+/// Every check that calls NVML, CUDA, cuFile or libibverbs.
+const LIBRARY_CHECKS: &[&str] = &[
+    "gpu.inventory",
+    "gpu.bar1",
+    "gpu.p2p",
+    "gpu.pcie",
+    "gpu.copy_bandwidth",
+    "gds.read",
+    "gdr.loopback",
+];
+
+/// The CUDA driver entry points the binary resolves before it calls any (`dynlib::cuda`).
+const CUDA_SYMBOLS: &[&str] = &[
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetPCIBusId",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceCanAccessPeer",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuCtxEnablePeerAccess",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemHostRegister_v2",
+    "cuMemHostUnregister",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyPeerAsync",
+    "cuMemsetD32_v2",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+    "cuStreamDestroy_v2",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventDestroy_v2",
+];
+
+/// A libcuda whose `cuInit` is `init` (C statements), listing no GPU, that exports `extra` besides the
+/// common entry points.
+fn cuda(init: &str, extra: &[&str]) -> String {
+    let mut c = String::from("#include <unistd.h>\n");
+    for sym in CUDA_SYMBOLS.iter().chain(extra) {
+        c.push_str(&format!("int {sym}() {{ return 0; }}\n"));
+    }
+    c.push_str(&format!(
+        r#"int cuInit(unsigned flags) {{ {init} }}
+int cuDriverGetVersion(int *v) {{ *v = 12020; return 0; }}
+int cuDeviceGetCount(int *n) {{ *n = 0; return 0; }}
+int cuGetErrorName(int e, const char **s) {{
+    *s = e == 803 ? "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" : "CUDA_ERROR_UNKNOWN"; return 0; }}
+int cuGetErrorString(int e, const char **s) {{
+    *s = e == 803 ? "system has unsupported display driver / cuda driver combination" : "unknown error"; return 0; }}
+"#
+    ));
+    c
+}
+
+fn nvml(init: &str) -> String {
+    format!(
+        r#"#include <unistd.h>
+int nvmlInit_v2(void) {{ {init} }}
+int nvmlShutdown(void) {{ return 0; }}
+int nvmlDeviceGetCount_v2(unsigned int *n) {{ *n = 0; return 0; }}
+"#
+    )
+}
+
+/// libcufile with every entry point the binary resolves except `missing`; `open` is cuFileDriverOpen's body.
+fn cufile(missing: &str, open: &str) -> String {
+    let mut c = String::from(
+        "#include <stddef.h>\n#include <unistd.h>\ntypedef struct { int err; int cu_err; } S;\nstatic S ok(void) { S r = {0, 0}; return r; }\n",
+    );
+    for (sym, body) in [
+        (
+            "cuFileGetVersion",
+            "S cuFileGetVersion(int *v) { *v = 1150; return ok(); }",
+        ),
+        ("cuFileDriverOpen", ""),
+        (
+            "cuFileDriverClose",
+            "S cuFileDriverClose(void) { return ok(); }",
+        ),
+        (
+            "cuFileDriverGetProperties",
+            "S cuFileDriverGetProperties(void *p) { return ok(); }",
+        ),
+        (
+            "cuFileBufRegister",
+            "S cuFileBufRegister(const void *p, size_t n, int f) { return ok(); }",
+        ),
+        (
+            "cuFileBufDeregister",
+            "S cuFileBufDeregister(const void *p) { return ok(); }",
+        ),
+        (
+            "cuFileHandleRegister",
+            "S cuFileHandleRegister(void **h, void *d) { return ok(); }",
+        ),
+        (
+            "cuFileHandleDeregister",
+            "void cuFileHandleDeregister(void *h) {}",
+        ),
+        (
+            "cuFileRead",
+            "long cuFileRead(void *h, void *p, size_t n, long o, long d) { return -1; }",
+        ),
+    ] {
+        if sym == missing {
+            continue;
+        }
+        if sym == "cuFileDriverOpen" {
+            c.push_str(&format!("S cuFileDriverOpen(void) {{ {open} }}\n"));
+        } else {
+            c.push_str(body);
+            c.push('\n');
+        }
+    }
+    c
+}
+
+fn verbs(list: &str) -> String {
+    format!(
+        r#"#include <stdlib.h>
+#include <unistd.h>
+void **ibv_get_device_list(int *n) {{ {list} }}
+void ibv_free_device_list(void **l) {{ free(l); }}
+"#
+    )
+}
+
+const HANG: &str = "for (;;) pause(); return 0;";
+
+/// A copy of `hgx-healthy` with `edit` applied.
+fn edited_tree(edit: impl FnOnce(&Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", host("hgx-healthy").display()))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    edit(dir.path());
+    dir
+}
+
+/// Removes the named modules' `/proc/modules` lines and `/sys/module` directories, and `paths`.
+fn unload(root: &Path, modules: &[&str], paths: &[&str]) {
+    let table = root.join("proc/modules");
+    let kept: String = std::fs::read_to_string(&table)
+        .unwrap()
+        .lines()
+        .filter(|l| !modules.contains(&l.split(' ').next().unwrap_or("")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&table, kept).unwrap();
+    for m in modules {
+        let _ = std::fs::remove_dir_all(root.join("sys/module").join(m));
+    }
+    for p in paths {
+        let full = root.join(p);
+        if full.is_dir() {
+            std::fs::remove_dir_all(&full).unwrap();
+            std::fs::create_dir(&full).unwrap();
+        } else {
+            let _ = std::fs::remove_file(&full);
+        }
+    }
+}
+
+fn no_nvidia_driver(root: &Path) {
+    unload(
+        root,
+        &["nvidia", "nvidia_uvm", "nvidia_peermem", "nvidia_fs"],
+        &["proc/driver/nvidia", "proc/driver/nvidia-fs"],
+    );
+}
+
+fn no_rdma_driver(root: &Path) {
+    unload(
+        root,
+        &["mlx5_ib", "ib_uverbs"],
+        &["sys/class/infiniband", "sys/class/infiniband_verbs"],
+    );
+}
+
+/// `run --only <checks>` on `root` with `libs` first on the library search path; every check's deadline 2 s.
+fn run(root: &Path, libs: &Path, checks: &[&str]) -> (u8, Value, Duration) {
+    let timeouts: Vec<(&str, u32)> = checks.iter().map(|c| (*c, 2)).collect();
+    let p = profile(libs, &timeouts);
+    let gds_dir = tempfile::tempdir().expect("temp dir");
+    let started = Instant::now();
+    let out = preflight()
+        .env("LD_LIBRARY_PATH", libs)
+        .args(["run", "--format", "json", "--color", "never", "--root"])
+        .arg(root)
+        .arg("--profile")
+        .arg(&p)
+        .args(["--only", &checks.join(",")])
+        .arg("--gds-dir")
+        .arg(gds_dir.path())
+        .output()
+        .expect("binary runs");
+    let elapsed = started.elapsed();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(&out), stderr(&out)));
+    (code(&out), report, elapsed)
+}
+
+/// Each check's one result has `status` and a summary containing one of `words` (per check).
+fn expect_all(report: &Value, status: &str, words: impl Fn(&str) -> &'static str) {
+    for id in LIBRARY_CHECKS {
+        let r = result_of(report, id);
+        let summary = r["summary"].as_str().unwrap_or_default();
+        assert_eq!(r["status"], status, "{id}: {r:#}");
+        assert!(
+            summary.contains(words(id)),
+            "{id}: expected `{}` in {summary:?}",
+            words(id)
+        );
+    }
+}
+
+/// The real library is on this machine's loader path: a stand-in directory cannot make it absent.
+fn system_has(soname: &str) -> bool {
+    Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(soname))
+        .unwrap_or(false)
+}
+
+/// Hardware and drivers in place, libraries absent (a container without the NVIDIA runtime or rdma-core):
+/// error, saying what to mount or install.
+#[test]
+fn drivers_loaded_libraries_absent_is_an_error_saying_what_to_install() {
+    let held: Vec<&str> = [
+        "libnvidia-ml.so.1",
+        "libcuda.so.1",
+        "libcufile.so.0",
+        "libibverbs.so.1",
+    ]
+    .into_iter()
+    .filter(|s| system_has(s))
+    .collect();
+    if !held.is_empty() {
+        eprintln!("skipped: this machine has {held:?}, which no stand-in directory can hide");
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let (code, report, _) = run(&host("hgx-healthy"), empty.path(), LIBRARY_CHECKS);
+    expect_all(&report, "error", |id| match id {
+        "gds.read" => "libcufile.so.0 cannot be loaded",
+        "gdr.loopback" => "libibverbs.so.1 cannot be loaded",
+        "gpu.copy_bandwidth" => "libcuda.so.1 cannot be loaded",
+        _ => "libnvidia-ml.so.1 cannot be loaded",
+    });
+    for id in LIBRARY_CHECKS {
+        let fix = result_of(&report, id)["remediation"].to_string();
+        assert!(
+            fix.contains("install") || fix.contains("mount"),
+            "{id}: {fix}"
+        );
+    }
+    assert_eq!(code, Exit::COULD_NOT_RUN);
+}
+
+/// Libraries that load and then refuse: fail, with the library's own words.
+#[test]
+fn broken_libraries_fail_with_their_own_words() {
+    let libs = shims(&[
+        ("libnvidia-ml.so.1", &nvml("return 18;")),
+        (
+            "libcuda.so.1",
+            &cuda("return 803;", &["cuEventElapsedTime_v2"]),
+        ),
+        ("libcufile.so.0", &cufile("cuFileRead", "return ok();")),
+        // A device list with nothing in it while /sys/class/infiniband lists eight devices.
+        (
+            "libibverbs.so.1",
+            &verbs("*n = 0; return calloc(1, sizeof(void *));"),
+        ),
+    ]);
+    let (code, report, _) = run(&host("hgx-healthy"), libs.path(), LIBRARY_CHECKS);
+    expect_all(&report, "fail", |id| match id {
+        "gds.read" => "lacks cuFileRead",
+        "gdr.loopback" => "libibverbs.so.1 lists no device while 8 RDMA-capable NIC(s)",
+        "gpu.copy_bandwidth" => "cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+        _ => "nvmlInit_v2: NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    });
+    let fix = result_of(&report, "gpu.inventory")["remediation"].to_string();
+    assert!(fix.contains("reboot"), "{fix}");
+    let fix = result_of(&report, "gdr.loopback")["remediation"].to_string();
+    assert!(fix.contains("ibverbs-providers"), "{fix}");
+    assert_eq!(code, Exit::CHECK_FAILED);
+}
+
+/// A CUDA driver older than every entry point this tool can use: fail naming the symbols.
+#[test]
+fn cuda_without_the_symbols_this_tool_calls_fails_naming_them() {
+    let libs = shims(&[("libcuda.so.1", &cuda("return 0;", &[]))]);
+    let (code, report, _) = run(&host("hgx-healthy"), libs.path(), &["gpu.copy_bandwidth"]);
+    let r = result_of(&report, "gpu.copy_bandwidth");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("lacks cuEventElapsedTime"),
+        "{r:#}"
+    );
+    assert_eq!(code, Exit::CHECK_FAILED);
+}
+
+/// A library that hangs costs one deadline, once: every later check that needs it reports at once, naming
+/// the call; checks that do not need it still run.
+#[test]
+fn a_hung_library_is_reported_once_and_not_called_again() {
+    let libs = shims(&[
+        ("libnvidia-ml.so.1", &nvml(HANG)),
+        (
+            "libcuda.so.1",
+            &cuda("return 0;", &["cuEventElapsedTime_v2"]),
+        ),
+    ]);
+    // gpu.inventory hangs in nvmlInit_v2 (2 s); gpu.pcie needs NVML too and would hang another 2 s;
+    // gpu.copy_bandwidth needs only CUDA.
+    let checks = ["gpu.inventory", "gpu.pcie", "gpu.copy_bandwidth"];
+    let (_, report, elapsed) = run(&host("hgx-healthy"), libs.path(), &checks);
+    let inventory = result_of(&report, "gpu.inventory");
+    assert_eq!(inventory["status"], "error");
+    assert!(inventory["summary"]
+        .as_str()
+        .unwrap()
+        .contains("in nvmlInit_v2"));
+    let pcie = result_of(&report, "gpu.pcie");
+    assert_eq!(pcie["status"], "error", "{pcie:#}");
+    assert!(
+        pcie["summary"].as_str().unwrap().contains(
+            "not run: libnvidia-ml.so.1 hung in nvmlInit_v2 earlier in this run (gpu.inventory"
+        ),
+        "{pcie:#}"
+    );
+    assert!(pcie["duration_ms"].as_u64().unwrap() < 500, "{pcie:#}");
+    // Ran, and judged what CUDA said (no GPU listed while eight are on the bus).
+    let copy = result_of(&report, "gpu.copy_bandwidth");
+    assert_eq!(copy["status"], "fail", "{copy:#}");
+    assert!(
+        elapsed < Duration::from_millis(2000 + 2500),
+        "one deadline, not two: {elapsed:?}"
+    );
+}
+
+/// No GPU and no NIC on the bus: every check skips, whatever the libraries say (a CPU node whose image
+/// carries NVIDIA's libraries).
+#[test]
+fn hardware_absent_skips_whatever_the_libraries_say() {
+    let libs = shims(&[
+        ("libnvidia-ml.so.1", &nvml("return 9;")),
+        (
+            "libcuda.so.1",
+            &cuda("return 100;", &["cuEventElapsedTime_v2"]),
+        ),
+    ]);
+    let root = tree(&[
+        ("/proc/modules", ""),
+        (
+            "/proc/self/mountinfo",
+            "22 1 254:0 / / rw - ext4 /dev/vda rw\n",
+        ),
+        ("/sys/bus/pci/devices/.keep", ""),
+    ]);
+    std::fs::remove_file(root.path().join("sys/bus/pci/devices/.keep")).unwrap();
+    let (code, report, _) = run(root.path(), libs.path(), LIBRARY_CHECKS);
+    expect_all(&report, "skip", |_| "no NVIDIA GPU on this host");
+    assert_eq!(code, Exit::OK);
+}
+
+/// GPUs and NICs on the bus with their drivers unloaded: every library check fails naming the devices.
+#[test]
+fn hardware_without_its_driver_fails_naming_the_devices() {
+    let libs = shims(&[
+        ("libnvidia-ml.so.1", &nvml("return 9;")),
+        (
+            "libcuda.so.1",
+            &cuda("return 100;", &["cuEventElapsedTime_v2"]),
+        ),
+    ]);
+    let root = edited_tree(|r| {
+        no_nvidia_driver(r);
+        no_rdma_driver(r);
+    });
+    let (code, report, _) = run(root.path(), libs.path(), LIBRARY_CHECKS);
+    expect_all(&report, "fail", |_| {
+        "8 NVIDIA GPU(s) on the PCI bus without the NVIDIA kernel driver (nvidia): GPU0 0000:18:00.0"
+    });
+    assert_eq!(code, Exit::CHECK_FAILED);
+}
+
+/// Issue 11 §1, reproduced: the recorded HGX tree with the nvidia modules and /proc/driver/nvidia removed
+/// gave `SKIP driver.nvidia` next to `PASS pcie.link GPU0`, exit 0.
+#[test]
+fn hgx_tree_without_nvidia_modules_fails_driver_nvidia() {
+    let root = edited_tree(no_nvidia_driver);
+    let (code, report) = run_json(
+        root.path(),
+        "generic",
+        &["--only", "driver.nvidia,pcie.link"],
+    );
+    let r = result_of(&report, "driver.nvidia");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    let summary = r["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("GPU0 0000:18:00.0") && summary.contains("GPU7"),
+        "{summary}"
+    );
+    assert_eq!(code, Exit::CHECK_FAILED);
+}
+
+/// Issue 11 §1, reproduced: with mlx5_ib unloaded, `rdma.devices` skipped while `pcie.link` listed the NICs.
+#[test]
+fn hgx_tree_without_mlx5_ib_fails_rdma_devices() {
+    let root = edited_tree(no_rdma_driver);
+    let (code, report) = run_json(
+        root.path(),
+        "generic",
+        &["--only", "rdma.devices,rdma.link,pcie.link"],
+    );
+    for id in ["rdma.devices", "rdma.link"] {
+        let r = result_of(&report, id);
+        assert_eq!(r["status"], "fail", "{r:#}");
+        let summary = r["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("8 RDMA-capable NIC(s) on the PCI bus without an RDMA driver")
+                && summary.contains("NIC0 0000:19:00.0"),
+            "{summary}"
+        );
+        assert!(r["remediation"].to_string().contains("mlx5_ib"));
+    }
+    assert_eq!(code, Exit::CHECK_FAILED);
+}
