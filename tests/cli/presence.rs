@@ -26,17 +26,13 @@ const LIBRARY_CHECKS: &[&str] = &[
 /// The CUDA driver entry points the binary resolves before it calls any (`dynlib::cuda`).
 const CUDA_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
-    "cuDeviceGetName",
     "cuDeviceGetAttribute",
-    "cuDeviceGetPCIBusId",
     "cuDeviceTotalMem_v2",
     "cuDeviceCanAccessPeer",
-    "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",
     "cuCtxEnablePeerAccess",
-    "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemHostAlloc",
     "cuMemFreeHost",
@@ -57,21 +53,33 @@ const CUDA_SYMBOLS: &[&str] = &[
     "cuEventDestroy_v2",
 ];
 
-/// A libcuda whose `cuInit` is `init` (C statements), listing no GPU, that exports `extra` besides the
+/// `cuEventElapsedTime_v2` (CUDA 12.8+, R570), a stub timing every transfer at 1 ms.
+const ELAPSED_V2: &str =
+    "int cuEventElapsedTime_v2(float *ms, void *a, void *b) { *ms = 1.0f; return 0; }";
+/// Its predecessor, all that drivers R535 to R565 (CUDA 12.2 to 12.7) export.
+const ELAPSED_V1: &str =
+    "int cuEventElapsedTime(float *ms, void *a, void *b) { *ms = 1.0f; return 0; }";
+
+/// A libcuda whose `cuInit` is `init` (C statements), listing no GPU, with `extra` (C definitions) besides the
 /// common entry points.
-fn cuda(init: &str, extra: &[&str]) -> String {
-    let mut c = String::from("#include <unistd.h>\n");
-    for sym in CUDA_SYMBOLS.iter().chain(extra) {
+fn cuda(init: &str, extra: &str) -> String {
+    let mut c = String::from("#include <string.h>\n#include <unistd.h>\n");
+    for sym in CUDA_SYMBOLS {
         c.push_str(&format!("int {sym}() {{ return 0; }}\n"));
     }
     c.push_str(&format!(
         r#"int cuInit(unsigned flags) {{ {init} }}
 int cuDriverGetVersion(int *v) {{ *v = 12020; return 0; }}
 int cuDeviceGetCount(int *n) {{ *n = 0; return 0; }}
+int cuDeviceGetName(char *name, int len, int dev) {{ strncpy(name, "Stub GPU", len); return 0; }}
+int cuDeviceGetPCIBusId(char *id, int len, int dev) {{ strncpy(id, "0000:18:00.0", len); return 0; }}
+int cuDevicePrimaryCtxRetain(void **ctx, int dev) {{ static int c; *ctx = &c; return 0; }}
+int cuMemAlloc_v2(unsigned long long *ptr, unsigned long bytes) {{ *ptr = 0x10000; return 0; }}
 int cuGetErrorName(int e, const char **s) {{
     *s = e == 803 ? "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" : "CUDA_ERROR_UNKNOWN"; return 0; }}
 int cuGetErrorString(int e, const char **s) {{
     *s = e == 803 ? "system has unsupported display driver / cuda driver combination" : "unknown error"; return 0; }}
+{extra}
 "#
     ));
     c
@@ -292,10 +300,7 @@ fn drivers_loaded_libraries_absent_is_an_error_saying_what_to_install() {
 fn broken_libraries_fail_with_their_own_words() {
     let libs = shims(&[
         ("libnvidia-ml.so.1", &nvml("return 18;")),
-        (
-            "libcuda.so.1",
-            &cuda("return 803;", &["cuEventElapsedTime_v2"]),
-        ),
+        ("libcuda.so.1", &cuda("return 803;", ELAPSED_V2)),
         ("libcufile.so.0", &cufile("cuFileRead", "return ok();")),
         // A device list with nothing in it while /sys/class/infiniband lists eight devices.
         (
@@ -320,7 +325,7 @@ fn broken_libraries_fail_with_their_own_words() {
 /// A CUDA driver older than every entry point this tool can use: fail naming the symbols.
 #[test]
 fn cuda_without_the_symbols_this_tool_calls_fails_naming_them() {
-    let libs = shims(&[("libcuda.so.1", &cuda("return 0;", &[]))]);
+    let libs = shims(&[("libcuda.so.1", &cuda("return 0;", ""))]);
     let (code, report, _) = run(&host("hgx-healthy"), libs.path(), &["gpu.copy_bandwidth"]);
     let r = result_of(&report, "gpu.copy_bandwidth");
     assert_eq!(r["status"], "fail", "{r:#}");
@@ -340,10 +345,7 @@ fn cuda_without_the_symbols_this_tool_calls_fails_naming_them() {
 fn a_hung_library_is_reported_once_and_not_called_again() {
     let libs = shims(&[
         ("libnvidia-ml.so.1", &nvml(HANG)),
-        (
-            "libcuda.so.1",
-            &cuda("return 0;", &["cuEventElapsedTime_v2"]),
-        ),
+        ("libcuda.so.1", &cuda("return 0;", ELAPSED_V2)),
     ]);
     // gpu.inventory hangs in nvmlInit_v2 (2 s); gpu.pcie needs NVML too and would hang another 2 s;
     // gpu.copy_bandwidth needs only CUDA.
@@ -379,10 +381,7 @@ fn a_hung_library_is_reported_once_and_not_called_again() {
 fn hardware_absent_skips_whatever_the_libraries_say() {
     let libs = shims(&[
         ("libnvidia-ml.so.1", &nvml("return 9;")),
-        (
-            "libcuda.so.1",
-            &cuda("return 100;", &["cuEventElapsedTime_v2"]),
-        ),
+        ("libcuda.so.1", &cuda("return 100;", ELAPSED_V2)),
     ]);
     let root = tree(&[
         ("/proc/modules", ""),
@@ -403,10 +402,7 @@ fn hardware_absent_skips_whatever_the_libraries_say() {
 fn hardware_without_its_driver_fails_naming_the_devices() {
     let libs = shims(&[
         ("libnvidia-ml.so.1", &nvml("return 9;")),
-        (
-            "libcuda.so.1",
-            &cuda("return 100;", &["cuEventElapsedTime_v2"]),
-        ),
+        ("libcuda.so.1", &cuda("return 100;", ELAPSED_V2)),
     ]);
     let root = edited_tree(|r| {
         no_nvidia_driver(r);
@@ -460,4 +456,19 @@ fn hgx_tree_without_mlx5_ib_fails_rdma_devices() {
         assert!(r["remediation"].to_string().contains("mlx5_ib"));
     }
     assert_eq!(code, Exit::CHECK_FAILED);
+}
+
+/// Issue 11 §3: a driver of R535-R565 (CUDA 12.2-12.7) exports `cuEventElapsedTime` but not its `_v2`; it was
+/// reported "too old" (`lacks cuEventElapsedTime_v2`). Now it loads and the check goes on to what it lists.
+/// (`dynlib::cuda`'s unit test times an event through the older entry point.)
+#[test]
+fn a_driver_without_the_v2_entry_points_loads() {
+    let libs = shims(&[("libcuda.so.1", &cuda("return 0;", ELAPSED_V1))]);
+    let (_, report, _) = run(&host("hgx-healthy"), libs.path(), &["gpu.copy_bandwidth"]);
+    let r = result_of(&report, "gpu.copy_bandwidth");
+    let summary = r["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("libcuda.so.1 lists no device while 8 NVIDIA GPU(s)"),
+        "{r:#}"
+    );
 }
