@@ -61,8 +61,6 @@ pub struct Survey {
     pub on_bus: Vec<String>,
     /// Of those, the ones the kernel driver has not taken, with the driver they are bound to where sysfs says.
     pub unbound: Vec<String>,
-    /// The driver is there (module loaded, or devices registered by it).
-    pub driver_loaded: bool,
     /// Devices the driver lists (GPU bus ids under /proc/driver/nvidia/gpus; RDMA device names).
     pub driver_devices: Vec<String>,
     pub evidence: Vec<String>,
@@ -106,7 +104,7 @@ impl Survey {
                     .join(", ")
             }
         )];
-        let (driver_loaded, driver_devices, unbound) = match stack {
+        let (driver_devices, unbound) = match stack {
             Stack::Gpu => {
                 let module = Modules::read(host).map(|m| m.state(host, "nvidia")).ok();
                 let loaded =
@@ -114,37 +112,44 @@ impl Survey {
                 if let Some(m) = &module {
                     evidence.extend(m.evidence());
                 }
-                let listed: Vec<String> = nvidia::read_driver_gpus(host)
-                    .map(|g| g.into_iter().map(|g| g.bdf.to_ascii_lowercase()).collect())
-                    .unwrap_or_default();
-                evidence.push(format!("{NVIDIA_GPUS} = [{}]", listed.join(", ")));
+                let listed: Result<Vec<String>, _> = nvidia::read_driver_gpus(host)
+                    .map(|g| g.into_iter().map(|g| g.bdf.to_ascii_lowercase()).collect());
+                evidence.push(match &listed {
+                    Ok(l) => format!("{NVIDIA_GPUS} = [{}]", l.join(", ")),
+                    Err(e) => format!("{} = {}", e.path, e.reason()),
+                });
+                // An unreadable list proves nothing unbound: the check reading it reports the error.
                 let unbound = nodes
                     .iter()
-                    .filter(|(_, bdf, _)| !loaded || !listed.contains(bdf))
+                    .filter(|(_, bdf, _)| match &listed {
+                        _ if !loaded => true,
+                        Ok(l) => !l.contains(bdf),
+                        Err(_) => false,
+                    })
                     .map(|(s, bdf, _)| with_bound_driver(host, s, bdf))
                     .collect();
-                (loaded, listed, unbound)
+                (listed.unwrap_or_default(), unbound)
             }
             Stack::Rdma => {
-                let names = infiniband::read_device_names(host).unwrap_or_default();
-                evidence.push(format!(
-                    "{} = [{}]",
-                    infiniband::CLASS_INFINIBAND,
-                    names.join(", ")
-                ));
+                let names = infiniband::read_device_names(host);
+                evidence.push(match &names {
+                    Ok(n) => format!("{} = [{}]", infiniband::CLASS_INFINIBAND, n.join(", ")),
+                    Err(e) => format!("{} = {}", e.path, e.reason()),
+                });
+                // As for GPUs: an unreadable class directory proves nothing unbound.
                 let unbound = nodes
                     .iter()
-                    .filter(|(_, _, rdma)| rdma.is_empty())
+                    .filter(|(_, _, rdma)| names.is_ok() && rdma.is_empty())
                     .map(|(s, bdf, _)| with_bound_driver(host, s, bdf))
                     .collect();
-                (!names.is_empty(), names, unbound)
+                let names = names.unwrap_or_default();
+                (names, unbound)
             }
         };
         Survey {
             stack,
             on_bus: nodes.into_iter().map(|(s, _, _)| s).collect(),
             unbound,
-            driver_loaded,
             driver_devices,
             evidence,
             tree_gap,
@@ -304,7 +309,6 @@ mod tests {
             stack: Stack::Gpu,
             on_bus: on_bus.iter().map(|s| s.to_string()).collect(),
             unbound: unbound.iter().map(|s| s.to_string()).collect(),
-            driver_loaded: !driver.is_empty(),
             driver_devices: driver.iter().map(|s| s.to_string()).collect(),
             evidence: vec![],
             tree_gap: None,

@@ -24,7 +24,7 @@ pub type CudaResult<T> = Result<T, LibError>;
 
 /// Driver entry points this module calls. Checked at load so an old driver is an error, not a cudarc panic.
 /// Every one exists since CUDA 11 (R450); see [`EVENT_ELAPSED`] for the one that changed since.
-const REQUIRED_SYMBOLS: &[&str] = &[
+pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGetCount",

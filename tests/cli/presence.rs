@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use fabric_preflight::dynlib::cuda::REQUIRED_SYMBOLS;
 use serde_json::Value;
 
 use super::faults::{profile, shims};
@@ -23,34 +24,13 @@ const LIBRARY_CHECKS: &[&str] = &[
     "gdr.loopback",
 ];
 
-/// The CUDA driver entry points the binary resolves before it calls any (`dynlib::cuda`).
-const CUDA_SYMBOLS: &[&str] = &[
-    "cuDeviceGet",
-    "cuDeviceGetAttribute",
-    "cuDeviceTotalMem_v2",
-    "cuDeviceCanAccessPeer",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxSetCurrent",
-    "cuCtxSynchronize",
-    "cuCtxEnablePeerAccess",
-    "cuMemFree_v2",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuMemHostRegister_v2",
-    "cuMemHostUnregister",
-    "cuMemcpyHtoD_v2",
-    "cuMemcpyDtoH_v2",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoHAsync_v2",
-    "cuMemcpyPeerAsync",
-    "cuMemsetD32_v2",
-    "cuStreamCreate",
-    "cuStreamSynchronize",
-    "cuStreamDestroy_v2",
-    "cuEventCreate",
-    "cuEventRecord",
-    "cuEventSynchronize",
-    "cuEventDestroy_v2",
+/// Entry points the stand-in libcuda defines with a body of their own; every other required one returns 0.
+const CUDA_DEFINED: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuGetErrorName",
+    "cuGetErrorString",
 ];
 
 /// `cuEventElapsedTime_v2` (CUDA 12.8+, R570), a stub timing every transfer at 1 ms.
@@ -63,18 +43,17 @@ const ELAPSED_V1: &str =
 /// A libcuda whose `cuInit` is `init` (C statements), listing no GPU, with `extra` (C definitions) besides the
 /// common entry points.
 fn cuda(init: &str, extra: &str) -> String {
-    let mut c = String::from("#include <string.h>\n#include <unistd.h>\n");
-    for sym in CUDA_SYMBOLS {
+    let mut c = String::from("#include <unistd.h>\n");
+    for sym in REQUIRED_SYMBOLS
+        .iter()
+        .filter(|s| !CUDA_DEFINED.contains(s))
+    {
         c.push_str(&format!("int {sym}() {{ return 0; }}\n"));
     }
     c.push_str(&format!(
         r#"int cuInit(unsigned flags) {{ {init} }}
 int cuDriverGetVersion(int *v) {{ *v = 12020; return 0; }}
 int cuDeviceGetCount(int *n) {{ *n = 0; return 0; }}
-int cuDeviceGetName(char *name, int len, int dev) {{ strncpy(name, "Stub GPU", len); return 0; }}
-int cuDeviceGetPCIBusId(char *id, int len, int dev) {{ strncpy(id, "0000:18:00.0", len); return 0; }}
-int cuDevicePrimaryCtxRetain(void **ctx, int dev) {{ static int c; *ctx = &c; return 0; }}
-int cuMemAlloc_v2(unsigned long long *ptr, unsigned long bytes) {{ *ptr = 0x10000; return 0; }}
 int cuGetErrorName(int e, const char **s) {{
     *s = e == 803 ? "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" : "CUDA_ERROR_UNKNOWN"; return 0; }}
 int cuGetErrorString(int e, const char **s) {{
