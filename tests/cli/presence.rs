@@ -421,9 +421,9 @@ fn hgx_tree_without_mlx5_ib_fails_rdma_devices() {
     let (code, report) = run_json(
         root.path(),
         "generic",
-        &["--only", "rdma.devices,rdma.link,pcie.link"],
+        &["--only", "rdma.devices,rdma.link,rdma.roce,pcie.link"],
     );
-    for id in ["rdma.devices", "rdma.link"] {
+    for id in ["rdma.devices", "rdma.link", "rdma.roce"] {
         let r = result_of(&report, id);
         assert_eq!(r["status"], "fail", "{r:#}");
         let summary = r["summary"].as_str().unwrap();
