@@ -118,15 +118,19 @@ impl Survey {
                     Ok(l) => format!("{NVIDIA_GPUS} = [{}]", l.join(", ")),
                     Err(e) => format!("{} = {}", e.path, e.reason()),
                 });
-                // An unreadable list proves nothing unbound: the check reading it reports the error.
+                // The function's own `driver` link decides where sysfs has it: a container shows every GPU on
+                // the bus but lists only its own under /proc/driver/nvidia/gpus. Recorded trees lack the link:
+                // the driver's list decides there, and an unreadable list proves nothing unbound.
                 let unbound = nodes
                     .iter()
-                    .filter(|(_, bdf, _)| match &listed {
-                        _ if !loaded => true,
-                        Ok(l) => !l.contains(bdf),
-                        Err(_) => false,
+                    .filter_map(|(subject, bdf, _)| match pci_driver(host, bdf) {
+                        Some(d) if d == "nvidia" => None,
+                        Some(d) => Some(format!("{subject} (bound to {d})")),
+                        None if !loaded || listed.as_ref().is_ok_and(|l| !l.contains(bdf)) => {
+                            Some(subject.clone())
+                        }
+                        None => None,
                     })
-                    .map(|(s, bdf, _)| with_bound_driver(host, s, bdf))
                     .collect();
                 (listed.unwrap_or_default(), unbound)
             }
@@ -136,14 +140,20 @@ impl Survey {
                     Ok(n) => format!("{} = [{}]", infiniband::CLASS_INFINIBAND, n.join(", ")),
                     Err(e) => format!("{} = {}", e.path, e.reason()),
                 });
-                // As for GPUs: an unreadable class directory proves nothing unbound.
-                let unbound = nodes
-                    .iter()
-                    .filter(|(_, _, rdma)| names.is_ok() && rdma.is_empty())
-                    .map(|(s, bdf, _)| with_bound_driver(host, s, bdf))
-                    .collect();
-                let names = names.unwrap_or_default();
-                (names, unbound)
+                // Only when no RDMA device is registered at all: a container in an exclusive RDMA network
+                // namespace sees every NIC on the bus but only its own devices, and the PCI driver (mlx5_core)
+                // says nothing about the RDMA one (mlx5_ib). An unreadable class directory proves nothing.
+                let unbound = match &names {
+                    Ok(n) if n.is_empty() => nodes
+                        .iter()
+                        .map(|(subject, bdf, _)| match pci_driver(host, bdf) {
+                            Some(d) => format!("{subject} (PCI driver {d})"),
+                            None => subject.clone(),
+                        })
+                        .collect(),
+                    _ => vec![],
+                };
+                (names.unwrap_or_default(), unbound)
             }
         };
         Survey {
@@ -262,15 +272,13 @@ impl Survey {
     }
 }
 
-/// `GPU0 0000:18:00.0 (bound to vfio-pci)` where sysfs names another driver.
-fn with_bound_driver(host: &Host, subject: &str, bdf: &str) -> String {
-    match host.read_link(&format!("/sys/bus/pci/devices/{bdf}/driver")) {
-        Ok(target) => {
-            let driver = target.rsplit('/').next().unwrap_or(&target);
-            format!("{subject} (bound to {driver})")
-        }
-        Err(_) => subject.to_string(),
-    }
+/// The driver bound to a PCI function, from its `driver` link; None where there is no link (nothing bound
+/// live; not recorded in a tree).
+fn pci_driver(host: &Host, bdf: &str) -> Option<String> {
+    let target = host
+        .read_link(&format!("/sys/bus/pci/devices/{bdf}/driver"))
+        .ok()?;
+    target.rsplit('/').next().map(str::to_string)
 }
 
 /// What to mount or install when the kernel side is there and the library is not.

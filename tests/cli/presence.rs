@@ -451,3 +451,35 @@ fn a_driver_without_the_v2_entry_points_loads() {
         "{r:#}"
     );
 }
+
+/// A GPU's own sysfs `driver` link decides where there is one: a container lists only its GPUs under
+/// /proc/driver/nvidia/gpus yet sees the whole bus (not unbound), while a GPU bound to vfio-pci is named.
+#[test]
+fn the_sysfs_driver_link_tells_a_hidden_gpu_from_an_unbound_one() {
+    let root = edited_tree(|r| {
+        let link = |bdf: &str, driver: &str| {
+            std::os::unix::fs::symlink(
+                format!("../../../../bus/pci/drivers/{driver}"),
+                r.join("sys/bus/pci/devices").join(bdf).join("driver"),
+            )
+            .unwrap();
+        };
+        // Visible to this container.
+        link("0000:18:00.0", "nvidia");
+        // Another pod's GPU: bound on the host, hidden from this container's /proc.
+        link("0000:29:00.0", "nvidia");
+        std::fs::remove_dir_all(r.join("proc/driver/nvidia/gpus/0000:29:00.0")).unwrap();
+        // Passed through to a VM.
+        link("0000:3a:00.0", "vfio-pci");
+        std::fs::remove_dir_all(r.join("proc/driver/nvidia/gpus/0000:3a:00.0")).unwrap();
+    });
+    let (_, report) = run_json(root.path(), "generic", &["--only", "driver.nvidia"]);
+    let r = result_of(&report, "driver.nvidia");
+    let summary = r["summary"].as_str().unwrap();
+    assert_eq!(r["status"], "fail", "{r:#}");
+    assert!(
+        summary.contains("GPU2 0000:3a:00.0 (bound to vfio-pci)")
+            && !summary.contains("0000:29:00.0"),
+        "{summary}"
+    );
+}
