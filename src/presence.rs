@@ -7,6 +7,7 @@
 //! | present             | not loaded / not bound | –                               | FAIL, naming the devices         |
 //! | present             | bound                  | cannot be loaded                | ERROR: what to mount or install  |
 //! | present             | bound                  | loads but fails or lists nothing| FAIL, the library's words + fix  |
+//! | present             | bound, none in this container | works, lists none        | ERROR: no GPU exposed            |
 //! | present             | bound                  | hangs                           | ERROR naming the call (runner)   |
 //! | present             | bound                  | works                           | the probe judges                 |
 //!
@@ -247,6 +248,19 @@ impl Survey {
     ) -> CheckResult {
         if let Some(r) = self.gate(id, expected) {
             return r.note(format!("{call} = 0 devices"));
+        }
+        if self.stack == Stack::Gpu && self.driver_devices.is_empty() {
+            // Bound on the host (their sysfs links say so) but none listed here: a container given no GPU.
+            let r = CheckResult::error(
+                id,
+                format!(
+                    "no GPU is exposed to this container: {} lists none and /proc/driver/nvidia/gpus is empty, while {} GPU(s) bound to nvidia are on the PCI bus",
+                    library.soname(),
+                    self.on_bus.len()
+                ),
+            )
+            .fix("request GPUs for the pod (`nvidia.com/gpu` resources) or run with `--gpus all` / NVIDIA_VISIBLE_DEVICES; a pod that needs no GPU should skip the GPU checks (`--skip gpu.inventory,...` or a profile without them)");
+            return self.with_evidence(r.evidence(call, 0));
         }
         let r = CheckResult::fail(
             id,

@@ -483,3 +483,34 @@ fn the_sysfs_driver_link_tells_a_hidden_gpu_from_an_unbound_one() {
         "{summary}"
     );
 }
+
+/// A pod given no GPU on a GPU node: the bus shows GPUs bound to nvidia (sysfs links), the container's
+/// /proc/driver/nvidia/gpus is empty and NVML lists none. It could not run its GPU checks: an error saying so,
+/// not a skip ("no GPU here") and not a fail (nothing is broken).
+#[test]
+fn a_container_given_no_gpu_is_an_error_saying_so() {
+    let libs = shims(&[("libnvidia-ml.so.1", &nvml("return 0;"))]);
+    let root = edited_tree(|r| {
+        for bdf in std::fs::read_dir(r.join("proc/driver/nvidia/gpus")).unwrap() {
+            let bdf = bdf.unwrap().file_name();
+            std::os::unix::fs::symlink(
+                "../../../../bus/pci/drivers/nvidia",
+                r.join("sys/bus/pci/devices").join(&bdf).join("driver"),
+            )
+            .unwrap();
+        }
+        std::fs::remove_dir_all(r.join("proc/driver/nvidia/gpus")).unwrap();
+        std::fs::create_dir(r.join("proc/driver/nvidia/gpus")).unwrap();
+    });
+    let (code, report, _) = run(root.path(), libs.path(), &["gpu.inventory"]);
+    let r = result_of(&report, "gpu.inventory");
+    assert_eq!(r["status"], "error", "{r:#}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no GPU is exposed to this container"),
+        "{r:#}"
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN);
+}
