@@ -64,15 +64,25 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
 
     let (concurrent, active): (Vec<usize>, Vec<usize>) =
         (0..probes.len()).partition(|&i| probes[i].kind() != Kind::Active);
-    let batch = Batch {
-        shared: &shared,
-        hung: &hung,
+    run_batch(
+        probes,
+        &concurrent,
+        &shared,
+        &hung,
         run_deadline,
         run_timeout,
-    };
-    batch.run(probes, &concurrent, &mut slots);
+        &mut slots,
+    );
     for i in active {
-        batch.run(probes, &[i], &mut slots);
+        run_batch(
+            probes,
+            &[i],
+            &shared,
+            &hung,
+            run_deadline,
+            run_timeout,
+            &mut slots,
+        );
     }
 
     let mut results = Vec::new();
@@ -93,124 +103,112 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
     }
 }
 
-/// What every batch of a run shares.
-struct Batch<'a> {
-    shared: &'a Arc<RunInputs>,
-    hung: &'a HungLibraries,
+fn run_batch(
+    probes: &[&'static dyn Probe],
+    batch: &[usize],
+    shared: &Arc<RunInputs>,
+    hung: &HungLibraries,
     run_deadline: Instant,
     run_timeout: Duration,
-}
-
-impl Batch<'_> {
-    fn run(
-        &self,
-        probes: &[&'static dyn Probe],
-        batch: &[usize],
-        slots: &mut [Option<Vec<CheckResult>>],
-    ) {
-        let Batch {
-            shared,
-            hung,
-            run_deadline,
-            run_timeout,
-        } = *self;
-        let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
-        // index → (scheduled, started, deadline the runner waits until)
-        let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
-        for &i in batch {
-            let probe = probes[i];
-            let now = Instant::now();
-            let own = shared
-                .profile
-                .settings(probe.id())
-                .timeout
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-                .unwrap_or_else(|| probe.default_timeout());
-            if let Some(h) = hung_library_needed(probe, hung) {
-                slots[i] = Some(vec![not_called_again(probe.id(), &h)]);
-                continue;
-            }
-            let left = run_deadline.saturating_duration_since(now);
-            if left.is_zero() {
-                slots[i] = Some(vec![CheckResult::error(
-                    probe.id(),
-                    format!(
-                        "not started: the run deadline (--timeout {} s) was reached",
-                        fmt_secs(run_timeout)
-                    ),
-                )]);
-                continue;
-            }
-            let scheduled = Scheduled {
-                probe,
-                timeout: own.min(left),
-                cut_by_run_deadline: left < own,
-            };
-            let wait_until = now
-                + scheduled.timeout
-                + if probe.kind() == Kind::Static {
-                    Duration::ZERO
-                } else {
-                    CHILD_GRACE
-                };
-            let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
-            spawn_probe(
-                i,
-                probe,
-                scheduled.timeout,
-                cut_by,
-                (shared.clone(), hung.clone()),
-                tx.clone(),
-            );
-            pending.insert(i, (scheduled, now, wait_until));
+    slots: &mut [Option<Vec<CheckResult>>],
+) {
+    let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
+    // index → (scheduled, started, deadline the runner waits until)
+    let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
+    for &i in batch {
+        let probe = probes[i];
+        let now = Instant::now();
+        let own = shared
+            .profile
+            .settings(probe.id())
+            .timeout
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or_else(|| probe.default_timeout());
+        if let Some(h) = hung_library_needed(probe, hung) {
+            slots[i] = Some(vec![not_called_again(probe.id(), &h)]);
+            continue;
         }
-        drop(tx);
+        let left = run_deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            slots[i] = Some(vec![CheckResult::error(
+                probe.id(),
+                format!(
+                    "not started: the run deadline (--timeout {} s) was reached",
+                    fmt_secs(run_timeout)
+                ),
+            )]);
+            continue;
+        }
+        let scheduled = Scheduled {
+            probe,
+            timeout: own.min(left),
+            cut_by_run_deadline: left < own,
+        };
+        let wait_until = now
+            + scheduled.timeout
+            + if probe.kind() == Kind::Static {
+                Duration::ZERO
+            } else {
+                CHILD_GRACE
+            };
+        let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
+        spawn_probe(
+            i,
+            probe,
+            scheduled.timeout,
+            cut_by,
+            shared.clone(),
+            hung.clone(),
+            tx.clone(),
+        );
+        pending.insert(i, (scheduled, now, wait_until));
+    }
+    drop(tx);
 
-        while !pending.is_empty() {
-            let next = pending
-                .values()
-                .map(|(_, _, until)| *until)
-                .min()
-                .unwrap_or_else(Instant::now);
-            match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                Ok((i, mut results)) => {
-                    if let Some((scheduled, started, _)) = pending.remove(&i) {
-                        let ms = started.elapsed().as_millis() as u64;
-                        if results.is_empty() {
-                            results.push(CheckResult::error(
-                                scheduled.probe.id(),
-                                "probe returned no result",
-                            ));
-                        }
-                        for r in &mut results {
-                            r.duration_ms = ms;
-                        }
-                        slots[i] = Some(results);
+    while !pending.is_empty() {
+        let next = pending
+            .values()
+            .map(|(_, _, until)| *until)
+            .min()
+            .unwrap_or_else(Instant::now);
+        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            Ok((i, mut results)) => {
+                if let Some((scheduled, started, _)) = pending.remove(&i) {
+                    let ms = started.elapsed().as_millis() as u64;
+                    if results.is_empty() {
+                        results.push(CheckResult::error(
+                            scheduled.probe.id(),
+                            "probe returned no result",
+                        ));
+                    }
+                    for r in &mut results {
+                        r.duration_ms = ms;
+                    }
+                    slots[i] = Some(results);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                let expired: Vec<usize> = pending
+                    .iter()
+                    .filter(|(_, (_, _, until))| *until <= now)
+                    .map(|(i, _)| *i)
+                    .collect();
+                for i in expired {
+                    if let Some((s, started, _)) = pending.remove(&i) {
+                        slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let now = Instant::now();
-                    let expired: Vec<usize> = pending
-                        .iter()
-                        .filter(|(_, (_, _, until))| *until <= now)
-                        .map(|(i, _)| *i)
-                        .collect();
-                    for i in expired {
-                        if let Some((s, started, _)) = pending.remove(&i) {
-                            slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
-                        }
-                    }
-                }
-                // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
-                // catch_unwind in place, but never wait forever on it.
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                        slots[i] = Some(vec![CheckResult::error(
-                            s.probe.id(),
-                            "probe thread ended without a result",
-                        )]);
-                    }
+            }
+            // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
+            // catch_unwind in place, but never wait forever on it.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                for (i, (s, _, _)) in std::mem::take(&mut pending) {
+                    slots[i] = Some(vec![CheckResult::error(
+                        s.probe.id(),
+                        "probe thread ended without a result",
+                    )]);
                 }
             }
         }
@@ -265,7 +263,8 @@ fn spawn_probe(
     probe: &'static dyn Probe,
     timeout: Duration,
     cut_by: Option<Duration>,
-    (shared, hung): (Arc<RunInputs>, HungLibraries),
+    shared: Arc<RunInputs>,
+    hung: HungLibraries,
     tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
 ) {
     let name = format!("probe:{}", probe.id());
@@ -346,15 +345,13 @@ fn run_isolated(
         }
         Err(failure) => {
             if let Some(call) = failure.last_call.as_deref().filter(|_| failure.timed_out) {
-                if let Some(library) = Library::owning(call) {
-                    if let Ok(mut h) = hung.lock() {
-                        h.push(Hung {
-                            library,
-                            call: call.to_string(),
-                            probe: probe.id(),
-                            after: timeout,
-                        });
-                    }
+                if let (Some(library), Ok(mut h)) = (Library::owning(call), hung.lock()) {
+                    h.push(Hung {
+                        library,
+                        call: call.to_string(),
+                        probe: probe.id(),
+                        after: timeout,
+                    });
                 }
             }
             let summary = match cut_by {
