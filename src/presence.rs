@@ -189,16 +189,25 @@ impl Survey {
                 CheckResult::skip(id, format!("no {what} on this host (none on the PCI bus)"))
             }
         } else if !self.unbound.is_empty() {
+            // The summary names a few (a table row stays readable); the evidence names every one.
+            const NAMED: usize = 3;
+            let more = self.unbound.len().saturating_sub(NAMED);
             CheckResult::fail(
                 id,
                 format!(
-                    "{} {}(s) on the PCI bus without {}: {}",
+                    "{} {}(s) on the PCI bus without {}: {}{}",
                     self.unbound.len(),
                     self.stack.hardware(),
                     self.stack.driver(),
-                    self.unbound.join(", ")
+                    self.unbound[..self.unbound.len().min(NAMED)].join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
                 ),
             )
+            .evidence("without a driver", self.unbound.join(", "))
             .fix(self.stack.driver_fix())
         } else {
             return None;

@@ -408,8 +408,12 @@ fn hgx_tree_without_nvidia_modules_fails_driver_nvidia() {
     assert_eq!(r["status"], "fail", "{r:#}");
     let summary = r["summary"].as_str().unwrap();
     assert!(
-        summary.contains("GPU0 0000:18:00.0") && summary.contains("GPU7"),
+        summary.contains("GPU0 0000:18:00.0") && summary.contains("and 5 more"),
         "{summary}"
+    );
+    assert!(
+        r["evidence"].to_string().contains("GPU7 0000:cb:00.0"),
+        "{r:#}"
     );
     assert_eq!(code, Exit::CHECK_FAILED);
 }
