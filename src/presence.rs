@@ -136,6 +136,9 @@ impl Survey {
                 (listed.unwrap_or_default(), unbound)
             }
             Stack::Rdma => {
+                if let Ok(m) = Modules::read(host) {
+                    evidence.extend(m.state(host, "mlx5_ib").evidence());
+                }
                 let names = infiniband::read_device_names(host);
                 evidence.push(match &names {
                     Ok(n) => format!("{} = [{}]", infiniband::CLASS_INFINIBAND, n.join(", ")),
