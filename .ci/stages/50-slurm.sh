@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Slurm: deploy/slurm/fabric-preflight-healthcheck as the HealthCheckProgram of a real slurmctld + slurmd (Debian's
-# slurm-wlm) on loopback. A bad recorded tree must drain the node with the first failing check as the reason, a
-# good one must leave it idle, a drain set by someone else must survive, and each run must stay well inside 60 s.
-# Then the same script as a Prolog: a good tree lets a job run, a bad one drains the node and the job is held.
+# slurm-wlm) on loopback. The good tree is a real H200 recording with its library answers (the same verdict on any
+# machine); the bad one has an InfiniBand port down. A bad tree must drain the node with the first failing check as
+# the reason, a good one must leave it idle, a drain set by someone else must survive, and each run must stay well
+# inside 60 s. Then the same script as a Prolog: a good tree lets a job run, a bad one drains the node, job held.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . .ci/lib.sh
@@ -74,7 +75,7 @@ SLURM_CONF=$work/slurm.conf
 NODE=$node
 DEF
 }
-use_tree hgx-healthy
+use_tree h200-vm-snapshot
 slurmctld -c -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF"
 
@@ -110,27 +111,27 @@ echo "bad tree drained the node: $(sinfo -R -h -o '%E' -n "$node")"
 grep -q "health_check failed: rc:1" "$work/slurmd.log" || { echo "FAIL: slurmd never ran the check" >&2; exit 1; }
 
 # Back to a good tree: the node resumes, because the drain was ours.
-use_tree hgx-healthy
+use_tree h200-vm-snapshot
 wait_for "State=IDLE " 30
 node_line | grep -q "Reason=" && { echo "FAIL: reason left behind: $(node_line)" >&2; exit 1; }
 echo "good tree resumed the node it had drained"
 
 # A binary that hangs: the script still ends within its bound (deadline + 5 s guard + 2 s kill) and drains.
 printf '#!/bin/sh\nexec sleep 600\n' > "$work/hang"; chmod 755 "$work/hang"
-use_tree hgx-healthy "$work/hang" 3
+use_tree h200-vm-snapshot "$work/hang" 3
 start=$SECONDS
 env -i PATH="$PATH" "$work/healthcheck" 2>/dev/null && { echo "FAIL: a hung run passed" >&2; exit 1; }
 echo "hung binary: the health check gave up after $((SECONDS - start)) s (bound 10 s)"
 [ $((SECONDS - start)) -le 12 ] || { echo "FAIL: the health check overran its bound" >&2; exit 1; }
 wait_for "Reason=fabric-preflight: timed out after 8 s" 5
-use_tree hgx-healthy
+use_tree h200-vm-snapshot
 wait_for "State=IDLE " 30
 
 # Someone else's drain stays, through a bad tree and a good one.
 scontrol update nodename="$node" state=drain reason="admin: swap HCA"
 use_tree ib-port-down
 sleep 7
-use_tree hgx-healthy
+use_tree h200-vm-snapshot
 sleep 7
 node_line | grep -qF "Reason=admin: swap HCA" || { echo "FAIL: foreign drain changed: $(node_line)" >&2; exit 1; }
 node_line | grep -q "DRAIN" || { echo "FAIL: foreign drain lifted: $(node_line)" >&2; exit 1; }
@@ -141,7 +142,7 @@ scontrol update nodename="$node" state=resume
 sed -i '/^HealthCheck/d' "$SLURM_CONF"
 printf 'Prolog=%s\nPrologFlags=Alloc\n' "$work/healthcheck" >> "$SLURM_CONF"
 scontrol reconfigure
-use_tree hgx-healthy
+use_tree h200-vm-snapshot
 wait_for "State=IDLE " 30
 job_state() { scontrol show job -o "$1" | sed -n 's/.*JobState=\([^ ]*\).*/\1/p'; }
 job=$(sbatch --parsable -o /dev/null --wrap true)

@@ -17,7 +17,7 @@ pub const UNKNOWN: u8 = 2;
 pub const MAX_BYTES: usize = 200;
 
 /// One line: `PASS: 71 checks (profile generic)`, or the worst result first,
-/// `FAIL rdma.link mlx5_0/1: port down (+2 more)`.
+/// `FAIL rdma.link mlx5_0/1 (+2 more): port down`.
 pub fn render(report: &RunReport) -> String {
     let problems: Vec<_> =
         in_order(&report.checks, &[Status::Fail, Status::Error, Status::Warn]).collect();
