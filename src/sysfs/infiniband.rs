@@ -57,7 +57,8 @@ pub fn port_dir(dev: &str, port: u32) -> String {
     format!("{CLASS_INFINIBAND}/{dev}/ports/{port}")
 }
 
-/// Device-level attributes. Optional files that are missing are `None`.
+/// Device-level attributes. Optional files that are missing or empty are `None`, except `fw_ver`, which keeps an
+/// empty file as `Some("")` (soft-RoCE has one: no firmware) apart from a missing one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaDevice {
     pub name: String,
@@ -94,11 +95,8 @@ pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
 
 pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let dir = real_dir(host, &device_dir(name));
-    let opt = |file: &str| {
-        host.read(&format!("{dir}/{file}"))
-            .ok()
-            .filter(|s| !s.is_empty())
-    };
+    let read = |file: &str| host.read(&format!("{dir}/{file}")).ok();
+    let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     let pci_bdf = read_device_bdf(host, name);
     let mut ports: Vec<u32> = host
         .read_dir(&format!("{dir}/ports"))
@@ -110,7 +108,7 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     RdmaDevice {
         name: name.to_string(),
         node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
-        fw_ver: opt("fw_ver"),
+        fw_ver: read("fw_ver"),
         board_id: opt("board_id"),
         hca_type: opt("hca_type"),
         pci_bdf,
