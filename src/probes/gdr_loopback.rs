@@ -1,8 +1,8 @@
-//! `gdr.loopback`: for each GPU and its nearest RDMA port, RDMA WRITE between two queue pairs of that port,
-//! once through GPU memory (DMA-BUF registration, else `ibv_reg_mr` on the device pointer = peermem) and once
-//! through host memory. Host fast and GPU slow or refused: the GDR path is the culprit; both slow: the link.
+//! `gdr.loopback`: for each GPU and its nearest RDMA port, the loopback of `rdma.loopback` (RDMA WRITE, RDMA
+//! READ, SEND/RECV between two queue pairs of that port) once through GPU memory (DMA-BUF registration, else
+//! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
+//! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -15,18 +15,22 @@ use crate::threshold::{worst, Limit};
 use crate::topology::PciTree;
 use crate::vendor::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
 use crate::vendor::cuda_dmabuf;
-use crate::vendor::verbs::{self, Discovery, Outcome, Plan, PortTarget, Region};
+use crate::vendor::rdma_loopback::{
+    self, guarded, leg_failed, pattern_from, Leg, Plan, PortTarget, Region,
+};
+use crate::vendor::verbs::{self, Discovery, DEVICE_LIST_KEY};
 
 pub struct GdrLoopback;
 
 const ID: &str = "gdr.loopback";
-const DEVICES_KEY: &str = "verbs.device_list";
 const LOOPBACK_KEY: &str = "verbs.gdr_loopback";
 const VERBS_ABI: &str = "/sys/class/infiniband_verbs/abi_version";
-/// perftest practice for GDR health checks (Azure `check_ib_bw_gdr`): 8 MiB messages.
+/// perftest practice for GDR health checks (Azure `check_ib_bw_gdr`): 8 MiB messages; 4 in flight (32 MiB)
+/// is far past a 400 Gb/s port's bandwidth-delay product.
 const MESSAGE_BYTES: usize = 8 << 20;
+const DEPTH: u32 = 4;
 const BW_MESSAGES: u32 = 256;
-const QUEUE_DEPTH: u32 = 16;
+const PHASE_TIME: Duration = Duration::from_secs(2);
 const LAT_ITERATIONS: u32 = 1000;
 /// NVIDIA ngc_multinode_perf passes a port at 90% of its link rate.
 const DEFAULT_PCT: Limit = Limit::new(Some(90.0), Some(75.0));
@@ -39,7 +43,7 @@ impl Probe for GdrLoopback {
         ID
     }
     fn title(&self) -> &'static str {
-        "GPUDirect RDMA loopback per GPU and nearest port: RDMA WRITE Gb/s and latency, GPU vs host memory"
+        "GPUDirect RDMA loopback per GPU and nearest port: WRITE/READ Gb/s and SEND latency, GPU and host memory side by side"
     }
     fn needs(&self) -> &'static [Need] {
         &[Need::Gpu, Need::RdmaDevice]
@@ -56,7 +60,8 @@ impl Probe for GdrLoopback {
                     /sys/class/infiniband/<dev>/ports/<n>/{state,link_layer,rate,lid,gids,gid_attrs/types}, \
                     the PCIe tree under /sys/devices (nvidia-smi topo distance, to pair each GPU with its nearest port), \
                     libcuda (cuMemAlloc, cuMemGetHandleForAddressRange), ibv_reg_dmabuf_mr / ibv_reg_mr, two RC QPs \
-                    on one port, RDMA WRITE 8 MiB x 256 and 8 B x 1000",
+                    on one port, RDMA WRITE then RDMA READ of 8 MiB x 4 in flight (up to 256 each or 2 s), \
+                    8-byte SEND/RECV x 1000; the same through host memory",
             why: "A GDR path can exist on paper (peermem loaded) and still run at a fraction of the link: wrong \
                   NUMA/PCIe placement, ACS redirecting peer traffic through the root complex, an IOMMU in \
                   translation mode. Only moving bytes shows it; the host-memory run tells a bad GDR path from a bad \
@@ -93,7 +98,7 @@ impl Probe for GdrLoopback {
                 cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
             ),
         ];
-        let discovery = match cx.answers.obtain(DEVICES_KEY, verbs::discover) {
+        let discovery = match cx.answers.obtain(DEVICE_LIST_KEY, verbs::discover) {
             Ok(d) => d.value,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
@@ -161,16 +166,7 @@ impl Probe for GdrLoopback {
                     .collect();
                 let i = nearest(&distances)?;
                 let info = ports[i].0.clone();
-                let roce_gid = if info.is_ethernet() {
-                    roce_v2_gid(cx, &info)
-                } else {
-                    None
-                };
-                let t = PortTarget {
-                    device: info.device.clone(),
-                    port: info.port as u8,
-                    roce_gid,
-                };
+                let t = PortTarget::of(cx.host, &info)?;
                 Some((g.bdf.clone(), t, info, distances[i]))
             })
             .collect();
@@ -246,39 +242,6 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
-fn roce_v2_gid(cx: &Context<'_>, port: &PortAttrs) -> Option<(u32, [u8; 16])> {
-    let (dev, p) = (&port.device, port.port);
-    let mut found: Vec<(u32, String)> = infiniband::read_gid_indices(cx.host, dev, p)
-        .into_iter()
-        .filter(|&i| {
-            infiniband::read_gid_type(cx.host, dev, p, i)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t == "RoCE v2")
-        })
-        .filter_map(|i| Some((i, infiniband::read_gid(cx.host, dev, p, i).ok()??)))
-        .collect();
-    found.sort_by_key(|(i, gid)| (infiniband::gid_ipv4(gid).is_none(), *i));
-    found
-        .into_iter()
-        .find_map(|(i, gid)| infiniband::parse_gid_bytes(&gid).map(|raw| (i, raw)))
-}
-
-/// One memory kind's loopback.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Leg {
-    Done {
-        outcome: Outcome,
-        verified: bool,
-    },
-    Failed {
-        stage: String,
-        message: String,
-        refused: Vec<String>,
-    },
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairRun {
     pub gpu: String,
@@ -286,19 +249,12 @@ pub struct PairRun {
     pub host_memory: Leg,
 }
 
-fn leg_failed(stage: &str, message: impl Into<String>) -> Leg {
-    Leg::Failed {
-        stage: stage.into(),
-        message: message.into(),
-        refused: Vec::new(),
-    }
-}
-
 fn plan(deadline: Instant) -> Plan {
     Plan {
         message_bytes: MESSAGE_BYTES,
+        depth: DEPTH,
         bw_messages: BW_MESSAGES,
-        queue_depth: QUEUE_DEPTH,
+        phase_time: PHASE_TIME,
         lat_iterations: LAT_ITERATIONS,
         deadline,
     }
@@ -312,8 +268,8 @@ fn run_pairs(jobs: &[(String, PortTarget)], deadline: Instant) -> Vec<PairRun> {
     jobs.iter()
         .enumerate()
         .map(|(i, (gpu, target))| {
-            let host_memory = guarded(|| host_leg(target, share(i)));
-            let gpu_memory = guarded(|| gpu_leg(gpu, target, share(i)));
+            let host_memory = guarded(|| rdma_loopback::host_memory(target, plan(share(i))));
+            let gpu_memory = guarded(|| gpu_leg(gpu, target, plan(share(i))));
             PairRun {
                 gpu: gpu.clone(),
                 gpu_memory,
@@ -323,46 +279,11 @@ fn run_pairs(jobs: &[(String, PortTarget)], deadline: Instant) -> Vec<PairRun> {
         .collect()
 }
 
-/// sideway converts some unknown enum values with a panic; a panic is one failed leg, not a lost probe.
-fn guarded(f: impl FnOnce() -> Leg) -> Leg {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        leg_failed(
-            "verbs",
-            "the verbs wrapper panicked (unexpected value from the device)",
-        )
-    })
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(7))
-        .collect()
-}
-
-fn host_leg(target: &PortTarget, deadline: Instant) -> Leg {
-    let half = MESSAGE_BYTES;
-    let mut buf = vec![0u8; 2 * half];
-    buf[..half].copy_from_slice(&pattern(half));
-    let region = Region {
-        addr: buf.as_mut_ptr() as u64,
-        len: buf.len(),
-        dmabuf_fd: None,
-    };
-    match verbs::loopback(target, region, plan(deadline)) {
-        Ok(outcome) => Leg::Done {
-            verified: buf[..half] == buf[half..],
-            outcome,
-        },
-        Err(f) => Leg::Failed {
-            stage: f.stage,
-            message: f.message,
-            refused: f.refused_registrations,
-        },
-    }
-}
-
-fn gpu_leg(bdf: &str, target: &PortTarget, deadline: Instant) -> Leg {
-    let half = MESSAGE_BYTES;
+/// The loopback through GPU memory. The CPU cannot stamp GPU memory, so the check is the comparison of every
+/// destination slot with its source slot afterwards (written by the WRITEs, fetched again by the READs).
+fn gpu_leg(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
+    let len = plan.region_bytes();
+    let sources = plan.depth as usize * plan.message_bytes;
     let ordinal = match gpu_ordinal(bdf) {
         Ok(o) => o,
         Err(e) => return leg_failed("CUDA", e),
@@ -371,15 +292,15 @@ fn gpu_leg(bdf: &str, target: &PortTarget, deadline: Instant) -> Leg {
         Ok(c) => c,
         Err(e) => return leg_failed("CUDA", e),
     };
-    let (dev, mut staging) = match (
-        DeviceBuffer::alloc(2 * half),
-        PinnedHostBuffer::alloc(2 * half),
-    ) {
+    let (dev, mut staging) = match (DeviceBuffer::alloc(len), PinnedHostBuffer::alloc(len)) {
         (Ok(d), Ok(h)) => (d, h),
         (Err(e), _) | (_, Err(e)) => return leg_failed("CUDA", e),
     };
-    staging.as_mut_slice()[..half].copy_from_slice(&pattern(half));
-    staging.as_mut_slice()[half..].fill(0);
+    let host = staging.as_mut_slice();
+    host.fill(0);
+    for (slot, chunk) in host[..sources].chunks_mut(plan.message_bytes).enumerate() {
+        chunk.copy_from_slice(&pattern_from(slot, plan.message_bytes));
+    }
     if let Err(e) = cuda::copy_htod(&dev, &staging) {
         return leg_failed("CUDA", e);
     }
@@ -392,12 +313,13 @@ fn gpu_leg(bdf: &str, target: &PortTarget, deadline: Instant) -> Leg {
         addr: dev.ptr(),
         len: dev.len(),
         dmabuf_fd: dmabuf.as_ref().ok().map(|fd| fd.raw()),
+        host_visible: false,
     };
-    let leg = match verbs::loopback(target, region, plan(deadline)) {
+    let leg = match rdma_loopback::loopback(target, region, plan) {
         Ok(mut outcome) => {
             outcome.registration.refused.splice(0..0, refused_export);
             let verified = cuda::copy_dtoh(&mut staging, &dev).is_ok()
-                && staging.as_slice()[..half] == staging.as_slice()[half..];
+                && staging.as_slice()[..sources] == staging.as_slice()[sources..2 * sources];
             Leg::Done { outcome, verified }
         }
         Err(f) => {
@@ -434,7 +356,15 @@ fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
     Err(format!("no CUDA device has PCI bus id {bdf}"))
 }
 
-/// One pair's verdict.
+/// The bandwidth a leg is judged by: the slower of its WRITE and READ phases.
+fn leg_gbps(leg: &Leg) -> Option<f64> {
+    match leg {
+        Leg::Done { outcome, .. } => Some(outcome.write.gbps.min(outcome.read.gbps)),
+        Leg::Failed { .. } => None,
+    }
+}
+
+/// One pair's verdict: the GPU leg judged, the host leg beside it as the control.
 pub fn judge(
     run: &PairRun,
     rate_gbps: Option<f64>,
@@ -447,39 +377,38 @@ pub fn judge(
     let mut statuses = Vec::new();
     let mut parts = Vec::new();
     let pct_of = |gbps: f64| rate_gbps.filter(|r| *r > 0.0).map(|r| 100.0 * gbps / r);
-    for (label, leg) in [
-        ("GPU memory", &run.gpu_memory),
-        ("host memory", &run.host_memory),
+    for (label, key, leg) in [
+        ("GPU memory", "gdr", &run.gpu_memory),
+        ("host memory", "host", &run.host_memory),
     ] {
-        let key = if label == "GPU memory" { "gdr" } else { "host" };
+        let judged = key == "gdr";
         match leg {
             Leg::Done { outcome, verified } => {
-                measurements.push(
-                    Measurement::new(
-                        &format!("{key}_write_gbits_per_sec"),
-                        outcome.bandwidth_gbps,
-                        "Gb/s",
-                    )
-                    .replayed(replayed),
-                );
-                if let Some(p) = pct_of(outcome.bandwidth_gbps) {
-                    let mut m = Measurement::new(&format!("{key}_write_pct_of_link"), p, "%")
-                        .replayed(replayed);
-                    if key == "gdr" {
-                        m = m.judged_by(pct);
-                        statuses.push(pct.judge_min(p));
+                let measure = |name: &str, value: f64, unit: &str| {
+                    Measurement::new(&format!("{key}_{name}"), value, unit).replayed(replayed)
+                };
+                for (name, t) in [("write", &outcome.write), ("read", &outcome.read)] {
+                    measurements.push(measure(&format!("{name}_gbits_per_sec"), t.gbps, "Gb/s"));
+                    if let Some(p) = pct_of(t.gbps) {
+                        let mut m = measure(&format!("{name}_pct_of_link"), p, "%");
+                        if judged {
+                            m = m.judged_by(pct);
+                            statuses.push(pct.judge_min(p));
+                        }
+                        measurements.push(m);
                     }
-                    measurements.push(m);
                 }
-                let mut l =
-                    Measurement::new(&format!("{key}_write_latency_us"), outcome.latency_us, "us")
-                        .replayed(replayed);
-                if key == "gdr" {
+                let mut l = measure("send_latency_p50_us", outcome.latency.p50_us, "us");
+                if judged {
                     l = l.judged_by(lat);
-                    statuses.push(lat.judge_max(outcome.latency_us));
+                    statuses.push(lat.judge_max(outcome.latency.p50_us));
                 }
                 measurements.push(l);
-                if !verified {
+                measurements.push(measure("send_latency_p99_us", outcome.latency.p99_us, "us"));
+                let moved = outcome.write.transfers > 0
+                    && outcome.read.transfers > 0
+                    && outcome.latency.samples > 0;
+                if !verified || !moved {
                     statuses.push(Status::Fail);
                 }
                 if outcome.cut_short {
@@ -493,14 +422,20 @@ pub fn judge(
                         .iter()
                         .map(|r| format!("{label}: {r}")),
                 );
-                parts.push(format!(
-                    "{label} {:.1} Gb/s{}, {:.2} us{}",
-                    outcome.bandwidth_gbps,
-                    pct_of(outcome.bandwidth_gbps)
+                let pct_text = |gbps: f64| {
+                    pct_of(gbps)
                         .map(|p| format!(" ({p:.0}% of link)"))
-                        .unwrap_or_default(),
-                    outcome.latency_us,
-                    if *verified { "" } else { ", DATA MISMATCH" }
+                        .unwrap_or_default()
+                };
+                parts.push(format!(
+                    "{label} WRITE {:.1} Gb/s{}, READ {:.1} Gb/s{}, SEND p50 {:.2} us{}{}",
+                    outcome.write.gbps,
+                    pct_text(outcome.write.gbps),
+                    outcome.read.gbps,
+                    pct_text(outcome.read.gbps),
+                    outcome.latency.p50_us,
+                    if *verified { "" } else { ", DATA MISMATCH" },
+                    if moved { "" } else { ", moved no data" }
                 ));
             }
             Leg::Failed {
@@ -514,18 +449,11 @@ pub fn judge(
             }
         }
     }
-    let gpu_gbps = match &run.gpu_memory {
-        Leg::Done { outcome, .. } => Some(outcome.bandwidth_gbps),
-        _ => None,
-    };
-    let host_gbps = match &run.host_memory {
-        Leg::Done { outcome, .. } => Some(outcome.bandwidth_gbps),
-        _ => None,
-    };
+    let host_gbps = leg_gbps(&run.host_memory);
     let host_ok = host_gbps
         .and_then(pct_of)
         .is_some_and(|p| pct.judge_min(p) == Status::Pass);
-    let gpu_ok = gpu_gbps
+    let gpu_ok = leg_gbps(&run.gpu_memory)
         .and_then(pct_of)
         .is_some_and(|p| pct.judge_min(p) == Status::Pass);
     let (culprit, fix) = match (gpu_ok, host_ok, host_gbps.is_some()) {
@@ -537,7 +465,7 @@ pub fn judge(
     let status = worst(statuses);
     let summary = format!(
         "{}{}",
-        parts.join("; "),
+        parts.join(" | "),
         culprit.map(|c| format!(" — {c}")).unwrap_or_default()
     );
     let mut r = CheckResult::new(ID, status, summary);
@@ -552,7 +480,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vendor::verbs::Registration;
+    use crate::vendor::rdma_loopback::{Latency, Outcome, Registration, Throughput};
 
     #[test]
     fn nearest_port_wins_and_first_of_equals() {
@@ -563,6 +491,17 @@ mod tests {
         assert_eq!(distance(None, "0000:17:00.0", Some("0000:18:00.0")), SYS);
     }
 
+    fn phase(gbps: f64) -> Throughput {
+        Throughput {
+            gbps,
+            bytes: 1 << 31,
+            transfers: 256,
+            checked: 0,
+            mismatched: 0,
+            slots_equal: None,
+        }
+    }
+
     fn done(gbps: f64, lat: f64) -> Leg {
         Leg::Done {
             outcome: Outcome {
@@ -570,10 +509,15 @@ mod tests {
                     call: "ibv_reg_dmabuf_mr".into(),
                     refused: vec![],
                 },
-                bandwidth_gbps: gbps,
-                bytes_written: 1 << 31,
-                latency_us: lat,
-                lat_samples: 1000,
+                path_mtu: 4096,
+                write: phase(gbps),
+                read: phase(gbps + 1.0),
+                latency: Latency {
+                    samples: 1000,
+                    p50_us: lat,
+                    p99_us: lat * 2.0,
+                    mismatched: 0,
+                },
                 cut_short: false,
             },
             verified: true,

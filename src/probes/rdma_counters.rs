@@ -243,7 +243,7 @@ mod tests {
         let r = run_on(&RdmaCounters, "rxe-vm", "generic");
         assert_eq!(verdicts(&r), [("rxe0/1".to_string(), Status::Warn)]);
         assert!(
-            r[0].summary.contains("completer_retry_err = 2"),
+            r[0].summary.contains("completer_retry_err = 40"),
             "{}",
             r[0].summary
         );

@@ -1,5 +1,6 @@
 //! `rdma.memlock`: this process may lock enough memory to register RDMA buffers.
 
+use super::rdma_loopback::registered_bytes;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe};
 use crate::profile::Expect;
 use crate::sysfs::infiniband::read_device_names;
@@ -11,8 +12,6 @@ const ID: &str = "rdma.memlock";
 const CAP_IPC_LOCK: u32 = 14;
 /// Below this NCCL and perftest registrations fail on any real job (containers commonly get 8 MiB or 64 KiB).
 const DEFAULT_MIN_MIB: u64 = 64 * 1024;
-/// What one host-memory loopback registration pins (rdma.loopback's region).
-const REGISTRATION_BYTES: u64 = 2 << 20;
 
 const FIX: &str = "raise the limit for the workload: `ulimit -l unlimited` / `LimitMEMLOCK=infinity` (systemd) / \
 `--ulimit memlock=-1:-1` (Docker) / `* - memlock unlimited` in /etc/security/limits.conf; or grant CAP_IPC_LOCK \
@@ -136,13 +135,13 @@ pub fn judge(
                 show(soft)
             ),
         ),
-        Some(bytes) if bytes < REGISTRATION_BYTES => CheckResult::fail(
+        Some(bytes) if bytes < registered_bytes() => CheckResult::fail(
             ID,
             format!(
                 "memlock {} without CAP_IPC_LOCK, below the {} that one rdma.loopback registration pins: \
                  ibv_reg_mr fails, RDMA cannot run",
                 show(soft),
-                size_text(REGISTRATION_BYTES)
+                size_text(registered_bytes())
             ),
         )
         .fix(FIX),

@@ -363,6 +363,24 @@ pub fn gid_ipv4(gid: &str) -> Option<String> {
     ))
 }
 
+/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
+pub fn roce_v2_gid(host: &Host, dev: &str, port: u32) -> Option<(u32, [u8; 16])> {
+    let mut found: Vec<(u32, String)> = read_gid_indices(host, dev, port)
+        .into_iter()
+        .filter(|&i| {
+            read_gid_type(host, dev, port, i)
+                .ok()
+                .flatten()
+                .is_some_and(|t| t == "RoCE v2")
+        })
+        .filter_map(|i| Some((i, read_gid(host, dev, port, i).ok()??)))
+        .collect();
+    found.sort_by_key(|(i, gid)| (gid_ipv4(gid).is_none(), *i));
+    found
+        .into_iter()
+        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw)))
+}
+
 pub fn gid_is_link_local(gid: &str) -> bool {
     gid.starts_with("fe80:")
 }

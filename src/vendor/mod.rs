@@ -7,6 +7,7 @@ pub mod cuda;
 pub mod cuda_dmabuf;
 pub mod cufile;
 pub mod nvml;
+pub mod rdma_loopback;
 pub mod verbs;
 
 /// The innermost cause of an error: libloading says "dlopen failed" and keeps the loader's own text

@@ -87,16 +87,20 @@ ip link set eth0 up
 i=0
 while [ "$(cat $P/state)" != "4: ACTIVE" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 
-# The rxe link deleted while rdma.loopback moves data.
+# The rxe link deleted while rdma.loopback moves data (its phases take about 3 s under TCG). The uptimes say
+# whether the kernel made `rdma link delete` wait for the open verbs context.
 say "BEGIN fault-link-deleted"
 fabric-preflight run --color never --only rdma.loopback --output json=/tmp/fault-link-deleted.json &
 pid=$!
-sleep 2
+sleep 1.5
+echo "delete-start $(up)" >/out/fault-link-deleted.times
 rdma link delete rxe0
 echo $? >/out/fault-link-deleted.delete-exit
+echo "delete-end $(up)" >>/out/fault-link-deleted.times
 wait $pid
 echo $? >/out/fault-link-deleted.exit
+echo "run-end $(up)" >>/out/fault-link-deleted.times
 cp /tmp/fault-link-deleted.json /out/ 2>/dev/null
-say "END fault-link-deleted exit $(cat /out/fault-link-deleted.exit), rdma link delete exit $(cat /out/fault-link-deleted.delete-exit)"
+say "END fault-link-deleted exit $(cat /out/fault-link-deleted.exit), rdma link delete exit $(cat /out/fault-link-deleted.delete-exit); $(tr '\n' ' ' </out/fault-link-deleted.times)"
 run after-link-deleted --only rdma.devices,rdma.loopback
 finish
