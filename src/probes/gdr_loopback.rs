@@ -5,20 +5,15 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
+use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
+use crate::measure::gdr::{self, PairRun};
+use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
 use crate::sysfs::nvidia;
 use crate::threshold::{worst, Limit};
 use crate::topology::PciTree;
-use crate::vendor::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
-use crate::vendor::cuda_dmabuf;
-use crate::vendor::rdma_loopback::{
-    self, guarded, leg_failed, pattern_from, Leg, Plan, PortTarget, Region,
-};
-use crate::vendor::verbs::{self, Discovery, DEVICE_LIST_KEY};
 
 pub struct GdrLoopback;
 
@@ -177,7 +172,7 @@ impl Probe for GdrLoopback {
         let deadline = cx.deadline;
         let obtained = cx
             .answers
-            .obtain(LOOPBACK_KEY, || run_pairs(&jobs, deadline));
+            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, plan(deadline)));
         let (runs, replayed) = match obtained {
             Ok(o) => (o.value, o.replayed),
             Err(e) => return vec![CheckResult::error(ID, e)],
@@ -242,13 +237,7 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairRun {
-    pub gpu: String,
-    pub gpu_memory: Leg,
-    pub host_memory: Leg,
-}
-
+/// perftest-like sizes, cut off at `deadline` (the whole run's; each leg gets its share).
 fn plan(deadline: Instant) -> Plan {
     Plan {
         message_bytes: MESSAGE_BYTES,
@@ -258,102 +247,6 @@ fn plan(deadline: Instant) -> Plan {
         lat_iterations: LAT_ITERATIONS,
         deadline,
     }
-}
-
-fn run_pairs(jobs: &[(String, PortTarget)], deadline: Instant) -> Vec<PairRun> {
-    let share = |i: usize| {
-        let left = deadline.saturating_duration_since(Instant::now());
-        Instant::now() + left / (jobs.len() - i).max(1) as u32 / 2
-    };
-    jobs.iter()
-        .enumerate()
-        .map(|(i, (gpu, target))| {
-            let host_memory = guarded(|| rdma_loopback::host_memory(target, plan(share(i))));
-            let gpu_memory = guarded(|| gpu_leg(gpu, target, plan(share(i))));
-            PairRun {
-                gpu: gpu.clone(),
-                gpu_memory,
-                host_memory,
-            }
-        })
-        .collect()
-}
-
-/// The loopback through GPU memory. The CPU cannot stamp GPU memory, so the check is the comparison of every
-/// destination slot with its source slot afterwards (written by the WRITEs, fetched again by the READs).
-fn gpu_leg(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
-    let len = plan.region_bytes();
-    let sources = plan.depth as usize * plan.message_bytes;
-    let ordinal = match gpu_ordinal(bdf) {
-        Ok(o) => o,
-        Err(e) => return leg_failed("CUDA", e),
-    };
-    let ctx = match DeviceContext::new(ordinal) {
-        Ok(c) => c,
-        Err(e) => return leg_failed("CUDA", e),
-    };
-    let (dev, mut staging) = match (DeviceBuffer::alloc(len), PinnedHostBuffer::alloc(len)) {
-        (Ok(d), Ok(h)) => (d, h),
-        (Err(e), _) | (_, Err(e)) => return leg_failed("CUDA", e),
-    };
-    let host = staging.as_mut_slice();
-    host.fill(0);
-    for (slot, chunk) in host[..sources].chunks_mut(plan.message_bytes).enumerate() {
-        chunk.copy_from_slice(&pattern_from(slot, plan.message_bytes));
-    }
-    if let Err(e) = cuda::copy_htod(&dev, &staging) {
-        return leg_failed("CUDA", e);
-    }
-    let dmabuf = cuda_dmabuf::export(&dev);
-    let mut refused_export = Vec::new();
-    if let Err(e) = &dmabuf {
-        refused_export.push(format!("DMA-BUF export = {e}"));
-    }
-    let region = Region {
-        addr: dev.ptr(),
-        len: dev.len(),
-        dmabuf_fd: dmabuf.as_ref().ok().map(|fd| fd.raw()),
-        host_visible: false,
-    };
-    let leg = match rdma_loopback::loopback(target, region, plan) {
-        Ok(mut outcome) => {
-            outcome.registration.refused.splice(0..0, refused_export);
-            let verified = cuda::copy_dtoh(&mut staging, &dev).is_ok()
-                && staging.as_slice()[..sources] == staging.as_slice()[sources..2 * sources];
-            Leg::Done { outcome, verified }
-        }
-        Err(f) => {
-            let mut refused = refused_export;
-            refused.extend(f.refused_registrations);
-            Leg::Failed {
-                stage: f.stage,
-                message: f.message,
-                refused,
-            }
-        }
-    };
-    drop(dmabuf);
-    drop(dev);
-    drop(ctx);
-    leg
-}
-
-/// The CUDA ordinal of the GPU at `bdf` (CUDA numbers GPUs its own way).
-fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
-    cuda::load()?;
-    for i in 0..cuda::device_count()? {
-        let bus = cuda::Device::get(i)?.pci_bus_id()?;
-        // CUDA prints an 8-digit domain on some drivers (`00000000:17:00.0`): compare bus:device.function.
-        let tail = |s: &str| {
-            s.to_ascii_lowercase()
-                .rsplit_once(':')
-                .map(|(a, b)| format!("{}:{b}", a.rsplit(':').next().unwrap_or("")))
-        };
-        if bus.eq_ignore_ascii_case(bdf) || (tail(&bus).is_some() && tail(&bus) == tail(bdf)) {
-            return Ok(i);
-        }
-    }
-    Err(format!("no CUDA device has PCI bus id {bdf}"))
 }
 
 /// The bandwidth a leg is judged by: the slower of its WRITE and READ phases.
@@ -480,7 +373,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vendor::rdma_loopback::{Latency, Outcome, Registration, Throughput};
+    use crate::measure::rdma_loopback::{leg_failed, Latency, Outcome, Registration, Throughput};
 
     #[test]
     fn nearest_port_wins_and_first_of_equals() {

@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
+use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
 use crate::threshold::{worst, Limit};
-use crate::vendor::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
-use crate::vendor::verbs::{self, Discovery, DEVICE_LIST_KEY};
 
 pub struct RdmaLoopback;
 
@@ -375,8 +375,8 @@ fn yes_no(v: Option<bool>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::rdma_loopback::{Latency, Outcome, Registration, Throughput};
     use crate::probes::testing::{run_on, verdicts};
-    use crate::vendor::rdma_loopback::{Latency, Outcome, Registration, Throughput};
 
     fn phase(gbps: f64, transfers: u32) -> Throughput {
         Throughput {

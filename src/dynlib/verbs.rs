@@ -1,7 +1,6 @@
 //! libibverbs through `sideway` (safe API over `rdma-mummy-sys`, whose C shim dlopens libibverbs at run time):
 //! the binary starts on a node without rdma-core and learns it from `ibv_get_device_list`'s errno instead.
-//!
-//! Device discovery lives here; transfers through a port are in `vendor::rdma_loopback`.
+//! Device discovery lives here; transfers through a port are in `measure::rdma_loopback`.
 
 use std::error::Error;
 

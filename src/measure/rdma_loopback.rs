@@ -24,8 +24,8 @@ use sideway::ibverbs::queue_pair::{
 };
 use sideway::ibverbs::AccessFlags;
 
+use crate::dynlib::verbs::chain;
 use crate::isolate::breadcrumb;
-use crate::vendor::verbs::chain;
 
 /// Which port and how to address it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
