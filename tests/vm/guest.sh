@@ -87,6 +87,20 @@ ip link set eth0 up
 i=0
 while [ "$(cat $P/state)" != "4: ACTIVE" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 
+# The netdev taken down while rdma.loopback moves data: the queue pairs lose their path mid-transfer.
+say "BEGIN fault-netdev-down-during-run"
+fabric-preflight run --color never --only rdma.loopback --output json=/tmp/fault-netdev-down-during-run.json &
+pid=$!
+sleep 1.5
+ip link set eth0 down
+wait $pid
+echo $? >/out/fault-netdev-down-during-run.exit
+cp /tmp/fault-netdev-down-during-run.json /out/ 2>/dev/null
+ip link set eth0 up
+i=0
+while [ "$(cat $P/state)" != "4: ACTIVE" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+say "END fault-netdev-down-during-run exit $(cat /out/fault-netdev-down-during-run.exit)"
+
 # The rxe link deleted while rdma.loopback moves data (its phases take about 3 s under TCG). The uptimes say
 # whether the kernel made `rdma link delete` wait for the open verbs context.
 say "BEGIN fault-link-deleted"
