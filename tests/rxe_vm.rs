@@ -212,6 +212,24 @@ fn fault_netdev_down_fails_link_and_roce() {
     );
 }
 
+/// eth0 taken down 1.5 s into a run: the queue pairs lose their path mid-transfer and the loopback fails at a
+/// completion (rxe: status 2, local QP operation error). Should TCG be slow enough that the port is already down
+/// when the loopback starts, it fails for want of an ACTIVE port instead; it never passes.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn fault_netdev_down_during_a_run_fails() {
+    let r = report("a", "fault-netdev-down-during-run");
+    assert_eq!(exit("a", "fault-netdev-down-during-run"), 1, "{r:#}");
+    for lb in results_of(&r, "rdma.loopback") {
+        assert_eq!(status(lb), "fail", "{lb:#}");
+        let why = summary(lb);
+        assert!(
+            why.contains("completion: work completion status") || why.contains("none ACTIVE"),
+            "{lb:#}"
+        );
+    }
+}
+
 /// `rdma link delete rxe0` during rdma.loopback: rxe cannot disassociate an open verbs context, so the kernel
 /// makes the deletion wait until the loopback closes the device. The run in progress moves and checks its data
 /// (a pass is true: the device worked until closed); the next run finds no device.

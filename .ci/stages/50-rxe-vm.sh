@@ -18,5 +18,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ -x target/release/fabric-preflight ] || cargo build --release --locked
 echo "rxe-vm: two VMs (TCG, 1 vCPU, 1 GiB each), Debian kernel + rdma_rxe, fabric-preflight healthy and under live faults"
-time tests/vm/rxe-vm.sh
-RXE_VM_RESULTS=target/rxe-vm/out cargo test --locked --test rxe_vm -- --ignored
+cache=${RXE_VM_CACHE:-target/rxe-vm}
+time RXE_VM_CACHE=$cache tests/vm/rxe-vm.sh
+RXE_VM_RESULTS=$cache/out cargo test --locked --test rxe_vm -- --ignored
