@@ -10,9 +10,9 @@ use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::profile::PcieDistance;
-use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
+use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
-use crate::threshold::{worst, Limit};
+use crate::threshold::{worst, Limit, PORT_RATE_PCT};
 use crate::topology::PciTree;
 
 pub struct GdrLoopback;
@@ -27,8 +27,6 @@ const DEPTH: u32 = 4;
 const BW_MESSAGES: u32 = 256;
 const PHASE_TIME: Duration = Duration::from_secs(2);
 const LAT_ITERATIONS: u32 = 1000;
-/// NVIDIA ngc_multinode_perf passes a port at 90% of its link rate.
-const DEFAULT_PCT: Limit = Limit::new(Some(90.0), Some(75.0));
 
 const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, \
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
@@ -80,14 +78,7 @@ impl Probe for GdrLoopback {
         let sysfs_devices =
             crate::sysfs::infiniband::read_device_names(cx.host).unwrap_or_default();
         let mut evidence = vec![
-            format!(
-                "{CLASS_INFINIBAND} = {}",
-                if sysfs_devices.is_empty() {
-                    "<no devices>".into()
-                } else {
-                    sysfs_devices.join(" ")
-                }
-            ),
+            infiniband::device_list_evidence(&sysfs_devices),
             format!(
                 "{VERBS_ABI} = {}",
                 cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
@@ -182,7 +173,7 @@ impl Probe for GdrLoopback {
             .thresholds
             .gdr_bandwidth_pct_of_link
             .unwrap_or_default()
-            .or(DEFAULT_PCT);
+            .or(PORT_RATE_PCT);
         let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
         targets
             .iter()
@@ -424,7 +415,7 @@ mod tests {
             gpu_memory: done(180.0, 3.0),
             host_memory: done(385.0, 2.0),
         };
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), false);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
         assert_eq!(r.status, Status::Fail);
         assert!(
             r.summary.contains("GPUDirect RDMA path is the culprit"),
@@ -444,7 +435,7 @@ mod tests {
             gpu_memory: done(300.0, 3.0),
             host_memory: done(310.0, 2.0),
         };
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), false);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
         assert_eq!(r.status, Status::Warn);
         assert!(r.summary.contains("port or link"), "{}", r.summary);
     }
@@ -459,12 +450,12 @@ mod tests {
         let r = judge(
             &run,
             Some(400.0),
-            &DEFAULT_PCT,
+            &PORT_RATE_PCT,
             &Limit::new(None, Some(3.0)),
             true,
         );
         assert_eq!(r.status, Status::Fail, "latency 4 us over a 3 us ceiling");
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), true);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), true);
         assert_eq!(r.status, Status::Pass, "{}", r.summary);
         assert!(r.measurements.iter().all(|m| m.replayed));
     }
@@ -480,7 +471,7 @@ mod tests {
             },
             host_memory: done(385.0, 2.0),
         };
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), false);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
         assert_eq!(r.status, Status::Fail);
         assert!(
             r.summary.contains("GPU memory failed at register memory"),

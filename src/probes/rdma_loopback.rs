@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
-use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
-use crate::threshold::{worst, Limit};
+use crate::sysfs::infiniband::{self, PortAttrs};
+use crate::threshold::{worst, Limit, PORT_RATE_PCT};
 
 pub struct RdmaLoopback;
 
@@ -23,8 +23,6 @@ const DEPTH: u32 = 8;
 const BW_MESSAGES: u32 = 4096;
 const PHASE_TIME: Duration = Duration::from_secs(1);
 const LAT_ITERATIONS: u32 = 1000;
-/// NVIDIA ngc_multinode_perf passes a port at 90% of its link rate.
-const DEFAULT_PCT: Limit = Limit::new(Some(90.0), Some(75.0));
 
 /// What one host-memory loopback registers: below this memlock limit (without CAP_IPC_LOCK) it cannot run.
 pub(super) fn registered_bytes() -> u64 {
@@ -70,14 +68,7 @@ impl Probe for RdmaLoopback {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let sysfs_devices = infiniband::read_device_names(cx.host).unwrap_or_default();
-        let listed = format!(
-            "{CLASS_INFINIBAND} = {}",
-            if sysfs_devices.is_empty() {
-                "<no devices>".into()
-            } else {
-                sysfs_devices.join(" ")
-            }
-        );
+        let listed = infiniband::device_list_evidence(&sysfs_devices);
         let discovery = match cx.answers.obtain(DEVICE_LIST_KEY, verbs::discover) {
             Ok(d) => d.value,
             Err(e) => return vec![CheckResult::error(ID, e)],
@@ -156,7 +147,7 @@ impl Probe for RdmaLoopback {
             .thresholds
             .rdma_bandwidth_pct_of_link
             .unwrap_or_default()
-            .or(DEFAULT_PCT);
+            .or(PORT_RATE_PCT);
         let mut runs = runs.into_iter();
         active
             .iter()
@@ -449,7 +440,7 @@ mod tests {
         let r = judge(
             &done(390.0, 280.0),
             RateToJudge::Gbps(400.0),
-            &DEFAULT_PCT,
+            &PORT_RATE_PCT,
             false,
         );
         assert_eq!(
@@ -466,7 +457,7 @@ mod tests {
         let r = judge(
             &done(390.0, 380.0),
             RateToJudge::Gbps(400.0),
-            &DEFAULT_PCT,
+            &PORT_RATE_PCT,
             false,
         );
         assert_eq!(r.status, Status::Pass, "{}", r.summary);
@@ -481,7 +472,7 @@ mod tests {
         let r = judge(
             &done(390.0, 380.0),
             RateToJudge::Unreadable("<missing>".into()),
-            &DEFAULT_PCT,
+            &PORT_RATE_PCT,
             false,
         );
         assert_eq!(r.status, Status::Warn);
@@ -497,7 +488,7 @@ mod tests {
         let r = judge(
             &leg,
             RateToJudge::Placeholder("2.5 Gb/sec (1X SDR)".into()),
-            &DEFAULT_PCT,
+            &PORT_RATE_PCT,
             false,
         );
         assert_eq!(r.status, Status::Fail);
@@ -511,7 +502,7 @@ mod tests {
             outcome.write.mismatched = 1;
             *verified = false;
         }
-        let r = judge(&leg, RateToJudge::Gbps(400.0), &DEFAULT_PCT, false);
+        let r = judge(&leg, RateToJudge::Gbps(400.0), &PORT_RATE_PCT, false);
         assert_eq!(r.status, Status::Fail);
         assert!(
             r.summary.contains("DATA MISMATCH: 1 WRITE"),
@@ -527,7 +518,7 @@ mod tests {
             message: "ibv_reg_mr = failed to register memory region: Cannot allocate memory (os error 12)".into(),
             refused: vec![],
         };
-        let r = judge(&leg, RateToJudge::Gbps(400.0), &DEFAULT_PCT, false);
+        let r = judge(&leg, RateToJudge::Gbps(400.0), &PORT_RATE_PCT, false);
         assert_eq!(r.status, Status::Fail);
         assert!(r.remediation.as_deref().unwrap().contains("rdma.memlock"));
     }
@@ -544,5 +535,42 @@ mod tests {
         assert!(r[0].summary.contains("none ACTIVE"), "{}", r[0].summary);
         let r = run_on(&RdmaLoopback, "h200-vm-snapshot", "generic");
         assert_eq!(verdicts(&r), [(String::new(), Status::Skip)]);
+    }
+
+    /// The rxe recording with its `verbs.device_list` answer replaced.
+    fn rxe_with_device_list(answer: serde_json::Value) -> tempfile::TempDir {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let path = dir.path().join(crate::answers::ANSWERS_FILE);
+        let mut answers: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        answers[DEVICE_LIST_KEY] = answer;
+        std::fs::write(&path, answers.to_string()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn kernel_devices_that_libibverbs_cannot_open_fail() {
+        let dir = rxe_with_device_list(serde_json::json!({"Devices": []}));
+        let r = crate::probes::testing::run_on_root(&RdmaLoopback, dir.path(), "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Fail)]);
+        assert!(
+            r[0].summary.contains("libibverbs opens none"),
+            "{}",
+            r[0].summary
+        );
+    }
+
+    #[test]
+    fn libibverbs_that_cannot_load_next_to_a_device_is_an_error_naming_the_call() {
+        let dir =
+            rxe_with_device_list(serde_json::json!({"Failed": {"errno": 95, "message": "x"}}));
+        let r = crate::probes::testing::run_on_root(&RdmaLoopback, dir.path(), "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Error)]);
+        assert!(
+            r[0].summary
+                .contains("ibv_get_device_list failed: rdma-core is not installed"),
+            "{}",
+            r[0].summary
+        );
     }
 }
