@@ -83,14 +83,19 @@ impl Probe for RdmaLoopback {
                 .evidence("ibv_get_device_list", format!("NULL, errno {errno} ({message})"))
                 .fix("install rdma-core and the provider (`apt install rdma-core ibverbs-providers`); in containers mount /dev/infiniband")]
             }
-            Discovery::Failed { .. } => Vec::new(),
+            Discovery::Failed { errno, message } => {
+                return vec![CheckResult::skip(ID, "no RDMA device: nothing to loop back through")
+                    .note(listed)
+                    .evidence("ibv_get_device_list", format!("NULL, errno {errno} ({message})"))]
+            }
             Discovery::Devices(d) => d,
         };
         if devices.is_empty() {
             if sysfs_devices.is_empty() {
                 return vec![
                     CheckResult::skip(ID, "no RDMA device: nothing to loop back through")
-                        .note(listed),
+                        .note(listed)
+                        .evidence("ibv_get_device_list", "[]"),
                 ];
             }
             return vec![CheckResult::fail(
