@@ -84,7 +84,8 @@ pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
     let leg = match rdma_loopback::loopback(target, region, plan) {
         Ok(mut outcome) => {
             outcome.registration.refused.splice(0..0, refused_export);
-            let verified = cuda::copy_dtoh(&mut staging, &dev).is_ok()
+            let verified = outcome.checks_pass()
+                && cuda::copy_dtoh(&mut staging, &dev).is_ok()
                 && staging.as_slice()[..sources] == staging.as_slice()[sources..2 * sources];
             Leg::Done { outcome, verified }
         }
