@@ -273,7 +273,16 @@ pub fn judge(
                 };
                 for (name, t) in [("write", &outcome.write), ("read", &outcome.read)] {
                     measurements.push(measure(&format!("{name}_gbits_per_sec"), t.gbps, "Gb/s"));
-                    if let Some(p) = pct_of(t.gbps) {
+                    let share = pct_of(t.gbps);
+                    if judged && share.is_none() && !pct.is_empty() {
+                        // The limit is a share of the port's rate: without the rate there is nothing to pass.
+                        statuses.push(Status::Error);
+                        parts.push(format!(
+                            "the port rate was not read, so {:.1} Gb/s cannot be judged against the link",
+                            t.gbps
+                        ));
+                    }
+                    if let Some(p) = share {
                         let mut m = measure(&format!("{name}_pct_of_link"), p, "%");
                         if judged {
                             m = m.judged_by(pct);
@@ -494,5 +503,21 @@ mod tests {
         };
         let back: PairRun = serde_json::from_value(serde_json::to_value(&run).unwrap()).unwrap();
         assert_eq!(back, run);
+    }
+
+    #[test]
+    fn unknown_port_rate_is_an_error_not_a_pass() {
+        let run = PairRun {
+            gpu: "g".into(),
+            gpu_memory: done(12.0, 2.0),
+            host_memory: done(12.0, 2.0),
+        };
+        let r = judge(&run, None, &PORT_RATE_PCT, &Limit::default(), true);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains("port rate was not read"),
+            "{}",
+            r.summary
+        );
     }
 }

@@ -289,9 +289,13 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
         RateToJudge::Placeholder(text) => r = r.note(format!(
             "bandwidth not judged: rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
         )),
-        RateToJudge::Unreadable(why) => {
-            statuses.push(Status::Warn);
+        // Never a pass on a reading that was not taken: with a limit set, an unknown rate is an error.
+        RateToJudge::Unreadable(why) if !pct.is_empty() => {
+            statuses.push(Status::Error);
             notes.push(format!("bandwidth not judged: the port rate is unreadable ({why})"));
+        }
+        RateToJudge::Unreadable(why) => {
+            r = r.note(format!("bandwidth not judged: the port rate is unreadable ({why})"))
         }
     }
     if outcome.cut_short {
@@ -351,10 +355,16 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
             ),
         );
     if status != Status::Pass {
-        r = r.fix(match status {
-            _ if !verified => "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists",
-            _ if !moved => "the port moves almost nothing: check rdma.link and rdma.roce, the cable and the firmware",
-            _ => "check the NIC's PCIe link (pcie.link), NUMA placement and firmware; compare with `ib_write_bw`",
+        r = r.fix(if !verified {
+            "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"
+        } else if !moved {
+            "the port moves almost nothing: check rdma.link and rdma.roce, the cable and the firmware"
+        } else if matches!(rate, RateToJudge::Unreadable(_)) {
+            "the port's rate could not be read: see rdma.link for /sys/class/infiniband/<dev>/ports/<n>/rate"
+        } else if outcome.cut_short {
+            "the run's deadline ended a phase: raise the check's timeout in the profile"
+        } else {
+            "check the NIC's PCIe link (pcie.link), NUMA placement and firmware; compare with `ib_write_bw`"
         });
     }
     r
@@ -473,14 +483,14 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_rate_of_a_hardware_port_warns() {
+    fn unreadable_rate_of_a_hardware_port_is_an_error() {
         let r = judge(
             &done(390.0, 380.0),
             RateToJudge::Unreadable("<missing>".into()),
             &PORT_RATE_PCT,
             false,
         );
-        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.status, Status::Error);
         assert!(r.summary.contains("rate is unreadable"), "{}", r.summary);
     }
 
