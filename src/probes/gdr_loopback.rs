@@ -3,7 +3,7 @@
 //! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
 //! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
 use crate::measure::gdr::{self, PairRun};
@@ -21,12 +21,14 @@ const ID: &str = "gdr.loopback";
 const LOOPBACK_KEY: &str = "verbs.gdr_loopback";
 const VERBS_ABI: &str = "/sys/class/infiniband_verbs/abi_version";
 /// perftest practice for GDR health checks (Azure `check_ib_bw_gdr`): 8 MiB messages; 4 in flight (32 MiB)
-/// is far past a 400 Gb/s port's bandwidth-delay product.
-const MESSAGE_BYTES: usize = 8 << 20;
-const DEPTH: u32 = 4;
-const BW_MESSAGES: u32 = 256;
-const PHASE_TIME: Duration = Duration::from_secs(2);
-const LAT_ITERATIONS: u32 = 1000;
+/// is far past a 400 Gb/s port's bandwidth-delay product. Up to 256 per phase or 2 s; 1000 round trips.
+const PLAN: Plan = Plan {
+    message_bytes: 8 << 20,
+    depth: 4,
+    bw_messages: 256,
+    phase_time: Duration::from_secs(2),
+    lat_iterations: 1000,
+};
 
 const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, \
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
@@ -163,7 +165,7 @@ impl Probe for GdrLoopback {
         let deadline = cx.deadline;
         let obtained = cx
             .answers
-            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, plan(deadline)));
+            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, PLAN, deadline));
         let (runs, replayed) = match obtained {
             Ok(o) => (o.value, o.replayed),
             Err(e) => return vec![CheckResult::error(ID, e)],
@@ -226,18 +228,6 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .enumerate()
         .min_by_key(|(i, d)| (**d, *i))
         .map(|(i, _)| i)
-}
-
-/// perftest-like sizes, cut off at `deadline` (the whole run's; each leg gets its share).
-fn plan(deadline: Instant) -> Plan {
-    Plan {
-        message_bytes: MESSAGE_BYTES,
-        depth: DEPTH,
-        bw_messages: BW_MESSAGES,
-        phase_time: PHASE_TIME,
-        lat_iterations: LAT_ITERATIONS,
-        deadline,
-    }
 }
 
 /// The bandwidth a leg is judged by: the slower of its WRITE and READ phases.
