@@ -2,17 +2,18 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
 use crate::answers::Answers;
 use crate::cli::{ColorChoice, RunArgs};
-use crate::exit;
 use crate::host::Host;
 use crate::probe::{Inputs, Probe};
 use crate::profile::Profile;
-use crate::report::{self, termination, Format, HostInfo, RunReport, Style};
+use crate::profile_match;
+use crate::progress::Progress;
+use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 
@@ -31,6 +32,10 @@ pub struct Plan {
     pub inputs: Inputs,
     pub answers: Answers,
     pub timeout: Duration,
+    /// How `--profile auto` chose; None when a profile was named.
+    pub selection: Option<Selection>,
+    /// Where the running active check is named (off unless `run` turns it on for a terminal).
+    pub progress: Progress,
 }
 
 pub struct Executed {
@@ -53,12 +58,20 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         },
     )?;
     runner::install_panic_hook();
-    let executed = execute(plan);
+    let mut executed = execute(Plan {
+        progress: Progress::on_terminal(args.quiet),
+        ..plan
+    });
     let style = Style {
         color: use_color(args.color),
         width: report::terminal_width(),
+        quiet: args.quiet,
     };
-    let code = exit::for_run(&executed.report, args.strict);
+    executed.report = executed.report.strict(args.strict);
+    if let Some(name) = args.node_name.filter(|n| !n.is_empty()) {
+        executed.report.host.node_name = name;
+    }
+    let code = executed.report.exit_code;
 
     for (format, target) in &outputs {
         let text = report::render(
@@ -75,7 +88,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
                 // A closed pipe (`| head`) stops the writing; the exit code still reports the verdict.
                 let _ = std::io::stdout().write_all(text.as_bytes());
             }
-            Target::File(path) => std::fs::write(path, text)
+            Target::File(path) => report::file::replace(path, &text)
                 .with_context(|| format!("writing {format:?} report to {}", path.display()))
                 .unwrap_or_else(|e| eprintln!("fabric-preflight: {e:#}")),
         }
@@ -104,7 +117,12 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let profile = crate::profile::load(profile, &ids)?;
+    let (profile, selection) = if profile == profile_match::AUTO {
+        let (name, selection) = profile_match::choose(&host, &ids)?;
+        (crate::profile::load(&name, &ids)?, Some(selection))
+    } else {
+        (crate::profile::load(profile, &ids)?, None)
+    };
     for id in only.iter().chain(skip) {
         if crate::probes::find(id).is_none() {
             bail!("unknown check id `{id}` (see `fabric-preflight list`)");
@@ -138,16 +156,24 @@ pub fn prepare(
         inputs,
         answers,
         timeout: Duration::from_secs_f64(timeout_secs),
+        selection,
+        progress: Progress::OFF,
     })
 }
 
 pub fn execute(plan: Plan) -> Executed {
     let started = Instant::now();
+    let timestamp = report::rfc3339(SystemTime::now());
+    // An empty hostname file names nobody: reports still need a name to be filed under.
+    let hostname = plan
+        .host
+        .read(HOSTNAME)
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
     let host_info = HostInfo {
-        hostname: plan
-            .host
-            .read(HOSTNAME)
-            .unwrap_or_else(|_| "unknown".into()),
+        node_name: hostname.clone(),
+        hostname,
         kernel: plan
             .host
             .read(OSRELEASE)
@@ -164,13 +190,16 @@ pub fn execute(plan: Plan) -> Executed {
             answers: plan.answers,
         },
         plan.timeout,
+        &plan.progress,
     );
-    let report = RunReport::new(
+    let mut report = RunReport::new(
         host_info,
         profile_name,
         started.elapsed().as_millis() as u64,
         outcome.results,
     );
+    report.timestamp = timestamp;
+    report.profile_selection = plan.selection;
     Executed {
         report,
         recorded: outcome.recorded,

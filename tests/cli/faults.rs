@@ -164,13 +164,7 @@ fn run_with(libs: &Path, profile: &Path, checks: &[&str], extra: &[&str]) -> Run
         .expect("binary runs");
     let elapsed = started.elapsed();
     eprintln!("run --only {} took {elapsed:?}", checks.join(","));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            stdout(&out),
-            stderr(&out)
-        )
-    });
+    let report: Value = json_out(Schema::Run, &out);
     Run {
         code: code(&out),
         report,

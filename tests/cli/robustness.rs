@@ -222,8 +222,8 @@ fn every_tree_check_meets_every_kind_of_damaged_file() {
                 code(&out),
                 stderr(&out)
             );
-            let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", stderr(&out)));
+            eprintln!("{what}");
+            let report = json_out(Schema::Run, &out);
             let results = report["checks"].as_array().unwrap();
             for id in tree_checks() {
                 let mine: Vec<&serde_json::Value> =
@@ -489,9 +489,7 @@ fn unprivileged_live_run_reports_instead_of_crashing() {
         .args(["run", "--format", "json", "--color", "never"])
         .output()
         .unwrap();
-    let text = stdout(&out);
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}\n{}", stderr(&out)));
+    let report = json_out(Schema::Run, &out);
     assert!(
         matches!(code(&out), 0 | 1 | 3),
         "exit {}: {}",
@@ -544,8 +542,7 @@ fn unprivileged_run_names_the_privileges_it_lacks() {
         .args(skip_active())
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    let report = json_out(Schema::Run, &out);
     for c in report["checks"].as_array().unwrap() {
         assert!(!c["summary"].as_str().unwrap().contains("panicked"), "{c}");
     }

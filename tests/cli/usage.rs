@@ -164,8 +164,7 @@ fn output_flag_writes_json_beside_the_table() {
         .unwrap();
     assert_eq!(code(&out), Exit::OK);
     assert!(stdout(&out).contains("driver.nvidia"));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = super::util::json(Schema::Run, &std::fs::read(&json).unwrap());
     assert_eq!(report["schema_version"], 1);
 }
 
