@@ -392,3 +392,54 @@ fn views_fit_the_terminal_width() {
         }
     }
 }
+
+/// Runs `args` with stderr on a pseudo-terminal (stdout stays a pipe) and returns what the terminal got.
+fn stderr_on_a_terminal(args: &[&str]) -> String {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors we then own; no name, termios or size given.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and are owned here only.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let out = preflight()
+        .args(args)
+        .stderr(std::process::Stdio::from(slave))
+        .output()
+        .unwrap();
+    assert!(matches!(code(&out), 0 | 1 | 3), "{}", stdout(&out));
+    let mut seen = Vec::new();
+    // The child has exited and the slave is closed: read until EIO.
+    let _ = std::fs::File::from(master).read_to_end(&mut seen);
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+fn progress_line_names_the_active_check_on_a_terminal_only() {
+    let root = host("h200-gds");
+    let root = root.to_str().unwrap();
+    let args = [
+        "run", "--root", root, "--only", "gds.read", "--format", "json",
+    ];
+    let shown = stderr_on_a_terminal(&args);
+    assert!(
+        shown.contains("running gds.read (active check 1 of 1)…"),
+        "{shown:?}"
+    );
+    // Erased before the report: the line ends with carriage return and erase-line.
+    assert!(shown.ends_with("\r\x1b[2K"), "{shown:?}");
+    let quiet: Vec<&str> = args.iter().copied().chain(["--quiet"]).collect();
+    assert_eq!(stderr_on_a_terminal(&quiet), "");
+    // Not a terminal: nothing.
+    let piped = preflight().args(args).output().unwrap();
+    assert_eq!(stderr(&piped), "");
+}
