@@ -2,8 +2,8 @@
 //! probes read it (so it works under `--root`): GPU models from their PCI device ids, RDMA ports' link layer
 //! and rate, and the counts of each.
 //!
-//! A profile's GPU model, link layer, minimum rate and "no fabric" (`gdr: false`) say what kind of node it is
-//! for: a host that does not show them is not that kind, and the profile is out. Its counts say how many the
+//! A profile's GPU model, NVLink (SXM modules), link layer, minimum rate and "no fabric" (`gdr: false`) say
+//! what kind of node it is for: a host that does not show them is not that kind, and the profile is out. Its counts say how many the
 //! node should have: a host with fewer (a GPU fell off the bus) is still that kind of node, so the counts only
 //! rank the candidates and are reported, and the run then fails on them. Every built-in but `generic` is
 //! for GPU nodes. No candidate: `generic`, with a note.
@@ -45,7 +45,7 @@ const NVIDIA_GPUS: &[(u16, &str)] = &[
 ];
 
 /// The PCI ID database's name of an NVIDIA GPU, if this table knows it.
-pub fn gpu_model(device: u16) -> Option<&'static str> {
+fn gpu_model(device: u16) -> Option<&'static str> {
     NVIDIA_GPUS
         .iter()
         .find(|(id, _)| *id == device)
@@ -190,6 +190,15 @@ fn fit(name: &'static str, p: &Profile, host: &Facts) -> Fit {
         });
         kind.push((all && !host.gpus.is_empty(), format!("gpu_model {model}")));
     }
+    if e.nvlink == Some(true) {
+        // Every pair on NVLink (NVSwitch) is a board of SXM modules: a PCIe card of the same model is another
+        // kind of node.
+        let sxm = host
+            .gpus
+            .iter()
+            .all(|d| gpu_model(*d).is_some_and(|m| m.contains("SXM")));
+        kind.push((sxm && !host.gpus.is_empty(), "nvlink: SXM modules".into()));
+    }
     if let Some(layer) = e.rdma_link_layer {
         kind.push((
             host.ports_of(layer).next().is_some(),
@@ -248,22 +257,26 @@ pub fn choose(
     host: &Host,
     known_checks: &[&str],
 ) -> Result<(String, Selection), profile::ProfileError> {
-    let facts = match Facts::read(host) {
-        Ok(f) => f,
-        Err(why) => {
-            return Ok((
-                FALLBACK.into(),
-                Selection {
-                    requested: AUTO.into(),
-                    reasons: vec![why.clone()],
-                    note: Some(format!("{why}: fell back to `{FALLBACK}`")),
-                },
-            ))
-        }
-    };
+    match Facts::read(host) {
+        Ok(facts) => select(&facts, known_checks),
+        Err(why) => Ok((
+            FALLBACK.into(),
+            Selection {
+                requested: AUTO.into(),
+                reasons: vec![why.clone()],
+                note: Some(format!("{why}: fell back to `{FALLBACK}`")),
+            },
+        )),
+    }
+}
+
+fn select(
+    facts: &Facts,
+    known_checks: &[&str],
+) -> Result<(String, Selection), profile::ProfileError> {
     let mut fits = Vec::new();
     for (name, _) in BUILTIN.iter().filter(|(n, _)| *n != FALLBACK) {
-        fits.push(fit(name, &profile::load(name, known_checks)?, &facts));
+        fits.push(fit(name, &profile::load(name, known_checks)?, facts));
     }
     // Most kind-of-node expectations met first (the most specific profile), then most counts; ties keep the
     // order of BUILTIN.
@@ -352,6 +365,55 @@ mod tests {
         assert!(why.reasons.iter().any(
             |r| r.starts_with("hgx-h200-ib does not fit: ") && r.contains("gpu_model H200: no")
         ));
+    }
+
+    fn hgx_like(gpu: u16, gpus: usize) -> Facts {
+        Facts {
+            gpus: vec![gpu; gpus],
+            rdma_devices: 8,
+            ports: (0..8)
+                .map(|_| Port {
+                    link_layer: Some(LinkLayer::Infiniband),
+                    gbps: Some(400.0),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_missing_gpu_keeps_the_node_type_and_is_reported() {
+        let (got, why) = select(&hgx_like(0x2330, 7), &crate::probes::ids()).unwrap();
+        assert_eq!(got, "hgx-h100-ib");
+        assert!(
+            why.reasons[1].contains("gpu_count 8 (host shows 7: the run will say so): no"),
+            "{why:#?}"
+        );
+    }
+
+    #[test]
+    fn pcie_cards_are_not_an_sxm_board() {
+        let (got, why) = select(&hgx_like(0x2331, 8), &crate::probes::ids()).unwrap();
+        assert_eq!(got, "generic", "{why:#?}");
+        assert!(why.note.is_some());
+        assert!(why
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("hgx-h100-ib does not fit")
+                && r.contains("nvlink: SXM modules: no")));
+    }
+
+    #[test]
+    fn unknown_gpu_and_slow_ports_fit_no_model_profile() {
+        let mut facts = hgx_like(0x1234, 8);
+        for p in &mut facts.ports {
+            p.gbps = Some(100.0);
+        }
+        let (got, why) = select(&facts, &crate::probes::ids()).unwrap();
+        assert_eq!(got, "generic");
+        assert!(
+            why.reasons[0].contains("8× unknown model (10de:1234)"),
+            "{why:#?}"
+        );
     }
 
     #[test]

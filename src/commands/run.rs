@@ -67,7 +67,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         width: report::terminal_width(),
         quiet: args.quiet,
     };
-    executed.report = executed.report.strict(args.strict);
+    executed.report = executed.report.with_strict(args.strict);
     if let Some(name) = args.node_name.filter(|n| !n.is_empty()) {
         executed.report.host.node_name = name;
     }

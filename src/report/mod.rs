@@ -87,7 +87,7 @@ impl RunReport {
     }
 
     /// Judges warnings as failures (`--strict`); the exit code follows.
-    pub fn strict(mut self, strict: bool) -> Self {
+    pub fn with_strict(mut self, strict: bool) -> Self {
         self.strict = strict;
         self.exit_code = crate::exit::for_run(&self, strict);
         self
