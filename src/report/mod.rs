@@ -282,9 +282,9 @@ pub fn terminal_width() -> u16 {
     80
 }
 
-/// Text re-wrapped so that no line is wider than `width` characters: a long line continues under itself,
-/// two columns further in than its own indentation. Lines that fit are left alone (tables that were laid out
-/// for the width already).
+/// Text re-wrapped so that no line is wider than `width` characters: a long line continues at its own
+/// indentation (a list item `- …` two columns further in, under its text). Lines that fit are left alone
+/// (tables that were laid out for the width already).
 pub fn fit(text: &str, width: u16) -> String {
     let width = usize::from(width.max(table::MIN_WIDTH));
     let mut out = String::with_capacity(text.len());
@@ -295,7 +295,8 @@ pub fn fit(text: &str, width: u16) -> String {
             continue;
         }
         let indent = line.len() - line.trim_start().len();
-        let hang = (indent + 2).min(width / 2);
+        let item = line.trim_start().starts_with("- ");
+        let hang = (indent + if item { 2 } else { 0 }).min(width / 2);
         for (i, part) in table::wrap(line.trim_start(), width - indent, width - hang)
             .iter()
             .enumerate()

@@ -50,7 +50,8 @@ pub fn render(report: &RunReport, style: Style) -> String {
         let mut why = format!(
             "profile auto → {}: {}",
             report.profile,
-            selection.reasons.join("; ")
+            // What the host showed and why the pick fits; every candidate is in the JSON report.
+            selection.reasons[..selection.reasons.len().min(2)].join("; ")
         );
         if let Some(note) = &selection.note {
             why = format!("{why}. {note}");
