@@ -103,8 +103,8 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub quiet: bool,
 
-    /// Name the reports file this node under (JUnit suite, Prometheus `host`, JSON `host.node_name`);
-    /// default: the host name
+    /// Report this host by NAME (JSON `host.hostname` and `host.node_name`, the JUnit suite, Prometheus'
+    /// `host` label); Kubernetes: the node name from the downward API. Default: the host name
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node_name: Option<String>,
 

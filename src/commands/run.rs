@@ -68,7 +68,9 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         quiet: args.quiet,
     };
     executed.report = executed.report.with_strict(args.strict);
+    // In a pod the kernel's hostname is the pod's: the node's name (downward API) is the host to report.
     if let Some(name) = args.node_name.filter(|n| !n.is_empty()) {
+        executed.report.host.hostname = name.clone();
         executed.report.host.node_name = name;
     }
     let code = executed.report.exit_code;

@@ -49,8 +49,8 @@ pub struct ToolInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostInfo {
     pub hostname: String,
-    /// The name reports are filed under: `--node-name`/`NODE_NAME` (Kubernetes' downward API), else
-    /// `hostname`.
+    /// The name reports are filed under: `--node-name`/`NODE_NAME` (Kubernetes' downward API, which then
+    /// replaces `hostname` too: a pod's own hostname names the pod), else `hostname`.
     pub node_name: String,
     pub kernel: String,
     /// `/` live, or the recorded tree given with `--root`.
