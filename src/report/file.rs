@@ -8,15 +8,31 @@ use std::path::{Path, PathBuf};
 
 /// Writes `text` to a temporary file beside `path` and renames it over `path`. The temporary name starts with
 /// a dot and ends in `.tmp`, so the textfile collector (which reads `*.prom`) never picks it up. Targets that
-/// are not regular files (`/dev/stdout`, a FIFO, `/dev/termination-log` on some runtimes) cannot be renamed
-/// over and are written in place.
+/// are not regular files (`/dev/stdout`, a FIFO) cannot be renamed over and are written in place; so is an
+/// existing file that cannot be replaced (a file bind-mounted into a pod, a writable file in a directory this
+/// user may not write).
 pub fn replace(path: &Path, text: &str) -> io::Result<()> {
-    if fs::metadata(path).is_ok_and(|m| {
-        let t = m.file_type();
-        t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket()
-    }) {
+    let existing = fs::metadata(path).ok().map(|m| m.file_type());
+    if existing
+        .is_some_and(|t| t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket())
+    {
         return fs::write(path, text);
     }
+    match rename_over(path, text) {
+        Err(e)
+            if existing.is_some_and(|t| t.is_file())
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY | libc::EXDEV)
+                ) =>
+        {
+            fs::write(path, text)
+        }
+        done => done,
+    }
+}
+
+fn rename_over(path: &Path, text: &str) -> io::Result<()> {
     let temp = temp_path(path)?;
     let written = OpenOptions::new()
         .write(true)

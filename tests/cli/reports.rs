@@ -444,3 +444,32 @@ fn progress_line_names_the_active_check_on_a_terminal_only() {
     let piped = preflight().args(args).output().unwrap();
     assert_eq!(stderr(&piped), "");
 }
+
+#[test]
+fn a_report_file_that_cannot_be_renamed_over_is_written_in_place() {
+    use std::os::unix::fs::PermissionsExt;
+    // A writable file in a directory this user may not write (as a file bind-mounted into a pod would be):
+    // no temporary can sit beside it, so it is written in place rather than lost.
+    let (mut cmd, _bin) = crate::robustness::unprivileged()
+        .expect("root without setpriv (util-linux): cannot test as an unprivileged user");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    std::fs::write(&path, "old").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let out = cmd
+        .args([
+            "run",
+            "--only",
+            "rdma.memlock",
+            "--color",
+            "never",
+            "--output",
+        ])
+        .arg(format!("json={}", path.display()))
+        .output()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(matches!(code(&out), 0 | 1), "{}", stderr(&out));
+    json(Schema::Run, &std::fs::read(&path).unwrap());
+}

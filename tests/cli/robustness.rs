@@ -44,7 +44,7 @@ fn is_root() -> bool {
 /// `nobody` can execute (the checkout may sit under a home directory `nobody` cannot enter), run as `nobody`
 /// with every capability dropped (through `setpriv`). Keep the returned directory alive while the command
 /// runs. None when root and `setpriv` is missing.
-fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
+pub(crate) fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     if !is_root() {
         return Some((preflight(), None));
     }
