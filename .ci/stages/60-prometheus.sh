@@ -62,6 +62,8 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 curl -sf "http://127.0.0.1:$port/metrics" >/dev/null || fail "node_exporter did not start: $(cat "$work/exporter.log")"
+# Ours answers, not something else that held the port (node_exporter would have exited on the bind).
+kill -0 "$exporter_pid" 2>/dev/null || fail "node_exporter exited: $(cat "$work/exporter.log")"
 
 prom="$textdir/fabric_preflight.prom"
 scraped=0
