@@ -1,7 +1,6 @@
 //! `list`, `explain ID` and `profiles`: what the tool checks, without checking anything.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use anyhow::bail;
 
@@ -21,8 +20,7 @@ pub fn main() -> anyhow::Result<u8> {
         table.add_row([p.id(), p.title(), &needs.join(", ")]);
     }
     let _ = writeln!(out, "{table}");
-    emit(&out);
-    Ok(Exit::OK)
+    Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
 pub fn explain(id: &str) -> anyhow::Result<u8> {
@@ -62,8 +60,7 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
     for (failure, fix) in e.fixes {
         let _ = writeln!(out, "  - {failure}\n      fix: {}", one_line(fix));
     }
-    emit(&out);
-    Ok(Exit::OK)
+    Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
 pub fn profiles() -> anyhow::Result<u8> {
@@ -88,17 +85,15 @@ pub fn profiles() -> anyhow::Result<u8> {
         }
         let _ = writeln!(out,);
     }
-    emit(&out);
-    Ok(Exit::OK)
+    Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
-/// Collapses the whitespace of multi-line string literals; [`emit`] wraps to the terminal.
+/// Collapses the whitespace of multi-line string literals; [`fitted`] wraps to the terminal.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Writes to stdout, fitted to the terminal; a closed pipe (`| head`) just stops the output.
-fn emit(text: &str) {
-    let text = crate::report::fit(text, crate::report::terminal_width());
-    let _ = std::io::stdout().write_all(text.as_bytes());
+/// The text wrapped to the terminal's width.
+fn fitted(text: &str) -> String {
+    crate::report::fit(text, crate::report::terminal_width())
 }

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{CheckResult, Measurement, Status};
+use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
 use crate::threshold::worst;
 
 pub mod file;
@@ -30,12 +30,19 @@ pub struct RunReport {
     pub timestamp: String,
     /// `pass`, `warn`, `fail` or `error` (skips count as pass).
     pub status: Status,
-    /// `--strict`: warnings fail the run.
+    /// `--strict`: warnings fail the run (JUnit counts them as failures, the termination log says so).
     pub strict: bool,
     /// The exit code this verdict gives (see [`crate::exit`]).
     pub exit_code: u8,
     pub duration_ms: u64,
     pub checks: Vec<CheckResult>,
+    /// Where library answers come from on this run: `live` (the libraries are called, also under a `--root`
+    /// without `vendor-answers.json`) or `recorded`. Each result built on them carries its own mark too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_answers: Option<AnswerSource>,
+    /// The signal (`SIGTERM`, `SIGINT`) that stopped the run early; the checks it cut short are errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,6 +88,8 @@ impl RunReport {
             exit_code: 0,
             duration_ms,
             checks,
+            library_answers: None,
+            interrupted: None,
         };
         report.exit_code = crate::exit::for_run(&report, false);
         report
