@@ -301,6 +301,26 @@ fn completions_and_manual_come_from_the_parser() {
             "{shell}: the internal subcommand leaks"
         );
     }
+    // The bash script loads in a real bash and completes a subcommand.
+    let script = tempfile::NamedTempFile::new().unwrap();
+    let bash = preflight().args(["completions", "bash"]).output().unwrap();
+    std::fs::write(script.path(), &bash.stdout).unwrap();
+    let completed = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"source "$1" && COMP_WORDS=(fabric-preflight comp) COMP_CWORD=1 \
+               && _fabric__preflight fabric-preflight comp fabric-preflight && echo "${COMPREPLY[@]}""#,
+        )
+        .arg("bash")
+        .arg(script.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&completed).trim(),
+        "completions",
+        "{}",
+        stderr(&completed)
+    );
     let man = preflight().arg("man").output().unwrap();
     let page = stdout(&man);
     assert!(page.contains(".TH fabric-preflight 1"), "{page}");
