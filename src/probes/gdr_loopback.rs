@@ -5,11 +5,14 @@
 use std::time::{Duration, Instant};
 
 use crate::dynlib::verbs::{self, Discovery};
+use crate::dynlib::Library;
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_write::{Leg, Plan, PortTarget};
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probes::gpu_facts::gpu_survey;
 use crate::profile::PcieDistance;
-use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
+use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
 use crate::threshold::{worst, Limit};
 use crate::topology::PciTree;
@@ -44,6 +47,9 @@ impl Probe for GdrLoopback {
     fn kind(&self) -> Kind {
         Kind::Active
     }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Verbs, Library::Cuda]
+    }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(60)
     }
@@ -69,58 +75,48 @@ impl Probe for GdrLoopback {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect_gdr = cx.profile.expect.gdr == Some(true);
-        let absent = if expect_gdr {
-            Status::Fail
-        } else {
-            Status::Skip
-        };
-        let sysfs_devices =
-            crate::sysfs::infiniband::read_device_names(cx.host).unwrap_or_default();
-        let mut evidence = vec![
-            format!(
-                "{CLASS_INFINIBAND} = {}",
-                if sysfs_devices.is_empty() {
-                    "<no devices>".into()
-                } else {
-                    sysfs_devices.join(" ")
-                }
-            ),
-            format!(
-                "{VERBS_ABI} = {}",
-                cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
-            ),
-        ];
+        if let Some(r) = gpu_survey(cx).gate_if_unusable(ID, expect_gdr) {
+            return vec![r];
+        }
+        let rdma = Survey::read(cx.host, Stack::Rdma);
+        if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
+            return vec![r];
+        }
+        let mut evidence = vec![format!(
+            "{VERBS_ABI} = {}",
+            cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
+        )];
         let discovery = match cx.answers.obtain(DEVICES_KEY, verbs::discover) {
             Ok(d) => d.value,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
         let devices = match discovery {
             Discovery::Failed { errno, message } => {
-                evidence.push(format!(
+                let e = verbs::discovery_error(errno);
+                return vec![rdma.library_failed(ID, &e, expect_gdr).note(format!(
                     "ibv_get_device_list = NULL, errno {errno} ({message})"
-                ));
-                let reason = verbs::explain_discovery_errno(errno);
-                let mut r = CheckResult::new(ID, absent, format!("no RDMA device usable: {reason}"))
-                    .fix("install rdma-core (libibverbs1 + provider, e.g. `apt install rdma-core ibverbs-providers`)");
-                r.evidence = evidence;
-                return vec![r];
+                ))];
             }
             Discovery::Devices(d) => d,
         };
-        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
         if devices.is_empty() {
-            let mut r = CheckResult::new(
+            return vec![rdma.library_lists_none(
                 ID,
-                absent,
-                "no RDMA device: GPUDirect RDMA loopback not possible",
-            );
-            if expect_gdr {
-                r = r.fix("the profile requires GDR: install the HCA and its driver (mlx5_core, mlx5_ib); in containers pass /dev/infiniband/uverbs*");
-            }
-            r.evidence = evidence;
-            return vec![r];
+                Library::Verbs,
+                "ibv_get_device_list",
+                expect_gdr,
+            )];
         }
-        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
+        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
+        let gpus = match nvidia::read_driver_gpus(cx.host) {
+            Ok(g) => g,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let absent = if expect_gdr {
+            Status::Fail
+        } else {
+            Status::Skip
+        };
         if gpus.is_empty() {
             let mut r = CheckResult::new(
                 ID,
