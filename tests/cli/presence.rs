@@ -211,8 +211,7 @@ fn run(root: &Path, libs: &Path, checks: &[&str]) -> (u8, Value, Duration) {
         .output()
         .expect("binary runs");
     let elapsed = started.elapsed();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(&out), stderr(&out)));
+    let report: Value = json_out(Schema::Run, &out);
     (code(&out), report, elapsed)
 }
 
