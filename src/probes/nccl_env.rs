@@ -1,9 +1,9 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
 use crate::host::ReadError;
-use crate::nccl::analysis::allowed_families;
 use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
+use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
 use crate::probe::{CheckResult, Context, Explain, Probe, Status};
 use crate::profile::NcclExpect;

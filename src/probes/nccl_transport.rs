@@ -189,14 +189,8 @@ fn or_dash(list: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nccl::Analyzer;
+    use crate::nccl::analyze_text as summary;
     use crate::profile::NcclExpect;
-
-    fn summary(text: &str) -> Summary {
-        let mut a = Analyzer::new();
-        a.read("t.log", text.as_bytes(), None).unwrap();
-        a.finish()
-    }
 
     const SOCKET: &str =
         "h:1:2 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[0] [send] via NET/Socket/0\n";

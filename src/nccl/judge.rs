@@ -1,0 +1,238 @@
+//! Judgement: how a [`Summary`] stands against the transport a node should give, and what to do about it.
+
+use serde::Serialize;
+
+use super::line::NetFamily;
+use super::summary::{Summary, Verdict};
+use crate::profile::NcclExpect;
+
+/// How a summary stands against an expected transport.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "reason", rename_all = "kebab-case")]
+pub enum Judgement {
+    Met,
+    /// Not met, and why.
+    NotMet(String),
+    /// The log cannot tell, and why.
+    Undetermined(String),
+}
+
+pub fn expect_name(expect: NcclExpect) -> &'static str {
+    match expect {
+        NcclExpect::Gdrdma => "gdrdma",
+        NcclExpect::IbGdrdma => "ib-gdrdma",
+        NcclExpect::OfiGdrdma => "ofi-gdrdma",
+        NcclExpect::Ib => "ib",
+        NcclExpect::Ofi => "ofi",
+        NcclExpect::Socket => "socket",
+        NcclExpect::Any => "any",
+    }
+}
+
+/// NET families that can meet `expect` (empty: any).
+pub fn allowed_families(expect: NcclExpect) -> &'static [NetFamily] {
+    match expect {
+        NcclExpect::Gdrdma => &[NetFamily::Ib, NetFamily::Ofi],
+        NcclExpect::IbGdrdma | NcclExpect::Ib => &[NetFamily::Ib],
+        NcclExpect::OfiGdrdma | NcclExpect::Ofi => &[NetFamily::Ofi],
+        NcclExpect::Socket => &[NetFamily::Socket],
+        NcclExpect::Any => &[],
+    }
+}
+
+/// Judges the data path against `expect`. With no data path (or none through the network), the selection
+/// still decides when it already proves the failure (Socket selected, or IB found no device, while an RDMA
+/// family is expected).
+pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
+    let name = expect_name(expect);
+    let no_network_path = match s.verdict {
+        Verdict::Undetermined => true,
+        Verdict::IntraNodeOnly => expect != NcclExpect::Any,
+        _ => false,
+    };
+    if no_network_path {
+        if let Some(why) = selection_refutes(s, expect) {
+            return Judgement::NotMet(why);
+        }
+        return Judgement::Undetermined(match s.verdict {
+            Verdict::Undetermined => "no channel lines: the log does not show the data path".into(),
+            _ => "no NET channel: only intra-node transports in the log".into(),
+        });
+    }
+    let ofi_family = s.net_channels.ofi > 0 && s.net_channels.ib == 0;
+    let v = s.verdict;
+    let met = match expect {
+        NcclExpect::Any => true,
+        NcclExpect::Gdrdma => matches!(v, Verdict::IbGdrdma | Verdict::OfiGdrdma),
+        NcclExpect::IbGdrdma => v == Verdict::IbGdrdma,
+        NcclExpect::OfiGdrdma => v == Verdict::OfiGdrdma,
+        NcclExpect::Ib => {
+            matches!(v, Verdict::Ib | Verdict::IbGdrdma)
+                || (v == Verdict::PartialGdrdma && !ofi_family)
+        }
+        NcclExpect::Ofi => {
+            matches!(v, Verdict::Ofi | Verdict::OfiGdrdma)
+                || (v == Verdict::PartialGdrdma && ofi_family)
+        }
+        NcclExpect::Socket => v == Verdict::Socket,
+    };
+    if met {
+        Judgement::Met
+    } else {
+        Judgement::NotMet(format!(
+            "verdict {v} does not meet expected {name}{}",
+            culprits(s)
+        ))
+    }
+}
+
+/// `: on Socket ranks 8-15 (gpu-a02)`: who to look at, for a one-line summary.
+fn culprits(s: &Summary) -> String {
+    let who = |label: &str, ranks: &[u32], hosts: &[String]| {
+        let mut hosts_text = hosts.iter().take(4).cloned().collect::<Vec<_>>().join(",");
+        if hosts.len() > 4 {
+            hosts_text.push_str(",…");
+        }
+        format!(": {label} ranks {} ({hosts_text})", super::ranges(ranks))
+    };
+    if !s.ranks_on_socket.is_empty() && s.verdict == Verdict::MixedSocket {
+        who("on Socket", &s.ranks_on_socket, &s.hosts_on_socket)
+    } else if !s.ranks_without_gdrdma.is_empty() && s.verdict == Verdict::PartialGdrdma {
+        who(
+            "without GDRDMA",
+            &s.ranks_without_gdrdma,
+            &s.hosts_without_gdrdma,
+        )
+    } else {
+        String::new()
+    }
+}
+
+fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
+    let allowed = allowed_families(expect);
+    if allowed.is_empty() {
+        return None;
+    }
+    let name = expect_name(expect);
+    if let Some(bad) = s
+        .network_selected
+        .iter()
+        .find(|n| !allowed.contains(&NetFamily::of(n)))
+    {
+        return Some(format!(
+            "NCCL selected network {bad}, which cannot meet expected {name}"
+        ));
+    }
+    let usable_selected = s
+        .network_selected
+        .iter()
+        .chain(&s.net_plugins_loaded)
+        .any(|n| allowed.contains(&NetFamily::of(n)) && !s.net_plugins_failed.contains(n));
+    if allowed.contains(&NetFamily::Ib) && s.no_device.iter().any(|n| n == "IB") && !usable_selected
+    {
+        return Some(format!(
+            "NET/IB : No device found, and no other network that could meet expected {name} was selected"
+        ));
+    }
+    None
+}
+
+/// What to do about a verdict that is not what the node should give (`None`: nothing to fix).
+pub fn advice(verdict: Verdict) -> Option<&'static str> {
+    match verdict {
+        Verdict::Socket | Verdict::MixedSocket => Some(
+            "on the host(s) on Socket: `ibv_devinfo` must show ports PORT_ACTIVE, /dev/infiniband must be visible \
+             (containers: mount it and add IPC_LOCK), `ulimit -l` unlimited, NCCL_IB_DISABLE and NCCL_NET=Socket unset, \
+             NCCL_IB_HCA naming present devices (`fabric-preflight run --only nccl.env,rdma.memlock`)",
+        ),
+        Verdict::Ib | Verdict::Ofi | Verdict::PartialGdrdma => Some(
+            "on the ranks without GDRDMA: `modprobe nvidia-peermem` (or DMA-BUF: open kernel module, NCCL >= 2.19, \
+             NCCL_DMABUF_ENABLE=1), NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ unset, GPU and NIC under one PCIe switch \
+             (`nvidia-smi topo -m`; `fabric-preflight explain gdr.kernel_path`)",
+        ),
+        Verdict::Undetermined | Verdict::IntraNodeOnly => Some(
+            "capture a run that completes a collective across nodes with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+             (e.g. nccl-tests `all_reduce_perf -b 1G -e 1G` on two nodes)",
+        ),
+        Verdict::IbGdrdma | Verdict::OfiGdrdma => None,
+    }
+}
+
+/// Advice for a summary: with no data path in the log, a selection that already shows the fallback (Socket
+/// selected, IB without device) gets the socket advice.
+pub fn advice_for(s: &Summary) -> Option<&'static str> {
+    let fell_back = s
+        .network_selected
+        .iter()
+        .any(|n| NetFamily::of(n) == NetFamily::Socket)
+        || s.no_device.iter().any(|n| n == "IB");
+    match s.verdict {
+        Verdict::Undetermined | Verdict::IntraNodeOnly if fell_back => advice(Verdict::Socket),
+        v => advice(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nccl::analyze_text as analyze;
+
+    const IB_GDR: &str =
+        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
+    const IB_NO_GDR: &str =
+        "gpu-a02:3:4 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/1\n";
+    const P2P: &str = "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+
+    #[test]
+    fn judge_uses_selection_when_no_data_path() {
+        let sel = |net: &str| analyze(&format!("h:1:2 [0] NCCL INFO Using network {net}\n"));
+        assert!(matches!(
+            judge(&sel("Socket"), NcclExpect::Gdrdma),
+            Judgement::NotMet(_)
+        ));
+        assert!(matches!(
+            judge(&sel("IB"), NcclExpect::Gdrdma),
+            Judgement::Undetermined(_)
+        ));
+        assert!(matches!(
+            judge(&sel("IB"), NcclExpect::Any),
+            Judgement::Undetermined(_)
+        ));
+        let no_dev = analyze("h:1:2 [0] NCCL INFO NET/IB : No device found.\n");
+        assert!(matches!(
+            judge(&no_dev, NcclExpect::IbGdrdma),
+            Judgement::NotMet(_)
+        ));
+        assert!(matches!(
+            judge(&no_dev, NcclExpect::Socket),
+            Judgement::Undetermined(_)
+        ));
+    }
+
+    #[test]
+    fn judge_expectations_against_verdicts() {
+        let partial = analyze(&format!("{IB_GDR}{IB_NO_GDR}"));
+        assert_eq!(judge(&partial, NcclExpect::Ib), Judgement::Met);
+        assert!(matches!(
+            judge(&partial, NcclExpect::Gdrdma),
+            Judgement::NotMet(_)
+        ));
+        let gdr = analyze(IB_GDR);
+        for e in [
+            NcclExpect::Gdrdma,
+            NcclExpect::IbGdrdma,
+            NcclExpect::Ib,
+            NcclExpect::Any,
+        ] {
+            assert_eq!(judge(&gdr, e), Judgement::Met, "{e:?}");
+        }
+        for e in [NcclExpect::OfiGdrdma, NcclExpect::Ofi, NcclExpect::Socket] {
+            assert!(matches!(judge(&gdr, e), Judgement::NotMet(_)), "{e:?}");
+        }
+        assert_eq!(judge(&analyze(P2P), NcclExpect::Any), Judgement::Met);
+        assert!(matches!(
+            judge(&analyze(P2P), NcclExpect::Gdrdma),
+            Judgement::Undetermined(_)
+        ));
+    }
+}
