@@ -159,22 +159,23 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
             ));
         }
     }
-    if s.warnings_total > 0 {
-        out.push_str(&format!("\nNCCL WARN ({}):\n", s.warnings_total));
-        for w in &s.warnings {
+    if s.errors_total > 0 {
+        out.push_str(&format!("\nerrors ({}):\n", s.errors_total));
+        for e in &s.errors {
             out.push_str(&format!(
-                "  {}:{} {} {} {}\n",
-                w.source,
-                w.line,
-                w.host.as_deref().unwrap_or("-"),
-                w.location.as_deref().unwrap_or("-"),
-                w.message
+                "  {}:{} {} {} {} {}\n",
+                e.source,
+                e.line,
+                e.kind.as_str(),
+                e.host.as_deref().unwrap_or("-"),
+                e.location.as_deref().unwrap_or("-"),
+                e.message
             ));
         }
-        if s.warnings_total > s.warnings.len() as u64 {
+        if s.errors_total > s.errors.len() as u64 {
             out.push_str(&format!(
                 "  … {} more\n",
-                s.warnings_total - s.warnings.len() as u64
+                s.errors_total - s.errors.len() as u64
             ));
         }
     }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::line::NetFamily;
-use super::summary::{Summary, Verdict};
+use super::summary::{FailureKind, Summary, Verdict};
 use crate::profile::NcclExpect;
 
 /// How a summary stands against an expected transport.
@@ -40,10 +40,36 @@ pub fn allowed_families(expect: NcclExpect) -> &'static [NetFamily] {
     }
 }
 
+/// Judges the log against `expect`: any line showing NCCL failing (WARN, error return code, completion
+/// error, error name) makes it not met, whatever the transport; otherwise the data path decides.
+pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
+    let transport = judge_transport(s, expect);
+    let Some(first) = s.errors.first() else {
+        return transport;
+    };
+    let errors = format!(
+        "{} NCCL error(s) in the log, first at {}:{}: {}{}",
+        s.errors_total,
+        first.source,
+        first.line,
+        first
+            .location
+            .as_deref()
+            .map_or(String::new(), |l| format!("{l} ")),
+        first.message
+    );
+    Judgement::NotMet(match transport {
+        Judgement::Met => format!("NCCL used {}, but {errors}", s.verdict),
+        Judgement::NotMet(why) | Judgement::Undetermined(why) => {
+            format!("{why} (verdict {}); {errors}", s.verdict)
+        }
+    })
+}
+
 /// Judges the data path against `expect`. With no data path (or none through the network), the selection
 /// still decides when it already proves the failure (Socket selected, or IB found no device, while an RDMA
 /// family is expected).
-pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
+fn judge_transport(s: &Summary, expect: NcclExpect) -> Judgement {
     let name = expect_name(expect);
     let no_network_path = match s.verdict {
         Verdict::Undetermined => true,
@@ -158,9 +184,35 @@ pub fn advice(verdict: Verdict) -> Option<&'static str> {
     }
 }
 
-/// Advice for a summary: with no data path in the log, a selection that already shows the fallback (Socket
-/// selected, IB without device) gets the socket advice.
+/// What to do about the first failure NCCL logged.
+fn failure_advice(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Completion => {
+            "RDMA completion errors (status 12: retry exceeded, 5: flushed after an earlier error) mean a link or \
+             fabric fault on the named HCA or its peer: `ibstat` / `ibv_devinfo` port state, `fabric-preflight run \
+             --only rdma.link,rdma.counters` (symbol errors, link downed), cable and switch port; then rerun the job"
+        }
+        FailureKind::Warn | FailureKind::ReturnCode | FailureKind::NcclError => {
+            "read the first failure listed (file:line, then the WARN before it): memory registration errors \
+             (`ibv_reg_mr … Cannot allocate memory`) need `ulimit -l unlimited` and nvidia-peermem or DMA-BUF; \
+             `Connection closed by remote peer` and ncclRemoteError point at the peer's log; rerun with \
+             NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for the whole chain"
+        }
+    }
+}
+
+/// Advice for a summary: a transport that is not right comes first, then a failure NCCL logged (first of all
+/// when the log shows no network data path). With no data path in the log, a selection that already shows the fallback (Socket selected, IB without device) gets the
+/// socket advice.
 pub fn advice_for(s: &Summary) -> Option<&'static str> {
+    let failure = s.errors.first().map(|f| failure_advice(f.kind));
+    match s.verdict {
+        Verdict::Undetermined | Verdict::IntraNodeOnly => failure.or_else(|| transport_advice(s)),
+        _ => transport_advice(s).or(failure),
+    }
+}
+
+fn transport_advice(s: &Summary) -> Option<&'static str> {
     let fell_back = s
         .network_selected
         .iter()

@@ -83,6 +83,15 @@ pub enum Event<'a> {
     /// aws-ofi-nccl refused its provider (`No eligible providers were found`, `Couldn't find any optimal
     /// provider`, `Only EFA provider is supported`); NCCL falls back to another network.
     OfiRefused(&'a str),
+    /// `transport/net_ib.cc:911 -> 2`: a call returned an error code up the stack (one line per frame).
+    ErrorReturn {
+        location: &'a str,
+        code: u32,
+    },
+    /// `NET/IB : Got completion from peer … with status=12 …`: an RDMA work request failed.
+    CompletionError(&'a str),
+    /// `ncclSystemError: …`, PyTorch's `NCCL error in: …`: a NCCL call failed (outside the NCCL prefix).
+    NcclError(&'a str),
     /// `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 …` (2.20+).
     CommTopology {
         nranks: u32,
@@ -316,6 +325,18 @@ fn parse_segment<'a>(segment: &'a str, first_nccl: usize, emit: &mut impl FnMut(
             pid: None,
             repeat,
             event: Event::Version(version),
+        });
+    }
+    // PyTorch's `NCCL error in: …` also holds an `NCCL ` that is not a token.
+    if let Some(text) = may_hold_version
+        .then(|| nccl_error(&segment[..head_end]))
+        .flatten()
+    {
+        emit(Record {
+            host: None,
+            pid: None,
+            repeat,
+            event: Event::NcclError(text),
         });
     }
     let mut region_start = 0;
@@ -668,6 +689,9 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
         }
         _ => {}
     }
+    if let Some(event) = parse_error_return(msg) {
+        return event;
+    }
     if msg.starts_with("comm 0x") || has(&COMM, msg) {
         if let Some(topology) = parse_comm_topology(msg) {
             return topology;
@@ -696,6 +720,9 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     let text = trim(&rest[colon + 1..]);
     if text.starts_with("No device found") {
         return Event::NoDevice(net);
+    }
+    if text.starts_with("Got completion") {
+        return Event::CompletionError(msg);
     }
     if has(&GDR_DISABLED, text) {
         return Event::GdrDisabled(msg);
@@ -746,6 +773,57 @@ pub fn is_ofi_refusal(msg: &str) -> bool {
         "Unable to find a protocol",
     ];
     REFUSALS.iter().any(|r| msg.contains(r))
+}
+
+/// `<file>:<line> -> <code>[ [Async thread]]`, NCCLCHECK's trace of an error returned through a frame. The
+/// first word must end in `:<digits>`, which no topology line's does (`Ring 00 : 7 -> 0 -> 1`).
+fn parse_error_return(msg: &str) -> Option<Event<'_>> {
+    let space = memchr::memchr(b' ', msg.as_bytes())?;
+    let (location, rest) = (&msg[..space], &msg[space..]);
+    let (file, line) = location.rsplit_once(':')?;
+    if file.is_empty() || line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let code = rest.strip_prefix(" -> ")?;
+    let digits = code.bytes().take_while(u8::is_ascii_digit).count();
+    let code = code[..digits].parse().ok()?;
+    Some(Event::ErrorReturn { location, code })
+}
+
+/// NCCL's name for an `ncclResult_t` code.
+pub fn result_name(code: u32) -> &'static str {
+    match code {
+        0 => "ncclSuccess",
+        1 => "ncclUnhandledCudaError",
+        2 => "ncclSystemError",
+        3 => "ncclInternalError",
+        4 => "ncclInvalidArgument",
+        5 => "ncclInvalidUsage",
+        6 => "ncclRemoteError",
+        7 => "ncclInProgress",
+        _ => "unknown ncclResult_t",
+    }
+}
+
+/// Error names as frameworks print them (`ncclSystemError: System call … failed`).
+const ERROR_NAMES: [&str; 6] = [
+    "ncclUnhandledCudaError",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclInvalidArgument",
+    "ncclInvalidUsage",
+    "ncclRemoteError",
+];
+
+/// The text of a failed NCCL call reported outside NCCL's own lines, from the error's name on: an error name,
+/// or PyTorch's `NCCL error in: <file>:<line>, <text>`.
+pub fn nccl_error(text: &str) -> Option<&str> {
+    let at = ERROR_NAMES
+        .iter()
+        .filter_map(|n| text.find(n))
+        .chain(text.find("NCCL error in:"))
+        .min()?;
+    Some(trim(&text[at..]))
 }
 
 fn parse_pxn_gdr(rest: &str) -> Option<Event<'static>> {
@@ -964,8 +1042,7 @@ fn parse_transport(path: &str) -> Transport<'_> {
     Transport::Other(path)
 }
 
-/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3). Text after the last known
-/// suffix (a torn line) is ignored.
+/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3), and nothing after it.
 fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
     let (plugin, tail) = split_byte(rest, b'/')?;
     let plugin = trim(plugin);
@@ -998,6 +1075,11 @@ fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
         } else {
             break;
         }
+    }
+    // Anything left is a line cut or glued mid-path (`NET/IB/0/GD`, `NET/IB/0/GDRDMAgpu-a01:…`): what it
+    // said about GDRDMA is lost, so it proves nothing.
+    if !tail.is_empty() {
+        return None;
     }
     Some(Transport::Net {
         collnet,
@@ -1264,7 +1346,8 @@ mod tests {
             one("vm:506:506 [0] NCCL INFO NCCL version 2.28.9+cuda13.0").event,
             Event::Version("2.28.9+cuda13.0")
         );
-        assert!(records("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.21.5").is_empty());
+        let line = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.21.5";
+        assert_eq!(one(line).event, Event::NcclError(&line[14..]));
     }
 
     #[test]
@@ -1361,6 +1444,56 @@ mod tests {
                 want,
                 "{msg}"
             );
+        }
+    }
+
+    #[test]
+    fn error_returns_and_completion_errors_parse_graph_lines_do_not() {
+        for (msg, want) in [
+            (
+                "transport/net_ib.cc:911 -> 2",
+                Event::ErrorReturn {
+                    location: "transport/net_ib.cc:911",
+                    code: 2,
+                },
+            ),
+            (
+                "init.cc:1312 -> 6 [Async thread]",
+                Event::ErrorReturn {
+                    location: "init.cc:1312",
+                    code: 6,
+                },
+            ),
+            (
+                "NET/IB : Got completion from peer 10.9.0.12<51011> with error 12, opcode 0, len 0, vendor err 129",
+                Event::CompletionError("NET/IB : Got completion from peer 10.9.0.12<51011> with error 12, opcode 0, len 0, vendor err 129"),
+            ),
+            ("Ring 00 : 7 -> 0 -> 1", Event::Graph),
+            ("Tree 0 : -1 -> 0 -> 1/-1/-1", Event::Graph),
+            ("a:b -> 2", Event::Other),
+        ] {
+            assert_eq!(one(&format!("h:1:2 [0] NCCL INFO {msg}")).event, want, "{msg}");
+        }
+        assert_eq!(
+            nccl_error("[rank8]: ncclRemoteError: A call failed"),
+            Some("ncclRemoteError: A call failed")
+        );
+        assert_eq!(nccl_error("export TORCH_NCCL_ASYNC_ERROR_HANDLING=1"), None);
+    }
+
+    #[test]
+    fn torn_net_transports_are_rejected_not_counted_without_gdrdma() {
+        for path in [
+            "NET/IB/0/GD",
+            "NET/IB/0/GDRDMAgpu-a01:1:3",
+            "NET/IB/0x",
+            "NET/IB/",
+            "NET/IB",
+        ] {
+            let c = channel(&format!(
+                "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via {path}"
+            ));
+            assert_eq!(c.transport, Transport::Other(path), "{path}");
         }
     }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use memchr::memmem;
+use std::sync::LazyLock;
 
 use super::line;
 use super::summary::{Analyzer, Summary};
@@ -20,6 +21,10 @@ use super::summary::{Analyzer, Summary};
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Bytes read per block.
 const BLOCK_BYTES: usize = 1 << 20;
+
+/// Where an error name (`ncclSystemError`) may start in a line without `NCCL`.
+static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"nccl"));
 
 /// A log could not be read to the end.
 #[derive(Debug)]
@@ -167,6 +172,7 @@ impl Analyzer {
             let line_start =
                 memchr::memrchr(b'\n', &block[counted..hit]).map_or(counted, |p| counted + p + 1);
             let line_end = memchr::memchr(b'\n', &block[hit..]).map_or(block.len(), |p| hit + p);
+            self.lines_without_token(&block[counted..line_start], line_no);
             line_no += count_newlines(&block[counted..line_start]) + 1;
             let line = &block[line_start..line_end];
             if line.len() > MAX_LINE_BYTES {
@@ -177,13 +183,36 @@ impl Analyzer {
             }
             counted = (line_end + 1).min(block.len());
         }
+        self.lines_without_token(&block[counted..], line_no);
         line_no + count_newlines(&block[counted..])
+    }
+
+    /// Lines without `NCCL` (after line `line_no`): only an error name (`ncclSystemError: …`, printed by
+    /// frameworks) matters there. One search over lines the reader skips anyway: none when every line is NCCL's.
+    fn lines_without_token(&mut self, lines: &[u8], line_no: u64) {
+        let mut from = 0;
+        while let Some(hit) = ERROR_NAME.find(&lines[from..]).map(|h| h + from) {
+            let start = memchr::memrchr(b'\n', &lines[from..hit]).map_or(from, |p| from + p + 1);
+            let end = memchr::memchr(b'\n', &lines[hit..]).map_or(lines.len(), |p| hit + p);
+            let text = String::from_utf8_lossy(&lines[start..end.min(start + MAX_LINE_BYTES)]);
+            if let Some(message) = line::nccl_error(&text) {
+                let record = line::Record {
+                    host: None,
+                    pid: None,
+                    repeat: 1,
+                    event: line::Event::NcclError(message),
+                };
+                self.record(line_no + count_newlines(&lines[..start]) + 1, record);
+            }
+            from = (end + 1).min(lines.len());
+        }
     }
 
     /// Any line: parsed only when it contains `NCCL`.
     fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
-        if let Some(hit) = finder.find(bytes) {
-            self.nccl_line(line_no, bytes, hit);
+        match finder.find(bytes) {
+            Some(hit) => self.nccl_line(line_no, bytes, hit),
+            None => self.lines_without_token(bytes, line_no - 1),
         }
     }
 

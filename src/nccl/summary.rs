@@ -217,6 +217,44 @@ pub struct Warning {
     pub message: String,
 }
 
+/// What kind of failure a log line reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// An `NCCL WARN` line.
+    Warn,
+    /// `Got completion … with error|status=`: an RDMA work request failed (transport setup or data movement).
+    #[serde(rename = "completion-error")]
+    Completion,
+    /// `transport/net_ib.cc:911 -> 2`: an error code returned up the stack (the frames in `message`).
+    ReturnCode,
+    /// `ncclSystemError`, `ncclRemoteError`, … or PyTorch's `NCCL error in:`, outside NCCL's own lines.
+    NcclError,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Warn => "warn",
+            FailureKind::Completion => "completion-error",
+            FailureKind::ReturnCode => "return-code",
+            FailureKind::NcclError => "nccl-error",
+        }
+    }
+}
+
+/// A line that shows NCCL failing. Any one makes `--expect` not met.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub source: String,
+    pub line: u64,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub location: Option<String>,
+    pub message: String,
+}
+
 /// A distinct message and how often it appeared.
 #[derive(Debug, Clone, Serialize)]
 pub struct Reason {
@@ -278,6 +316,10 @@ pub struct Summary {
     /// `Connected all rings, use ring PXN … GDR 0` lines.
     pub rings_without_gdr: u64,
     pub gdr_disabled: Vec<Reason>,
+    /// The first lines showing NCCL failing (WARN, error return codes, completion errors, error names); a
+    /// chain of return-code lines from one process counts once (see `errors_total`).
+    pub errors: Vec<Failure>,
+    pub errors_total: u64,
     /// The first NCCL WARN lines (see `warnings_total`).
     pub warnings: Vec<Warning>,
     pub warnings_total: u64,
@@ -309,6 +351,10 @@ pub struct Analyzer {
     gdr_disabled: Vec<Reason>,
     warnings: Vec<Warning>,
     warnings_total: u64,
+    errors: Vec<Failure>,
+    errors_total: u64,
+    /// The return-code chain being traced (pid, code, index in `errors`): its next frames join it.
+    open_chain: Option<(Option<u32>, u32, usize)>,
     rings_without_gdr: u64,
     ray_repeats: bool,
 }
@@ -367,7 +413,20 @@ impl Analyzer {
             Event::CommTopology { nnodes, .. } => {
                 self.nnodes = Some(self.nnodes.map_or(nnodes, |n| n.max(nnodes)));
             }
+            Event::ErrorReturn { location, code } => self.error_return(line_no, &r, location, code),
+            Event::CompletionError(message) => {
+                self.failure(line_no, &r, FailureKind::Completion, None, message);
+            }
+            Event::NcclError(message) => {
+                self.failure(line_no, &r, FailureKind::NcclError, None, message);
+            }
             Event::Warn { location, message } => {
+                let kind = if message.contains("Got completion") {
+                    FailureKind::Completion
+                } else {
+                    FailureKind::Warn
+                };
+                self.failure(line_no, &r, kind, location, message);
                 self.warnings_total += u64::from(r.repeat);
                 if line::is_ofi_refusal(message) {
                     push_distinct(
@@ -388,6 +447,56 @@ impl Analyzer {
             Event::Channel(c) => self.channel(line_no, r.host, r.repeat, &c),
             Event::NetPluginInitialized(_) | Event::GdrEnabled | Event::Graph | Event::Other => {}
         }
+    }
+
+    fn failure(
+        &mut self,
+        line_no: u64,
+        r: &Record<'_>,
+        kind: FailureKind,
+        location: Option<&str>,
+        message: &str,
+    ) -> Option<usize> {
+        self.open_chain = None;
+        self.errors_total += u64::from(r.repeat);
+        if self.errors.len() >= MAX_WARNINGS {
+            return None;
+        }
+        self.errors.push(Failure {
+            kind,
+            source: self.source.clone(),
+            line: line_no,
+            host: r.host.map(str::to_string),
+            pid: r.pid,
+            location: location.map(|l| truncate_chars(l, MAX_NAME_CHARS * 4).to_string()),
+            message: truncate_chars(message, MAX_NAME_CHARS * 4).to_string(),
+        });
+        Some(self.errors.len() - 1)
+    }
+
+    /// One frame of a return-code chain: the first frame (where the error arose) is a failure, the frames
+    /// after it from the same process with the same code are appended to it.
+    fn error_return(&mut self, line_no: u64, r: &Record<'_>, location: &str, code: u32) {
+        if let Some((pid, open_code, index)) = self.open_chain {
+            if pid == r.pid && open_code == code {
+                if let Some(f) = self.errors.get_mut(index) {
+                    if f.message.len() < MAX_NAME_CHARS * 4 {
+                        f.message.push_str(" <- ");
+                        f.message.push_str(truncate_chars(location, MAX_NAME_CHARS));
+                    }
+                }
+                return;
+            }
+        }
+        let message = format!("returned {code} ({})", line::result_name(code));
+        let index = self.failure(
+            line_no,
+            r,
+            FailureKind::ReturnCode,
+            Some(location),
+            &message,
+        );
+        self.open_chain = Some((r.pid, code, index.unwrap_or(usize::MAX)));
     }
 
     fn at(&self, line_no: u64) -> String {
@@ -520,7 +629,12 @@ impl Analyzer {
         let ranks_on_socket = union(on_socket().map(|t| &t.ranks));
         let hosts_on_socket = union(on_socket().map(|t| &t.hosts));
 
-        let notes = self.notes(verdict, &counts);
+        let rejected = tallies
+            .iter()
+            .filter(|t| t.family == Family::Other)
+            .map(|t| t.channels)
+            .sum();
+        let notes = self.notes(verdict, &counts, rejected);
         Summary {
             verdict,
             nccl_version: self.versions.first().cloned(),
@@ -543,6 +657,8 @@ impl Analyzer {
             hosts_on_socket,
             rings_without_gdr: self.rings_without_gdr,
             gdr_disabled: self.gdr_disabled,
+            errors: self.errors,
+            errors_total: self.errors_total,
             warnings: self.warnings,
             warnings_total: self.warnings_total,
             notes,
@@ -550,8 +666,14 @@ impl Analyzer {
         }
     }
 
-    fn notes(&self, verdict: Verdict, counts: &NetChannels) -> Vec<String> {
+    fn notes(&self, verdict: Verdict, counts: &NetChannels, rejected: u64) -> Vec<String> {
         let mut notes = Vec::new();
+        if rejected > 0 {
+            notes.push(format!(
+                "{rejected} channel line(s) with a transport cut or glued mid-path (torn lines), or of an unknown \
+                 shape: rejected, not counted as any transport (listed as `other`)"
+            ));
+        }
         let selected = if self.selected.is_empty() {
             "no selection line".to_string()
         } else {

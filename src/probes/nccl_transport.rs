@@ -105,13 +105,16 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
             }
         },
     };
-    let (status, summary) = if status == Status::Pass && s.warnings_total > 0 {
-        (
-            Status::Warn,
-            format!("{summary}; {} NCCL WARN line(s)", s.warnings_total),
-        )
-    } else {
-        (status, summary)
+    // Without an expectation, NCCL failing still fails (with one, `judge` already counted it).
+    let (status, summary) = match s.errors.first() {
+        Some(first) if expect.is_none() => (
+            Status::Fail,
+            format!(
+                "{summary}; {} NCCL error(s), first at {}:{}: {}",
+                s.errors_total, first.source, first.line, first.message
+            ),
+        ),
+        _ => (status, summary),
     };
     let mut r = CheckResult::new(ID, status, summary)
         .evidence("logs", s.input.files.join(", "))
@@ -157,13 +160,14 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
     for g in s.gdr_disabled.iter().take(EVIDENCE_PER_LIST) {
         r = r.evidence(&g.first_seen, format!("{} (x{})", g.text, g.count));
     }
-    for w in s.warnings.iter().take(EVIDENCE_PER_LIST) {
+    for e in s.errors.iter().take(EVIDENCE_PER_LIST) {
         r = r.evidence(
-            &format!("{}:{}", w.source, w.line),
+            &format!("{}:{}", e.source, e.line),
             format!(
-                "{} NCCL WARN {}",
-                w.location.as_deref().unwrap_or("-"),
-                w.message
+                "{} {} {}",
+                e.kind.as_str(),
+                e.location.as_deref().unwrap_or("-"),
+                e.message
             ),
         );
     }
@@ -222,9 +226,18 @@ mod tests {
     }
 
     #[test]
-    fn transport_nccl_warn_turns_pass_into_warn() {
-        let text =
-            format!("{GDR}h:1:2 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion with error 12\n");
-        assert_eq!(judged(&summary(&text), None).status, Status::Warn);
+    fn transport_nccl_errors_fail_with_or_without_expectation() {
+        for error in [
+            "h:1:2 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion with error 12\n",
+            "h:1:2 [0] NCCL INFO transport/net_ib.cc:911 -> 2\n",
+            "ncclRemoteError: A call failed possibly due to a network error\n",
+        ] {
+            let s = summary(&format!("{GDR}{error}"));
+            for expect in [None, Some(NcclExpect::IbGdrdma), Some(NcclExpect::Any)] {
+                let r = judged(&s, expect);
+                assert_eq!(r.status, Status::Fail, "{error} {expect:?}");
+                assert!(r.summary.contains("ib-gdrdma"), "{}", r.summary);
+            }
+        }
     }
 }

@@ -146,6 +146,62 @@ fn nccl_warnings_keep_line_numbers_and_locations() {
 }
 
 #[test]
+fn nccl_errors_are_listed_and_make_the_expectation_not_met() {
+    let (exit, json) = nccl_json("errors-return-code-chain-ib-gdrdma.log", "gdrdma");
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    assert_eq!(json["verdict"], "ib-gdrdma");
+    assert_eq!(json["errors_total"], 1, "one chain, one error");
+    let e = &json["errors"][0];
+    assert_eq!(e["kind"], "return-code");
+    assert_eq!(e["line"], 6);
+    assert_eq!(e["location"], "transport/net_ib.cc:911");
+    assert!(e["message"].as_str().unwrap().contains("ncclSystemError"));
+    let reason = json["judgement"]["reason"].as_str().unwrap();
+    assert!(reason.contains("NCCL used ib-gdrdma"), "{reason}");
+
+    let (_, json) = nccl_json("errors-completion-status-v2.28-ib-gdrdma.log", "gdrdma");
+    assert_eq!(json["errors"][0]["kind"], "completion-error");
+    assert_eq!(json["errors"][1]["kind"], "return-code");
+    let (_, json) = nccl_json("errors-remote-error-after-ib-gdrdma.log", "gdrdma");
+    assert_eq!(json["errors"][0]["kind"], "nccl-error");
+    assert_eq!(json["errors"][0]["line"], 8);
+
+    let out = preflight()
+        .args(["nccl"])
+        .arg(testdata(
+            "nccl/errors-completion-status-v2.28-ib-gdrdma.log",
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED);
+    let text = stdout(&out);
+    assert!(text.contains("errors (2):"), "{text}");
+    assert!(text.contains("completion-error gpu-a03"), "{text}");
+}
+
+#[test]
+fn run_nccl_log_with_errors_fails_nccl_transport_with_or_without_expectation() {
+    let root = empty_root();
+    let log = testdata("nccl/errors-completion-status-v2.28-ib-gdrdma.log");
+    for profile in ["hgx-h200-ib", "generic"] {
+        let (code, report) = run_json(
+            root.path(),
+            profile,
+            &[
+                "--only",
+                "nccl.transport",
+                "--nccl-log",
+                log.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(status_of(&report, "nccl.transport"), "fail", "{profile}");
+        assert_eq!(code, Exit::CHECK_FAILED, "{profile}");
+        let summary = result_of(&report, "nccl.transport")["summary"].to_string();
+        assert!(summary.contains("ib-gdrdma"), "{summary}");
+    }
+}
+
+#[test]
 fn nccl_two_builds_and_selection_details_are_reported() {
     let (_, json) = nccl_json("trap-two-nccl-builds-one-job.log", "gdrdma");
     assert_eq!(json["nccl_versions"].as_array().unwrap().len(), 2);
