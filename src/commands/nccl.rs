@@ -79,7 +79,7 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
         Judgement::Undetermined(why) => format!("undetermined: {why}"),
     };
     let mut field = |name: &str, value: String| out.push_str(&format!("{name:<15}{value}\n"));
-    field("verdict", s.verdict.to_string());
+    field("verdict", s.verdict_named());
     field(
         "expected",
         format!("{} ({judged}; exit {code})", expect_name(expect)),

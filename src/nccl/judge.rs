@@ -22,6 +22,8 @@ pub fn expect_name(expect: NcclExpect) -> &'static str {
         NcclExpect::Gdrdma => "gdrdma",
         NcclExpect::IbGdrdma => "ib-gdrdma",
         NcclExpect::OfiGdrdma => "ofi-gdrdma",
+        NcclExpect::PluginGdrdma => "plugin-gdrdma",
+        NcclExpect::Plugin => "plugin",
         NcclExpect::Ib => "ib",
         NcclExpect::Ofi => "ofi",
         NcclExpect::Socket => "socket",
@@ -32,9 +34,10 @@ pub fn expect_name(expect: NcclExpect) -> &'static str {
 /// NET families that can meet `expect` (empty: any).
 pub fn allowed_families(expect: NcclExpect) -> &'static [NetFamily] {
     match expect {
-        NcclExpect::Gdrdma => &[NetFamily::Ib, NetFamily::Ofi],
+        NcclExpect::Gdrdma => &[NetFamily::Ib, NetFamily::Ofi, NetFamily::Plugin],
         NcclExpect::IbGdrdma | NcclExpect::Ib => &[NetFamily::Ib],
         NcclExpect::OfiGdrdma | NcclExpect::Ofi => &[NetFamily::Ofi],
+        NcclExpect::PluginGdrdma | NcclExpect::Plugin => &[NetFamily::Plugin],
         NcclExpect::Socket => &[NetFamily::Socket],
         NcclExpect::Any => &[],
     }
@@ -59,9 +62,9 @@ pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
         first.message
     );
     Judgement::NotMet(match transport {
-        Judgement::Met => format!("NCCL used {}, but {errors}", s.verdict),
+        Judgement::Met => format!("NCCL used {}, but {errors}", s.verdict_named()),
         Judgement::NotMet(why) | Judgement::Undetermined(why) => {
-            format!("{why} (verdict {}); {errors}", s.verdict)
+            format!("{why} (verdict {}); {errors}", s.verdict_named())
         }
     })
 }
@@ -85,20 +88,23 @@ fn judge_transport(s: &Summary, expect: NcclExpect) -> Judgement {
             _ => "no NET channel: only intra-node transports in the log".into(),
         });
     }
-    let ofi_family = s.net_channels.ofi > 0 && s.net_channels.ib == 0;
     let v = s.verdict;
+    let partial_of = |family| v == Verdict::PartialGdrdma && s.net_channels.family() == family;
     let met = match expect {
         NcclExpect::Any => true,
-        NcclExpect::Gdrdma => matches!(v, Verdict::IbGdrdma | Verdict::OfiGdrdma),
+        NcclExpect::Gdrdma => matches!(
+            v,
+            Verdict::IbGdrdma | Verdict::OfiGdrdma | Verdict::PluginGdrdma
+        ),
         NcclExpect::IbGdrdma => v == Verdict::IbGdrdma,
         NcclExpect::OfiGdrdma => v == Verdict::OfiGdrdma,
-        NcclExpect::Ib => {
-            matches!(v, Verdict::Ib | Verdict::IbGdrdma)
-                || (v == Verdict::PartialGdrdma && !ofi_family)
-        }
+        NcclExpect::PluginGdrdma => v == Verdict::PluginGdrdma,
+        NcclExpect::Ib => matches!(v, Verdict::Ib | Verdict::IbGdrdma) || partial_of(NetFamily::Ib),
         NcclExpect::Ofi => {
-            matches!(v, Verdict::Ofi | Verdict::OfiGdrdma)
-                || (v == Verdict::PartialGdrdma && ofi_family)
+            matches!(v, Verdict::Ofi | Verdict::OfiGdrdma) || partial_of(NetFamily::Ofi)
+        }
+        NcclExpect::Plugin => {
+            matches!(v, Verdict::Plugin | Verdict::PluginGdrdma) || partial_of(NetFamily::Plugin)
         }
         NcclExpect::Socket => v == Verdict::Socket,
     };
@@ -106,7 +112,8 @@ fn judge_transport(s: &Summary, expect: NcclExpect) -> Judgement {
         Judgement::Met
     } else {
         Judgement::NotMet(format!(
-            "verdict {v} does not meet expected {name}{}",
+            "verdict {} does not meet expected {name}{}",
+            s.verdict_named(),
             culprits(s)
         ))
     }
@@ -171,7 +178,7 @@ pub fn advice(verdict: Verdict) -> Option<&'static str> {
              (containers: mount it and add IPC_LOCK), `ulimit -l` unlimited, NCCL_IB_DISABLE and NCCL_NET=Socket unset, \
              NCCL_IB_HCA naming present devices (`fabric-preflight run --only nccl.env,rdma.memlock`)",
         ),
-        Verdict::Ib | Verdict::Ofi | Verdict::PartialGdrdma => Some(
+        Verdict::Ib | Verdict::Ofi | Verdict::Plugin | Verdict::PartialGdrdma => Some(
             "on the ranks without GDRDMA: `modprobe nvidia-peermem` (or DMA-BUF: open kernel module, NCCL >= 2.19, \
              NCCL_DMABUF_ENABLE=1), NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ unset, GPU and NIC under one PCIe switch \
              (`nvidia-smi topo -m`; `fabric-preflight explain gdr.kernel_path`)",
@@ -180,7 +187,7 @@ pub fn advice(verdict: Verdict) -> Option<&'static str> {
             "capture a run that completes a collective across nodes with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
              (e.g. nccl-tests `all_reduce_perf -b 1G -e 1G` on two nodes)",
         ),
-        Verdict::IbGdrdma | Verdict::OfiGdrdma => None,
+        Verdict::IbGdrdma | Verdict::OfiGdrdma | Verdict::PluginGdrdma => None,
     }
 }
 

@@ -171,39 +171,41 @@ pub enum Transport<'a> {
     Other(&'a str),
 }
 
-/// The family of a NET plugin, by its name.
+/// The family of a NET plugin, by its name. Only names known to be InfiniBand/RoCE verbs are IB: any other
+/// plugin is `Plugin`, named in the verdict, never taken for IB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NetFamily {
-    /// NCCL's internal `IB`, `IBext*`, `UCX`, `SHARP` and other vendors' RDMA plugins.
+    /// NCCL's internal `IB`, nccl-rdma-sharp-plugins' `IBext*`, `UCX*` and `SHARP` (CollNet): verbs.
     Ib,
     /// aws-ofi-nccl and other libfabric plugins (`AWS Libfabric`, `Libfabric`, `OFI`).
     Ofi,
-    /// NCCL's internal TCP transport, whatever interface it runs over (`ib0` included).
+    /// TCP: NCCL's internal `Socket` (whatever interface it runs over, `ib0` included), `FastSocket` and other
+    /// socket/TCP plugins.
     Socket,
+    /// Any other plugin (GPUDirect-TCPX/TCPXO, vendors' own): its name is all the log says about it.
+    Plugin,
 }
 
 impl NetFamily {
     pub fn of(plugin: &str) -> NetFamily {
         let p = plugin.trim();
-        if p.eq_ignore_ascii_case("socket") {
+        let has = |needle: &str| contains_ignore_case(p, needle);
+        let starts = |prefix: &str| {
+            p.get(..prefix.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(prefix))
+        };
+        // GPUDirect over TCP moves GPU memory itself: not the socket transport, though it runs over TCP.
+        if has("gpudirect") || has("tcpx") || has("fastrak") {
+            NetFamily::Plugin
+        } else if has("socket") || has("tcp") {
             NetFamily::Socket
-        } else if contains_ignore_case(p, "libfabric") || contains_ignore_case(p, "ofi") {
+        } else if has("libfabric") || has("ofi") {
             NetFamily::Ofi
-        } else {
+        } else if starts("IB") || starts("UCX") || p.eq_ignore_ascii_case("SHARP") {
             NetFamily::Ib
+        } else {
+            NetFamily::Plugin
         }
-    }
-
-    /// True for names NCCL and the known RDMA plugins use; anything else is counted with IB but flagged.
-    pub fn is_known_name(plugin: &str) -> bool {
-        let p = plugin.trim();
-        let upper = p.to_ascii_uppercase();
-        upper == "SOCKET"
-            || upper.starts_with("IB")
-            || upper.starts_with("UCX")
-            || upper == "SHARP"
-            || upper.contains("RDMA")
-            || NetFamily::of(p) == NetFamily::Ofi
     }
 
     pub fn as_str(self) -> &'static str {
@@ -211,6 +213,7 @@ impl NetFamily {
             NetFamily::Ib => "ib",
             NetFamily::Ofi => "ofi",
             NetFamily::Socket => "socket",
+            NetFamily::Plugin => "plugin",
         }
     }
 }
@@ -1183,9 +1186,24 @@ mod tests {
             "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA",
         );
         assert_eq!(net(&c).0, "AWS Libfabric");
-        assert_eq!(NetFamily::of("AWS Libfabric"), NetFamily::Ofi);
-        assert_eq!(NetFamily::of("NCCL RDMA Plugin v6"), NetFamily::Ib);
-        assert_eq!(NetFamily::of("Socket"), NetFamily::Socket);
+        for (name, family) in [
+            ("AWS Libfabric", NetFamily::Ofi),
+            ("Libfabric", NetFamily::Ofi),
+            ("IB", NetFamily::Ib),
+            ("IBext_v8", NetFamily::Ib),
+            ("UCX", NetFamily::Ib),
+            ("SHARP", NetFamily::Ib),
+            ("Socket", NetFamily::Socket),
+            ("FastSocket", NetFamily::Socket),
+            ("TCP", NetFamily::Socket),
+            ("GPUDirectTCPX", NetFamily::Plugin),
+            ("GPUDirectTCPXO_v7", NetFamily::Plugin),
+            ("FasTrak", NetFamily::Plugin),
+            ("NCCL RDMA Plugin v6", NetFamily::Plugin),
+            ("bnxt_re", NetFamily::Plugin),
+        ] {
+            assert_eq!(NetFamily::of(name), family, "{name}");
+        }
     }
 
     #[test]

@@ -28,13 +28,18 @@ pub enum Verdict {
     IbGdrdma,
     /// IB family, no channel with GPUDirect RDMA (staged through host memory).
     Ib,
-    /// IB or OFI family, some channels with GPUDirect RDMA and some without.
+    /// IB, OFI or plugin family, some channels with GPUDirect RDMA and some without.
     PartialGdrdma,
     OfiGdrdma,
     Ofi,
+    /// Every NET channel through a plugin that is neither IB/RoCE verbs, libfabric nor sockets (named in
+    /// `plugins`), with GPUDirect RDMA.
+    PluginGdrdma,
+    /// The same, no channel with GPUDirect RDMA.
+    Plugin,
     /// Every NET channel over TCP sockets.
     Socket,
-    /// Some NET channels over sockets, others over IB/OFI: usually one bad node.
+    /// Some NET channels over sockets, others over IB/OFI/plugin: usually one bad node.
     MixedSocket,
     /// Channel lines, none through NET (single node, P2P/SHM only).
     IntraNodeOnly,
@@ -50,6 +55,8 @@ impl Verdict {
             Verdict::PartialGdrdma => "partial-gdrdma",
             Verdict::OfiGdrdma => "ofi-gdrdma",
             Verdict::Ofi => "ofi",
+            Verdict::PluginGdrdma => "plugin-gdrdma",
+            Verdict::Plugin => "plugin",
             Verdict::Socket => "socket",
             Verdict::MixedSocket => "mixed-socket",
             Verdict::IntraNodeOnly => "intra-node-only",
@@ -71,6 +78,7 @@ pub enum Family {
     Ib,
     Ofi,
     Socket,
+    Plugin,
     P2p,
     Shm,
     Other,
@@ -82,6 +90,7 @@ impl From<NetFamily> for Family {
             NetFamily::Ib => Family::Ib,
             NetFamily::Ofi => Family::Ofi,
             NetFamily::Socket => Family::Socket,
+            NetFamily::Plugin => Family::Plugin,
         }
     }
 }
@@ -271,6 +280,21 @@ pub struct NetChannels {
     pub ib: u64,
     pub ofi: u64,
     pub socket: u64,
+    pub plugin: u64,
+}
+
+impl NetChannels {
+    /// The family the verdict names: any unknown plugin first (never call IB what may not be), then OFI
+    /// when no IB-family channel, else IB.
+    pub fn family(&self) -> NetFamily {
+        if self.plugin > 0 {
+            NetFamily::Plugin
+        } else if self.ofi > 0 && self.ib == 0 {
+            NetFamily::Ofi
+        } else {
+            NetFamily::Ib
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -288,6 +312,9 @@ pub struct InputStats {
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub verdict: Verdict,
+    /// NET plugins of no known family (GPUDirect-TCPX, vendors' own) that carried channels: `plugin` and
+    /// `plugin-gdrdma` name them.
+    pub plugins: Vec<String>,
     /// The first NCCL version seen (`2.28.9+cuda13.0`).
     pub nccl_version: Option<String>,
     /// Every distinct version: several builds can share a job (PyTorch bundles its own libnccl).
@@ -328,6 +355,18 @@ pub struct Summary {
     pub input: InputStats,
 }
 
+impl Summary {
+    /// The verdict with the plugins it stands for: `plugin-gdrdma (GPUDirectTCPX)`.
+    pub fn verdict_named(&self) -> String {
+        match self.verdict {
+            Verdict::Plugin | Verdict::PluginGdrdma if !self.plugins.is_empty() => {
+                format!("{} ({})", self.verdict, self.plugins.join(", "))
+            }
+            v => v.to_string(),
+        }
+    }
+}
+
 /// Feeds NCCL logs line by line; [`Analyzer::finish`] gives the summary.
 #[derive(Debug, Default)]
 pub struct Analyzer {
@@ -347,7 +386,6 @@ pub struct Analyzer {
     transports: Vec<Tally>,
     channels_not_tallied: u64,
     channel_lines: u64,
-    unknown_plugins: Vec<String>,
     gdr_disabled: Vec<Reason>,
     warnings: Vec<Warning>,
     warnings_total: u64,
@@ -530,9 +568,6 @@ impl Analyzer {
                 return;
             }
             None => {
-                if matches!(class, Class::Net | Class::CollNet) && !NetFamily::is_known_name(name) {
-                    push_distinct(&mut self.unknown_plugins, name);
-                }
                 // The family follows from the name (part of the key): worked out once per tally, not per line.
                 let family = match class {
                     Class::Net | Class::CollNet => Family::from(NetFamily::of(name)),
@@ -585,6 +620,7 @@ impl Analyzer {
             match t.family {
                 Family::Socket => counts.socket += t.channels,
                 Family::Ofi => counts.ofi += t.channels,
+                Family::Plugin => counts.plugin += t.channels,
                 _ => counts.ib += t.channels,
             }
             if t.family != Family::Socket {
@@ -595,31 +631,41 @@ impl Analyzer {
                 }
             }
         }
-        let rdma = counts.ib + counts.ofi;
-        let ofi_only = counts.ofi > 0 && counts.ib == 0;
+        let family = counts.family();
         let verdict = if self.channel_lines == 0 {
             Verdict::Undetermined
         } else if counts.total == 0 {
             Verdict::IntraNodeOnly
-        } else if rdma == 0 {
+        } else if counts.socket == counts.total {
             Verdict::Socket
         } else if counts.socket > 0 {
             Verdict::MixedSocket
         } else if counts.without_gdrdma == 0 {
-            if ofi_only {
-                Verdict::OfiGdrdma
-            } else {
-                Verdict::IbGdrdma
+            match family {
+                NetFamily::Ofi => Verdict::OfiGdrdma,
+                NetFamily::Plugin => Verdict::PluginGdrdma,
+                _ => Verdict::IbGdrdma,
             }
         } else if counts.gdrdma == 0 {
-            if ofi_only {
-                Verdict::Ofi
-            } else {
-                Verdict::Ib
+            match family {
+                NetFamily::Ofi => Verdict::Ofi,
+                NetFamily::Plugin => Verdict::Plugin,
+                _ => Verdict::Ib,
             }
         } else {
             Verdict::PartialGdrdma
         };
+        let plugins = net_tallies().filter(|t| t.family == Family::Plugin).fold(
+            Vec::new(),
+            |mut names, t| {
+                let name = t
+                    .transport
+                    .trim_start_matches("NET/")
+                    .trim_start_matches("COLLNET/");
+                push_distinct(&mut names, name.trim_end_matches("/GDRDMA"));
+                names
+            },
+        );
 
         let without_gdr = || net_tallies().filter(|t| t.family != Family::Socket && !t.gdrdma);
         let on_socket = || net_tallies().filter(|t| t.family == Family::Socket);
@@ -637,6 +683,7 @@ impl Analyzer {
         let notes = self.notes(verdict, &counts, rejected);
         Summary {
             verdict,
+            plugins,
             nccl_version: self.versions.first().cloned(),
             nccl_versions: self.versions,
             network_selected: self.selected,
@@ -695,11 +742,21 @@ impl Analyzer {
                     .into(),
             );
         }
-        if counts.ib > 0 && counts.ofi > 0 {
-            notes.push(
-                "both IB-family and OFI plugins carried channels: verdict names the IB family"
-                    .into(),
-            );
+        let families: Vec<&str> = [
+            (counts.ib, "IB"),
+            (counts.ofi, "OFI"),
+            (counts.plugin, "plugin"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(_, name)| *name)
+        .collect();
+        if families.len() > 1 {
+            notes.push(format!(
+                "NET channels through several families ({}): the verdict names the {} family",
+                families.join(", "),
+                counts.family().as_str()
+            ));
         }
         if self.no_device.iter().any(|n| n == "IB") && counts.ib == 0 {
             notes.push("NET/IB found no device: no usable RDMA port (none present, all down, filtered by NCCL_IB_HCA, or /dev/infiniband missing in the container)".into());
@@ -723,12 +780,6 @@ impl Analyzer {
             notes.push(format!(
                 "several NCCL builds in these logs: {} (PyTorch wheels bundle their own libnccl)",
                 self.versions.join(", ")
-            ));
-        }
-        if !self.unknown_plugins.is_empty() {
-            notes.push(format!(
-                "NET plugin(s) not recognised, counted with the IB family: {}",
-                self.unknown_plugins.join(", ")
             ));
         }
         if self.channels_not_tallied > 0 {

@@ -88,9 +88,12 @@ impl Wants {
     fn from(expect: Option<NcclExpect>) -> Self {
         use NcclExpect::*;
         Wants {
-            rdma: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma | Ib | Ofi)),
+            rdma: matches!(
+                expect,
+                Some(Gdrdma | IbGdrdma | OfiGdrdma | PluginGdrdma | Ib | Ofi | Plugin)
+            ),
             ib: matches!(expect, Some(Gdrdma | IbGdrdma | Ib)),
-            gdr: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma)),
+            gdr: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma | PluginGdrdma)),
         }
     }
 }

@@ -66,7 +66,11 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
         Some(e) => match judge(s, e) {
             Judgement::Met => (
                 Status::Pass,
-                format!("NCCL used {v}, as expected ({})", expect_name(e)),
+                format!(
+                    "NCCL used {}, as expected ({})",
+                    s.verdict_named(),
+                    expect_name(e)
+                ),
             ),
             Judgement::NotMet(why) => (Status::Fail, why),
             Judgement::Undetermined(why) => {
@@ -74,10 +78,15 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
             }
         },
         None => match v {
-            Verdict::IbGdrdma | Verdict::OfiGdrdma => (Status::Pass, format!("NCCL used {v}")),
-            Verdict::Ib | Verdict::Ofi => (
+            Verdict::IbGdrdma | Verdict::OfiGdrdma | Verdict::PluginGdrdma => {
+                (Status::Pass, format!("NCCL used {}", s.verdict_named()))
+            }
+            Verdict::Ib | Verdict::Ofi | Verdict::Plugin => (
                 Status::Pass,
-                format!("NCCL used {v} without GPUDirect RDMA (no expectation in the profile)"),
+                format!(
+                    "NCCL used {} without GPUDirect RDMA (no expectation in the profile)",
+                    s.verdict_named()
+                ),
             ),
             Verdict::IntraNodeOnly => (
                 Status::Pass,
