@@ -31,11 +31,16 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         args.files
     };
     for f in &files {
-        if f.as_os_str() != "-" && !f.is_file() {
-            bail!("{}: no such file", f.display());
-        }
+        nccl::check_log_path(f).map_err(anyhow::Error::msg)?;
     }
-    let summary = nccl::analyze_paths(&files, None)?;
+    // The paths were checked: failing to read one now (EIO, a pipe torn down) is "could not run", not usage.
+    let summary = match nccl::analyze_paths(&files, None) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fabric-preflight: {e}");
+            return Ok(Exit::COULD_NOT_RUN);
+        }
+    };
     let judgement = judge(&summary, args.expect);
     let code = exit_code(&judgement);
     let text = match args.format {

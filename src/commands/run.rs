@@ -114,9 +114,7 @@ pub fn prepare(
         bail!("--timeout must be a positive number of seconds, got {timeout_secs}");
     }
     for log in &inputs.nccl_logs {
-        if log.as_os_str() != "-" && !log.is_file() {
-            bail!("--nccl-log {}: no such file", log.display());
-        }
+        crate::nccl::check_log_path(log).map_err(|e| anyhow::anyhow!("--nccl-log {e}"))?;
     }
     let probes = crate::probes::all()
         .iter()

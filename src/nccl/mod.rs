@@ -11,7 +11,7 @@ pub mod reader;
 pub mod summary;
 
 pub use judge::{advice, advice_for, expect_name, judge, Judgement};
-pub use reader::{analyze_paths, LogError, ReadStop};
+pub use reader::{analyze_paths, check_log_path, LogError, ReadStop};
 pub use summary::{Analyzer, Summary, Verdict};
 
 /// The summary of `text` read as one log named `t.log` (tests).

@@ -29,17 +29,17 @@ static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
 /// A log could not be read to the end.
 #[derive(Debug)]
 pub enum ReadStop {
-    Io(io::Error),
+    /// Opening failed, or reading failed after `line` whole lines.
+    Io { error: io::Error, line: u64 },
     /// The deadline passed; the analysis stopped at this line.
-    Deadline {
-        line: u64,
-    },
+    Deadline { line: u64 },
 }
 
 impl fmt::Display for ReadStop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReadStop::Io(e) => write!(f, "{e}"),
+            ReadStop::Io { error, line: 0 } => write!(f, "{error}"),
+            ReadStop::Io { error, line } => write!(f, "read failed after line {line}: {error}"),
             ReadStop::Deadline { line } => write!(f, "deadline reached at line {line}"),
         }
     }
@@ -61,6 +61,22 @@ impl fmt::Display for LogError {
 }
 
 impl std::error::Error for LogError {}
+
+/// Refuses, before anything is read, a log path that cannot be one: missing, or a directory. Pipes, FIFOs,
+/// `/dev/fd/N` (process substitution) and `-` (standard input) are read like files.
+pub fn check_log_path(path: &Path) -> Result<(), String> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(format!("{}: no such file", path.display()))
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+        Ok(m) if m.is_dir() => Err(format!("{}: is a directory", path.display())),
+        Ok(_) => Ok(()),
+    }
+}
 
 /// Analyses `paths` as the logs of one job (`-` is standard input). These are the user's files, read
 /// directly (not through a host root).
@@ -87,7 +103,7 @@ fn read_one(
             .read("<stdin>", std::io::stdin().lock(), deadline)
             .map_err(fail);
     }
-    let file = std::fs::File::open(path).map_err(|e| fail(ReadStop::Io(e)))?;
+    let file = std::fs::File::open(path).map_err(|error| fail(ReadStop::Io { error, line: 0 }))?;
     analyzer.read(&name, file, deadline).map_err(fail)
 }
 
@@ -113,7 +129,12 @@ impl Analyzer {
             let n = match reader.read(&mut buf[len..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ReadStop::Io(e)),
+                Err(error) => {
+                    return Err(ReadStop::Io {
+                        error,
+                        line: line_no,
+                    })
+                }
             };
             self.input.bytes += n as u64;
             if n == 0 {

@@ -2,6 +2,7 @@
 //! details that name the culprits, stdin, usage errors; `run --nccl-log` (nccl.transport) and nccl.env.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::Stdio;
 
 use serde_json::Value;
@@ -251,6 +252,97 @@ fn nccl_reads_stdin_and_several_files_as_one_job() {
         .unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["verdict"], "mixed-socket");
+}
+
+#[test]
+fn nccl_reads_fifos_and_process_substitution() {
+    let log = testdata("nccl/trap-socket-over-ib0-is-still-socket.log");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("nccl.fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let (fifo, log) = (fifo.clone(), log.clone());
+        std::thread::spawn(move || {
+            let bytes = std::fs::read(log).unwrap();
+            let mut w = std::fs::OpenOptions::new().write(true).open(fifo)?;
+            w.write_all(&bytes)
+        })
+    };
+    let out = preflight()
+        .args(["nccl", "--format", "json"])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    // A tool that never opened the FIFO leaves the writer blocked in open(): a reader releases it.
+    let _release = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo);
+    let _ = writer.join();
+    assert_eq!(code(&out), Exit::CHECK_FAILED, "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "socket");
+
+    // `<(cat log)` hands the tool /dev/fd/63, a pipe.
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' nccl --format json <(cat '{}')",
+            bin(),
+            log.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED, "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "socket");
+}
+
+#[test]
+fn nccl_directory_is_refused_as_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["nccl"],
+        vec!["run", "--only", "nccl.transport", "--nccl-log"],
+    ] {
+        let out = preflight().args(&args).arg(dir.path()).output().unwrap();
+        assert_eq!(code(&out), Exit::USAGE, "{args:?}");
+        assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+    }
+}
+
+/// A pseudo-terminal whose other side wrote a log and closed gives the bytes, then EIO: a real read error
+/// midway, which is "could not run" (3), not a usage error (2).
+#[test]
+fn nccl_read_error_midway_is_exit_3() {
+    use std::os::fd::FromRawFd;
+    let log = std::fs::read(testdata("nccl/trap-socket-over-ib0-is-still-socket.log")).unwrap();
+    let master = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(master >= 0);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+        assert!(slave >= 0);
+        let mut slave = std::fs::File::from_raw_fd(slave);
+        slave.write_all(&log).unwrap();
+        drop(slave);
+        std::os::fd::OwnedFd::from_raw_fd(master)
+    };
+    let out = preflight()
+        .args(["nccl", "-"])
+        .stdin(Stdio::from(master))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("read failed after line"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
