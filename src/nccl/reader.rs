@@ -122,6 +122,8 @@ impl Analyzer {
         let mut line_no = 0u64;
         // Inside a line longer than MAX_LINE_BYTES whose start was already handled: skip to its newline.
         let mut skipping = false;
+        // A container runtime's stored log (decided on the first line), with the line it is joining.
+        let mut shipped: Option<Option<Shipped>> = None;
         loop {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ReadStop::Deadline { line: line_no });
@@ -142,8 +144,12 @@ impl Analyzer {
                 if len > 0 {
                     line_no += 1;
                     if !skipping {
-                        self.line(&finder, line_no, &buf[..len]);
+                        let shipped = shipped.get_or_insert_with(|| Shipped::sniff(&buf[..len]));
+                        self.stored_line(&finder, shipped.as_mut(), line_no, &buf[..len]);
                     }
+                }
+                if let Some(Some(s)) = &mut shipped {
+                    self.flush(&finder, s);
                 }
                 break;
             }
@@ -164,7 +170,12 @@ impl Analyzer {
             match memchr::memrchr(b'\n', &buf[start..len]) {
                 Some(last) => {
                     let end = start + last + 1;
-                    line_no = self.block(&finder, &buf[start..end], line_no);
+                    let block = &buf[start..end];
+                    let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
+                    line_no = match shipped {
+                        None => self.block(&finder, block, line_no),
+                        Some(s) => self.shipped_block(&finder, s, block, line_no),
+                    };
                     buf.copy_within(end..len, 0);
                     len -= end;
                 }
@@ -177,7 +188,9 @@ impl Analyzer {
                 // A line with no newline in sight: look at its start, drop the rest.
                 line_no += 1;
                 self.input.long_lines_cut += 1;
-                self.line(&finder, line_no, &buf[..MAX_LINE_BYTES]);
+                let cut = &buf[..MAX_LINE_BYTES];
+                let shipped = shipped.get_or_insert_with(|| Shipped::sniff(cut));
+                self.stored_line(&finder, shipped.as_mut(), line_no, cut);
                 skipping = true;
                 len = 0;
             }
@@ -206,6 +219,61 @@ impl Analyzer {
         }
         self.lines_without_token(&block[counted..], line_no);
         line_no + count_newlines(&block[counted..])
+    }
+
+    /// Complete lines of a container runtime's log: each decoded, split lines joined, then read as usual.
+    fn shipped_block(
+        &mut self,
+        finder: &memmem::Finder<'_>,
+        shipped: &mut Shipped,
+        block: &[u8],
+        mut line_no: u64,
+    ) -> u64 {
+        for line in block
+            .strip_suffix(b"\n")
+            .unwrap_or(block)
+            .split(|&b| b == b'\n')
+        {
+            line_no += 1;
+            let line = &line[..line.len().min(MAX_LINE_BYTES)];
+            self.stored_line(finder, Some(shipped), line_no, line);
+        }
+        line_no
+    }
+
+    /// One line as stored: decoded and joined when the log is a runtime's, otherwise read as it is.
+    fn stored_line(
+        &mut self,
+        finder: &memmem::Finder<'_>,
+        shipped: Option<&mut Shipped>,
+        line_no: u64,
+        raw: &[u8],
+    ) {
+        let Some(s) = shipped else {
+            return self.line(finder, line_no, raw);
+        };
+        let (text, split) = s.format.decode(raw);
+        if !split && s.joined.is_empty() {
+            return self.line(finder, line_no, &text);
+        }
+        if s.joined.is_empty() {
+            s.first_line = line_no;
+        }
+        let room = MAX_LINE_BYTES.saturating_sub(s.joined.len());
+        s.joined.extend_from_slice(&text[..text.len().min(room)]);
+        if !split {
+            self.flush(finder, s);
+        }
+    }
+
+    /// Reads the line being joined (also a split line the log ends with).
+    fn flush(&mut self, finder: &memmem::Finder<'_>, s: &mut Shipped) {
+        if !s.joined.is_empty() {
+            let joined = std::mem::take(&mut s.joined);
+            self.line(finder, s.first_line, &joined);
+            s.joined = joined;
+            s.joined.clear();
+        }
     }
 
     /// Lines without `NCCL` (after line `line_no`): only an error name (`ncclSystemError: …`, printed by
@@ -239,6 +307,13 @@ impl Analyzer {
 
     /// A line that may hold NCCL records: the caller found the first `NCCL` in it at `first_nccl`.
     fn nccl_line(&mut self, line_no: u64, bytes: &[u8], first_nccl: usize) {
+        // A Docker JSON line among plain ones (logs concatenated): decoded, though not joined.
+        if bytes.first() == Some(&b'{') {
+            if let Some((text, _)) = docker_log(bytes) {
+                let text = String::from_utf8_lossy(&text);
+                return line::parse_line(&text, |record| self.record(line_no, record));
+            }
+        }
         // Valid UTF-8 (the usual case) is checked fast and borrowed; anything else is repaired.
         let text = match std::str::from_utf8(bytes) {
             Ok(t) => Cow::Borrowed(t),
@@ -252,6 +327,105 @@ impl Analyzer {
         };
         line::parse_line_from(&text, first_nccl, |record| self.record(line_no, record));
     }
+}
+
+/// A log as a container runtime stores it. `kubectl logs` prints the decoded text; the files under
+/// `/var/log/pods` (CRI) and `/var/lib/docker/containers` (json-file) hold this.
+struct Shipped {
+    format: ShippedFormat,
+    /// The pieces of a line the runtime split (CRI `P`, a JSON `log` without `\n`), capped at MAX_LINE_BYTES.
+    joined: Vec<u8>,
+    first_line: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShippedFormat {
+    /// `{"log":"…\n","stream":"stderr","time":"…"}`, one per line (Docker's json-file driver).
+    DockerJson,
+    /// `2026-11-29T10:15:02.123456789Z stderr F <text>` (containerd, CRI-O; `P`: split, more follows).
+    Cri,
+}
+
+impl Shipped {
+    /// The format, from the log's first line; `None` for a plain log.
+    fn sniff(block: &[u8]) -> Option<Shipped> {
+        let first = block
+            .split(|&b| b == b'\n')
+            .find(|l| !l.is_empty() && l != b"\r")
+            .unwrap_or_default();
+        let format = if docker_log(first).is_some() {
+            ShippedFormat::DockerJson
+        } else if cri_line(first).is_some() {
+            ShippedFormat::Cri
+        } else {
+            return None;
+        };
+        Some(Shipped {
+            format,
+            joined: Vec::new(),
+            first_line: 0,
+        })
+    }
+}
+
+impl ShippedFormat {
+    /// The text of one stored line, and whether the runtime split the original line there (more follows). A
+    /// line not in the format (a torn write, a concatenated plain log) is read as it is.
+    fn decode(self, raw: &[u8]) -> (Cow<'_, [u8]>, bool) {
+        let decoded = match self {
+            ShippedFormat::DockerJson => docker_log(raw),
+            ShippedFormat::Cri => cri_line(raw).map(|(text, split)| (Cow::Borrowed(text), split)),
+        };
+        decoded.unwrap_or((Cow::Borrowed(raw), false))
+    }
+}
+
+/// Docker's json-file line: its `log` string (escapes decoded) without the final newline, and whether that
+/// newline was missing (a line split at 16 KiB).
+fn docker_log(raw: &[u8]) -> Option<(Cow<'_, [u8]>, bool)> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        log: Cow<'a, str>,
+    }
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    if raw.first() != Some(&b'{') {
+        return None;
+    }
+    let log = serde_json::from_slice::<Line<'_>>(raw).ok()?.log;
+    let split = !log.ends_with('\n');
+    let text = match log {
+        Cow::Borrowed(t) => Cow::Borrowed(t.trim_end_matches(['\n', '\r']).as_bytes()),
+        Cow::Owned(t) => Cow::Owned(t.trim_end_matches(['\n', '\r']).as_bytes().to_vec()),
+    };
+    Some((text, split))
+}
+
+/// A CRI log line `<RFC 3339 time> <stdout|stderr> <tags> <text>`: the text, and whether the tags hold `P`
+/// (partial: the runtime split the line, the next stored line continues it).
+fn cri_line(raw: &[u8]) -> Option<(&[u8], bool)> {
+    let mut fields = raw.splitn(4, |&b| b == b' ');
+    let time = fields.next()?;
+    let stream = fields.next()?;
+    let tags = fields.next()?;
+    let text = fields.next().unwrap_or_default();
+    let is_time = time.len() >= 20
+        && time[..4].iter().all(u8::is_ascii_digit)
+        && time[4] == b'-'
+        && time[10] == b'T';
+    if !is_time || !matches!(stream, b"stdout" | b"stderr") {
+        return None;
+    }
+    let tags = tags.strip_suffix(b"\r").unwrap_or(tags);
+    let mut split = false;
+    for tag in tags.split(|&b| b == b':') {
+        match tag {
+            b"P" => split = true,
+            b"F" => {}
+            _ => return None,
+        }
+    }
+    Some((text, split))
 }
 
 fn count_newlines(s: &[u8]) -> u64 {
@@ -289,6 +463,39 @@ mod tests {
         assert_eq!(s.input.lines, 2);
         assert_eq!(s.verdict, Verdict::IbGdrdma);
         assert_eq!(s.transports[0].first_seen, "t.log:2");
+    }
+
+    #[test]
+    fn shipped_lines_decode_and_split_lines_join() {
+        assert_eq!(
+            cri_line(b"2026-11-29T10:15:02.1Z stderr P a b"),
+            Some((&b"a b"[..], true))
+        );
+        assert_eq!(
+            cri_line(b"2026-11-29T10:15:02.1Z stdout F"),
+            Some((&b""[..], false))
+        );
+        assert_eq!(cri_line(b"2026-11-29 10:15:02 stdout F x"), None);
+        let (text, split) = docker_log(br#"{"log":"a -\u003e b\n","stream":"stderr"}"#).unwrap();
+        assert_eq!((&*text, split), (&b"a -> b"[..], false));
+        assert!(docker_log(br#"{"log":"a","stream":"stderr"}"#).unwrap().1);
+        assert!(docker_log(b"{not json").is_none());
+        // A Docker line in a plain log is decoded (not joined); the CRI file's split pieces are joined and
+        // numbered by their first line.
+        let plain = format!(
+            "noise\n{}\n",
+            r#"{"log":"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -\u003e 8[0] [send] via NET/IB/0/GDRDMA\n"}"#
+        );
+        assert_eq!(analyze(&plain).verdict, Verdict::IbGdrdma);
+        let cri = "2026-11-29T10:15:02.1Z stdout F x\n\
+                   2026-11-29T10:15:02.2Z stdout P h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n\
+                   2026-11-29T10:15:02.3Z stdout F /GDRDMA\n\
+                   2026-11-29T10:15:02.4Z stdout P h:1:2 [0] NCCL WARN cut at the end";
+        let s = analyze(cri);
+        assert_eq!(s.verdict, Verdict::IbGdrdma);
+        assert_eq!(s.transports[0].first_seen, "t.log:2");
+        assert_eq!(s.errors[0].line, 4);
+        assert_eq!(s.input.lines, 4);
     }
 
     #[test]
