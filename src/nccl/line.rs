@@ -269,6 +269,12 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
     }
 }
 
+/// [`parse_line_from`] for a line the caller knows holds no escape, carriage return or newline (it scanned
+/// the whole block at once).
+pub fn parse_plain_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Record<'_>)) {
+    parse_segment(line, first_nccl, &mut emit)
+}
+
 /// A line without ANSI codes: its records borrow from it.
 fn parse_clean<'a>(line: &'a str, emit: &mut impl FnMut(Record<'a>)) {
     if memchr::memchr(b'\r', line.as_bytes()).is_none() {
@@ -667,6 +673,11 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
         }
         _ => {}
     }
+    // Topology dumps are most of what is left, and no other message starts like them: decided before any
+    // search through the message.
+    if is_graph(msg) {
+        return Event::Graph;
+    }
     // Both GDR messages start alike: one scan rules them out on most lines.
     if has(&GDR, msg) {
         if has(&GDR_DISABLED, msg) {
@@ -700,9 +711,6 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
             return topology;
         }
     }
-    if is_graph(msg) {
-        return Event::Graph;
-    }
     Event::Other
 }
 
@@ -727,12 +735,6 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     if text.starts_with("Got completion") {
         return Event::CompletionError(msg);
     }
-    if has(&GDR_DISABLED, text) {
-        return Event::GdrDisabled(msg);
-    }
-    if has(&GDR_ENABLED, text) {
-        return Event::GdrEnabled;
-    }
     if let Some(list) = text.strip_prefix("Using") {
         // `[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:…<0>`: keep the device list only.
         let mut list = trim(split_byte(list, b';').map_or(list, |(l, _)| l));
@@ -745,6 +747,12 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     if text.starts_with('[') {
         // 2.3: `NET/IB: [0] mlx5_0:1/IB `.
         return Event::NetDevices { net, devices: text };
+    }
+    if has(&GDR_DISABLED, text) {
+        return Event::GdrDisabled(msg);
+    }
+    if has(&GDR_ENABLED, text) {
+        return Event::GdrEnabled;
     }
     Event::Other
 }

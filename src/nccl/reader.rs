@@ -124,6 +124,7 @@ impl Analyzer {
         let mut skipping = false;
         // A container runtime's stored log (decided on the first line), with the line it is joining.
         let mut shipped: Option<Option<Shipped>> = None;
+        let mut dense = false;
         loop {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ReadStop::Deadline { line: line_no });
@@ -173,7 +174,12 @@ impl Analyzer {
                     let block = &buf[start..end];
                     let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
                     line_no = match shipped {
-                        None => self.block(&finder, block, line_no),
+                        None => {
+                            let (last, hits) = self.block(&finder, block, line_no, dense);
+                            // Dense: more than one line in four holds `NCCL`.
+                            dense = hits as u64 * 4 > last - line_no;
+                            last
+                        }
                         Some(s) => self.shipped_block(&finder, s, block, line_no),
                     };
                     buf.copy_within(end..len, 0);
@@ -199,8 +205,22 @@ impl Analyzer {
         Ok(())
     }
 
-    /// Complete lines (`block` ends with `\n`). Returns the last line number in it.
-    fn block(&mut self, finder: &memmem::Finder<'_>, block: &[u8], mut line_no: u64) -> u64 {
+    /// Complete lines (`block` ends with `\n`). Returns the last line number in it and how many lines held
+    /// `NCCL`. `dense`: the block is expected to be mostly NCCL lines (the previous one was).
+    fn block(
+        &mut self,
+        finder: &memmem::Finder<'_>,
+        block: &[u8],
+        mut line_no: u64,
+        dense: bool,
+    ) -> (u64, usize) {
+        // Dense blocks: one UTF-8 check and one escape/CR scan over the block instead of one per line (on
+        // sparse ones that would read the noise the finder skips).
+        let whole = dense
+            .then(|| std::str::from_utf8(block).ok())
+            .flatten()
+            .filter(|_| memchr::memchr2(0x1b, b'\r', block).is_none());
+        let mut hits = 0;
         let mut counted = 0;
         while let Some(hit) = finder.find(&block[counted..]).map(|h| h + counted) {
             let line_start =
@@ -209,16 +229,23 @@ impl Analyzer {
             self.lines_without_token(&block[counted..line_start], line_no);
             line_no += count_newlines(&block[counted..line_start]) + 1;
             let line = &block[line_start..line_end];
+            hits += 1;
             if line.len() > MAX_LINE_BYTES {
                 self.input.long_lines_cut += 1;
                 self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
+            } else if let Some(text) = whole.filter(|_| line.first() != Some(&b'{')) {
+                // Lines end at `\n` bytes, which are char boundaries.
+                let line = &text[line_start..line_end];
+                line::parse_plain_line_from(line, hit - line_start, |record| {
+                    self.record(line_no, record)
+                });
             } else {
                 self.nccl_line(line_no, line, hit - line_start);
             }
             counted = (line_end + 1).min(block.len());
         }
         self.lines_without_token(&block[counted..], line_no);
-        line_no + count_newlines(&block[counted..])
+        (line_no + count_newlines(&block[counted..]), hits)
     }
 
     /// Complete lines of a container runtime's log: each decoded, split lines joined, then read as usual.
@@ -279,6 +306,9 @@ impl Analyzer {
     /// Lines without `NCCL` (after line `line_no`): only an error name (`ncclSystemError: …`, printed by
     /// frameworks) matters there. One search over lines the reader skips anyway: none when every line is NCCL's.
     fn lines_without_token(&mut self, lines: &[u8], line_no: u64) {
+        if lines.is_empty() {
+            return;
+        }
         let mut from = 0;
         while let Some(hit) = ERROR_NAME.find(&lines[from..]).map(|h| h + from) {
             let start = memchr::memrchr(b'\n', &lines[from..hit]).map_or(from, |p| from + p + 1);
@@ -496,6 +526,49 @@ mod tests {
         assert_eq!(s.transports[0].first_seen, "t.log:2");
         assert_eq!(s.errors[0].line, 4);
         assert_eq!(s.input.lines, 4);
+    }
+
+    /// Blocks dense with NCCL lines take the whole-block path; the records must be those of parsing each line
+    /// alone, including blocks that hold escapes, carriage returns, invalid UTF-8 or Docker lines.
+    #[test]
+    fn dense_blocks_give_the_same_summary_as_line_by_line() {
+        let lines: [&[u8]; 6] = [
+            b"gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+            b"gpu-a02:3:4 [1] NCCL INFO Channel 01/0 : 7[7] -> 8[0] [send] via NET/Socket/1",
+            b"gpu-a03:5:6 [2] x.cc:1 NCCL WARN boom",
+            b"h:1:2 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1",
+            br#"{"log":"h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -\u003e 2[0] [send] via NET/IB/1\n"}"#,
+            b"h:1:2 [0] NCCL INFO transport/net_ib.cc:911 -> 2",
+        ];
+        let mut log = Vec::new();
+        let mut i = 0;
+        while log.len() < 3 * BLOCK_BYTES {
+            log.extend_from_slice(lines[i % lines.len()]);
+            // Now and then, lines that must leave the fast path: colour, a carriage return, invalid UTF-8.
+            match i % 5000 {
+                1000 => log.extend_from_slice(b" \x1b[0m"),
+                2000 => log.extend_from_slice(b"\r"),
+                3000 => log.extend_from_slice(b" \xff"),
+                _ => {}
+            }
+            log.push(b'\n');
+            i += 1;
+        }
+        let mut fast = Analyzer::new();
+        fast.read("t.log", log.as_slice(), None).unwrap();
+        let mut slow = Analyzer::new();
+        slow.start_source("t.log");
+        for (n, raw) in log.split(|&b| b == b'\n').enumerate() {
+            let decoded = docker_log(raw).map_or(Cow::Borrowed(raw), |(t, _)| t);
+            let text = String::from_utf8_lossy(&decoded);
+            line::parse_line(&text, |r| slow.record(n as u64 + 1, r));
+        }
+        let json = |a: Analyzer| {
+            let mut v = serde_json::to_value(a.finish()).unwrap();
+            v.as_object_mut().unwrap().remove("input");
+            v
+        };
+        assert_eq!(json(fast), json(slow));
     }
 
     #[test]
