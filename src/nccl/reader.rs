@@ -654,5 +654,15 @@ mod tests {
         for e in [NcclExpect::Gdrdma, NcclExpect::Ib, NcclExpect::Any] {
             let _ = judge(&s, e);
         }
+        // The same lines read as a CRI or a Docker log (the first line decides): decoded, joined, no panic.
+        for first in [
+            &b"2026-11-29T10:15:02.1Z stderr P "[..],
+            br#"{"log":"x","stream":"stderr"}"#,
+        ] {
+            let shipped = [first, b"\n", &log].concat();
+            let mut a = Analyzer::new();
+            a.read("fuzz", shipped.as_slice(), None).unwrap();
+            assert_eq!(a.finish().input.lines, 10_001);
+        }
     }
 }
