@@ -235,12 +235,7 @@ fn transport_advice(s: &Summary) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::nccl::analyze_text as analyze;
-
-    const IB_GDR: &str =
-        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
-    const IB_NO_GDR: &str =
-        "gpu-a02:3:4 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/1\n";
-    const P2P: &str = "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+    use crate::nccl::test_lines::*;
 
     #[test]
     fn judge_uses_selection_when_no_data_path() {

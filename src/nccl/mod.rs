@@ -14,6 +14,19 @@ pub use judge::{advice, advice_for, expect_name, judge, Judgement};
 pub use reader::{analyze_paths, check_log_path, LogError, ReadStop};
 pub use summary::{Analyzer, Summary, Verdict};
 
+/// Channel lines the unit tests share.
+#[cfg(test)]
+pub(crate) mod test_lines {
+    pub const IB_GDR: &str =
+        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
+    pub const IB_NO_GDR: &str =
+        "gpu-a02:3:4 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/1\n";
+    pub const SOCKET: &str =
+        "gpu-b07:5:6 [0] NCCL INFO Channel 00/0 : 3[3d000] -> 4[1b000] [send] via NET/Socket/0\n";
+    pub const P2P: &str =
+        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+}
+
 /// The summary of `text` read as one log named `t.log` (tests).
 #[cfg(test)]
 pub(crate) fn analyze_text(text: &str) -> Summary {

@@ -466,11 +466,9 @@ fn count_newlines(s: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nccl::test_lines::*;
     use crate::nccl::{analyze_text as analyze, judge, Verdict};
     use crate::profile::NcclExpect;
-
-    const IB_GDR: &str =
-        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
 
     #[test]
     fn line_numbers_count_noise_and_last_line_without_newline() {

@@ -841,14 +841,7 @@ fn union<'a, T: Ord + Clone + 'a>(sets: impl Iterator<Item = &'a BTreeSet<T>>) -
 mod tests {
     use super::*;
     use crate::nccl::analyze_text as analyze;
-
-    const IB_GDR: &str =
-        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
-    const IB_NO_GDR: &str =
-        "gpu-a02:3:4 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/1\n";
-    const SOCKET: &str =
-        "gpu-b07:5:6 [0] NCCL INFO Channel 00/0 : 3[3d000] -> 4[1b000] [send] via NET/Socket/0\n";
-    const P2P: &str = "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+    use crate::nccl::test_lines::*;
 
     #[test]
     fn verdict_follows_channel_lines() {

@@ -30,7 +30,8 @@ impl Probe for NcclTransport {
         Explain {
             reads: "the NCCL_DEBUG=INFO logs given with --nccl-log (user files, read directly, streamed): channel lines \
                     (`Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA` and every older shape), selection lines \
-                    (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines",
+                    (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines, error \
+                    return codes and error names; Docker json-file and CRI container logs are decoded",
             why: "NCCL silently falls back from InfiniBand/RoCE with GPUDirect RDMA to host-staged copies or plain TCP \
                   sockets when anything in the fabric is off. Jobs still run, 5-20x slower. Only the channel lines prove \
                   which transport carried the data; selection lines say what was chosen, not what was used.",
@@ -41,6 +42,9 @@ impl Probe for NcclTransport {
                   NCCL_NET_GDR_LEVEL unset, GPU and NIC under one PCIe switch (`nvidia-smi topo -m`)"),
                 ("undetermined: no channel lines", "capture a run that completes a collective across nodes with \
                   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"),
+                ("errors: WARN lines, return codes (`net_ib.cc:911 -> 2`), completion errors, ncclSystemError …",
+                 "a failing job fails whatever the transport: read the first error listed; completion errors \
+                  (status 12) point at the link or fabric (`fabric-preflight run --only rdma.link,rdma.counters`)"),
             ],
         }
     }
