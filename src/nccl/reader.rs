@@ -262,6 +262,9 @@ impl Analyzer {
             .split(|&b| b == b'\n')
         {
             line_no += 1;
+            if line.len() > MAX_LINE_BYTES {
+                self.input.long_lines_cut += 1;
+            }
             let line = &line[..line.len().min(MAX_LINE_BYTES)];
             self.stored_line(finder, Some(shipped), line_no, line);
         }
