@@ -36,6 +36,18 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
             dir.display()
         );
     }
+    // DIR itself is created after the run; a missing parent is a typo, refused before anything runs.
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.exists() && !parent.is_dir() {
+        bail!(
+            "snapshot {}: {} is not a directory (only DIR itself is created)",
+            dir.display(),
+            parent.display()
+        );
+    }
     let mut plan = super::run::prepare(
         None,
         &args.profile,
@@ -51,9 +63,20 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     plan.host = plan.host.recording();
     let recorder = plan.host.clone();
     crate::runner::install_panic_hook();
+    crate::interrupt::install();
     let executed = super::run::execute(plan);
+    if let Some(signal) = &executed.report.interrupted {
+        // A tree recorded from checks cut short would replay as a machine missing those answers.
+        eprintln!(
+            "fabric-preflight: snapshot {}: interrupted by {signal}, nothing written",
+            dir.display()
+        );
+        return Ok(Exit::COULD_NOT_RUN);
+    }
 
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !dir.exists() {
+        fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let mut copier = Copier {
         dest: dir.to_path_buf(),
         done: BTreeSet::new(),
@@ -67,12 +90,9 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     fs::write(dir.join(ANSWERS_FILE), answers + "\n")
         .with_context(|| format!("writing {}", dir.join(ANSWERS_FILE).display()))?;
 
-    print!(
-        "{}",
-        report::render(Format::Table, &executed.report, Style::PLAIN)
-    );
-    println!(
-        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)",
+    let mut text = report::render(Format::Table, &executed.report, Style::PLAIN);
+    text += &format!(
+        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)\n",
         dir.display(),
         paths.len(),
         copier.done.len(),
@@ -91,7 +111,13 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     for (path, why) in &copier.skipped {
         eprintln!("fabric-preflight: snapshot: not copied {path}: {why}");
     }
-    Ok(Exit::OK)
+    Ok(super::emit(&text, Exit::OK))
+}
+
+/// Character and block devices (`/dev/infiniband/uverbs0`, `/dev/nvidia0`) replay as empty stand-ins.
+fn is_device_node(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    meta.file_type().is_char_device() || meta.file_type().is_block_device()
 }
 
 struct Copier {
@@ -149,6 +175,9 @@ impl Copier {
                 self.copy_listing(&here);
             } else if meta.is_file() {
                 self.copy_file(&here);
+            } else if is_device_node(&meta) {
+                // A probe only asks whether `/dev/infiniband/uverbs0` exists; never open a device to copy it.
+                self.placeholder(&here);
             }
         }
     }
@@ -195,7 +224,7 @@ impl Copier {
                 }
             } else if meta.is_dir() {
                 self.make_dir(&path);
-            } else if meta.is_file() {
+            } else if meta.is_file() || is_device_node(&meta) {
                 self.placeholder(&path);
             }
         }
@@ -318,5 +347,20 @@ mod tests {
             "32.0 GT/s PCIe\n"
         );
         assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+    }
+
+    #[test]
+    fn device_nodes_are_recorded_as_empty_stand_ins() {
+        // Seen in the rxe VM: /dev/infiniband/uverbs0 was left out, so the replay failed rdma.devices.
+        let dest = tempfile::tempdir().unwrap();
+        let mut c = Copier {
+            dest: dest.path().to_path_buf(),
+            done: BTreeSet::new(),
+            skipped: vec![],
+        };
+        c.copy_path("/dev/null", 0);
+        let copied = c.target("/dev/null");
+        assert!(copied.is_file(), "{}", copied.display());
+        assert_eq!(fs::read(&copied).unwrap(), b"");
     }
 }

@@ -1,10 +1,11 @@
 //! `gpu.inventory`: the GPUs NVML sees, against the profile: count, model, driver and CUDA version, persistence,
 //! MIG, ECC, retired pages and remapped rows.
 
+use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
+use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Expect;
-use crate::vendor::nvml::{GpuFacts, NvmlFacts};
 use crate::version::compare_versions;
 
 pub struct GpuInventory;
@@ -23,6 +24,9 @@ impl Probe for GpuInventory {
     }
     fn kind(&self) -> Kind {
         Kind::Library
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Nvml]
     }
     fn explain(&self) -> Explain {
         Explain {
@@ -223,8 +227,8 @@ pub fn judge_gpu(g: &GpuFacts, expect: &Expect) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dynlib::nvml::RemappedRows;
     use crate::probe::Status;
-    use crate::vendor::nvml::RemappedRows;
 
     fn h200(index: u32) -> GpuFacts {
         GpuFacts {

@@ -7,6 +7,8 @@ mod gds;
 mod gpu;
 mod h200;
 mod nccl;
+mod presence;
+mod reports;
 mod robustness;
 mod usage;
 mod util;

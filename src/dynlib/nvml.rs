@@ -1,0 +1,535 @@
+//! NVML (`libnvidia-ml.so.1`, opened at run time by nvml-wrapper): everything the GPU probes read from it,
+//! gathered into serialisable facts so a recorded machine replays exactly what NVML said.
+//!
+//! Each reading is an [`Answer`]: the value, or the error text of the call that produced it (an old driver lacks
+//! some calls; a VM hides others). Nothing here judges.
+
+use nvml_wrapper::enum_wrappers::device::{
+    EccCounter, MemoryError, P2pCapabilitiesIndex, P2pStatus, RetirementCause, TopologyLevel,
+};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use serde::{Deserialize, Serialize};
+
+use super::{LibError, Library};
+use crate::isolate::breadcrumb;
+
+/// A reading or the error of the call that should have produced it.
+pub type Answer<T> = Result<T, String>;
+
+/// Key of the facts in recorded vendor answers.
+pub const ANSWERS_KEY: &str = "nvml";
+/// Key of the PCIe link readings taken while a copy loop kept the links busy.
+pub const UNDER_LOAD_KEY: &str = "nvml.pcie_under_load";
+
+/// NVLink links NVML may report per GPU (NVML_NVLINK_MAX_LINKS).
+const MAX_NVLINKS: u32 = 18;
+
+/// What NVML says about the node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvmlFacts {
+    /// Set when NVML could not be opened or initialised (`nvmlInit_v2`); everything else is then empty.
+    pub nvml_error: Option<LibError>,
+    pub driver_version: Answer<String>,
+    /// `nvmlSystemGetCudaDriverVersion_v2`: 13000 for CUDA 13.0.
+    pub cuda_driver_version: Answer<i32>,
+    pub nvml_version: Answer<String>,
+    pub device_count: Answer<u32>,
+    pub gpus: Vec<GpuFacts>,
+    /// Every unordered pair of GPUs (a < b by NVML index).
+    pub pairs: Vec<PairFacts>,
+}
+
+impl Default for GpuFacts {
+    fn default() -> Self {
+        fn unread<T>() -> Answer<T> {
+            Err("not read".to_string())
+        }
+        GpuFacts {
+            index: 0,
+            name: unread(),
+            uuid: unread(),
+            pci_bus_id: unread(),
+            persistence: unread(),
+            mig_enabled: unread(),
+            ecc_enabled: unread(),
+            ecc_uncorrected_volatile: unread(),
+            retired_pages_sbe: unread(),
+            retired_pages_dbe: unread(),
+            retired_pages_pending: unread(),
+            remapped_rows: unread(),
+            pcie_gen_current: unread(),
+            pcie_gen_max: unread(),
+            pcie_gen_gpu_max: unread(),
+            pcie_width_current: unread(),
+            pcie_width_max: unread(),
+            pcie_speed_current_mts: unread(),
+            pcie_speed_max_mts: unread(),
+            pcie_replay_counter: unread(),
+            bar1_total_bytes: unread(),
+            bar1_used_bytes: unread(),
+            memory_total_bytes: unread(),
+            numa_node: unread(),
+            nvlinks_active: unread(),
+        }
+    }
+}
+
+impl NvmlFacts {
+    /// NVML could not be opened: `error` says why, every other field repeats that it is unavailable.
+    pub fn absent(error: LibError) -> Self {
+        let unavailable = || "NVML not available".to_string();
+        NvmlFacts {
+            nvml_error: Some(error),
+            driver_version: Err(unavailable()),
+            cuda_driver_version: Err(unavailable()),
+            nvml_version: Err(unavailable()),
+            device_count: Err(unavailable()),
+            gpus: vec![],
+            pairs: vec![],
+        }
+    }
+}
+
+/// One GPU as NVML sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuFacts {
+    /// NVML index (PCI order; CUDA's order may differ: join on the bus id).
+    pub index: u32,
+    pub name: Answer<String>,
+    pub uuid: Answer<String>,
+    /// Lower case with a 4-digit domain (`0000:00:06.0`), the sysfs form.
+    pub pci_bus_id: Answer<String>,
+    pub persistence: Answer<bool>,
+    pub mig_enabled: Answer<bool>,
+    pub ecc_enabled: Answer<bool>,
+    /// Uncorrected ECC errors since the driver loaded.
+    pub ecc_uncorrected_volatile: Answer<u64>,
+    /// Pre-Ampere page retirement (Ampere and later remap rows instead and answer "not supported").
+    pub retired_pages_sbe: Answer<u32>,
+    pub retired_pages_dbe: Answer<u32>,
+    pub retired_pages_pending: Answer<bool>,
+    pub remapped_rows: Answer<RemappedRows>,
+    pub pcie_gen_current: Answer<u32>,
+    /// Highest generation the GPU and its slot together support.
+    pub pcie_gen_max: Answer<u32>,
+    /// Highest generation the GPU alone supports.
+    pub pcie_gen_gpu_max: Answer<u32>,
+    pub pcie_width_current: Answer<u32>,
+    pub pcie_width_max: Answer<u32>,
+    pub pcie_speed_current_mts: Answer<u32>,
+    pub pcie_speed_max_mts: Answer<u32>,
+    /// PCIe replays (link-level retransmissions) since the driver loaded.
+    pub pcie_replay_counter: Answer<u32>,
+    pub bar1_total_bytes: Answer<u64>,
+    pub bar1_used_bytes: Answer<u64>,
+    pub memory_total_bytes: Answer<u64>,
+    pub numa_node: Answer<u32>,
+    /// Number of NVLink links reported active.
+    pub nvlinks_active: Answer<u32>,
+}
+
+/// `nvmlDeviceGetRemappedRows` (Ampere and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    /// A remapping waits for a GPU reset.
+    pub pending: bool,
+    /// A remapping failed: the GPU needs service.
+    pub failure: bool,
+}
+
+/// P2P between two GPUs (`nvmlDeviceGetP2PStatus` per capability, `nvmlDeviceGetTopologyCommonAncestor`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairFacts {
+    pub a: u32,
+    pub b: u32,
+    /// [`P2P_OK`] or why not (`chipset not supported`, ...).
+    pub read: Answer<String>,
+    pub write: Answer<String>,
+    pub atomics: Answer<String>,
+    pub nvlink: Answer<String>,
+    /// `nvidia-smi topo` label of the common ancestor: `internal`, `PIX`, `PXB`, `PHB`, `NODE`, `SYS`.
+    pub topology: Answer<String>,
+}
+
+pub const P2P_OK: &str = "OK";
+
+/// One PCIe link reading of one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkSample {
+    pub index: u32,
+    pub pci_bus_id: Answer<String>,
+    pub gen: Answer<u32>,
+    pub width: Answer<u32>,
+    pub speed_mts: Answer<u32>,
+}
+
+fn text(call: &str, e: NvmlError) -> String {
+    format!("{call}: {}", words(&e))
+}
+
+/// nvml-wrapper's text for the error, with the loader's own message where there is one.
+fn words(e: &NvmlError) -> String {
+    let inner = super::innermost_message(e);
+    let outer = e.to_string();
+    if inner == outer || matches!(e, NvmlError::LibloadingError(_)) {
+        inner
+    } else {
+        format!("{outer}: {inner}")
+    }
+}
+
+fn ask<T>(call: &str, f: impl FnOnce() -> Result<T, NvmlError>) -> Answer<T> {
+    breadcrumb(call);
+    f().map_err(|e| text(call, e))
+}
+
+/// Opens NVML (`nvmlInit_v2`); the error is the loader's message when the library is absent.
+fn open() -> Result<Nvml, LibError> {
+    const CALL: &str = "nvmlInit_v2";
+    breadcrumb(CALL);
+    Nvml::init().map_err(|e| match e {
+        NvmlError::LibloadingError(_) => {
+            LibError::not_loaded(Library::Nvml, super::innermost_message(&e))
+        }
+        NvmlError::FailedToLoadSymbol(_) => {
+            LibError::missing_symbol(Library::Nvml, CALL, text(CALL, e))
+        }
+        other => {
+            let words = words(&other);
+            let code = nvml_wrapper_sys::bindings::nvmlReturn_t::from(other);
+            let text = format!("{} ({words})", return_name(code));
+            LibError::failed(Library::Nvml, CALL, Some(i64::from(code)), text)
+        }
+    })
+}
+
+/// `nvmlReturn_t` names from `nvml.h`: the words an operator searches for.
+fn return_name(code: u32) -> &'static str {
+    const NAMES: [&str; 30] = [
+        "NVML_SUCCESS",
+        "NVML_ERROR_UNINITIALIZED",
+        "NVML_ERROR_INVALID_ARGUMENT",
+        "NVML_ERROR_NOT_SUPPORTED",
+        "NVML_ERROR_NO_PERMISSION",
+        "NVML_ERROR_ALREADY_INITIALIZED",
+        "NVML_ERROR_NOT_FOUND",
+        "NVML_ERROR_INSUFFICIENT_SIZE",
+        "NVML_ERROR_INSUFFICIENT_POWER",
+        "NVML_ERROR_DRIVER_NOT_LOADED",
+        "NVML_ERROR_TIMEOUT",
+        "NVML_ERROR_IRQ_ISSUE",
+        "NVML_ERROR_LIBRARY_NOT_FOUND",
+        "NVML_ERROR_FUNCTION_NOT_FOUND",
+        "NVML_ERROR_CORRUPTED_INFOROM",
+        "NVML_ERROR_GPU_IS_LOST",
+        "NVML_ERROR_RESET_REQUIRED",
+        "NVML_ERROR_OPERATING_SYSTEM",
+        "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        "NVML_ERROR_IN_USE",
+        "NVML_ERROR_MEMORY",
+        "NVML_ERROR_NO_DATA",
+        "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+        "NVML_ERROR_INSUFFICIENT_RESOURCES",
+        "NVML_ERROR_FREQ_NOT_SUPPORTED",
+        "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+        "NVML_ERROR_DEPRECATED",
+        "NVML_ERROR_NOT_READY",
+        "NVML_ERROR_GPU_NOT_FOUND",
+        "NVML_ERROR_INVALID_STATE",
+    ];
+    NAMES
+        .get(code as usize)
+        .copied()
+        .unwrap_or("NVML_ERROR_UNKNOWN")
+}
+
+/// Everything the GPU probes need, read once.
+pub fn collect() -> NvmlFacts {
+    let nvml = match open() {
+        Ok(n) => n,
+        Err(e) => return NvmlFacts::absent(e),
+    };
+    let device_count = ask("nvmlDeviceGetCount_v2", || nvml.device_count());
+    let mut devices = Vec::new();
+    let mut gpus = Vec::new();
+    for index in 0..*device_count.as_ref().unwrap_or(&0) {
+        match ask("nvmlDeviceGetHandleByIndex_v2", || {
+            nvml.device_by_index(index)
+        }) {
+            Ok(device) => {
+                gpus.push(gpu_facts(&nvml, index, &device));
+                devices.push((index, device));
+            }
+            Err(e) => gpus.push(GpuFacts {
+                index,
+                name: Err(e),
+                ..GpuFacts::default()
+            }),
+        }
+    }
+    let mut pairs = Vec::new();
+    for (i, (a, da)) in devices.iter().enumerate() {
+        for (b, db) in &devices[i + 1..] {
+            let p2p = |cap, call| ask(call, || da.p2p_status(db, cap)).map(p2p_name);
+            pairs.push(PairFacts {
+                a: *a,
+                b: *b,
+                read: p2p(P2pCapabilitiesIndex::Read, "nvmlDeviceGetP2PStatus(READ)"),
+                write: p2p(P2pCapabilitiesIndex::Write, "nvmlDeviceGetP2PStatus(WRITE)"),
+                atomics: p2p(
+                    P2pCapabilitiesIndex::Atomics,
+                    "nvmlDeviceGetP2PStatus(ATOMICS)",
+                ),
+                nvlink: p2p(
+                    P2pCapabilitiesIndex::NvLink,
+                    "nvmlDeviceGetP2PStatus(NVLINK)",
+                ),
+                topology: ask("nvmlDeviceGetTopologyCommonAncestor", || {
+                    nvml.topology_common_ancestor(da, db)
+                })
+                .map(|l| topology_label(l).to_string()),
+            });
+        }
+    }
+    let facts = NvmlFacts {
+        nvml_error: None,
+        driver_version: ask("nvmlSystemGetDriverVersion", || nvml.sys_driver_version()),
+        cuda_driver_version: ask("nvmlSystemGetCudaDriverVersion_v2", || {
+            nvml.sys_cuda_driver_version()
+        }),
+        nvml_version: ask("nvmlSystemGetNVMLVersion", || nvml.sys_nvml_version()),
+        device_count,
+        gpus,
+        pairs,
+    };
+    drop(devices);
+    close(nvml);
+    facts
+}
+
+/// `nvmlShutdown`, named like every other call: a driver can hang here too.
+fn close(nvml: Nvml) {
+    let _ = ask("nvmlShutdown", move || nvml.shutdown());
+}
+
+fn gpu_facts(nvml: &Nvml, index: u32, d: &Device<'_>) -> GpuFacts {
+    let bar1 = ask("nvmlDeviceGetBAR1MemoryInfo", || d.bar1_memory_info());
+    GpuFacts {
+        index,
+        name: ask("nvmlDeviceGetName", || d.name()),
+        uuid: ask("nvmlDeviceGetUUID", || d.uuid()),
+        pci_bus_id: ask("nvmlDeviceGetPciInfo_v3", || d.pci_info())
+            .map(|p| normalize_bus_id(&p.bus_id)),
+        persistence: ask("nvmlDeviceGetPersistenceMode", || d.is_in_persistent_mode()),
+        mig_enabled: ask("nvmlDeviceGetMigMode", || d.mig_mode()).map(|m| m.current == 1),
+        ecc_enabled: ask("nvmlDeviceGetEccMode", || d.is_ecc_enabled())
+            .map(|m| m.currently_enabled),
+        ecc_uncorrected_volatile: ask("nvmlDeviceGetTotalEccErrors", || {
+            d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+        }),
+        retired_pages_sbe: ask("nvmlDeviceGetRetiredPages(SBE)", || {
+            d.retired_pages(RetirementCause::MultipleSingleBitEccErrors)
+        })
+        .map(|p| p.len() as u32),
+        retired_pages_dbe: ask("nvmlDeviceGetRetiredPages(DBE)", || {
+            d.retired_pages(RetirementCause::DoubleBitEccError)
+        })
+        .map(|p| p.len() as u32),
+        retired_pages_pending: ask("nvmlDeviceGetRetiredPagesPendingStatus", || {
+            d.are_pages_pending_retired()
+        }),
+        remapped_rows: remapped_rows(nvml, d),
+        pcie_gen_current: ask("nvmlDeviceGetCurrPcieLinkGeneration", || {
+            d.current_pcie_link_gen()
+        }),
+        pcie_gen_max: ask("nvmlDeviceGetMaxPcieLinkGeneration", || {
+            d.max_pcie_link_gen()
+        }),
+        pcie_gen_gpu_max: gpu_max_pcie_gen(nvml, d),
+        pcie_width_current: ask("nvmlDeviceGetCurrPcieLinkWidth", || {
+            d.current_pcie_link_width()
+        }),
+        pcie_width_max: ask("nvmlDeviceGetMaxPcieLinkWidth", || d.max_pcie_link_width()),
+        pcie_speed_current_mts: ask("nvmlDeviceGetPcieLinkSpeed", || d.pcie_link_speed()),
+        pcie_speed_max_mts: ask("nvmlDeviceGetPcieLinkMaxSpeed", || d.max_pcie_link_speed())
+            .and_then(|s| {
+                s.as_integer()
+                    .ok_or_else(|| "nvmlDeviceGetPcieLinkMaxSpeed: invalid".to_string())
+            }),
+        pcie_replay_counter: ask("nvmlDeviceGetPcieReplayCounter", || d.pcie_replay_counter()),
+        bar1_total_bytes: bar1.clone().map(|b| b.total),
+        bar1_used_bytes: bar1.map(|b| b.used),
+        memory_total_bytes: ask("nvmlDeviceGetMemoryInfo", || d.memory_info()).map(|m| m.total),
+        numa_node: ask("nvmlDeviceGetNumaNodeId", || d.numa_node_id()),
+        nvlinks_active: nvlinks_active(d),
+    }
+}
+
+/// Active links among 0..18; a link index the GPU lacks answers an error and is not counted. The error of
+/// link 0 is kept when no link answers at all (no NVLink on this GPU).
+fn nvlinks_active(d: &Device<'_>) -> Answer<u32> {
+    let mut active = 0;
+    let mut answered = false;
+    let mut first_error = None;
+    for link in 0..MAX_NVLINKS {
+        match ask("nvmlDeviceGetNvLinkState", || {
+            d.link_wrapper_for(link).is_active()
+        }) {
+            Ok(is_active) => {
+                answered = true;
+                active += u32::from(is_active);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if answered {
+        Ok(active)
+    } else {
+        Err(first_error.unwrap_or_else(|| "no NVLink".into()))
+    }
+}
+
+/// `nvmlDeviceGetRemappedRows` is not wrapped by nvml-wrapper 0.13: called through the raw table.
+fn remapped_rows(nvml: &Nvml, d: &Device<'_>) -> Answer<RemappedRows> {
+    const CALL: &str = "nvmlDeviceGetRemappedRows";
+    let lib = nvml.lib();
+    if let Err(e) = &lib.nvmlDeviceGetRemappedRows {
+        return Err(format!("{CALL}: {}", super::innermost_message(e)));
+    }
+    let (mut corr, mut unc, mut pending, mut failure) = (0, 0, 0, 0);
+    breadcrumb(CALL);
+    // SAFETY: the symbol is present (checked above); the handle is live for `d`'s lifetime; four out-ints.
+    let status = unsafe {
+        lib.nvmlDeviceGetRemappedRows(d.handle(), &mut corr, &mut unc, &mut pending, &mut failure)
+    };
+    nvml_wrapper::error::nvml_try(status).map_err(|e| text(CALL, e))?;
+    Ok(RemappedRows {
+        correctable: corr,
+        uncorrectable: unc,
+        pending: pending != 0,
+        failure: failure != 0,
+    })
+}
+
+/// `nvmlDeviceGetGpuMaxPcieLinkGeneration` (not wrapped by nvml-wrapper 0.13).
+fn gpu_max_pcie_gen(nvml: &Nvml, d: &Device<'_>) -> Answer<u32> {
+    const CALL: &str = "nvmlDeviceGetGpuMaxPcieLinkGeneration";
+    let lib = nvml.lib();
+    if let Err(e) = &lib.nvmlDeviceGetGpuMaxPcieLinkGeneration {
+        return Err(format!("{CALL}: {}", super::innermost_message(e)));
+    }
+    let mut gen = 0;
+    breadcrumb(CALL);
+    // SAFETY: the symbol is present (checked above); the handle is live; one out-int.
+    let status = unsafe { lib.nvmlDeviceGetGpuMaxPcieLinkGeneration(d.handle(), &mut gen) };
+    nvml_wrapper::error::nvml_try(status).map_err(|e| text(CALL, e))?;
+    Ok(gen)
+}
+
+/// Current PCIe generation, width and speed of every GPU, read now (called while a copy loop runs).
+pub fn sample_links() -> Answer<Vec<LinkSample>> {
+    let nvml = open()?;
+    let count = ask("nvmlDeviceGetCount_v2", || nvml.device_count())?;
+    let mut samples = Vec::new();
+    for index in 0..count {
+        let d = ask("nvmlDeviceGetHandleByIndex_v2", || {
+            nvml.device_by_index(index)
+        })?;
+        samples.push(LinkSample {
+            index,
+            pci_bus_id: ask("nvmlDeviceGetPciInfo_v3", || d.pci_info())
+                .map(|p| normalize_bus_id(&p.bus_id)),
+            gen: ask("nvmlDeviceGetCurrPcieLinkGeneration", || {
+                d.current_pcie_link_gen()
+            }),
+            width: ask("nvmlDeviceGetCurrPcieLinkWidth", || {
+                d.current_pcie_link_width()
+            }),
+            speed_mts: ask("nvmlDeviceGetPcieLinkSpeed", || d.pcie_link_speed()),
+        });
+    }
+    close(nvml);
+    Ok(samples)
+}
+
+/// NVML's `00000000:17:00.0` → sysfs's `0000:17:00.0`.
+pub fn normalize_bus_id(id: &str) -> String {
+    let id = id.trim().to_ascii_lowercase();
+    match id.split_once(':') {
+        Some((domain, rest)) if domain.len() > 4 => {
+            format!("{}:{rest}", &domain[domain.len() - 4..])
+        }
+        _ => id,
+    }
+}
+
+fn p2p_name(s: P2pStatus) -> String {
+    match s {
+        P2pStatus::Ok => P2P_OK,
+        P2pStatus::ChipsetNotSupported => "chipset not supported",
+        P2pStatus::GpuNotSupported => "GPU not supported",
+        P2pStatus::IohTopologyNotSupported => "IOH topology not supported",
+        P2pStatus::DisabledByRegkey => "disabled by regkey",
+        P2pStatus::NotSupported => "not supported",
+        P2pStatus::Unknown => "unknown",
+    }
+    .to_string()
+}
+
+fn topology_label(l: TopologyLevel) -> &'static str {
+    match l {
+        TopologyLevel::Internal => "internal",
+        TopologyLevel::Single => "PIX",
+        TopologyLevel::Multiple => "PXB",
+        TopologyLevel::HostBridge => "PHB",
+        TopologyLevel::Node => "NODE",
+        TopologyLevel::System => "SYS",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_id_with_eight_digit_domain_normalizes_to_sysfs_form() {
+        assert_eq!(normalize_bus_id("00000000:00:06.0"), "0000:00:06.0");
+        assert_eq!(normalize_bus_id("0000:9A:00.0"), "0000:9a:00.0");
+    }
+
+    #[test]
+    fn absent_library_gives_loader_message_not_panic() {
+        let facts = collect();
+        if let Some(e) = &facts.nvml_error {
+            assert!(facts.gpus.is_empty());
+            assert_eq!(e.library, Library::Nvml);
+            assert!(
+                e.is_not_loaded() || e.call == "nvmlInit_v2",
+                "names the library or the call: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn facts_survive_a_json_round_trip() {
+        let facts = NvmlFacts {
+            nvml_error: None,
+            driver_version: Ok("580.159.04".into()),
+            cuda_driver_version: Ok(13000),
+            nvml_version: Err("nvmlSystemGetNVMLVersion: not supported".into()),
+            device_count: Ok(1),
+            gpus: vec![GpuFacts {
+                index: 0,
+                ..GpuFacts::default()
+            }],
+            pairs: vec![],
+        };
+        let json = serde_json::to_string(&facts).unwrap();
+        assert_eq!(serde_json::from_str::<NvmlFacts>(&json).unwrap(), facts);
+    }
+}
