@@ -19,15 +19,6 @@ pub fn read_device_names(host: &Host) -> Result<Vec<String>, ReadError> {
     }
 }
 
-/// `/sys/class/infiniband = mlx5_0 mlx5_1` (or `<no devices>`): the evidence line naming what the kernel lists.
-pub fn device_list_evidence(names: &[String]) -> String {
-    if names.is_empty() {
-        format!("{CLASS_INFINIBAND} = <no devices>")
-    } else {
-        format!("{CLASS_INFINIBAND} = {}", names.join(" "))
-    }
-}
-
 /// `mlx5_2` before `mlx5_10`: digit runs compare as numbers.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn chunks(s: &str) -> Vec<(bool, &str)> {
