@@ -196,15 +196,17 @@ fn gdr_settings(cx: &Context<'_>, wants: &Wants) -> Vec<CheckResult> {
 }
 
 /// `(device, port)` pairs present on this host.
-fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Vec<(String, u32)> {
-    devs.iter()
-        .flat_map(|d| {
+fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Result<Vec<(String, u32)>, ReadError> {
+    let mut out = Vec::new();
+    for d in devs {
+        out.extend(
             read_device(cx.host, d)
-                .ports
+                .ports?
                 .into_iter()
-                .map(move |p| (d.clone(), p))
-        })
-        .collect()
+                .map(|p| (d.clone(), p)),
+        );
+    }
+    Ok(out)
 }
 
 fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
@@ -218,7 +220,10 @@ fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
         Ok(d) => d,
         Err(e) => return Some(unreadable(VAR, &e)),
     };
-    let ports = ib_ports(cx, &devs);
+    let ports = match ib_ports(cx, &devs) {
+        Ok(p) => p,
+        Err(e) => return Some(unreadable(VAR, &e)),
+    };
     let kept: Vec<String> = ports
         .iter()
         .filter(|(d, p)| list.keeps(d, Some(*p)))
@@ -329,7 +334,10 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
         Ok(d) => d,
         Err(e) => return vec![unreadable(VAR, &e)],
     };
-    let ports = ib_ports(cx, &devs);
+    let ports = match ib_ports(cx, &devs) {
+        Ok(p) => p,
+        Err(e) => return vec![unreadable(VAR, &e)],
+    };
     let mut out = Vec::new();
     for (dev, port) in ports {
         if hca.as_ref().is_some_and(|l| !l.keeps(&dev, Some(port))) {
