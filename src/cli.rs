@@ -152,7 +152,8 @@ pub struct NcclArgs {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Transport the job must have used (gdrdma: IB or OFI family with GDRDMA on every NET channel)
+    /// Transport the job must have used (gdrdma: IB, OFI or another non-socket plugin with GDRDMA on every NET
+    /// channel)
     #[arg(long, value_enum, default_value = "gdrdma")]
     pub expect: NcclExpect,
 

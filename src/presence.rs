@@ -4,6 +4,7 @@
 //! | hardware on the bus | kernel driver          | user-space library              | verdict                          |
 //! |---------------------|------------------------|---------------------------------|----------------------------------|
 //! | none                | –                      | –                               | SKIP (FAIL if the profile expects it) |
+//! | unreadable (bus or driver list) | –           | –                               | ERROR naming what was not read   |
 //! | present             | not loaded / not bound | –                               | FAIL, naming the devices         |
 //! | present             | bound                  | cannot be loaded                | ERROR: what to mount or install  |
 //! | present             | bound                  | loads but fails or lists nothing| FAIL, the library's words + fix  |
@@ -13,7 +14,8 @@
 //!
 //! A hang is the runner's to report (`runner.rs`): the library is then marked hung for the rest of the run.
 
-use crate::dynlib::{ErrorKind, LibError, Library};
+use crate::answers::Answers;
+use crate::dynlib::{verbs, ErrorKind, LibError, Library};
 use crate::host::Host;
 use crate::probe::CheckResult;
 use crate::sysfs::infiniband;
@@ -65,8 +67,9 @@ pub struct Survey {
     /// Devices the driver lists (GPU bus ids under /proc/driver/nvidia/gpus; RDMA device names).
     pub driver_devices: Vec<String>,
     pub evidence: Vec<String>,
-    /// The bus could not be read in full: absence cannot be concluded (the error result to return then).
-    tree_gap: Option<CheckResult>,
+    /// The bus or the driver's list could not be read in full: absence cannot be concluded (the error result to
+    /// return then).
+    gap: Option<CheckResult>,
 }
 
 impl Survey {
@@ -133,7 +136,7 @@ impl Survey {
                         None => None,
                     })
                     .collect();
-                (listed.unwrap_or_default(), unbound)
+                (listed, unbound)
             }
             Stack::Rdma => {
                 if let Ok(m) = Modules::read(host) {
@@ -157,8 +160,12 @@ impl Survey {
                         .collect(),
                     _ => vec![],
                 };
-                (names.unwrap_or_default(), unbound)
+                (names, unbound)
             }
+        };
+        let (driver_devices, driver_gap) = match driver_devices {
+            Ok(d) => (d, None),
+            Err(e) => (vec![], Some(CheckResult::read_error("", &e))),
         };
         Survey {
             stack,
@@ -166,7 +173,7 @@ impl Survey {
             unbound,
             driver_devices,
             evidence,
-            tree_gap,
+            gap: tree_gap.or(driver_gap),
         }
     }
 
@@ -179,7 +186,7 @@ impl Survey {
     /// `expected`: the profile expects this hardware (absence is then a failure).
     pub fn gate(&self, id: &str, expected: bool) -> Option<CheckResult> {
         let r = if self.hardware_absent() {
-            if let Some(gap) = &self.tree_gap {
+            if let Some(gap) = &self.gap {
                 let mut r = gap.clone();
                 r.id = id.to_string();
                 return Some(r);
@@ -248,6 +255,48 @@ impl Survey {
             }
         };
         self.with_evidence(r.evidence(&err.call, &err.text))
+    }
+
+    /// The devices a library lists, or the verdict when it failed (with the call's own answer as a note) or
+    /// listed none.
+    fn library_devices(
+        &self,
+        id: &str,
+        library: Library,
+        call: &str,
+        listed: Result<Vec<String>, (LibError, String)>,
+        expected: bool,
+    ) -> Result<Vec<String>, Box<CheckResult>> {
+        match listed {
+            Err((err, answer)) => Err(Box::new(
+                self.library_failed(id, &err, expected).note(answer),
+            )),
+            Ok(devices) if devices.is_empty() => Err(Box::new(
+                self.library_lists_none(id, library, call, expected),
+            )),
+            Ok(devices) => Ok(devices),
+        }
+    }
+
+    /// The devices libibverbs lists (recorded or live), or the verdict when it cannot be asked, fails or lists
+    /// none.
+    pub fn verbs_devices(
+        &self,
+        answers: &Answers,
+        id: &str,
+        expected: bool,
+    ) -> Result<Vec<String>, Box<CheckResult>> {
+        let discovery = answers
+            .obtain(verbs::DEVICE_LIST_KEY, verbs::discover)
+            .map_err(|e| Box::new(CheckResult::error(id, e)))?
+            .value;
+        self.library_devices(
+            id,
+            Library::Verbs,
+            "ibv_get_device_list",
+            discovery.into_result(),
+            expected,
+        )
     }
 
     /// The verdict for a library that works but lists none of the devices the bus and the driver show.
@@ -345,8 +394,24 @@ mod tests {
             unbound: unbound.iter().map(|s| s.to_string()).collect(),
             driver_devices: driver.iter().map(|s| s.to_string()).collect(),
             evidence: vec![],
-            tree_gap: None,
+            gap: None,
         }
+    }
+
+    /// An RDMA class directory that cannot be listed on a host with no NIC on the bus proves no absence: an
+    /// error naming it, not "no RDMA-capable NIC on this host" (it was a SKIP).
+    #[test]
+    fn an_unreadable_driver_list_is_no_proof_of_absence() {
+        let dir = crate::probes::testing::copy_scenario("h200-vm-snapshot");
+        std::os::unix::fs::symlink("infiniband", dir.path().join("sys/class/infiniband")).unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let r = Survey::read(&host, Stack::Rdma).gate("x", false).unwrap();
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains(infiniband::CLASS_INFINIBAND),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]

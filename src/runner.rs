@@ -480,6 +480,21 @@ mod tests {
     use super::*;
     use crate::probe::Explain;
 
+    /// After a libibverbs hang, every check that calls libibverbs reports at once instead of hanging again.
+    #[test]
+    fn a_verbs_hang_stops_every_check_that_calls_verbs() {
+        let hung: HungLibraries = Arc::new(Mutex::new(vec![Hung {
+            library: Library::Verbs,
+            call: "ibv_get_device_list".into(),
+            probe: "gdr.loopback",
+            after: Duration::from_secs(2),
+        }]));
+        for id in ["rdma.loopback", "gdr.loopback"] {
+            let probe = crate::probes::find(id).unwrap();
+            assert!(hung_library_needed(probe, &hung).is_some(), "{id}");
+        }
+    }
+
     struct Sleeper;
     impl Probe for Sleeper {
         fn id(&self) -> &'static str {

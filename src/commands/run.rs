@@ -188,9 +188,7 @@ pub fn prepare(
     let timeout = crate::profile::timeout_duration(timeout_secs)
         .map_err(|e| anyhow::anyhow!("--timeout {e}"))?;
     for log in &inputs.nccl_logs {
-        if log.as_os_str() != "-" && !log.is_file() {
-            bail!("--nccl-log {}: no such file", log.display());
-        }
+        crate::nccl::check_log_path(log).map_err(|e| anyhow::anyhow!("--nccl-log {e}"))?;
     }
     let probes = crate::probes::all()
         .iter()
