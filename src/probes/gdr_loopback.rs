@@ -159,7 +159,7 @@ impl Probe for GdrLoopback {
                 let i = nearest(&distances)?;
                 let info = ports[i].0.clone();
                 let roce_gid = if info.is_ethernet() {
-                    roce_v2_gid(cx, &info)
+                    infiniband::roce_v2_gid(cx.host, &info)
                 } else {
                     None
                 };
@@ -241,25 +241,6 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .enumerate()
         .min_by_key(|(i, d)| (**d, *i))
         .map(|(i, _)| i)
-}
-
-/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
-fn roce_v2_gid(cx: &Context<'_>, port: &PortAttrs) -> Option<(u32, [u8; 16])> {
-    let (dev, p) = (&port.device, port.port);
-    let mut found: Vec<(u32, String)> = infiniband::read_gid_indices(cx.host, dev, p)
-        .into_iter()
-        .filter(|&i| {
-            infiniband::read_gid_type(cx.host, dev, p, i)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t == "RoCE v2")
-        })
-        .filter_map(|i| Some((i, infiniband::read_gid(cx.host, dev, p, i).ok()??)))
-        .collect();
-    found.sort_by_key(|(i, gid)| (infiniband::gid_ipv4(gid).is_none(), *i));
-    found
-        .into_iter()
-        .find_map(|(i, gid)| infiniband::parse_gid_bytes(&gid).map(|raw| (i, raw)))
 }
 
 /// perftest-like sizes, cut off at `deadline` (the whole run's; each leg gets its share).

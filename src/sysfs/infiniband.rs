@@ -468,6 +468,25 @@ pub fn read_uverbs_map(host: &Host) -> UverbsMap {
     UverbsMap { map, unreadable }
 }
 
+/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
+pub fn roce_v2_gid(host: &Host, port: &PortAttrs) -> Option<(u32, [u8; 16])> {
+    let (dev, p) = (&port.device, port.port);
+    let mut found: Vec<(u32, String)> = read_gid_indices(host, dev, p)
+        .into_iter()
+        .filter(|&i| {
+            read_gid_type(host, dev, p, i)
+                .ok()
+                .flatten()
+                .is_some_and(|t| t == "RoCE v2")
+        })
+        .filter_map(|i| Some((i, read_gid(host, dev, p, i).ok()??)))
+        .collect();
+    found.sort_by_key(|(i, gid)| (gid_ipv4(gid).is_none(), *i));
+    found
+        .into_iter()
+        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,3 +599,4 @@ mod gid_tests {
         assert_eq!(parse_gid(""), None);
     }
 }
+
