@@ -11,6 +11,7 @@ pub mod host;
 pub mod isolate;
 pub mod measure;
 pub mod nccl;
+pub mod pair;
 pub mod probe;
 pub mod probes;
 pub mod profile;

@@ -7,4 +7,5 @@ pub mod copy;
 pub mod cufile_read;
 pub mod gdr;
 pub mod rc;
+pub mod rdma_pair;
 pub mod rdma_write;

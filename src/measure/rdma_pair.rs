@@ -1,0 +1,386 @@
+//! One port of this node against one port of another, over an RC queue pair (`measure::rc`): RDMA WRITE and
+//! RDMA READ bandwidth with the data checked at the receiving end, and SEND/RECV ping-pong latency (one-way =
+//! half the round trip, as perftest's `ib_send_lat` reports). The initiator drives; the responder serves and
+//! checks. Both sides synchronise through a [`Channel`] (the `pair` TCP connection); nothing here knows
+//! sockets or verdicts.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::queue_pair::QueuePair;
+
+use crate::isolate::breadcrumb;
+use crate::measure::rc::{self, fail, Failure, Op, PortTarget, Region, Registration, Remote};
+use crate::measure::rdma_write::{bits_per_sec_gbps, pattern};
+
+/// What the two ends tell each other during a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Sync {
+    /// The sender's QP and buffer: `addr..addr+len`, source half first.
+    Endpoint {
+        remote: Remote,
+        addr: u64,
+        rkey: u32,
+        len: u64,
+    },
+    /// The sender's QP is connected and its first receive posted.
+    Ready,
+    /// The initiator finished writing into the responder's destination half.
+    WriteDone,
+    /// The responder's destination half equals the pattern.
+    WriteChecked { verified: bool },
+    /// The initiator starts the ping-pong.
+    PingStart,
+    /// The initiator's numbers, so both reports carry the same result.
+    Outcome(PairOutcome),
+    /// The sender stopped here.
+    Failed(Failure),
+}
+
+/// The control channel: ordered, reliable, bounded in time; its errors name the peer.
+pub trait Channel {
+    fn send(&mut self, step: Sync) -> Result<(), Failure>;
+    fn recv(&mut self, during: &str) -> Result<Sync, Failure>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    Initiator,
+    Responder,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PairPlan {
+    pub message_bytes: usize,
+    pub bw_messages: u32,
+    pub queue_depth: u32,
+    pub pings: u32,
+    pub deadline: Instant,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairOutcome {
+    pub registration: Registration,
+    pub write_gbps: f64,
+    pub write_verified: bool,
+    pub read_gbps: f64,
+    pub read_verified: bool,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub pings: u32,
+    /// The deadline ended a phase early.
+    pub cut_short: bool,
+}
+
+const PING_BYTES: u32 = 8;
+/// The last ping: tells the responder to stop echoing.
+const PING_STOP: u64 = u64::MAX;
+/// A responder that gets no ping for this long decides the initiator is gone.
+const PING_IDLE: Duration = Duration::from_secs(5);
+
+/// Runs one port pair in host memory. A failure is sent to the peer (best effort) before it is returned.
+pub fn run(
+    role: Role,
+    target: &PortTarget,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<PairOutcome, Failure> {
+    let result = run_inner(role, target, plan, ch);
+    if let Err(f) = &result {
+        if !f.stage.starts_with("peer") && !f.stage.starts_with("control") {
+            let _ = ch.send(Sync::Failed(f.clone()));
+        }
+    }
+    result
+}
+
+fn run_inner(
+    role: Role,
+    target: &PortTarget,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<PairOutcome, Failure> {
+    let half = plan.message_bytes;
+    if half < PING_BYTES as usize || half > u32::MAX as usize {
+        return Err(fail(
+            "plan",
+            format!("message size {half} out of range"),
+        ));
+    }
+    let mut buf = vec![0u8; 2 * half];
+    buf[..half].copy_from_slice(&pattern(half));
+    let addr = buf.as_mut_ptr() as u64;
+    let (src, dst) = (addr, addr + half as u64);
+
+    let port = rc::open_port(target)?;
+    let (mr, registration) = port.register(Region {
+        addr,
+        len: buf.len(),
+        dmabuf_fd: None,
+    })?;
+    let depth = plan.queue_depth.max(1);
+    let send_cq = port.create_cq(depth + 4)?;
+    let recv_cq = port.create_cq(4)?;
+    let mut qp = port.create_qp(&send_cq, &recv_cq, depth, 2)?;
+    let lkey = mr.lkey();
+    // The ping buffer is the start of the destination half; the pings land there, never the bulk data.
+    rc::post_recv(&mut qp, 0, lkey, dst, PING_BYTES)?;
+    let psn = match role {
+        Role::Initiator => 0x1000,
+        Role::Responder => 0x2000,
+    };
+    ch.send(Sync::Endpoint {
+        remote: Remote {
+            qpn: qp.qp_number(),
+            psn,
+            lid: port.lid,
+            gid: target.roce_gid.map(|(_, raw)| raw),
+        },
+        addr,
+        rkey: mr.rkey(),
+        len: buf.len() as u64,
+    })?;
+    let (peer, peer_addr, peer_rkey, peer_len) = match expect(ch, "endpoint exchange")? {
+        Sync::Endpoint {
+            remote,
+            addr,
+            rkey,
+            len,
+        } => (remote, addr, rkey, len),
+        other => return Err(unexpected("endpoint exchange", &other)),
+    };
+    if peer_len != buf.len() as u64 {
+        return Err(fail(
+            "endpoint exchange",
+            format!(
+                "peer registered {peer_len} bytes, this node {}: run both ends with the same --message-size",
+                buf.len()
+            ),
+        ));
+    }
+    rc::connect(&mut qp, target, port.mtu, &peer, psn)?;
+    ch.send(Sync::Ready)?;
+    match expect(ch, "connect")? {
+        Sync::Ready => {}
+        other => return Err(unexpected("connect", &other)),
+    }
+
+    let outcome = match role {
+        Role::Initiator => {
+            let mut cut_short = false;
+            // WRITE our source half into the peer's destination half; the peer checks it.
+            let t = Instant::now();
+            let (n, cut) = rc::stream(
+                &mut qp,
+                &send_cq,
+                Op::Write {
+                    rkey: peer_rkey,
+                    dst: peer_addr + half as u64,
+                },
+                lkey,
+                src,
+                half as u32,
+                plan.bw_messages,
+                depth,
+                plan.deadline,
+            )?;
+            cut_short |= cut;
+            let write_gbps = bits_per_sec_gbps(n as u64 * half as u64, t.elapsed());
+            ch.send(Sync::WriteDone)?;
+            let write_verified = match expect(ch, "RDMA WRITE check")? {
+                Sync::WriteChecked { verified } => verified,
+                other => return Err(unexpected("RDMA WRITE check", &other)),
+            };
+            // READ the peer's source half into our destination half, then compare.
+            buf[half..].fill(0);
+            let t = Instant::now();
+            let (n, cut) = rc::stream(
+                &mut qp,
+                &send_cq,
+                Op::Read {
+                    rkey: peer_rkey,
+                    src_remote: peer_addr,
+                },
+                lkey,
+                dst,
+                half as u32,
+                plan.bw_messages,
+                depth,
+                plan.deadline,
+            )?;
+            cut_short |= cut;
+            let read_gbps = bits_per_sec_gbps(n as u64 * half as u64, t.elapsed());
+            let read_verified = n > 0 && buf[..half] == buf[half..];
+            ch.send(Sync::PingStart)?;
+            let (samples, cut) = ping(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan)?;
+            cut_short |= cut;
+            let outcome = PairOutcome {
+                registration,
+                write_gbps,
+                write_verified,
+                read_gbps,
+                read_verified,
+                latency_p50_us: percentile(&samples, 50.0),
+                latency_p99_us: percentile(&samples, 99.0),
+                pings: samples.len() as u32,
+                cut_short,
+            };
+            ch.send(Sync::Outcome(outcome.clone()))?;
+            outcome
+        }
+        Role::Responder => {
+            match expect(ch, "RDMA WRITE")? {
+                Sync::WriteDone => {}
+                other => return Err(unexpected("RDMA WRITE", &other)),
+            }
+            let verified = buf[..half] == buf[half..];
+            ch.send(Sync::WriteChecked { verified })?;
+            match expect(ch, "RDMA READ")? {
+                Sync::PingStart => {}
+                other => return Err(unexpected("RDMA READ", &other)),
+            }
+            echo(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan)?;
+            match expect(ch, "latency")? {
+                Sync::Outcome(o) => o,
+                other => return Err(unexpected("latency", &other)),
+            }
+        }
+    };
+    breadcrumb("ibv teardown (ibv_destroy_qp, ibv_dereg_mr, ibv_destroy_cq, ibv_dealloc_pd, ibv_close_device)");
+    drop(qp);
+    drop(mr);
+    Ok(outcome)
+}
+
+/// The next step from the peer; a `Failed` from it becomes our failure, naming its stage.
+fn expect(ch: &mut dyn Channel, during: &str) -> Result<Sync, Failure> {
+    match ch.recv(during)? {
+        Sync::Failed(f) => Err(fail(
+            &format!("peer: {}", f.stage),
+            format!("the peer stopped: {}", f.message),
+        )),
+        s => Ok(s),
+    }
+}
+
+fn unexpected(during: &str, got: &Sync) -> Failure {
+    fail(
+        "control",
+        format!("unexpected {got:?} from the peer during {during}"),
+    )
+}
+
+fn read_u64(addr: u64) -> u64 {
+    // SAFETY: `addr` is the start of our own live buffer, at least 8 bytes long; the HCA finished writing it
+    // (its receive completion was polled).
+    unsafe { std::ptr::read_volatile(addr as *const u64) }
+}
+
+fn write_u64(addr: u64, v: u64) {
+    // SAFETY: as in `read_u64`; no work request reads these bytes while we write them.
+    unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
+}
+
+/// Initiator: `plan.pings` round trips of 8 bytes, then a stop ping. Returns one-way latencies in µs.
+fn ping(
+    qp: &mut sideway::ibverbs::queue_pair::BasicQueuePair,
+    send_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
+    recv_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
+    lkey: u32,
+    src: u64,
+    dst: u64,
+    plan: PairPlan,
+) -> Result<(Vec<f64>, bool), Failure> {
+    let mut samples = Vec::with_capacity(plan.pings as usize);
+    let mut cut_short = false;
+    let scratch = src; // the pattern is restored nowhere after this; the bulk phases are over
+    for i in 0..u64::from(plan.pings) {
+        if Instant::now() >= plan.deadline {
+            cut_short = true;
+            break;
+        }
+        write_u64(scratch, i);
+        let t = Instant::now();
+        rc::post(qp, Op::Send, i, lkey, scratch, PING_BYTES)?;
+        rc::wait_completions(send_cq, plan.deadline, "SEND")?;
+        rc::wait_completions(recv_cq, plan.deadline, "RECV")?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+        rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
+    }
+    write_u64(scratch, PING_STOP);
+    rc::post(qp, Op::Send, PING_STOP, lkey, scratch, PING_BYTES)?;
+    rc::wait_completions(send_cq, plan.deadline, "SEND")?;
+    Ok((samples, cut_short))
+}
+
+/// Responder: echo every ping until the stop ping; silence for [`PING_IDLE`] means the initiator is gone.
+fn echo(
+    qp: &mut sideway::ibverbs::queue_pair::BasicQueuePair,
+    send_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
+    recv_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
+    lkey: u32,
+    src: u64,
+    dst: u64,
+    plan: PairPlan,
+) -> Result<(), Failure> {
+    loop {
+        let wait_until = plan.deadline.min(Instant::now() + PING_IDLE);
+        rc::wait_completions(recv_cq, wait_until, "RECV").map_err(|f| {
+            fail(
+                "peer: latency",
+                format!("no ping from the peer ({}): it stopped mid-transfer", f.message),
+            )
+        })?;
+        let seq = read_u64(dst);
+        if seq == PING_STOP {
+            return Ok(());
+        }
+        rc::post_recv(qp, seq + 1, lkey, dst, PING_BYTES)?;
+        write_u64(src, seq);
+        rc::post(qp, Op::Send, seq, lkey, src, PING_BYTES)?;
+        rc::wait_completions(send_cq, plan.deadline, "SEND")?;
+    }
+}
+
+/// The `p`th percentile (nearest rank) of `samples`; 0 when there are none.
+pub fn percentile(samples: &[f64], p: f64) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
+    s[rank.clamp(1, s.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let s: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&s, 50.0), 50.0);
+        assert_eq!(percentile(&s, 99.0), 99.0);
+        assert_eq!(percentile(&[3.0, 1.0, 2.0], 50.0), 2.0);
+        assert_eq!(percentile(&[], 99.0), 0.0);
+    }
+
+    #[test]
+    fn sync_round_trips_through_json() {
+        let s = Sync::Endpoint {
+            remote: Remote {
+                qpn: 7,
+                psn: 0x1000,
+                lid: 3,
+                gid: Some([1; 16]),
+            },
+            addr: 0xdead,
+            rkey: 9,
+            len: 16,
+        };
+        let back: Sync = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+}
