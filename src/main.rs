@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Cmd::Topo(args) => commands::topo::main(args),
         Cmd::Nccl(args) => commands::nccl::main(args),
         Cmd::Snapshot(args) => commands::snapshot::main(args),
+        Cmd::Pair(args) => commands::pair::main(args),
     };
     ExitCode::from(code.unwrap_or_else(|err| {
         eprintln!("fabric-preflight: {err:#}");

@@ -108,6 +108,11 @@ pub struct Thresholds {
     pub gdr_bandwidth_pct_of_link: Option<Limit>,
     /// GDR loopback 8-byte RDMA WRITE latency, µs (ceiling).
     pub gdr_latency_us: Option<Limit>,
+    /// `pair`: RDMA WRITE/READ between two nodes as a percentage of the lower end's link rate (floor; not
+    /// judged on software devices, whose rate is a placeholder).
+    pub pair_bandwidth_pct_of_link: Option<Limit>,
+    /// `pair`: SEND/RECV one-way latency p99, µs (ceiling).
+    pub pair_latency_us: Option<Limit>,
     /// cuFile sequential read, GB/s (floor).
     pub gds_read_gbytes_per_sec: Option<Limit>,
     /// IB/RoCE error counters, count (ceiling).

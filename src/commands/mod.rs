@@ -2,6 +2,7 @@
 
 pub mod list;
 pub mod nccl;
+pub mod pair;
 pub mod run;
 pub mod snapshot;
 pub mod topo;

@@ -54,16 +54,31 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     )?;
     runner::install_panic_hook();
     let executed = execute(plan);
+    let code = exit::for_run(&executed.report, args.strict);
+    deliver(
+        &executed.report,
+        &outputs,
+        args.color,
+        args.termination_log.as_deref(),
+    );
+    Ok(code)
+}
+
+/// Writes `report` to every target (stdout styled, files plain) and the termination log.
+pub fn deliver(
+    report: &RunReport,
+    outputs: &[(Format, Target)],
+    color: ColorChoice,
+    termination_log: Option<&std::path::Path>,
+) {
     let style = Style {
-        color: use_color(args.color),
+        color: use_color(color),
         width: report::terminal_width(),
     };
-    let code = exit::for_run(&executed.report, args.strict);
-
-    for (format, target) in &outputs {
+    for (format, target) in outputs {
         let text = report::render(
             *format,
-            &executed.report,
+            report,
             if *target == Target::Stdout {
                 style
             } else {
@@ -80,15 +95,14 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
                 .unwrap_or_else(|e| eprintln!("fabric-preflight: {e:#}")),
         }
     }
-    if let Some(path) = &args.termination_log {
-        if let Err(e) = std::fs::write(path, termination::render(&executed.report)) {
+    if let Some(path) = termination_log {
+        if let Err(e) = std::fs::write(path, termination::render(report)) {
             eprintln!(
                 "fabric-preflight: writing termination log {}: {e}",
                 path.display()
             );
         }
     }
-    Ok(code)
 }
 
 pub fn prepare(
@@ -178,7 +192,7 @@ pub fn execute(plan: Plan) -> Executed {
 }
 
 /// `--output json=PATH`, `--output PATH` (in `--format`). Stdout gets `--format` unless a bare PATH took it.
-fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
+pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
     let mut outputs = Vec::new();
     let mut stdout_taken = false;
     for spec in specs {

@@ -314,6 +314,22 @@ impl Peer {
         format!("{} ({})", self.node, self.addr)
     }
 
+    /// The peer closed its end (its process ended): a peek that finds end-of-stream. Waiting bytes or nothing
+    /// yet mean it is still there.
+    pub fn is_gone(&mut self) -> bool {
+        if self.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut b = [0u8; 1];
+        let gone = match self.stream.peek(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() != ErrorKind::WouldBlock,
+        };
+        let _ = self.stream.set_nonblocking(false);
+        gone
+    }
+
     pub fn send(&mut self, msg: &Message) -> Result<(), Failure> {
         write_message(&mut self.stream, msg, self.deadline)
             .map_err(|e| fail("control", format!("sending to peer {}: {e}", self.name())))
