@@ -109,7 +109,7 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("mode").required(true).args(["listen", "connect", "ring"])))]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["listen", "connect", "ring", "summarize"])))]
 pub struct PairArgs {
     /// Wait for the peer on [ADDR:]PORT (all addresses when ADDR is left out)
     #[arg(long, value_name = "[ADDR:]PORT")]
@@ -123,7 +123,11 @@ pub struct PairArgs {
     #[arg(long)]
     pub ring: bool,
 
-    /// Ring: the TCP port every node listens on
+    /// Read the JSON reports of every ring node and name the node common to the failing pairs
+    #[arg(long, value_name = "REPORT.json", num_args = 1..)]
+    pub summarize: Vec<PathBuf>,
+
+    /// Ring: the TCP port every node listens on (an entry HOST:PORT in --peers names its own)
     #[arg(long, value_name = "PORT", default_value_t = 18515)]
     pub port: u16,
 

@@ -51,10 +51,16 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     let outputs = parse_outputs(&args.output, args.format)?;
     let profile = crate::profile::load(&args.profile, &crate::probes::ids())?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!("--timeout must be a positive number of seconds, got {}", args.timeout);
+        bail!(
+            "--timeout must be a positive number of seconds, got {}",
+            args.timeout
+        );
     }
     if args.message_size == 0 || args.message_size > 1 << 20 {
         bail!("--message-size must be 1..=1048576 KiB");
+    }
+    if !args.summarize.is_empty() {
+        return summarize(&args, &outputs, &profile.name);
     }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let ring = if args.ring {
@@ -112,25 +118,50 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         lat: profile.thresholds.pair_latency_us.unwrap_or_default(),
     };
     let results = match (side, ring) {
-        (Some(side), _) => link(&side, &hostname, &token, &inventory, &settings),
+        (Some(side), _) => link(&side, &hostname, None, &token, &inventory, &settings),
         (None, Some(ring)) => {
             let me = ring.me().to_string();
-            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), args.port);
-            let next = format!("{}:{}", ring.next(), args.port);
+            let port = ring::port_of(&me).unwrap_or(args.port);
+            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+            let next = ring::address(ring.next(), args.port);
             let (prev_results, next_results) = std::thread::scope(|s| {
                 let serve = s.spawn(|| {
-                    link(&Side::Listen(listen_on), &me, &token, &inventory, &settings)
+                    link(
+                        &Side::Listen(listen_on),
+                        &me,
+                        Some(ring.prev()),
+                        &token,
+                        &inventory,
+                        &settings,
+                    )
                 });
-                let reach = link(&Side::Connect(next), &me, &token, &inventory, &settings);
+                let reach = link(
+                    &Side::Connect(next),
+                    &me,
+                    Some(ring.next()),
+                    &token,
+                    &inventory,
+                    &settings,
+                );
                 (serve.join().unwrap_or_default(), reach)
             });
-            let status = |rs: &[CheckResult]| rs.iter().map(|r| r.status).max().unwrap_or(Status::Error);
+            let status =
+                |rs: &[CheckResult]| rs.iter().map(|r| r.status).max().unwrap_or(Status::Error);
             let links = vec![
                 (ring.prev().to_string(), me.clone(), status(&prev_results)),
                 (me.clone(), ring.next().to_string(), status(&next_results)),
             ];
             let mut summary = judge::ring_summary(&me, &links);
-            summary.evidence.insert(0, format!("ring = {} (rank {} of {}, from {})", ring.nodes.join(","), ring.rank, ring.nodes.len(), ring.source));
+            summary.evidence.insert(
+                0,
+                format!(
+                    "ring = {} (rank {} of {}, from {})",
+                    ring.nodes.join(","),
+                    ring.rank,
+                    ring.nodes.len(),
+                    ring.source
+                ),
+            );
             let mut all = prev_results;
             all.extend(next_results);
             all.push(summary);
@@ -148,7 +179,12 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         started.elapsed().as_millis() as u64,
         results,
     );
-    deliver(&report, &outputs, args.color, args.termination_log.as_deref());
+    deliver(
+        &report,
+        &outputs,
+        args.color,
+        args.termination_log.as_deref(),
+    );
     Ok(exit::for_run(&report, args.strict))
 }
 
@@ -178,10 +214,19 @@ fn inventory(host: &Host) -> Inventory {
     };
     let devices = match verbs::discover() {
         Discovery::Failed { errno, .. } => {
-            return none(Status::Skip, format!("no RDMA device usable: {}", verbs::explain_discovery_errno(errno)))
+            return none(
+                Status::Skip,
+                format!(
+                    "no RDMA device usable: {}",
+                    verbs::explain_discovery_errno(errno)
+                ),
+            )
         }
         Discovery::Devices(d) if d.is_empty() => {
-            return none(Status::Skip, "no RDMA device (ibv_get_device_list is empty)".into())
+            return none(
+                Status::Skip,
+                "no RDMA device (ibv_get_device_list is empty)".into(),
+            )
         }
         Discovery::Devices(d) => d,
     };
@@ -216,14 +261,25 @@ fn inventory(host: &Host) -> Inventory {
     if ports.is_empty() {
         return none(
             Status::Fail,
-            format!("RDMA devices {} present but no port is ACTIVE", devices.join(" ")),
+            format!(
+                "RDMA devices {} present but no port is ACTIVE",
+                devices.join(" ")
+            ),
         );
     }
     Inventory { ports, none: None }
 }
 
 /// One peer: handshake, then every port pair.
-fn link(side: &Side, me: &str, token: &str, inv: &Inventory, settings: &Settings) -> Vec<CheckResult> {
+/// `expected` names the peer for the report when no handshake happened (the ring knows its neighbours).
+fn link(
+    side: &Side,
+    me: &str,
+    expected: Option<&str>,
+    token: &str,
+    inv: &Inventory,
+    settings: &Settings,
+) -> Vec<CheckResult> {
     let local = Local {
         node: me.to_string(),
         ports: inv.ports.iter().map(|(p, _)| p.clone()).collect(),
@@ -248,31 +304,44 @@ fn link(side: &Side, me: &str, token: &str, inv: &Inventory, settings: &Settings
         Ok(p) => p,
         Err(e) => {
             return vec![CheckResult::error(ID_HANDSHAKE, format!("{what}: {e}"))
-                .subject(format!("{me} <-> ?"))
+                .subject(format!("{me} <-> {}", expected.unwrap_or("?")))
                 .fix("start the other end with the same --token within the deadline; check that the TCP port is open between the nodes")]
         }
     };
     let peer_node = peer.node.clone();
     let subject = |l: &str, r: &str| format!("{me}:{l} <-> {peer_node}:{r}");
-    let mut results = vec![CheckResult::pass(ID_HANDSHAKE, format!("{what}: handshake with {} done", peer.name()))
-        .subject(format!("{me} <-> {}", peer.node))
-        .evidence("protocol version", VERSION)
-        .evidence("peer address", peer.addr)
-        .evidence(
-            "peer ports",
-            if peer.ports.is_empty() {
-                peer.no_ports.clone().unwrap_or_else(|| "none".into())
-            } else {
-                peer.ports.iter().map(PortInfo::name).collect::<Vec<_>>().join(" ")
-            },
-        )];
+    let mut results = vec![CheckResult::pass(
+        ID_HANDSHAKE,
+        format!("{what}: handshake with {} done", peer.name()),
+    )
+    .subject(format!("{me} <-> {}", peer.node))
+    .evidence("protocol version", VERSION)
+    .evidence("peer address", peer.addr)
+    .evidence(
+        "peer ports",
+        if peer.ports.is_empty() {
+            peer.no_ports.clone().unwrap_or_else(|| "none".into())
+        } else {
+            peer.ports
+                .iter()
+                .map(PortInfo::name)
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+    )];
     if let Some((status, why)) = &inv.none {
-        results.push(CheckResult::new(ID_RDMA, *status, format!("this node: {why}")).subject(format!("{me} <-> {peer_node}")));
+        results.push(
+            CheckResult::new(ID_RDMA, *status, format!("this node: {why}"))
+                .subject(format!("{me} <-> {peer_node}")),
+        );
         return results;
     }
     if peer.ports.is_empty() {
         let why = peer.no_ports.clone().unwrap_or_else(|| "no port".into());
-        results.push(CheckResult::skip(ID_RDMA, format!("peer {}: {why}", peer.node)).subject(format!("{me} <-> {peer_node}")));
+        results.push(
+            CheckResult::skip(ID_RDMA, format!("peer {}: {why}", peer.node))
+                .subject(format!("{me} <-> {peer_node}")),
+        );
         return results;
     }
     let pairs = inv.ports.len().max(peer.ports.len());
@@ -283,10 +352,23 @@ fn link(side: &Side, me: &str, token: &str, inv: &Inventory, settings: &Settings
                 let s = subject(&mine.name(), &theirs.name());
                 measure_pair(&mut peer, role, mine, target, &theirs, settings).subject(s)
             }
-            (Some((mine, _)), None) => CheckResult::warn(ID_RDMA, format!("no counterpart: {} has {} active port(s)", peer.node, peer.ports.len()))
-                .subject(subject(&mine.name(), "-")),
-            (None, Some(theirs)) => CheckResult::warn(ID_RDMA, format!("no counterpart: this node has {} active port(s)", inv.ports.len()))
-                .subject(subject("-", &theirs.name())),
+            (Some((mine, _)), None) => CheckResult::warn(
+                ID_RDMA,
+                format!(
+                    "no counterpart: {} has {} active port(s)",
+                    peer.node,
+                    peer.ports.len()
+                ),
+            )
+            .subject(subject(&mine.name(), "-")),
+            (None, Some(theirs)) => CheckResult::warn(
+                ID_RDMA,
+                format!(
+                    "no counterpart: this node has {} active port(s)",
+                    inv.ports.len()
+                ),
+            )
+            .subject(subject("-", &theirs.name())),
             (None, None) => unreachable!(),
         };
         results.push(result);
@@ -306,7 +388,10 @@ fn measure_pair(
         // Both ends see the same two announcements, so both skip the transfer without a word.
         return CheckResult::fail(
             ID_RDMA,
-            format!("link layers differ: {} here, {} on {}", mine.link_layer, theirs.link_layer, peer.node),
+            format!(
+                "link layers differ: {} here, {} on {}",
+                mine.link_layer, theirs.link_layer, peer.node
+            ),
         )
         .fix("pair ports of the same fabric (InfiniBand with InfiniBand, RoCE with RoCE)");
     }
@@ -320,8 +405,25 @@ fn measure_pair(
         ),
         Err(f) => failed(peer, &f),
     };
-    r.evidence.insert(0, format!("{}: link layer {}, rate {}", mine.name(), mine.link_layer, rate_text(mine.rate_gbps)));
-    r.evidence.insert(1, format!("{}:{}: link layer {}, rate {}", peer.node, theirs.name(), theirs.link_layer, rate_text(theirs.rate_gbps)));
+    r.evidence.insert(
+        0,
+        format!(
+            "{}: link layer {}, rate {}",
+            mine.name(),
+            mine.link_layer,
+            rate_text(mine.rate_gbps)
+        ),
+    );
+    r.evidence.insert(
+        1,
+        format!(
+            "{}:{}: link layer {}, rate {}",
+            peer.node,
+            theirs.name(),
+            theirs.link_layer,
+            rate_text(theirs.rate_gbps)
+        ),
+    );
     r
 }
 
@@ -337,12 +439,67 @@ fn failed(peer: &mut Peer, f: &Failure) -> CheckResult {
     let name = peer.name();
     let text = format!("{}: {}", f.stage, f.message);
     if gone {
-        CheckResult::error(ID_RDMA, format!("peer {name} went away mid-transfer ({text})"))
-            .fix(format!("see why fabric-preflight on {} stopped (its own report or log)", peer.node))
+        CheckResult::error(
+            ID_RDMA,
+            format!("peer {name} went away mid-transfer ({text})"),
+        )
+        .fix(format!(
+            "see why fabric-preflight on {} stopped (its own report or log)",
+            peer.node
+        ))
     } else if f.stage.contains("completion") {
         CheckResult::fail(ID_RDMA, format!("transfer with {name} failed: {text}"))
             .fix("the path between the two ports drops or refuses traffic: check both ends' rdma.link, MTU, GID index, partition/VLAN, cable and switch port")
     } else {
         CheckResult::error(ID_RDMA, format!("with {name}: {text}"))
     }
+}
+
+/// `--summarize`: every node's ring links together, and the node common to the failing ones.
+fn summarize(
+    args: &PairArgs,
+    outputs: &[(crate::report::Format, super::run::Target)],
+    profile: &str,
+) -> anyhow::Result<u8> {
+    let mut reports = Vec::new();
+    for path in &args.summarize {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let report: RunReport = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a fabric-preflight JSON report", path.display()))?;
+        reports.push(report);
+    }
+    let links = judge::links_from_reports(&reports);
+    if links.is_empty() {
+        bail!("no pair.ring results in the given reports (they come from `pair --ring --format json`)");
+    }
+    let mut summary = judge::ring_summary(&format!("{} reports", reports.len()), &links);
+    summary.evidence.insert(
+        0,
+        format!(
+            "reports from {}",
+            reports
+                .iter()
+                .map(|r| r.host.hostname.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    let report = RunReport::new(
+        HostInfo {
+            hostname: "(ring summary)".into(),
+            kernel: "-".into(),
+            root: "-".into(),
+        },
+        profile.to_string(),
+        0,
+        vec![summary],
+    );
+    deliver(
+        &report,
+        outputs,
+        args.color,
+        args.termination_log.as_deref(),
+    );
+    Ok(exit::for_run(&report, args.strict))
 }

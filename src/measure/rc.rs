@@ -150,7 +150,10 @@ impl Port {
         if let Some(fd) = region.dmabuf_fd {
             breadcrumb("ibv_reg_dmabuf_mr");
             // SAFETY: `fd` exports exactly [addr, addr+len) (the caller got it for that range) and stays open.
-            match unsafe { self.pd.reg_dmabuf_mr(0, region.len, region.addr, fd, access()) } {
+            match unsafe {
+                self.pd
+                    .reg_dmabuf_mr(0, region.len, region.addr, fd, access())
+            } {
                 Ok(mr) => {
                     return Ok((
                         mr,
@@ -248,9 +251,15 @@ pub fn connect(
 #[derive(Debug, Clone, Copy)]
 pub enum Op {
     /// RDMA WRITE of local `len` bytes at `src` to `dst` under `rkey`.
-    Write { rkey: u32, dst: u64 },
+    Write {
+        rkey: u32,
+        dst: u64,
+    },
     /// RDMA READ of `len` remote bytes at `src_remote` into the local buffer.
-    Read { rkey: u32, src_remote: u64 },
+    Read {
+        rkey: u32,
+        src_remote: u64,
+    },
     Send,
 }
 
@@ -299,9 +308,7 @@ pub fn post_recv(
     let wr = guard.construct_wr(wr_id);
     // SAFETY: as in `post`.
     unsafe { wr.setup_sge(lkey, local, len) };
-    guard
-        .post()
-        .map_err(|e| fail("ibv_post_recv", chain(&e)))
+    guard.post().map_err(|e| fail("ibv_post_recv", chain(&e)))
 }
 
 /// What a failed work completion means, in words (the statuses a broken path or a dead peer produces).

@@ -103,10 +103,7 @@ fn run_inner(
 ) -> Result<PairOutcome, Failure> {
     let half = plan.message_bytes;
     if half < PING_BYTES as usize || half > u32::MAX as usize {
-        return Err(fail(
-            "plan",
-            format!("message size {half} out of range"),
-        ));
+        return Err(fail("plan", format!("message size {half} out of range")));
     }
     let mut buf = vec![0u8; 2 * half];
     buf[..half].copy_from_slice(&pattern(half));
@@ -329,7 +326,10 @@ fn echo(
         rc::wait_completions(recv_cq, wait_until, "RECV").map_err(|f| {
             fail(
                 "peer: latency",
-                format!("no ping from the peer ({}): it stopped mid-transfer", f.message),
+                format!(
+                    "no ping from the peer ({}): it stopped mid-transfer",
+                    f.message
+                ),
             )
         })?;
         let seq = read_u64(dst);

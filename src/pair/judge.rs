@@ -24,20 +24,35 @@ pub fn comparable_rate(local: Option<f64>, remote: Option<f64>) -> Option<f64> {
 }
 
 /// One port pair's verdict from the initiator's numbers.
-pub fn judge(outcome: &PairOutcome, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) -> CheckResult {
+pub fn judge(
+    outcome: &PairOutcome,
+    rate_gbps: Option<f64>,
+    pct: &Limit,
+    lat: &Limit,
+) -> CheckResult {
     let mut statuses = Vec::new();
     let mut measurements = Vec::new();
     let mut notes = Vec::new();
     for (op, gbps) in [("write", outcome.write_gbps), ("read", outcome.read_gbps)] {
-        measurements.push(Measurement::new(&format!("{op}_gbits_per_sec"), gbps, "Gb/s"));
+        measurements.push(Measurement::new(
+            &format!("{op}_gbits_per_sec"),
+            gbps,
+            "Gb/s",
+        ));
         if let Some(rate) = rate_gbps {
             let p = 100.0 * gbps / rate;
-            measurements.push(Measurement::new(&format!("{op}_pct_of_link"), p, "%").judged_by(pct));
+            measurements
+                .push(Measurement::new(&format!("{op}_pct_of_link"), p, "%").judged_by(pct));
             statuses.push(pct.judge_min(p));
         }
     }
-    measurements.push(Measurement::new("latency_p50_us", outcome.latency_p50_us, "us"));
-    measurements.push(Measurement::new("latency_p99_us", outcome.latency_p99_us, "us").judged_by(lat));
+    measurements.push(Measurement::new(
+        "latency_p50_us",
+        outcome.latency_p50_us,
+        "us",
+    ));
+    measurements
+        .push(Measurement::new("latency_p99_us", outcome.latency_p99_us, "us").judged_by(lat));
     statuses.push(lat.judge_max(outcome.latency_p99_us));
     for (op, ok) in [
         ("RDMA WRITE", outcome.write_verified),
@@ -105,8 +120,9 @@ pub fn common_nodes(failing: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// The ring summary of one node: which of its links failed and which node they share.
-pub fn ring_summary(me: &str, links: &[(String, String, Status)]) -> CheckResult {
+/// A ring summary over `links` (one node's two, or every node's with `--summarize`): which failed and which
+/// node they share. `scope` names what was covered.
+pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckResult {
     let failing: Vec<(String, String)> = links
         .iter()
         .filter(|(_, _, s)| matches!(s, Status::Fail | Status::Error))
@@ -115,7 +131,7 @@ pub fn ring_summary(me: &str, links: &[(String, String, Status)]) -> CheckResult
     let mut r = match (failing.len(), common_nodes(&failing).as_slice()) {
         (0, _) => CheckResult::pass(
             ID_RING,
-            format!("both ring links of {me} pass"),
+            format!("every ring link of {scope} passes"),
         ),
         (_, [node]) => CheckResult::fail(
             ID_RING,
@@ -135,6 +151,39 @@ pub fn ring_summary(me: &str, links: &[(String, String, Status)]) -> CheckResult
         .map(|(a, b, s)| format!("{a} <-> {b} = {s}"))
         .collect();
     r
+}
+
+/// `A <-> B = status` evidence lines of the `pair.ring` results in node reports, each unordered pair once with
+/// the worse of the two ends' statuses.
+pub fn links_from_reports(reports: &[crate::report::RunReport]) -> Vec<(String, String, Status)> {
+    let mut links: BTreeMap<(String, String), Status> = BTreeMap::new();
+    for check in reports
+        .iter()
+        .flat_map(|r| &r.checks)
+        .filter(|c| c.id == ID_RING)
+    {
+        for line in &check.evidence {
+            let Some((pair, status)) = line.rsplit_once(" = ") else {
+                continue;
+            };
+            let Some((a, b)) = pair.split_once(" <-> ") else {
+                continue;
+            };
+            let Ok(status) =
+                serde_json::from_value::<Status>(serde_json::Value::String(status.into()))
+            else {
+                continue;
+            };
+            let key = if a <= b {
+                (a.to_string(), b.to_string())
+            } else {
+                (b.to_string(), a.to_string())
+            };
+            let e = links.entry(key).or_insert(status);
+            *e = (*e).max(status);
+        }
+    }
+    links.into_iter().map(|((a, b), s)| (a, b, s)).collect()
 }
 
 #[cfg(test)]
@@ -163,13 +212,21 @@ mod tests {
     fn judged_against_the_lower_real_rate() {
         assert_eq!(comparable_rate(Some(400.0), Some(200.0)), Some(200.0));
         assert_eq!(comparable_rate(Some(400.0), None), None);
-        let r = judge(&outcome(), Some(400.0), &DEFAULT_PCT, &Limit::new(Some(5.0), Some(10.0)));
+        let r = judge(
+            &outcome(),
+            Some(400.0),
+            &DEFAULT_PCT,
+            &Limit::new(Some(5.0), Some(10.0)),
+        );
         assert_eq!(r.status, Status::Pass);
         let slow = PairOutcome {
             write_gbps: 200.0,
             ..outcome()
         };
-        assert_eq!(judge(&slow, Some(400.0), &DEFAULT_PCT, &Limit::default()).status, Status::Fail);
+        assert_eq!(
+            judge(&slow, Some(400.0), &DEFAULT_PCT, &Limit::default()).status,
+            Status::Fail
+        );
     }
 
     #[test]
@@ -183,7 +240,10 @@ mod tests {
         let r = judge(&slow, None, &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Pass);
         assert!(r.summary.contains("not judged"));
-        assert!(!r.measurements.iter().any(|m| m.name.ends_with("pct_of_link")));
+        assert!(!r
+            .measurements
+            .iter()
+            .any(|m| m.name.ends_with("pct_of_link")));
     }
 
     #[test]
@@ -212,6 +272,7 @@ mod tests {
         let r = ring_summary("n2", &links);
         assert_eq!(r.status, Status::Fail);
         assert!(r.summary.starts_with("n2 is common"));
+        assert_eq!(r.evidence[0], "n1 <-> n2 = fail");
         let one = ring_summary("n2", &links[..1]);
         assert!(one.summary.contains("without a single common node"));
     }

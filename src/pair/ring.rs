@@ -26,6 +26,24 @@ impl Ring {
     }
 }
 
+/// `host` or `host:port` (`[v6]:port`): the port an entry names, if any (several ranks on one host).
+pub fn port_of(node: &str) -> Option<u16> {
+    let (host, port) = node.rsplit_once(':')?;
+    if host.contains(':') && !host.ends_with(']') {
+        return None; // a bare IPv6 address
+    }
+    port.parse().ok()
+}
+
+/// The HOST:PORT to reach `node` at.
+pub fn address(node: &str, default_port: u16) -> String {
+    match port_of(node) {
+        Some(_) => node.to_string(),
+        None if node.contains(':') => format!("[{node}]:{default_port}"),
+        None => format!("{node}:{default_port}"),
+    }
+}
+
 /// What the command line says about the ring.
 #[derive(Debug, Clone, Default)]
 pub struct RingArgs {
@@ -99,9 +117,9 @@ pub fn discover(
             .ok_or("JOB_COMPLETION_INDEX is set: pass --size (the Job's completions)")?;
         // An Indexed Job's pod host name is `<job name>-<index>`.
         let hostname = env.get("HOSTNAME").ok_or("HOSTNAME is not set")?;
-        let job = hostname
-            .strip_suffix(&format!("-{rank}"))
-            .ok_or_else(|| format!("HOSTNAME {hostname} does not end in -{rank}: not an Indexed Job pod"))?;
+        let job = hostname.strip_suffix(&format!("-{rank}")).ok_or_else(|| {
+            format!("HOSTNAME {hostname} does not end in -{rank}: not an Indexed Job pod")
+        })?;
         Ring {
             rank,
             nodes: (0..size).map(|i| format!("{job}-{i}.{service}")).collect(),
@@ -124,7 +142,10 @@ pub fn discover(
         return Err("no ring: pass --peers h1,h2,... --rank N, or run under Slurm (srun), a Kubernetes Indexed Job, or mpirun with --hostfile".into());
     };
     if ring.nodes.len() < 2 {
-        return Err(format!("a ring needs at least 2 nodes, got {:?}", ring.nodes));
+        return Err(format!(
+            "a ring needs at least 2 nodes, got {:?}",
+            ring.nodes
+        ));
     }
     if ring.rank >= ring.nodes.len() {
         return Err(format!(
@@ -188,7 +209,9 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, String> {
         }
         expand_one(item, &mut out)?;
         if out.len() > MAX_NODES {
-            return Err(format!("node list {list:?} expands to more than {MAX_NODES} nodes"));
+            return Err(format!(
+                "node list {list:?} expands to more than {MAX_NODES} nodes"
+            ));
         }
     }
     if out.is_empty() {
@@ -210,7 +233,10 @@ fn expand_one(item: &str, out: &mut Vec<String>) -> Result<(), String> {
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let bad = || format!("bad range {range:?} in {item:?}");
-        let (a, b): (u64, u64) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+        let (a, b): (u64, u64) = (
+            lo.parse().map_err(|_| bad())?,
+            hi.parse().map_err(|_| bad())?,
+        );
         if a > b || b - a > 65536 {
             return Err(bad());
         }
@@ -230,7 +256,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn no_file(_: &str) -> Result<String, String> {
@@ -248,8 +277,18 @@ mod tests {
             ["r1n8", "r1n9", "r2n8", "r2n9"]
         );
         assert_eq!(expand_nodelist("a,b-c").unwrap(), ["a", "b-c"]);
-        assert_eq!(expand_nodelist("n[098-100]").unwrap(), ["n098", "n099", "n100"]);
-        for bad in ["node[01-03", "node]1[", "n[3-1]", "n[a-b]", "", "n[0-99999999]"] {
+        assert_eq!(
+            expand_nodelist("n[098-100]").unwrap(),
+            ["n098", "n099", "n100"]
+        );
+        for bad in [
+            "node[01-03",
+            "node]1[",
+            "n[3-1]",
+            "n[a-b]",
+            "",
+            "n[0-99999999]",
+        ] {
             assert!(expand_nodelist(bad).is_err(), "{bad}");
         }
     }
@@ -282,9 +321,18 @@ mod tests {
             ..Default::default()
         };
         let r = discover(&args, &e, &no_file).unwrap();
-        assert_eq!(r.nodes, ["fp-ring-0.fp-ring", "fp-ring-1.fp-ring", "fp-ring-2.fp-ring"]);
+        assert_eq!(
+            r.nodes,
+            [
+                "fp-ring-0.fp-ring",
+                "fp-ring-1.fp-ring",
+                "fp-ring-2.fp-ring"
+            ]
+        );
         assert_eq!(r.prev(), "fp-ring-2.fp-ring");
-        assert!(discover(&RingArgs::default(), &e, &no_file).unwrap_err().contains("--service"));
+        assert!(discover(&RingArgs::default(), &e, &no_file)
+            .unwrap_err()
+            .contains("--service"));
     }
 
     #[test]
@@ -299,7 +347,20 @@ mod tests {
         assert_eq!(r.nodes, ["n1", "n2", "n3"]);
         assert_eq!(r.me(), "n2");
         let e = env(&[("OMPI_COMM_WORLD_RANK", "x")]);
-        assert!(discover(&args, &e, &file).unwrap_err().contains("not a number"));
+        assert!(discover(&args, &e, &file)
+            .unwrap_err()
+            .contains("not a number"));
+    }
+
+    #[test]
+    fn entries_may_name_their_port() {
+        assert_eq!(port_of("n1:19001"), Some(19001));
+        assert_eq!(port_of("n1"), None);
+        assert_eq!(port_of("fe80::1"), None);
+        assert_eq!(port_of("[fe80::1]:7"), Some(7));
+        assert_eq!(address("n1", 18515), "n1:18515");
+        assert_eq!(address("n1:9", 18515), "n1:9");
+        assert_eq!(address("fe80::1", 5), "[fe80::1]:5");
     }
 
     #[test]
@@ -317,7 +378,9 @@ mod tests {
             rank: Some(0),
             ..Default::default()
         };
-        assert!(discover(&args, &e, &no_file).unwrap_err().contains("at least 2"));
+        assert!(discover(&args, &e, &no_file)
+            .unwrap_err()
+            .contains("at least 2"));
         assert!(discover(&RingArgs::default(), &BTreeMap::new(), &no_file).is_err());
     }
 }

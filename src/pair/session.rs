@@ -138,7 +138,8 @@ pub fn listen(
     let mut refused = Vec::new();
     loop {
         if left(deadline).is_none() {
-            let mut msg = format!("no peer with the job token connected to {bind} before the deadline");
+            let mut msg =
+                format!("no peer with the job token connected to {bind} before the deadline");
             if !refused.is_empty() {
                 msg.push_str(&format!("; refused: {}", refused.join("; ")));
             }
@@ -172,7 +173,13 @@ fn greet(
     let started = Instant::now();
     let limit = deadline.min(started + HANDSHAKE_LIMIT);
     let refuse = |stream: &mut TcpStream, reason: String| {
-        let _ = write_message(stream, &Message::Refused { reason: reason.clone() }, limit);
+        let _ = write_message(
+            stream,
+            &Message::Refused {
+                reason: reason.clone(),
+            },
+            limit,
+        );
         reason
     };
     let hello = match read_message(&mut stream, limit) {
@@ -305,7 +312,9 @@ pub fn connect(
             "{target} ({addr}) answered the hello with {}",
             kind(&other)
         ))),
-        Err(e) => Err(SessionError(format!("{target} ({addr}) {e} during the handshake"))),
+        Err(e) => Err(SessionError(format!(
+            "{target} ({addr}) {e} during the handshake"
+        ))),
     }
 }
 

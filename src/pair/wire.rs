@@ -64,7 +64,9 @@ pub enum WireError {
     Version(u8),
     TooLarge(u64),
     /// Fewer bytes than the header or the body needs (the stream may still bring them).
-    Incomplete { need: usize },
+    Incomplete {
+        need: usize,
+    },
     /// Well-framed, but not a message of this version.
     Body(String),
 }
@@ -184,7 +186,9 @@ mod tests {
             Err(WireError::BadMagic([b'G', 0, 0, 0]))
         ));
         let e = decode(b"GET / HTTP/1.1\r\n\r\n").unwrap_err();
-        assert!(e.to_string().contains("not a fabric-preflight pair handshake"));
+        assert!(e
+            .to_string()
+            .contains("not a fabric-preflight pair handshake"));
     }
 
     #[test]

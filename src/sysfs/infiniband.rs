@@ -599,4 +599,3 @@ mod gid_tests {
         assert_eq!(parse_gid(""), None);
     }
 }
-
