@@ -198,20 +198,16 @@ fn split_top(list: &str) -> Result<Vec<&str>, String> {
     Ok(out)
 }
 
+/// At most this many nodes from one node list (Slurm's own limit is far lower); stops `a[0-60000]b[0-60000]`.
+const MAX_NODES: usize = 65536;
+
 /// Slurm host-list syntax: `node[01-03,07],gpu5` → node01 node02 node03 node07 gpu5; several ranges in one name
 /// (`r[1-2]n[1-2]`) expand in order; zero padding is kept.
 pub fn expand_nodelist(list: &str) -> Result<Vec<String>, String> {
-    const MAX_NODES: usize = 65536;
     let mut out = Vec::new();
     for item in split_top(list.trim())? {
-        if item.is_empty() {
-            continue;
-        }
-        expand_one(item, &mut out)?;
-        if out.len() > MAX_NODES {
-            return Err(format!(
-                "node list {list:?} expands to more than {MAX_NODES} nodes"
-            ));
+        if !item.is_empty() {
+            expand_one(item, &mut out)?;
         }
     }
     if out.is_empty() {
@@ -221,7 +217,11 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, String> {
 }
 
 fn expand_one(item: &str, out: &mut Vec<String>) -> Result<(), String> {
+    let too_many = || format!("node list item {item:?} expands to more than {MAX_NODES} nodes");
     let Some(open) = item.find('[') else {
+        if out.len() >= MAX_NODES {
+            return Err(too_many());
+        }
         out.push(item.to_string());
         return Ok(());
     };
@@ -230,6 +230,8 @@ fn expand_one(item: &str, out: &mut Vec<String>) -> Result<(), String> {
         .map(|c| open + c)
         .ok_or_else(|| format!("unbalanced brackets in {item:?}"))?;
     let (prefix, ranges, rest) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
+    let mut tails = Vec::new();
+    expand_one(rest, &mut tails)?;
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let bad = || format!("bad range {range:?} in {item:?}");
@@ -237,13 +239,14 @@ fn expand_one(item: &str, out: &mut Vec<String>) -> Result<(), String> {
             lo.parse().map_err(|_| bad())?,
             hi.parse().map_err(|_| bad())?,
         );
-        if a > b || b - a > 65536 {
+        if a > b {
             return Err(bad());
         }
         for n in a..=b {
-            let mut tail = Vec::new();
-            expand_one(rest, &mut tail)?;
-            for t in tail {
+            if out.len() + tails.len() > MAX_NODES {
+                return Err(too_many());
+            }
+            for t in &tails {
                 out.push(format!("{prefix}{n:0width$}{t}", width = lo.len()));
             }
         }

@@ -378,3 +378,64 @@ impl Channel for Peer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(node: &str) -> Local {
+        Local {
+            node: node.into(),
+            ports: vec![],
+            no_ports: None,
+        }
+    }
+
+    /// A connected pair of peers over loopback.
+    fn peers(deadline: Instant) -> (Peer, Peer) {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let bind: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let server = std::thread::spawn(move || {
+            listen(bind, "tok", &local("lsn"), deadline, &mut |_| {}).unwrap()
+        });
+        let client = connect(&format!("127.0.0.1:{port}"), "tok", &local("cnx"), deadline).unwrap();
+        (server.join().unwrap(), client)
+    }
+
+    #[test]
+    fn a_peer_that_dies_mid_transfer_is_named_not_waited_for() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut listener_side, connector_side) = peers(deadline);
+        assert_eq!(listener_side.node, "cnx");
+        drop(connector_side);
+        let t = Instant::now();
+        let err = Channel::recv(&mut listener_side, "RDMA WRITE").unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(err.stage, "peer: RDMA WRITE");
+        assert!(
+            err.message.starts_with("peer cnx (127.0.0.1:")
+                && err
+                    .message
+                    .ends_with("closed the connection during RDMA WRITE"),
+            "{}",
+            err.message
+        );
+        assert!(listener_side.is_gone());
+    }
+
+    #[test]
+    fn a_silent_peer_ends_at_the_deadline() {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (mut a, _b) = peers(deadline);
+        assert!(!a.is_gone());
+        let err = Channel::recv(&mut a, "latency").unwrap_err();
+        assert!(err
+            .message
+            .contains("sent nothing complete before the deadline"));
+        assert!(Instant::now() < deadline + Duration::from_secs(1));
+    }
+}
