@@ -238,10 +238,9 @@ fn inventory(host: &Host) -> Inventory {
         // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate.
         let real = dev.pci_bdf.is_some();
         for p in attrs.into_iter().filter(|p| p.is_active()) {
-            let roce_gid = if p.is_ethernet() {
-                infiniband::roce_v2_gid(host, &p)
-            } else {
-                None
+            // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
+            let Some(target) = PortTarget::of(host, &p) else {
+                continue;
             };
             ports.push((
                 PortInfo {
@@ -250,11 +249,7 @@ fn inventory(host: &Host) -> Inventory {
                     link_layer: p.link_layer.clone().unwrap_or_default(),
                     rate_gbps: p.parsed_rate().filter(|_| real).map(|r| r.gbps),
                 },
-                PortTarget {
-                    device: p.device.clone(),
-                    port: p.port as u8,
-                    roce_gid,
-                },
+                target,
             ));
         }
     }

@@ -1,6 +1,6 @@
 //! libibverbs through `sideway` (safe API over `rdma-mummy-sys`, whose C shim dlopens libibverbs at run time):
 //! the binary starts on a node without rdma-core and learns it from `ibv_get_device_list`'s errno instead.
-//! Device discovery lives here; transfers through a port are in `measure::rdma_write`.
+//! Device discovery lives here; transfers through a port are in `measure::rdma_loopback`.
 
 use std::error::Error;
 
@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
 
 use crate::isolate::breadcrumb;
+
+/// Vendor-answer key of the device list, shared by every probe that opens verbs.
+pub const DEVICE_LIST_KEY: &str = "verbs.device_list";
 
 /// What `ibv_get_device_list` said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

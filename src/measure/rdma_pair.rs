@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 use sideway::ibverbs::queue_pair::QueuePair;
 
 use crate::isolate::breadcrumb;
+use sideway::ibverbs::completion::BasicCompletionQueue;
+use sideway::ibverbs::queue_pair::BasicQueuePair;
+
 use crate::measure::rc::{self, fail, Failure, Op, PortTarget, Region, Registration, Remote};
-use crate::measure::rdma_write::{bits_per_sec_gbps, pattern};
+use crate::measure::rdma_loopback::{bits_per_sec_gbps, pattern_from, percentile_us};
 
 /// What the two ends tell each other during a measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,20 +109,21 @@ fn run_inner(
         return Err(fail("plan", format!("message size {half} out of range")));
     }
     let mut buf = vec![0u8; 2 * half];
-    buf[..half].copy_from_slice(&pattern(half));
+    buf[..half].copy_from_slice(&pattern_from(0, half));
     let addr = buf.as_mut_ptr() as u64;
     let (src, dst) = (addr, addr + half as u64);
 
-    let port = rc::open_port(target)?;
+    let depth = plan.queue_depth.max(1);
+    let port = rc::open_port(target, depth)?;
     let (mr, registration) = port.register(Region {
         addr,
         len: buf.len(),
         dmabuf_fd: None,
+        host_visible: true,
     })?;
-    let depth = plan.queue_depth.max(1);
     let send_cq = port.create_cq(depth + 4)?;
     let recv_cq = port.create_cq(4)?;
-    let mut qp = port.create_qp(&send_cq, &recv_cq, depth, 2)?;
+    let mut qp = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
     let lkey = mr.lkey();
     // The ping buffer is the start of the destination half; the pings land there, never the bulk data.
     rc::post_recv(&mut qp, 0, lkey, dst, PING_BYTES)?;
@@ -156,7 +160,7 @@ fn run_inner(
             ),
         ));
     }
-    rc::connect(&mut qp, target, port.mtu, &peer, psn)?;
+    port.connect(&mut qp, target, &peer, psn)?;
     ch.send(Sync::Ready)?;
     match expect(ch, "connect")? {
         Sync::Ready => {}
@@ -168,12 +172,12 @@ fn run_inner(
             let mut cut_short = false;
             // WRITE our source half into the peer's destination half; the peer checks it.
             let t = Instant::now();
-            let (n, cut) = rc::stream(
+            let (n, cut) = stream(
                 &mut qp,
                 &send_cq,
                 Op::Write {
                     rkey: peer_rkey,
-                    dst: peer_addr + half as u64,
+                    remote: peer_addr + half as u64,
                 },
                 lkey,
                 src,
@@ -192,12 +196,12 @@ fn run_inner(
             // READ the peer's source half into our destination half, then compare.
             buf[half..].fill(0);
             let t = Instant::now();
-            let (n, cut) = rc::stream(
+            let (n, cut) = stream(
                 &mut qp,
                 &send_cq,
                 Op::Read {
                     rkey: peer_rkey,
-                    src_remote: peer_addr,
+                    remote: peer_addr,
                 },
                 lkey,
                 dst,
@@ -218,8 +222,8 @@ fn run_inner(
                 write_verified,
                 read_gbps,
                 read_verified,
-                latency_p50_us: percentile(&samples, 50.0),
-                latency_p99_us: percentile(&samples, 99.0),
+                latency_p50_us: percentile_us(&samples, 50),
+                latency_p99_us: percentile_us(&samples, 99),
                 pings: samples.len() as u32,
                 cut_short,
             };
@@ -279,16 +283,16 @@ fn write_u64(addr: u64, v: u64) {
     unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
 }
 
-/// Initiator: `plan.pings` round trips of 8 bytes, then a stop ping. Returns one-way latencies in µs.
+/// Initiator: `plan.pings` round trips of 8 bytes, then a stop ping. Returns the one-way latencies, sorted.
 fn ping(
-    qp: &mut sideway::ibverbs::queue_pair::BasicQueuePair,
-    send_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
-    recv_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
+    qp: &mut BasicQueuePair,
+    send_cq: &BasicCompletionQueue,
+    recv_cq: &BasicCompletionQueue,
     lkey: u32,
     src: u64,
     dst: u64,
     plan: PairPlan,
-) -> Result<(Vec<f64>, bool), Failure> {
+) -> Result<(Vec<Duration>, bool), Failure> {
     let mut samples = Vec::with_capacity(plan.pings as usize);
     let mut cut_short = false;
     let scratch = src; // the pattern is restored nowhere after this; the bulk phases are over
@@ -300,22 +304,23 @@ fn ping(
         write_u64(scratch, i);
         let t = Instant::now();
         rc::post(qp, Op::Send, i, lkey, scratch, PING_BYTES)?;
-        rc::wait_completions(send_cq, plan.deadline, "SEND")?;
-        rc::wait_completions(recv_cq, plan.deadline, "RECV")?;
-        samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+        rc::poll(send_cq, plan.deadline, "SEND")?;
+        rc::recv_one(recv_cq, plan.deadline)?;
+        samples.push(t.elapsed() / 2);
         rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
     }
     write_u64(scratch, PING_STOP);
     rc::post(qp, Op::Send, PING_STOP, lkey, scratch, PING_BYTES)?;
-    rc::wait_completions(send_cq, plan.deadline, "SEND")?;
+    rc::poll(send_cq, plan.deadline, "SEND")?;
+    samples.sort_unstable();
     Ok((samples, cut_short))
 }
 
 /// Responder: echo every ping until the stop ping; silence for [`PING_IDLE`] means the initiator is gone.
 fn echo(
-    qp: &mut sideway::ibverbs::queue_pair::BasicQueuePair,
-    send_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
-    recv_cq: &sideway::ibverbs::completion::BasicCompletionQueue,
+    qp: &mut BasicQueuePair,
+    send_cq: &BasicCompletionQueue,
+    recv_cq: &BasicCompletionQueue,
     lkey: u32,
     src: u64,
     dst: u64,
@@ -323,7 +328,7 @@ fn echo(
 ) -> Result<(), Failure> {
     loop {
         let wait_until = plan.deadline.min(Instant::now() + PING_IDLE);
-        rc::wait_completions(recv_cq, wait_until, "RECV").map_err(|f| {
+        rc::recv_one(recv_cq, wait_until).map_err(|f| {
             fail(
                 "peer: latency",
                 format!(
@@ -339,33 +344,40 @@ fn echo(
         rc::post_recv(qp, seq + 1, lkey, dst, PING_BYTES)?;
         write_u64(src, seq);
         rc::post(qp, Op::Send, seq, lkey, src, PING_BYTES)?;
-        rc::wait_completions(send_cq, plan.deadline, "SEND")?;
+        rc::poll(send_cq, plan.deadline, "SEND")?;
     }
 }
 
-/// The `p`th percentile (nearest rank) of `samples`; 0 when there are none.
-pub fn percentile(samples: &[f64], p: f64) -> f64 {
-    if samples.is_empty() {
-        return 0.0;
+/// Keeps `depth` signalled `op`s of `len` bytes from `local` in flight until `count` completed or `deadline`;
+/// returns how many completed and whether the deadline cut the phase short.
+#[allow(clippy::too_many_arguments)]
+fn stream(
+    qp: &mut BasicQueuePair,
+    cq: &BasicCompletionQueue,
+    op: Op,
+    lkey: u32,
+    local: u64,
+    len: u32,
+    count: u32,
+    depth: u32,
+    deadline: Instant,
+) -> Result<(u32, bool), Failure> {
+    let (mut posted, mut completed) = (0u32, 0u32);
+    loop {
+        while posted < count && posted - completed < depth && Instant::now() < deadline {
+            rc::post(qp, op, u64::from(posted), lkey, local, len)?;
+            posted += 1;
+        }
+        if posted == completed {
+            return Ok((completed, completed < count));
+        }
+        completed += rc::poll(cq, deadline, op.name())?.len() as u32;
     }
-    let mut s = samples.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
-    s[rank.clamp(1, s.len()) - 1]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_by_nearest_rank() {
-        let s: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&s, 50.0), 50.0);
-        assert_eq!(percentile(&s, 99.0), 99.0);
-        assert_eq!(percentile(&[3.0, 1.0, 2.0], 50.0), 2.0);
-        assert_eq!(percentile(&[], 99.0), 0.0);
-    }
 
     #[test]
     fn sync_round_trips_through_json() {

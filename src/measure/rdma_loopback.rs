@@ -1,0 +1,585 @@
+//! An RDMA loopback through one port: one device, one protection domain, one memory region, two RC queue pairs
+//! on the same port connected to each other (IB: by LID; RoCE: by the RoCE v2 GID). Queue pair A RDMA-WRITEs
+//! source slots into destination slots, then RDMA-READs them back, `depth` transfers in flight; then A and B
+//! ping-pong small SENDs for the latency. The caller owns the memory (host or GPU); in host memory every
+//! transfer is checked (a sequence stamp at both ends of each message) and every slot compared in full after
+//! each phase. No verdicts here: a judge reads the [`Outcome`].
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::completion::BasicCompletionQueue;
+use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
+
+use crate::isolate::breadcrumb;
+use crate::measure::rc::{self, fail, mtu_bytes, poll, post_recv, recv_one, Remote};
+pub use crate::measure::rc::{Failure, PortTarget, Region, Registration};
+
+/// What one loopback moves. The memory it needs is [`Plan::region_bytes`].
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Bytes per RDMA WRITE/READ in the bandwidth phases.
+    pub message_bytes: usize,
+    /// Transfers in flight; each has its own source and destination slot, so none overwrites another.
+    pub depth: u32,
+    /// Each bandwidth phase ends after this many transfers or `phase_time`, whichever comes first.
+    pub bw_messages: u32,
+    pub phase_time: Duration,
+    /// SEND/RECV round trips for the latency (also bounded by `phase_time`).
+    pub lat_iterations: u32,
+    /// Hard end: a phase cut by it is `cut_short`.
+    pub deadline: Instant,
+}
+
+/// Bytes of one latency message: its sequence number.
+const PING_BYTES: usize = 8;
+
+/// Source slots, destination slots, then four ping buffers (A send, B receive, B send, A receive).
+pub fn region_bytes(message_bytes: usize, depth: u32) -> usize {
+    2 * depth.max(1) as usize * message_bytes + 4 * PING_BYTES
+}
+
+impl Plan {
+    pub fn region_bytes(&self) -> usize {
+        region_bytes(self.message_bytes, self.depth)
+    }
+    fn slots(&self) -> usize {
+        self.depth.max(1) as usize
+    }
+    fn src(&self, base: u64, slot: usize) -> u64 {
+        base + (slot * self.message_bytes) as u64
+    }
+    fn dst(&self, base: u64, slot: usize) -> u64 {
+        base + ((self.slots() + slot) * self.message_bytes) as u64
+    }
+    fn ping(&self, base: u64, which: usize) -> u64 {
+        base + (2 * self.slots() * self.message_bytes + which * PING_BYTES) as u64
+    }
+}
+
+/// One bandwidth phase (RDMA WRITE or RDMA READ).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub gbps: f64,
+    pub bytes: u64,
+    pub transfers: u32,
+    /// Transfers whose stamps were checked on completion (host memory: all of them; GPU memory: none).
+    pub checked: u32,
+    /// Checked transfers whose destination did not hold what was sent.
+    pub mismatched: u32,
+    /// Every destination slot equals its source slot after the phase (host memory only; `None` = not compared
+    /// here, the caller compares GPU memory).
+    pub slots_equal: Option<bool>,
+}
+
+/// SEND/RECV ping-pong between the two queue pairs: half of each round trip, as perftest's `ib_send_lat` does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub samples: u32,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Round trips whose receives completed with the wrong id or length, or (host memory) carried the wrong
+    /// sequence number.
+    pub mismatched: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub registration: Registration,
+    /// RoCE/IB path MTU the queue pairs used, in bytes.
+    pub path_mtu: u32,
+    pub write: Throughput,
+    pub read: Throughput,
+    pub latency: Latency,
+    /// The deadline ended a phase before its transfer count or time.
+    pub cut_short: bool,
+}
+
+const PSN_A: u32 = 0x1000;
+const PSN_B: u32 = 0x2000;
+/// Work request ids of the ping-pong (the bandwidth phases use the transfer number).
+const WR_PING: u64 = u64::MAX - 1;
+const WR_PONG: u64 = u64::MAX - 2;
+
+/// Runs the loopback on `target` over `region`. For GPU memory the caller fills the source slots before and
+/// compares the slots after; host memory is filled and checked here.
+pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outcome, Failure> {
+    if plan.message_bytes < 2 * STAMP
+        || plan.message_bytes > u32::MAX as usize
+        || region.len < plan.region_bytes()
+    {
+        return Err(fail(
+            "plan",
+            format!(
+                "{} slots of {} bytes need a {}-byte region, got {} bytes",
+                plan.slots(),
+                plan.message_bytes,
+                plan.region_bytes(),
+                region.len
+            ),
+        ));
+    }
+    let depth = plan.depth.max(1);
+    let port = rc::open_port(target, depth)?;
+    let (mr, registration) = port.register(region)?;
+    let send_cq = port.create_cq(2 * depth + 4)?;
+    let recv_cq = port.create_cq(4)?;
+    let mut qp_a = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
+    let mut qp_b = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
+    let remote = |qpn, psn| Remote {
+        qpn,
+        psn,
+        lid: port.lid,
+        gid: target.roce_gid.map(|(_, raw)| raw),
+    };
+    let (qpn_a, qpn_b) = (qp_a.qp_number(), qp_b.qp_number());
+    port.connect(&mut qp_a, target, &remote(qpn_b, PSN_B), PSN_A)?;
+    port.connect(&mut qp_b, target, &remote(qpn_a, PSN_A), PSN_B)?;
+
+    let mut run = Run {
+        plan,
+        region,
+        lkey: mr.lkey(),
+        rkey: mr.rkey(),
+        send_cq: &send_cq,
+        recv_cq: &recv_cq,
+        cut_short: false,
+    };
+    if region.host_visible {
+        run.fill_sources();
+    }
+    let write = run.bandwidth(&mut qp_a, Op::Write)?;
+    let read = run.bandwidth(&mut qp_a, Op::Read)?;
+    let latency = run.latency(&mut qp_a, &mut qp_b)?;
+    let cut_short = run.cut_short;
+    breadcrumb("ibv_dereg_mr");
+    drop(mr);
+    // The QPs, CQs, PD and device context go when this returns (ibv_destroy_qp … ibv_close_device).
+    breadcrumb("ibv teardown (ibv_destroy_qp, ibv_destroy_cq, ibv_dealloc_pd, ibv_close_device)");
+    Ok(Outcome {
+        registration,
+        path_mtu: mtu_bytes(port.mtu),
+        write,
+        read,
+        latency,
+        cut_short,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    Write,
+    Read,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Write => "RDMA WRITE",
+            Op::Read => "RDMA READ",
+        }
+    }
+}
+
+/// Bytes at each end of a message that carry its transfer number.
+const STAMP: usize = 8;
+
+struct Run<'a> {
+    plan: Plan,
+    region: Region,
+    lkey: u32,
+    rkey: u32,
+    send_cq: &'a BasicCompletionQueue,
+    recv_cq: &'a BasicCompletionQueue,
+    cut_short: bool,
+}
+
+impl Run<'_> {
+    fn base(&self) -> u64 {
+        self.region.addr
+    }
+
+    /// Host memory: each source slot gets the pattern (shifted per slot), each destination slot zeros.
+    fn fill_sources(&self) {
+        let p = &self.plan;
+        for slot in 0..p.slots() {
+            let body = pattern_from(slot, p.message_bytes);
+            // SAFETY: host_visible regions are ordinary memory of at least region_bytes(), owned by the caller.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    body.as_ptr(),
+                    p.src(self.base(), slot) as *mut u8,
+                    body.len(),
+                );
+                std::ptr::write_bytes(p.dst(self.base(), slot) as *mut u8, 0, p.message_bytes);
+            }
+        }
+    }
+
+    /// Writes transfer `n`'s number at both ends of the source slot (host memory only).
+    fn stamp(&self, slot: usize, n: u64) {
+        let p = &self.plan;
+        let at = p.src(self.base(), slot);
+        // SAFETY: both stamps lie inside the slot; no transfer reads this slot while it is being stamped.
+        unsafe {
+            std::ptr::write_volatile(at as *mut u64, n);
+            std::ptr::write_volatile((at + (p.message_bytes - STAMP) as u64) as *mut u64, n);
+        }
+    }
+
+    /// The destination slot carries transfer `n`'s number at both ends. A completion is written after the data
+    /// it reports, so the first look normally decides; a mismatch is looked at again for up to a millisecond
+    /// before it counts, so a platform that reorders the two writes does not report a false mismatch.
+    fn stamped(&self, slot: usize, n: u64) -> bool {
+        let p = &self.plan;
+        let at = p.dst(self.base(), slot);
+        let tail = at + (p.message_bytes - STAMP) as u64;
+        let look = || {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: both stamps lie inside the slot; the transfer into it has completed.
+            unsafe {
+                std::ptr::read_volatile(at as *const u64) == n
+                    && std::ptr::read_volatile(tail as *const u64) == n
+            }
+        };
+        let until = Instant::now() + Duration::from_millis(1);
+        loop {
+            if look() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn slots_equal(&self) -> bool {
+        let p = &self.plan;
+        (0..p.slots()).all(|slot| {
+            // SAFETY: both slots lie in the caller's host memory; no transfer is in flight.
+            let (s, d) = unsafe {
+                (
+                    std::slice::from_raw_parts(
+                        p.src(self.base(), slot) as *const u8,
+                        p.message_bytes,
+                    ),
+                    std::slice::from_raw_parts(
+                        p.dst(self.base(), slot) as *const u8,
+                        p.message_bytes,
+                    ),
+                )
+            };
+            s == d
+        })
+    }
+
+    fn clear_destinations(&self) {
+        let p = &self.plan;
+        for slot in 0..p.slots() {
+            // SAFETY: as in fill_sources.
+            unsafe {
+                std::ptr::write_bytes(p.dst(self.base(), slot) as *mut u8, 0, p.message_bytes)
+            };
+        }
+    }
+
+    /// Keeps `depth` transfers of one kind in flight until the count, the phase time or the deadline.
+    fn bandwidth(&mut self, qp: &mut BasicQueuePair, op: Op) -> Result<Throughput, Failure> {
+        let p = self.plan;
+        let host = self.region.host_visible;
+        if host && op == Op::Read {
+            self.clear_destinations();
+        }
+        let depth = p.depth.max(1);
+        let (mut posted, mut completed, mut mismatched) = (0u32, 0u32, 0u32);
+        let started = Instant::now();
+        let phase_end = (started + p.phase_time).min(p.deadline);
+        loop {
+            while posted < p.bw_messages && posted - completed < depth && Instant::now() < phase_end
+            {
+                let slot = posted as usize % p.slots();
+                if host {
+                    self.stamp(slot, u64::from(posted));
+                }
+                post_rdma(
+                    qp,
+                    op,
+                    u64::from(posted),
+                    self.lkey,
+                    self.rkey,
+                    &p,
+                    self.base(),
+                    slot,
+                )?;
+                posted += 1;
+            }
+            if posted == completed {
+                break;
+            }
+            for wr_id in poll(self.send_cq, p.deadline, op.name())? {
+                if host && !self.stamped(wr_id as usize % p.slots(), wr_id) {
+                    mismatched += 1;
+                }
+                completed += 1;
+            }
+        }
+        if Instant::now() >= p.deadline && completed < p.bw_messages {
+            self.cut_short = true;
+        }
+        let elapsed = started.elapsed();
+        let bytes = u64::from(completed) * p.message_bytes as u64;
+        Ok(Throughput {
+            gbps: bits_per_sec_gbps(bytes, elapsed),
+            bytes,
+            transfers: completed,
+            checked: if host { completed } else { 0 },
+            mismatched,
+            slots_equal: host.then(|| self.slots_equal()),
+        })
+    }
+
+    /// A sends its number to B, B sends it back; half of each round trip is one sample.
+    fn latency(
+        &mut self,
+        a: &mut BasicQueuePair,
+        b: &mut BasicQueuePair,
+    ) -> Result<Latency, Failure> {
+        let p = self.plan;
+        let host = self.region.host_visible;
+        let [a_send, b_recv, b_send, a_recv] = [0, 1, 2, 3].map(|i| p.ping(self.base(), i));
+        let started = Instant::now();
+        let phase_end = (started + p.phase_time).min(p.deadline);
+        let mut samples = Vec::with_capacity(p.lat_iterations as usize);
+        let mut mismatched = 0u32;
+        for n in 0..u64::from(p.lat_iterations) {
+            if Instant::now() >= phase_end {
+                self.cut_short |= Instant::now() >= p.deadline;
+                break;
+            }
+            post_recv(b, WR_PING, self.lkey, b_recv, PING_BYTES as u32)?;
+            post_recv(a, WR_PONG, self.lkey, a_recv, PING_BYTES as u32)?;
+            if host {
+                // SAFETY: the ping buffers lie in the caller's host memory; nothing is in flight.
+                unsafe { std::ptr::write_volatile(a_send as *mut u64, n) };
+            }
+            let t = Instant::now();
+            post_send(a, WR_PING, self.lkey, a_send)?;
+            let got = recv_one(self.recv_cq, p.deadline)?;
+            if host {
+                // SAFETY: as above; B's receive has completed.
+                let echo = unsafe { std::ptr::read_volatile(b_recv as *const u64) };
+                unsafe { std::ptr::write_volatile(b_send as *mut u64, echo) };
+            }
+            post_send(b, WR_PONG, self.lkey, b_send)?;
+            let back = recv_one(self.recv_cq, p.deadline)?;
+            samples.push(t.elapsed() / 2);
+            // SAFETY: as above; A's receive has completed.
+            let wrong_data = host && unsafe { std::ptr::read_volatile(a_recv as *const u64) } != n;
+            let wrong_completion =
+                got != (WR_PING, PING_BYTES as u32) || back != (WR_PONG, PING_BYTES as u32);
+            mismatched += u32::from(wrong_data || wrong_completion);
+            // Both SENDs' own completions, so the send queue never fills.
+            let mut sends = 0;
+            while sends < 2 {
+                sends += poll(self.send_cq, p.deadline, "SEND")?.len();
+            }
+        }
+        samples.sort_unstable();
+        Ok(Latency {
+            samples: samples.len() as u32,
+            p50_us: percentile_us(&samples, 50),
+            p99_us: percentile_us(&samples, 99),
+            mismatched,
+        })
+    }
+}
+
+/// The `pct`th percentile (nearest rank) of sorted samples, in µs; 0 for none.
+pub fn percentile_us(sorted: &[Duration], pct: usize) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (pct * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1e6
+}
+
+/// Gb/s (10^9 bits) for `bytes` in `elapsed`.
+pub fn bits_per_sec_gbps(bytes: u64, elapsed: Duration) -> f64 {
+    let s = elapsed.as_secs_f64();
+    if s <= 0.0 {
+        0.0
+    } else {
+        bytes as f64 * 8.0 / s / 1e9
+    }
+}
+
+/// WRITE: source slot → destination slot. READ: the destination slot fetches the source slot.
+#[allow(clippy::too_many_arguments)]
+fn post_rdma(
+    qp: &mut BasicQueuePair,
+    op: Op,
+    wr_id: u64,
+    lkey: u32,
+    rkey: u32,
+    plan: &Plan,
+    base: u64,
+    slot: usize,
+) -> Result<(), Failure> {
+    let (src, dst) = (plan.src(base, slot), plan.dst(base, slot));
+    let (local, op) = match op {
+        Op::Write => (src, rc::Op::Write { rkey, remote: dst }),
+        Op::Read => (dst, rc::Op::Read { rkey, remote: src }),
+    };
+    rc::post(qp, op, wr_id, lkey, local, plan.message_bytes as u32)
+}
+
+fn post_send(qp: &mut BasicQueuePair, wr_id: u64, lkey: u32, addr: u64) -> Result<(), Failure> {
+    rc::post(qp, rc::Op::Send, wr_id, lkey, addr, PING_BYTES as u32)
+}
+
+/// One loopback through one kind of memory, with its data check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Leg {
+    Done {
+        outcome: Outcome,
+        /// Every destination equals its source afterwards, and no checked transfer mismatched.
+        verified: bool,
+    },
+    Failed {
+        stage: String,
+        message: String,
+        refused: Vec<String>,
+    },
+}
+
+pub fn leg_failed(stage: &str, message: impl Into<String>) -> Leg {
+    Leg::Failed {
+        stage: stage.into(),
+        message: message.into(),
+        refused: Vec::new(),
+    }
+}
+
+impl From<Failure> for Leg {
+    fn from(f: Failure) -> Leg {
+        Leg::Failed {
+            stage: f.stage,
+            message: f.message,
+            refused: f.refused_registrations,
+        }
+    }
+}
+
+/// sideway converts some unknown enum values with a panic; a panic is one failed leg, not a lost probe.
+pub fn guarded(f: impl FnOnce() -> Leg) -> Leg {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        leg_failed(
+            "verbs",
+            "the verbs wrapper panicked (unexpected value from the device)",
+        )
+    })
+}
+
+/// A slot's contents: no two neighbouring bytes equal and each slot shifted, so a shifted, partial or
+/// misdirected transfer shows.
+pub fn pattern_from(slot: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i + slot * 7) as u8).wrapping_mul(31).wrapping_add(7))
+        .collect()
+}
+
+impl Outcome {
+    /// Nothing this run could check mismatched (in GPU memory the caller also compares the slots itself).
+    pub fn checks_pass(&self) -> bool {
+        [&self.write, &self.read]
+            .iter()
+            .all(|t| t.mismatched == 0 && t.slots_equal != Some(false))
+            && self.latency.mismatched == 0
+    }
+}
+
+/// The loopback through ordinary host memory (`ibv_reg_mr` on a heap buffer): the port and link alone.
+pub fn host_memory(target: &PortTarget, plan: Plan) -> Leg {
+    let mut buf = vec![0u8; plan.region_bytes()];
+    let region = Region {
+        addr: buf.as_mut_ptr() as u64,
+        len: buf.len(),
+        dmabuf_fd: None,
+        host_visible: true,
+    };
+    match loopback(target, region, plan) {
+        Ok(outcome) => Leg::Done {
+            verified: outcome.checks_pass(),
+            outcome,
+        },
+        Err(f) => f.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            message_bytes: 4096,
+            depth: 4,
+            bw_messages: 1,
+            phase_time: Duration::from_secs(1),
+            lat_iterations: 1,
+            deadline: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn slots_and_ping_buffers_do_not_overlap() {
+        let p = plan();
+        assert_eq!(p.region_bytes(), 2 * 4 * 4096 + 32);
+        assert_eq!(p.src(0, 3), 3 * 4096);
+        assert_eq!(p.dst(0, 0), 4 * 4096);
+        assert_eq!(p.dst(0, 3) + 4096, p.ping(0, 0));
+        assert_eq!(p.ping(0, 3) + PING_BYTES as u64, p.region_bytes() as u64);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let us = |n: u64| Duration::from_micros(n);
+        let sorted: Vec<Duration> = (1..=100).map(us).collect();
+        assert_eq!(percentile_us(&sorted, 50), 50.0);
+        assert_eq!(percentile_us(&sorted, 99), 99.0);
+        assert_eq!(percentile_us(&[us(7)], 99), 7.0);
+        assert_eq!(percentile_us(&[], 50), 0.0);
+    }
+
+    #[test]
+    fn gbps_from_bytes_and_time() {
+        let g = bits_per_sec_gbps(50_000_000_000, Duration::from_secs(1));
+        assert!((g - 400.0).abs() < 1e-9);
+        assert_eq!(bits_per_sec_gbps(1, Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn region_smaller_than_the_plan_is_refused_before_any_call() {
+        let target = PortTarget {
+            device: "mlx5_0".into(),
+            port: 1,
+            roce_gid: None,
+        };
+        let region = Region {
+            addr: 0x1000,
+            len: 4096,
+            dmabuf_fd: None,
+            host_visible: false,
+        };
+        assert_eq!(loopback(&target, region, plan()).unwrap_err().stage, "plan");
+    }
+
+    #[test]
+    fn slot_patterns_differ_and_neighbours_differ() {
+        let (a, b) = (pattern_from(0, 64), pattern_from(1, 64));
+        assert_ne!(a, b);
+        assert!(a.windows(2).all(|w| w[0] != w[1]));
+    }
+}
