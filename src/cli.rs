@@ -194,6 +194,10 @@ pub struct PairArgs {
     /// SEND/RECV round trips for the latency percentiles
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub pings: u32,
+
+    /// Each phase (WRITE, READ, ping-pong) ends after its count or this many seconds (perftest's -D)
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub phase_time: f64,
 }
 
 /// `--help` text for the codes of `nccl`.

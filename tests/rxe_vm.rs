@@ -292,7 +292,10 @@ fn pair_between_the_two_vms() {
             assert!(measurement(&p, name) > 0.0, "{name}: {p:#}");
         }
         let text = p.to_string();
-        assert!(text.contains("data verified: WRITE true, READ true"), "{p:#}");
+        assert!(
+            text.contains("data verified: WRITE true, READ true"),
+            "{p:#}"
+        );
         assert!(text.contains("no meaningful link rate"), "{p:#}");
     }
     assert_eq!(text("b/pair-listen.listening-after").trim(), "0");

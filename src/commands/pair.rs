@@ -56,6 +56,12 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             args.timeout
         );
     }
+    if !(args.phase_time.is_finite() && args.phase_time > 0.0) {
+        bail!(
+            "--phase-time must be a positive number of seconds, got {}",
+            args.phase_time
+        );
+    }
     if args.message_size == 0 || args.message_size > 1 << 20 {
         bail!("--message-size must be 1..=1048576 KiB");
     }
@@ -108,6 +114,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             bw_messages: args.messages,
             queue_depth: 16,
             pings: args.pings,
+            phase_time: Duration::from_secs_f64(args.phase_time),
             deadline,
         },
         pct: profile

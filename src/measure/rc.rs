@@ -399,12 +399,18 @@ pub fn poll(cq: &BasicCompletionQueue, deadline: Instant, what: &str) -> Result<
     }
 }
 
+/// The message of a wait that reached its deadline without a completion.
+pub const NO_COMPLETION: &str =
+    "no completion before the deadline (port down, peer gone, or the path drops packets)";
+
+/// The failure is a wait that ran out of time (rather than an error completion or a failed call).
+pub fn timed_out(f: &Failure) -> bool {
+    f.message == NO_COMPLETION
+}
+
 fn idle(deadline: Instant, what: &str) -> Result<(), Failure> {
     if Instant::now() >= deadline {
-        return Err(fail(
-            &format!("{what} completion"),
-            "no completion before the deadline (port down, peer gone, or the path drops packets)",
-        ));
+        return Err(fail(&format!("{what} completion"), NO_COMPLETION));
     }
     std::hint::spin_loop();
     Ok(())

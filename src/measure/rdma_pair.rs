@@ -45,6 +45,8 @@ pub enum Sync {
 pub trait Channel {
     fn send(&mut self, step: Sync) -> Result<(), Failure>;
     fn recv(&mut self, during: &str) -> Result<Sync, Failure>;
+    /// The peer closed its end (its process ended); checked while waiting for completions.
+    fn peer_gone(&mut self) -> bool;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +61,9 @@ pub struct PairPlan {
     pub bw_messages: u32,
     pub queue_depth: u32,
     pub pings: u32,
+    /// Each phase (WRITE, READ, ping-pong) ends after its count or this long, whichever comes first.
+    pub phase_time: Duration,
+    /// Hard end: a phase cut by it is `cut_short`.
     pub deadline: Instant,
 }
 
@@ -81,6 +86,31 @@ const PING_BYTES: u32 = 8;
 const PING_STOP: u64 = u64::MAX;
 /// A responder that gets no ping for this long decides the initiator is gone.
 const PING_IDLE: Duration = Duration::from_secs(5);
+/// How often a wait for completions looks whether the peer is still there.
+const LIVENESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Waits for completions on `cq` until `until`, in slices; between slices a peer that closed its control
+/// connection ends the wait at once (a dead peer never acknowledges, so waiting out the deadline tells nothing).
+fn completions(
+    cq: &BasicCompletionQueue,
+    until: Instant,
+    what: &str,
+    ch: &mut dyn Channel,
+) -> Result<Vec<u64>, Failure> {
+    loop {
+        match rc::poll(cq, until.min(Instant::now() + LIVENESS_EVERY), what) {
+            Err(f) if rc::timed_out(&f) && Instant::now() < until => {
+                if ch.peer_gone() {
+                    return Err(fail(
+                        &format!("peer: {what}"),
+                        format!("the peer closed its control connection while {what} was in flight: it died mid-transfer"),
+                    ));
+                }
+            }
+            other => return other,
+        }
+    }
+}
 
 /// Runs one port pair in host memory. A failure is sent to the peer (best effort) before it is returned.
 pub fn run(
@@ -125,8 +155,6 @@ fn run_inner(
     let recv_cq = port.create_cq(4)?;
     let mut qp = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
     let lkey = mr.lkey();
-    // The ping buffer is the start of the destination half; the pings land there, never the bulk data.
-    rc::post_recv(&mut qp, 0, lkey, dst, PING_BYTES)?;
     let psn = match role {
         Role::Initiator => 0x1000,
         Role::Responder => 0x2000,
@@ -161,6 +189,9 @@ fn run_inner(
         ));
     }
     port.connect(&mut qp, target, &peer, psn)?;
+    // Receives need a connected QP (rxe refuses them in RESET). The ping buffer is the start of the destination
+    // half; the first ping comes only after both ends said Ready, so this receive is there in time.
+    rc::post_recv(&mut qp, 0, lkey, dst, PING_BYTES)?;
     ch.send(Sync::Ready)?;
     match expect(ch, "connect")? {
         Sync::Ready => {}
@@ -184,7 +215,8 @@ fn run_inner(
                 half as u32,
                 plan.bw_messages,
                 depth,
-                plan.deadline,
+                plan,
+                ch,
             )?;
             cut_short |= cut;
             let write_gbps = bits_per_sec_gbps(n as u64 * half as u64, t.elapsed());
@@ -208,13 +240,14 @@ fn run_inner(
                 half as u32,
                 plan.bw_messages,
                 depth,
-                plan.deadline,
+                plan,
+                ch,
             )?;
             cut_short |= cut;
             let read_gbps = bits_per_sec_gbps(n as u64 * half as u64, t.elapsed());
             let read_verified = n > 0 && buf[..half] == buf[half..];
             ch.send(Sync::PingStart)?;
-            let (samples, cut) = ping(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan)?;
+            let (samples, cut) = ping(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
             cut_short |= cut;
             let outcome = PairOutcome {
                 registration,
@@ -241,7 +274,7 @@ fn run_inner(
                 Sync::PingStart => {}
                 other => return Err(unexpected("RDMA READ", &other)),
             }
-            echo(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan)?;
+            echo(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
             match expect(ch, "latency")? {
                 Sync::Outcome(o) => o,
                 other => return Err(unexpected("latency", &other)),
@@ -284,6 +317,7 @@ fn write_u64(addr: u64, v: u64) {
 }
 
 /// Initiator: `plan.pings` round trips of 8 bytes, then a stop ping. Returns the one-way latencies, sorted.
+#[allow(clippy::too_many_arguments)]
 fn ping(
     qp: &mut BasicQueuePair,
     send_cq: &BasicCompletionQueue,
@@ -292,31 +326,34 @@ fn ping(
     src: u64,
     dst: u64,
     plan: PairPlan,
+    ch: &mut dyn Channel,
 ) -> Result<(Vec<Duration>, bool), Failure> {
     let mut samples = Vec::with_capacity(plan.pings as usize);
     let mut cut_short = false;
+    let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
     let scratch = src; // the pattern is restored nowhere after this; the bulk phases are over
     for i in 0..u64::from(plan.pings) {
-        if Instant::now() >= plan.deadline {
-            cut_short = true;
+        if Instant::now() >= phase_end {
+            cut_short = Instant::now() >= plan.deadline;
             break;
         }
         write_u64(scratch, i);
         let t = Instant::now();
         rc::post(qp, Op::Send, i, lkey, scratch, PING_BYTES)?;
-        rc::poll(send_cq, plan.deadline, "SEND")?;
-        rc::recv_one(recv_cq, plan.deadline)?;
+        completions(send_cq, plan.deadline, "SEND", ch)?;
+        completions(recv_cq, plan.deadline, "RECV", ch)?;
         samples.push(t.elapsed() / 2);
         rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
     }
     write_u64(scratch, PING_STOP);
     rc::post(qp, Op::Send, PING_STOP, lkey, scratch, PING_BYTES)?;
-    rc::poll(send_cq, plan.deadline, "SEND")?;
+    completions(send_cq, plan.deadline, "SEND", ch)?;
     samples.sort_unstable();
     Ok((samples, cut_short))
 }
 
 /// Responder: echo every ping until the stop ping; silence for [`PING_IDLE`] means the initiator is gone.
+#[allow(clippy::too_many_arguments)]
 fn echo(
     qp: &mut BasicQueuePair,
     send_cq: &BasicCompletionQueue,
@@ -325,10 +362,11 @@ fn echo(
     src: u64,
     dst: u64,
     plan: PairPlan,
+    ch: &mut dyn Channel,
 ) -> Result<(), Failure> {
     loop {
         let wait_until = plan.deadline.min(Instant::now() + PING_IDLE);
-        rc::recv_one(recv_cq, wait_until).map_err(|f| {
+        completions(recv_cq, wait_until, "RECV", ch).map_err(|f| {
             fail(
                 "peer: latency",
                 format!(
@@ -344,12 +382,12 @@ fn echo(
         rc::post_recv(qp, seq + 1, lkey, dst, PING_BYTES)?;
         write_u64(src, seq);
         rc::post(qp, Op::Send, seq, lkey, src, PING_BYTES)?;
-        rc::poll(send_cq, plan.deadline, "SEND")?;
+        completions(send_cq, plan.deadline, "SEND", ch)?;
     }
 }
 
-/// Keeps `depth` signalled `op`s of `len` bytes from `local` in flight until `count` completed or `deadline`;
-/// returns how many completed and whether the deadline cut the phase short.
+/// Keeps `depth` signalled `op`s of `len` bytes from `local` in flight until `count` completed or the phase
+/// time is up; returns how many completed and whether the deadline cut the phase short.
 #[allow(clippy::too_many_arguments)]
 fn stream(
     qp: &mut BasicQueuePair,
@@ -360,18 +398,23 @@ fn stream(
     len: u32,
     count: u32,
     depth: u32,
-    deadline: Instant,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
 ) -> Result<(u32, bool), Failure> {
+    let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
     let (mut posted, mut completed) = (0u32, 0u32);
     loop {
-        while posted < count && posted - completed < depth && Instant::now() < deadline {
+        while posted < count && posted - completed < depth && Instant::now() < phase_end {
             rc::post(qp, op, u64::from(posted), lkey, local, len)?;
             posted += 1;
         }
         if posted == completed {
-            return Ok((completed, completed < count));
+            return Ok((
+                completed,
+                completed < count && Instant::now() >= plan.deadline,
+            ));
         }
-        completed += rc::poll(cq, deadline, op.name())?.len() as u32;
+        completed += completions(cq, plan.deadline, op.name(), ch)?.len() as u32;
     }
 }
 

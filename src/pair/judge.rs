@@ -69,8 +69,11 @@ pub fn judge(
     }
     let status = worst(statuses);
     let mut summary = format!(
-        "WRITE {:.1} Gb/s, READ {:.1} Gb/s, latency p50 {:.2} us p99 {:.2} us",
-        outcome.write_gbps, outcome.read_gbps, outcome.latency_p50_us, outcome.latency_p99_us
+        "WRITE {} Gb/s, READ {} Gb/s, latency p50 {:.2} us p99 {:.2} us",
+        gbps_text(outcome.write_gbps),
+        gbps_text(outcome.read_gbps),
+        outcome.latency_p50_us,
+        outcome.latency_p99_us
     );
     if rate_gbps.is_none() {
         summary.push_str(" (no meaningful link rate: bandwidth not judged against it)");
@@ -99,6 +102,15 @@ pub fn judge(
         r = r.fix("compare both ends' rdma.link (rate, MTU, GID index), then the cable and switch port between them; `ib_write_bw` between the same ports confirms");
     }
     r
+}
+
+/// Three significant figures for slow links (soft-RoCE under emulation), one decimal for real ones.
+fn gbps_text(gbps: f64) -> String {
+    if gbps < 10.0 {
+        format!("{gbps:.3}")
+    } else {
+        format!("{gbps:.1}")
+    }
 }
 
 /// The nodes common to every failing pair (both ends of one failing pair when only one failed: no single node).

@@ -355,6 +355,10 @@ impl Peer {
 }
 
 impl Channel for Peer {
+    fn peer_gone(&mut self) -> bool {
+        self.is_gone()
+    }
+
     fn send(&mut self, step: Sync) -> Result<(), Failure> {
         let msg = Message::Sync {
             port_pair: self.port_pair,

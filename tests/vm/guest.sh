@@ -14,6 +14,7 @@ arg() { for w in $(cat /proc/cmdline); do case $w in "$1"=*) echo "${w#*=}" ;; e
 up() { cut -d' ' -f1 /proc/uptime; }
 say() { echo "### $* [uptime $(up)s]"; }
 ROLE=$(arg vmrole) MYIP=$(arg vmip) PEER=$(arg vmpeer)
+hostname "vm-$ROLE"
 KVER=$(uname -r)
 while read -r m; do insmod "/lib/modules/$KVER/$m" 2>/dev/null; done </etc/modules.load
 ip link set lo up
