@@ -46,7 +46,7 @@ pair_run() {
     name=$1
     shift
     say "BEGIN $name: fabric-preflight pair $*"
-    fabric-preflight pair --color never --token vm-pair-token --messages "${MESSAGES:-64}" --pings 200 \
+    fabric-preflight pair --color never --token vm-pair-token --message-size 64 --messages "${MESSAGES:-64}" --phase-time "${PHASE_TIME:-2}" --pings 200 \
         --output "json=/tmp/$name.json" "$@"
     echo $? >"/out/$name.exit"
     cp "/tmp/$name.json" "/out/$name.json" 2>/dev/null
@@ -74,7 +74,7 @@ if [ "$ROLE" = b ]; then
     pair_run pair-listen --listen 18515 --timeout 150
     tcp_sockets 18515 0A >/out/pair-listen.listening-after
     # The peer dies mid-transfer: this listener is killed once VM a is connected and moving data.
-    fabric-preflight pair --color never --token vm-pair-token --listen 18516 --timeout 150 --messages 1000000 \
+    fabric-preflight pair --color never --token vm-pair-token --listen 18516 --timeout 150 --message-size 64 \
         >/out/pair-killed.txt 2>&1 &
     pid=$!
     i=0
@@ -96,9 +96,10 @@ done
 echo $n >/out/pingpong.retries
 # The node pair between the two VMs (VM b listens); the connector retries until b's listener is up.
 pair_run pair-connect --connect "$PEER:18515" --timeout 150
-MESSAGES=1000000
+# Long phases, so VM b's listener dies while data moves.
+MESSAGES=1000000 PHASE_TIME=100
 pair_run pair-peer-killed --connect "$PEER:18516" --timeout 120
-MESSAGES=64
+MESSAGES=64 PHASE_TIME=2
 run generic
 run roce-400g --profile roce-400g
 say "BEGIN snapshot"
