@@ -56,6 +56,31 @@ pub enum ColorChoice {
     Never,
 }
 
+/// Where and how a run's report goes, and what makes its exit code: shared by `run` and `pair`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Format written to stdout (or to a bare --output PATH)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
+    /// Repeatable.
+    #[arg(long, value_name = "[FORMAT=]PATH")]
+    pub output: Vec<String>,
+
+    /// Warnings fail the run (exit 1)
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+
+    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Profile: a built-in name (see `profiles`) or a path to a YAML file
@@ -70,14 +95,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID,..", value_delimiter = ',')]
     pub skip: Vec<String>,
 
-    /// Format written to stdout (or to a bare --output PATH)
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-
-    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
-    /// Repeatable.
-    #[arg(long, value_name = "[FORMAT=]PATH")]
-    pub output: Vec<String>,
+    #[command(flatten)]
+    pub report: ReportArgs,
 
     /// Read /proc, /sys, /dev, /etc and /run under DIR instead of / (a recorded tree)
     #[arg(long, value_name = "DIR")]
@@ -86,18 +105,6 @@ pub struct RunArgs {
     /// Deadline for the whole run, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
-
-    /// Warnings fail the run (exit 1)
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
-    #[arg(long, value_enum, default_value = "auto")]
-    pub color: ColorChoice,
-
-    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
-    #[arg(long, value_name = "PATH")]
-    pub termination_log: Option<PathBuf>,
 
     /// NCCL_DEBUG=INFO output to judge with nccl.transport (repeatable)
     #[arg(long, value_name = "PATH")]
@@ -159,29 +166,12 @@ pub struct PairArgs {
     #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
     pub profile: String,
 
-    /// Format written to stdout (or to a bare --output PATH)
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-
-    /// Also write a report to a file: FORMAT=PATH or PATH for --format. Repeatable.
-    #[arg(long, value_name = "[FORMAT=]PATH")]
-    pub output: Vec<String>,
+    #[command(flatten)]
+    pub report: ReportArgs,
 
     /// Deadline for the whole run (handshake included), in seconds
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
-
-    /// Warnings fail the run (exit 1)
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
-    #[arg(long, value_enum, default_value = "auto")]
-    pub color: ColorChoice,
-
-    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
-    #[arg(long, value_name = "PATH")]
-    pub termination_log: Option<PathBuf>,
 
     /// Bandwidth message size in KiB (both ends must agree)
     #[arg(long, value_name = "KIB", default_value_t = 1024)]

@@ -48,7 +48,7 @@ enum Side {
 }
 
 pub fn main(args: PairArgs) -> anyhow::Result<u8> {
-    let outputs = parse_outputs(&args.output, args.format)?;
+    let outputs = parse_outputs(&args.report.output, args.report.format)?;
     let profile = crate::profile::load(&args.profile, &crate::probes::ids())?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         bail!(
@@ -189,10 +189,10 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     deliver(
         &report,
         &outputs,
-        args.color,
-        args.termination_log.as_deref(),
+        args.report.color,
+        args.report.termination_log.as_deref(),
     );
-    Ok(exit::for_run(&report, args.strict))
+    Ok(exit::for_run(&report, args.report.strict))
 }
 
 /// `PORT` or `ADDR:PORT` (`[::1]:PORT` for IPv6).
@@ -500,8 +500,8 @@ fn summarize(
     deliver(
         &report,
         outputs,
-        args.color,
-        args.termination_log.as_deref(),
+        args.report.color,
+        args.report.termination_log.as_deref(),
     );
-    Ok(exit::for_run(&report, args.strict))
+    Ok(exit::for_run(&report, args.report.strict))
 }

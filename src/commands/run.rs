@@ -39,7 +39,7 @@ pub struct Executed {
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<u8> {
-    let outputs = parse_outputs(&args.output, args.format)?;
+    let outputs = parse_outputs(&args.report.output, args.report.format)?;
     let plan = prepare(
         args.root.as_deref(),
         &args.profile,
@@ -54,12 +54,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     )?;
     runner::install_panic_hook();
     let executed = execute(plan);
-    let code = exit::for_run(&executed.report, args.strict);
+    let code = exit::for_run(&executed.report, args.report.strict);
     deliver(
         &executed.report,
         &outputs,
-        args.color,
-        args.termination_log.as_deref(),
+        args.report.color,
+        args.report.termination_log.as_deref(),
     );
     Ok(code)
 }
