@@ -32,6 +32,8 @@ const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
 /// This node's testable ports, or why there are none.
 struct Inventory {
     ports: Vec<(PortInfo, PortTarget)>,
+    /// NVIDIA GPUs the driver lists: their memory is not tested by this version, and the report says so.
+    gpus: usize,
     /// No port: the reason, and whether that is an absence (skip) or a fault (fail).
     none: Option<(Status, String)>,
 }
@@ -215,8 +217,12 @@ fn watchdog(deadline: Instant) {
 }
 
 fn inventory(host: &Host) -> Inventory {
+    let gpus = crate::sysfs::nvidia::read_driver_gpus(host)
+        .map(|g| g.len())
+        .unwrap_or(0);
     let none = |status, why: String| Inventory {
         ports: Vec::new(),
+        gpus,
         none: Some((status, why)),
     };
     let devices = match verbs::discover() {
@@ -269,7 +275,11 @@ fn inventory(host: &Host) -> Inventory {
             ),
         );
     }
-    Inventory { ports, none: None }
+    Inventory {
+        ports,
+        gpus,
+        none: None,
+    }
 }
 
 /// One peer: handshake, then every port pair.
@@ -352,7 +362,15 @@ fn link(
         let result = match (inv.ports.get(i), peer.ports.get(i).cloned()) {
             (Some((mine, target)), Some(theirs)) => {
                 let s = subject(&mine.name(), &theirs.name());
-                measure_pair(&mut peer, role, mine, target, &theirs, settings).subject(s)
+                let mut r =
+                    measure_pair(&mut peer, role, mine, target, &theirs, settings).subject(s);
+                if inv.gpus > 0 {
+                    r.evidence.push(format!(
+                        "GPU memory: not tested ({} GPU(s) here; this version moves host memory only)",
+                        inv.gpus
+                    ));
+                }
+                r
             }
             (Some((mine, _)), None) => CheckResult::warn(
                 ID_RDMA,
