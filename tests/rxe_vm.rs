@@ -311,7 +311,8 @@ fn pair_peer_killed_mid_transfer_is_an_error_naming_it() {
     let p = result_only(&r, "pair.rdma");
     assert_eq!(status(&p), "error", "{p:#}");
     assert!(summary(&p).contains("10.99.0.2"), "{p:#}");
-    assert!(r["duration_ms"].as_u64().unwrap() < 120_000, "{r:#}");
+    // Well before the 120 s deadline (rxe raises no retry error for a dead peer; the control connection tells).
+    assert!(r["duration_ms"].as_u64().unwrap() < 30_000, "{r:#}");
 }
 
 /// The one result of `id`.
