@@ -10,7 +10,7 @@ use crate::report::Format;
 #[derive(Debug, Parser)]
 #[command(
     name = "fabric-preflight",
-    version,
+    version = crate::build_info::VERSION,
     about = "Checks a GPU node's data paths (GPUDirect RDMA, GPUDirect Storage, IB/RoCE, PCIe, NCCL transport) before work lands on it",
     after_help = crate::exit::HELP
 )]
@@ -44,6 +44,13 @@ pub enum Cmd {
     /// latency per port pair, after a token-checked TCP handshake
     #[command(after_help = crate::exit::HELP)]
     Pair(PairArgs),
+    /// Shell completion script on stdout (e.g. `fabric-preflight completions bash > /etc/bash_completion.d/fabric-preflight`)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on stdout (e.g. `fabric-preflight man | man -l -`)
+    Man,
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
@@ -56,35 +63,11 @@ pub enum ColorChoice {
     Never,
 }
 
-/// Where and how a run's report goes, and what makes its exit code: shared by `run` and `pair`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// Format written to stdout (or to a bare --output PATH)
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-
-    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
-    /// Repeatable.
-    #[arg(long, value_name = "[FORMAT=]PATH")]
-    pub output: Vec<String>,
-
-    /// Warnings fail the run (exit 1)
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
-    #[arg(long, value_enum, default_value = "auto")]
-    pub color: ColorChoice,
-
-    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
-    #[arg(long, value_name = "PATH")]
-    pub termination_log: Option<PathBuf>,
-}
-
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Profile: a built-in name (see `profiles`) or a path to a YAML file
-    #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
+    /// Profile: a built-in name (see `profiles`), `auto` (chosen from the GPUs and RDMA ports the host
+    /// shows), or a path to a YAML file
+    #[arg(long, value_name = "NAME|auto|PATH", default_value = "generic")]
     pub profile: String,
 
     /// Run only these checks (comma-separated ids)
@@ -95,16 +78,43 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID,..", value_delimiter = ',')]
     pub skip: Vec<String>,
 
-    #[command(flatten)]
-    pub report: ReportArgs,
+    /// Format written to stdout (or to a bare --output PATH)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
+    /// Repeatable.
+    #[arg(long, value_name = "[FORMAT=]PATH")]
+    pub output: Vec<String>,
 
     /// Read /proc, /sys, /dev, /etc and /run under DIR instead of / (a recorded tree)
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 
-    /// Deadline for the whole run, in seconds
+    /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
+
+    /// Warnings fail the run (exit 1)
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+
+    /// The table on stdout shows only what fails the run (nothing when it passes); files are complete
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Report this host by NAME (JSON `host.hostname` and `host.node_name`, the JUnit suite, Prometheus'
+    /// `host` label); Kubernetes: the node name from the downward API. Default: the host name
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
 
     /// NCCL_DEBUG=INFO output to judge with nccl.transport (repeatable)
     #[arg(long, value_name = "PATH")]
@@ -166,12 +176,29 @@ pub struct PairArgs {
     #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
     pub profile: String,
 
-    #[command(flatten)]
-    pub report: ReportArgs,
+    /// Format written to stdout (or to a bare --output PATH)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also write a report to a file: FORMAT=PATH or PATH for --format. Repeatable.
+    #[arg(long, value_name = "[FORMAT=]PATH")]
+    pub output: Vec<String>,
 
     /// Deadline for the whole run (handshake included), in seconds
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
+
+    /// Warnings fail the run (exit 1)
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+
+    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
 
     /// Bandwidth message size in KiB (both ends must agree)
     #[arg(long, value_name = "KIB", default_value_t = 1024)]
@@ -248,7 +275,7 @@ pub struct SnapshotArgs {
     #[arg(long, value_name = "ID,..", value_delimiter = ',')]
     pub skip: Vec<String>,
 
-    /// Deadline for the whole run, in seconds
+    /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
 }

@@ -2,19 +2,24 @@
 //! targets all use these modules.
 
 pub mod answers;
+pub mod build_info;
 pub mod cli;
 pub mod commands;
 pub mod dynlib;
 pub mod exit;
 pub mod gds_target;
 pub mod host;
+pub mod interrupt;
 pub mod isolate;
 pub mod measure;
 pub mod nccl;
 pub mod pair;
+pub mod presence;
 pub mod probe;
 pub mod probes;
 pub mod profile;
+pub mod profile_match;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod sysfs;

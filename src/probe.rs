@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::answers::Answers;
+use crate::dynlib::Library;
 use crate::host::{Host, ReadError};
 use crate::profile::{CheckSettings, Profile};
 use crate::threshold::Limit;
@@ -93,6 +94,25 @@ impl Measurement {
     }
 }
 
+/// Where the library answers (NVML, CUDA, cuFile, verbs) behind a result came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerSource {
+    /// The libraries were called on this run.
+    Live,
+    /// Replayed from a recording (`vendor-answers.json` under `--root`).
+    Recorded,
+}
+
+impl AnswerSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerSource::Live => "live",
+            AnswerSource::Recorded => "recorded",
+        }
+    }
+}
+
 /// One verdict about one subject (a port, a GPU, a PCIe device, or the node when `subject` is empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
@@ -105,6 +125,10 @@ pub struct CheckResult {
     pub evidence: Vec<String>,
     pub remediation: Option<String>,
     pub duration_ms: u64,
+    /// Set when the result rests on library answers: were they live or recorded. Absent for results read from
+    /// files alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_answers: Option<AnswerSource>,
 }
 
 impl CheckResult {
@@ -118,6 +142,7 @@ impl CheckResult {
             evidence: Vec::new(),
             remediation: None,
             duration_ms: 0,
+            library_answers: None,
         }
     }
 
@@ -268,6 +293,11 @@ pub trait Probe: Send + Sync {
     }
     fn kind(&self) -> Kind {
         Kind::Static
+    }
+    /// Run-time-loaded libraries it calls. A library that hung earlier in the run is not called again: the
+    /// runner reports the check at once instead.
+    fn libraries(&self) -> &'static [Library] {
+        &[]
     }
     /// Deadline when the profile sets none.
     fn default_timeout(&self) -> Duration {

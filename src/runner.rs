@@ -5,20 +5,29 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::answers::Answers;
+use crate::dynlib::Library;
 use crate::host::Host;
+use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
-use crate::probe::{CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
 use crate::profile::Profile;
+use crate::progress::Progress;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
 const CHILD_GRACE: Duration = Duration::from_secs(2);
+/// How often a waiting runner looks for a stopping signal ([`interrupt`]).
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
+/// After a stopping signal, how long the runner waits for probes to come back: child-process probes are killed
+/// at once and return within milliseconds (their scratch directory removed); an in-process probe stuck in a
+/// read is given up on.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// What the runner shares with every probe thread.
 pub struct RunInputs {
@@ -35,6 +44,18 @@ pub struct RunOutcome {
     pub recorded: BTreeMap<String, Value>,
 }
 
+/// A library a check was killed in at its deadline: not called again this run.
+#[derive(Debug, Clone)]
+struct Hung {
+    library: Library,
+    call: String,
+    probe: &'static str,
+    after: Duration,
+}
+
+/// The libraries that hung so far, shared by every probe thread of the run.
+type HungLibraries = Arc<Mutex<Vec<Hung>>>;
+
 struct Scheduled {
     probe: &'static dyn Probe,
     timeout: Duration,
@@ -42,10 +63,17 @@ struct Scheduled {
     cut_by_run_deadline: bool,
 }
 
-/// Runs `probes`: static and library probes concurrently, then active probes one at a time.
-pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Duration) -> RunOutcome {
+/// Runs `probes`: static and library probes concurrently, then active probes one at a time, each named on
+/// `progress` as it starts.
+pub fn run(
+    probes: &[&'static dyn Probe],
+    shared: RunInputs,
+    run_timeout: Duration,
+    progress: &Progress,
+) -> RunOutcome {
     let run_deadline = Instant::now() + run_timeout;
     let shared = Arc::new(shared);
+    let hung = HungLibraries::default();
     let mut slots: Vec<Option<Vec<CheckResult>>> = vec![None; probes.len()];
 
     let (concurrent, active): (Vec<usize>, Vec<usize>) =
@@ -54,12 +82,25 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
         probes,
         &concurrent,
         &shared,
+        &hung,
         run_deadline,
         run_timeout,
         &mut slots,
     );
-    for i in active {
-        run_batch(probes, &[i], &shared, run_deadline, run_timeout, &mut slots);
+    for (n, &i) in active.iter().enumerate() {
+        progress.active(probes[i].id(), n + 1, active.len());
+        run_batch(
+            probes,
+            &[i],
+            &shared,
+            &hung,
+            run_deadline,
+            run_timeout,
+            &mut slots,
+        );
+    }
+    if !active.is_empty() {
+        progress.clear();
     }
 
     let mut results = Vec::new();
@@ -84,6 +125,7 @@ fn run_batch(
     probes: &[&'static dyn Probe],
     batch: &[usize],
     shared: &Arc<RunInputs>,
+    hung: &HungLibraries,
     run_deadline: Instant,
     run_timeout: Duration,
     slots: &mut [Option<Vec<CheckResult>>],
@@ -101,7 +143,15 @@ fn run_batch(
             .filter(|s| s.is_finite() && *s > 0.0)
             .map(Duration::from_secs_f64)
             .unwrap_or_else(|| probe.default_timeout());
+        if let Some(h) = hung_library_needed(probe, hung) {
+            slots[i] = Some(vec![not_called_again(probe.id(), &h)]);
+            continue;
+        }
         let left = run_deadline.saturating_duration_since(now);
+        if let Some(signal) = interrupt::requested() {
+            slots[i] = Some(vec![interrupted_result(probe, signal, "not started")]);
+            continue;
+        }
         if left.is_zero() {
             slots[i] = Some(vec![CheckResult::error(
                 probe.id(),
@@ -131,19 +181,22 @@ fn run_batch(
             scheduled.timeout,
             cut_by,
             shared.clone(),
+            hung.clone(),
             tx.clone(),
         );
         pending.insert(i, (scheduled, now, wait_until));
     }
     drop(tx);
 
+    let mut interrupted_at: Option<Instant> = None;
     while !pending.is_empty() {
         let next = pending
             .values()
             .map(|(_, _, until)| *until)
             .min()
             .unwrap_or_else(Instant::now);
-        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+        let wait = next.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait.min(SIGNAL_POLL)) {
             Ok((i, mut results)) => {
                 if let Some((scheduled, started, _)) = pending.remove(&i) {
                     let ms = started.elapsed().as_millis() as u64;
@@ -161,6 +214,13 @@ fn run_batch(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
+                if let Some(signal) = interrupt::requested() {
+                    if now >= *interrupted_at.get_or_insert(now) + INTERRUPT_GRACE {
+                        for (i, (s, _, _)) in std::mem::take(&mut pending) {
+                            slots[i] = Some(vec![interrupted_result(s.probe, signal, "gave up")]);
+                        }
+                    }
+                }
                 let expired: Vec<usize> = pending
                     .iter()
                     .filter(|(_, (_, _, until))| *until <= now)
@@ -204,6 +264,45 @@ fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> Che
     r
 }
 
+/// The first library `probe` calls that hung earlier in this run.
+fn hung_library_needed(probe: &dyn Probe, hung: &HungLibraries) -> Option<Hung> {
+    let hung = hung.lock().ok()?;
+    hung.iter()
+        .find(|h| probe.libraries().contains(&h.library))
+        .cloned()
+}
+
+/// A check not started because a library it calls hung earlier: reported at once, costing no time.
+fn not_called_again(id: &str, h: &Hung) -> CheckResult {
+    CheckResult::error(
+        id,
+        format!(
+            "{id}: not run: {} hung in {} earlier in this run ({} was killed after {} s); it is not called again",
+            h.library.soname(),
+            h.call,
+            h.probe,
+            fmt_secs(h.after)
+        ),
+    )
+    .evidence("hung library call", &h.call)
+    .fix("the library call named above hung: check `dmesg` for Xid/driver errors and the driver's health (`nvidia-smi`, `ibv_devinfo`); checks that do not need this library still ran")
+}
+
+/// A check the stopping signal cut short (`not started`, or `gave up` waiting for it).
+fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResult {
+    CheckResult::error(
+        probe.id(),
+        format!(
+            "{}: {what}: the run was interrupted by {signal}",
+            probe.id()
+        ),
+    )
+    .fix(RERUN_AFTER_INTERRUPT)
+}
+
+const RERUN_AFTER_INTERRUPT: &str =
+    "the run was stopped (pod deleted, job cancelled or Ctrl-C) before this check finished: run it again";
+
 /// `cut_by`: the run's `--timeout` when it, not the probe's own deadline, set `timeout`.
 fn spawn_probe(
     index: usize,
@@ -211,13 +310,14 @@ fn spawn_probe(
     timeout: Duration,
     cut_by: Option<Duration>,
     shared: Arc<RunInputs>,
+    hung: HungLibraries,
     tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
 ) {
     let name = format!("probe:{}", probe.id());
     let body = move || {
         let results = match probe.kind() {
             Kind::Static => run_in_thread(probe, timeout, &shared),
-            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared),
+            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
         };
         // The receiver may have given up on us (deadline passed); nothing to do then.
         let _ = tx.send((index, results));
@@ -257,8 +357,10 @@ fn run_isolated(
     timeout: Duration,
     cut_by: Option<Duration>,
     shared: &RunInputs,
+    hung: &HungLibraries,
 ) -> Vec<CheckResult> {
-    let scratch = if probe.kind() == Kind::Active {
+    // A replay measures nothing, so it gets no scratch directory and writes nothing at all.
+    let scratch = if probe.kind() == Kind::Active && shared.answers.source() == AnswerSource::Live {
         make_scratch(&shared.inputs)
     } else {
         Ok(None)
@@ -289,6 +391,16 @@ fn run_isolated(
             reply.results
         }
         Err(failure) => {
+            if let Some(call) = failure.last_call.as_deref().filter(|_| failure.timed_out) {
+                if let (Some(library), Ok(mut h)) = (Library::owning(call), hung.lock()) {
+                    h.push(Hung {
+                        library,
+                        call: call.to_string(),
+                        probe: probe.id(),
+                        after: timeout,
+                    });
+                }
+            }
             let summary = match cut_by {
                 Some(run_timeout) if failure.timed_out => format!(
                     "the run deadline (--timeout {} s) was reached{}",
@@ -303,7 +415,13 @@ fn run_isolated(
             };
             let mut r = CheckResult::error(probe.id(), format!("{}: {summary}", probe.id()));
             r.evidence = failure.evidence;
-            vec![r.fix("the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran")]
+            // Only a live call leaves a breadcrumb: the library itself hung or crashed.
+            r.library_answers = failure.last_call.is_some().then_some(AnswerSource::Live);
+            vec![r.fix(if failure.interrupted {
+                RERUN_AFTER_INTERRUPT
+            } else {
+                "the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran"
+            })]
         }
     };
     if let Some(dir) = scratch {
@@ -314,7 +432,7 @@ fn run_isolated(
 }
 
 /// An empty directory for an active probe's temporary files: under `--gds-dir` when given (the filesystem
-/// under test), else the system temp dir.
+/// under test), else the system temp dir. Only this directory is created: never one the user named.
 fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
     let base = inputs.gds_dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!(
@@ -322,7 +440,8 @@ fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
         std::process::id(),
         unique_suffix()
     ));
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     Ok(Some(dir))
 }
 
@@ -442,6 +561,7 @@ mod tests {
             &[&Sleeper, &Panicker, &Skipper],
             inputs(Profile::default()),
             Duration::from_secs(30),
+            &Progress::OFF,
         );
         assert!(started.elapsed() < Duration::from_secs(2));
         let statuses: Vec<(&str, Status)> = out
@@ -470,6 +590,7 @@ mod tests {
             &[&Sleeper],
             inputs(Profile::default()),
             Duration::from_millis(20),
+            &Progress::OFF,
         );
         assert!(
             out.results[0].summary.contains("run deadline"),
@@ -488,7 +609,12 @@ mod tests {
                 ..Default::default()
             },
         );
-        let out = run(&[&Skipper], inputs(profile), Duration::from_secs(5));
+        let out = run(
+            &[&Skipper],
+            inputs(profile),
+            Duration::from_secs(5),
+            &Progress::OFF,
+        );
         assert_eq!(out.results[0].status, Status::Fail);
         assert!(out.results[0].summary.contains("no hardware"));
     }

@@ -1,6 +1,6 @@
 //! `fabric-preflight nccl [FILE…|-]`: what NCCL chose and what carried the data, judged against `--expect`.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -48,11 +48,12 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
             };
             serde_json::to_string_pretty(&report)? + "\n"
         }
-        ViewFormat::Table => render_table(&summary, args.expect, &judgement, code),
+        ViewFormat::Table => crate::report::fit(
+            &render_table(&summary, args.expect, &judgement, code),
+            crate::report::terminal_width(),
+        ),
     };
-    // A closed pipe (`| head`) stops the writing; the exit code still reports the verdict.
-    let _ = std::io::stdout().write_all(text.as_bytes());
-    Ok(code)
+    Ok(super::emit(&text, code))
 }
 
 pub fn exit_code(judgement: &Judgement) -> u8 {
@@ -109,7 +110,11 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
     }
     if !s.transports.is_empty() {
         let mut table = comfy_table::Table::new();
-        table.load_style(comfy_table::presets::NOTHING);
+        table
+            .load_style(comfy_table::presets::NOTHING)
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(crate::report::terminal_width())
+            .force_no_tty();
         table.set_header([
             "TRANSPORT",
             "CHANNELS",

@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 
 use crate::cli::PairArgs;
 use crate::dynlib::verbs::{self, Discovery};
-use crate::exit::{self, Exit};
+use crate::exit::Exit;
 use crate::host::Host;
 use crate::measure::rc::{Failure, PortTarget};
 use crate::measure::rdma_pair::{self, PairPlan, Role};
@@ -50,7 +50,7 @@ enum Side {
 }
 
 pub fn main(args: PairArgs) -> anyhow::Result<u8> {
-    let outputs = parse_outputs(&args.report.output, args.report.format)?;
+    let outputs = parse_outputs(&args.output, args.format)?;
     let profile = crate::profile::load(&args.profile, &crate::probes::ids())?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         bail!(
@@ -180,6 +180,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     };
     let report = RunReport::new(
         HostInfo {
+            node_name: hostname.clone(),
             hostname,
             kernel: host.read(OSRELEASE).unwrap_or_else(|_| "unknown".into()),
             root: "/".into(),
@@ -188,13 +189,16 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         started.elapsed().as_millis() as u64,
         results,
     );
-    deliver(
+    let report = report.with_strict(args.strict);
+    let code = report.exit_code;
+    Ok(deliver(
         &report,
         &outputs,
-        args.report.color,
-        args.report.termination_log.as_deref(),
-    );
-    Ok(exit::for_run(&report, args.report.strict))
+        args.color,
+        false,
+        args.termination_log.as_deref(),
+        code,
+    ))
 }
 
 /// `PORT` or `ADDR:PORT` (`[::1]:PORT` for IPv6).
@@ -508,6 +512,7 @@ fn summarize(
     let report = RunReport::new(
         HostInfo {
             hostname: "(ring summary)".into(),
+            node_name: "(ring summary)".into(),
             kernel: "-".into(),
             root: "-".into(),
         },
@@ -515,11 +520,14 @@ fn summarize(
         0,
         vec![summary],
     );
-    deliver(
+    let report = report.with_strict(args.strict);
+    let code = report.exit_code;
+    Ok(deliver(
         &report,
         outputs,
-        args.report.color,
-        args.report.termination_log.as_deref(),
-    );
-    Ok(exit::for_run(&report, args.report.strict))
+        args.color,
+        false,
+        args.termination_log.as_deref(),
+        code,
+    ))
 }

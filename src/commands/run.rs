@@ -1,8 +1,8 @@
 //! `fabric-preflight run`: flags + profile → plan → runner → reports → exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
@@ -12,7 +12,9 @@ use crate::exit;
 use crate::host::Host;
 use crate::probe::{Inputs, Probe};
 use crate::profile::Profile;
-use crate::report::{self, termination, Format, HostInfo, RunReport, Style};
+use crate::profile_match;
+use crate::progress::Progress;
+use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 
@@ -31,6 +33,10 @@ pub struct Plan {
     pub inputs: Inputs,
     pub answers: Answers,
     pub timeout: Duration,
+    /// How `--profile auto` chose; None when a profile was named.
+    pub selection: Option<Selection>,
+    /// Where the running active check is named (off unless `run` turns it on for a terminal).
+    pub progress: Progress,
 }
 
 pub struct Executed {
@@ -39,7 +45,87 @@ pub struct Executed {
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<u8> {
-    let outputs = parse_outputs(&args.report.output, args.report.format)?;
+    let (outputs, plan) = match plan_run(&args) {
+        Ok(ready) => ready,
+        Err(e) => {
+            // The reason for exit 2 belongs where `kubectl describe pod` looks, like any other verdict.
+            if let Some(path) = &args.termination_log {
+                let _ = std::fs::write(path, termination::render_usage_error(&format!("{e:#}")));
+            }
+            return Err(e);
+        }
+    };
+    runner::install_panic_hook();
+    crate::interrupt::install();
+    let mut executed = execute(Plan {
+        progress: Progress::on_terminal(args.quiet),
+        ..plan
+    });
+    executed.report = executed.report.with_strict(args.strict);
+    // In a pod the kernel's hostname is the pod's: the node's name (downward API) is the host to report.
+    if let Some(name) = args.node_name.clone().filter(|n| !n.is_empty()) {
+        executed.report.host.hostname = name.clone();
+        executed.report.host.node_name = name;
+    }
+    let code = executed.report.exit_code;
+    Ok(deliver(
+        &executed.report,
+        &outputs,
+        args.color,
+        args.quiet,
+        args.termination_log.as_deref(),
+        code,
+    ))
+}
+
+/// Writes `report` to every target (stdout styled, files plain) and the termination log; returns `code`, or the
+/// lost-output code when a report could not be written. Shared by `run` and `pair`.
+pub fn deliver(
+    report: &RunReport,
+    outputs: &[(Format, Target)],
+    color: ColorChoice,
+    quiet: bool,
+    termination_log: Option<&std::path::Path>,
+    code: u8,
+) -> u8 {
+    let style = Style {
+        color: use_color(color),
+        width: report::terminal_width(),
+        quiet,
+    };
+    let mut written = true;
+    for (format, target) in outputs {
+        let style = if *target == Target::Stdout {
+            style
+        } else {
+            Style::PLAIN
+        };
+        let text = report::render(*format, report, style);
+        if let Err(e) = write_report(target, &text) {
+            eprintln!("fabric-preflight: writing the {format:?} report to {target}: {e}");
+            written = false;
+        }
+    }
+    if let Some(path) = termination_log {
+        if let Err(e) = std::fs::write(path, termination::render(report)) {
+            eprintln!(
+                "fabric-preflight: writing termination log {}: {e}",
+                path.display()
+            );
+            written = false;
+        }
+    }
+    if written {
+        code
+    } else {
+        exit::output_lost(code)
+    }
+}
+
+/// Everything that can be a usage error, checked before any check runs: the outputs (parsed, and their files
+/// writable), then the plan.
+fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
+    let outputs = parse_outputs(&args.output, args.format)?;
     let plan = prepare(
         args.root.as_deref(),
         &args.profile,
@@ -52,55 +138,41 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
             env: std::env::vars().collect(),
         },
     )?;
-    runner::install_panic_hook();
-    let executed = execute(plan);
-    let code = exit::for_run(&executed.report, args.report.strict);
-    deliver(
-        &executed.report,
-        &outputs,
-        args.report.color,
-        args.report.termination_log.as_deref(),
-    );
-    Ok(code)
-}
-
-/// Writes `report` to every target (stdout styled, files plain) and the termination log.
-pub fn deliver(
-    report: &RunReport,
-    outputs: &[(Format, Target)],
-    color: ColorChoice,
-    termination_log: Option<&std::path::Path>,
-) {
-    let style = Style {
-        color: use_color(color),
-        width: report::terminal_width(),
-    };
-    for (format, target) in outputs {
-        let text = report::render(
-            *format,
-            report,
-            if *target == Target::Stdout {
-                style
-            } else {
-                Style::PLAIN
-            },
-        );
-        match target {
-            Target::Stdout => {
-                // A closed pipe (`| head`) stops the writing; the exit code still reports the verdict.
-                let _ = std::io::stdout().write_all(text.as_bytes());
-            }
-            Target::File(path) => std::fs::write(path, text)
-                .with_context(|| format!("writing {format:?} report to {}", path.display()))
-                .unwrap_or_else(|e| eprintln!("fabric-preflight: {e:#}")),
+    for (_, target) in &outputs {
+        if let Target::File(path) = target {
+            check_writable(path).with_context(|| format!("--output {}", path.display()))?;
         }
     }
-    if let Some(path) = termination_log {
-        if let Err(e) = std::fs::write(path, termination::render(report)) {
-            eprintln!(
-                "fabric-preflight: writing termination log {}: {e}",
-                path.display()
-            );
+    if let Some(path) = &args.termination_log {
+        check_writable(path).with_context(|| format!("--termination-log {}", path.display()))?;
+    }
+    Ok((outputs, plan))
+}
+
+/// Opens `path` for writing without truncating it, so a missing directory, a read-only filesystem or a
+/// permission is found now rather than after the run. The file is created when new (it is written at the end);
+/// a directory is never created.
+fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+}
+
+fn write_report(target: &Target, text: &str) -> std::io::Result<()> {
+    match target {
+        Target::Stdout => super::write_stdout(text),
+        Target::File(path) => report::file::replace(path, text),
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Stdout => f.write_str("stdout"),
+            Target::File(path) => write!(f, "{}", path.display()),
         }
     }
 }
@@ -118,15 +190,19 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let profile = crate::profile::load(profile, &ids)?;
+    let (profile, selection) = if profile == profile_match::AUTO {
+        let (name, selection) = profile_match::choose(&host, &ids)?;
+        (crate::profile::load(&name, &ids)?, Some(selection))
+    } else {
+        (crate::profile::load(profile, &ids)?, None)
+    };
     for id in only.iter().chain(skip) {
         if crate::probes::find(id).is_none() {
             bail!("unknown check id `{id}` (see `fabric-preflight list`)");
         }
     }
-    if !(timeout_secs.is_finite() && timeout_secs > 0.0) {
-        bail!("--timeout must be a positive number of seconds, got {timeout_secs}");
-    }
+    let timeout = crate::profile::timeout_duration(timeout_secs)
+        .map_err(|e| anyhow::anyhow!("--timeout {e}"))?;
     for log in &inputs.nccl_logs {
         if log.as_os_str() != "-" && !log.is_file() {
             bail!("--nccl-log {}: no such file", log.display());
@@ -143,7 +219,12 @@ pub fn prepare(
             profile.settings(p.id()).enabled.unwrap_or(true) && !skip.contains(&id)
         })
         .filter(|p| !skip.contains(&p.id().to_string()))
-        .collect();
+        .collect::<Vec<_>>();
+    if probes.is_empty() {
+        bail!(
+            "no check left to run: --only, --skip and the profile's `enabled: false` leave out every check"
+        );
+    }
     let answers = Answers::for_host(&host)?;
     Ok(Plan {
         host,
@@ -151,17 +232,25 @@ pub fn prepare(
         probes,
         inputs,
         answers,
-        timeout: Duration::from_secs_f64(timeout_secs),
+        timeout,
+        selection,
+        progress: Progress::OFF,
     })
 }
 
 pub fn execute(plan: Plan) -> Executed {
     let started = Instant::now();
+    let timestamp = report::rfc3339(SystemTime::now());
+    // An empty hostname file names nobody: reports still need a name to be filed under.
+    let hostname = plan
+        .host
+        .read(HOSTNAME)
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
     let host_info = HostInfo {
-        hostname: plan
-            .host
-            .read(HOSTNAME)
-            .unwrap_or_else(|_| "unknown".into()),
+        node_name: hostname.clone(),
+        hostname,
         kernel: plan
             .host
             .read(OSRELEASE)
@@ -169,6 +258,7 @@ pub fn execute(plan: Plan) -> Executed {
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();
+    let library_answers = plan.answers.source();
     let outcome = runner::run(
         &plan.probes,
         RunInputs {
@@ -178,38 +268,56 @@ pub fn execute(plan: Plan) -> Executed {
             answers: plan.answers,
         },
         plan.timeout,
+        &plan.progress,
     );
-    let report = RunReport::new(
+    let mut report = RunReport::new(
         host_info,
         profile_name,
         started.elapsed().as_millis() as u64,
         outcome.results,
     );
+    report.timestamp = timestamp;
+    report.profile_selection = plan.selection;
+    report.library_answers = Some(library_answers);
+    report.interrupted = crate::interrupt::requested().map(str::to_string);
     Executed {
         report,
         recorded: outcome.recorded,
     }
 }
 
-/// `--output json=PATH`, `--output PATH` (in `--format`). Stdout gets `--format` unless a bare PATH took it.
+/// `--output FORMAT=PATH` or `--output PATH` (in `--format`); `-` as PATH is stdout. Stdout gets `--format`
+/// unless an output took it (a bare PATH, or `-`). A name before `=` that is not a format is refused rather
+/// than taken for part of a file name (`jsn=report.json`); a file whose name has `=` is written `./a=b`.
 pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
-    let mut outputs = Vec::new();
+    let mut outputs: Vec<(Format, Target)> = Vec::new();
     let mut stdout_taken = false;
     for spec in specs {
-        match spec.split_once('=') {
-            Some((name, path)) if <Format as clap::ValueEnum>::from_str(name, true).is_ok() => {
-                let f = <Format as clap::ValueEnum>::from_str(name, true)
-                    .map_err(anyhow::Error::msg)?;
-                if path.is_empty() {
-                    bail!("--output {spec}: missing path after `=`");
-                }
-                outputs.push((f, Target::File(PathBuf::from(path))));
+        let (f, path) = match spec.split_once('=') {
+            Some((name, path)) if !name.contains('/') => {
+                let f = <Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
+                    anyhow::anyhow!(
+                        "--output {spec}: unknown report format `{name}` (formats: table, json, junit, \
+                         prometheus; a file whose name has `=` is written ./{spec})"
+                    )
+                })?;
+                (f, path)
             }
             _ => {
-                outputs.push((format, Target::File(PathBuf::from(spec))));
                 stdout_taken = true;
+                (format, spec.as_str())
             }
+        };
+        let target = match path {
+            "" => bail!("--output {spec}: missing path after `=`"),
+            "-" => Target::Stdout,
+            _ => Target::File(PathBuf::from(path)),
+        };
+        if outputs.iter().any(|(_, t)| *t == target) {
+            bail!("--output {spec}: {target} already receives another report");
         }
+        stdout_taken |= target == Target::Stdout;
+        outputs.push((f, target));
     }
     if !stdout_taken {
         outputs.insert(0, (format, Target::Stdout));

@@ -21,20 +21,17 @@ pub struct PairRun {
 }
 
 /// Each `(GPU bus id, port)` job in turn; each leg gets half of an equal share of the time left before
-/// `plan.deadline`.
-pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan) -> Vec<PairRun> {
+/// `deadline`.
+pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan, deadline: Instant) -> Vec<PairRun> {
     let share = |i: usize| {
-        let left = plan.deadline.saturating_duration_since(Instant::now());
-        Plan {
-            deadline: Instant::now() + left / (jobs.len() - i).max(1) as u32 / 2,
-            ..plan
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        Instant::now() + left / (jobs.len() - i).max(1) as u32 / 2
     };
     jobs.iter()
         .enumerate()
         .map(|(i, (gpu, target))| {
-            let host_memory = guarded(|| rdma_loopback::host_memory(target, share(i)));
-            let gpu_memory = guarded(|| gpu_memory(gpu, target, share(i)));
+            let host_memory = guarded(|| rdma_loopback::host_memory(target, plan, share(i)));
+            let gpu_memory = guarded(|| gpu_memory(gpu, target, plan, share(i)));
             PairRun {
                 gpu: gpu.clone(),
                 gpu_memory,
@@ -47,7 +44,7 @@ pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan) -> Vec<PairRun> {
 /// The loopback through memory of the GPU at `bdf`. The CPU cannot stamp GPU memory, so the check is the
 /// comparison of every destination slot with its source slot afterwards (written by the WRITEs, fetched again
 /// by the READs).
-pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
+pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
     let len = plan.region_bytes();
     let sources = plan.depth as usize * plan.message_bytes;
     let ordinal = match gpu_ordinal(bdf) {
@@ -81,7 +78,7 @@ pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
         dmabuf_fd: dmabuf.as_ref().ok().map(|fd| fd.raw()),
         host_visible: false,
     };
-    let leg = match rdma_loopback::loopback(target, region, plan) {
+    let leg = match rdma_loopback::loopback(target, region, plan, deadline) {
         Ok(mut outcome) => {
             outcome.registration.refused.splice(0..0, refused_export);
             let verified = outcome.checks_pass()

@@ -16,7 +16,7 @@ use crate::isolate::breadcrumb;
 use crate::measure::rc::{self, fail, mtu_bytes, poll, post_recv, recv_one, Remote};
 pub use crate::measure::rc::{Failure, PortTarget, Region, Registration};
 
-/// What one loopback moves. The memory it needs is [`Plan::region_bytes`].
+/// What one loopback moves (a probe's constant); the memory it needs is [`Plan::region_bytes`].
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
     /// Bytes per RDMA WRITE/READ in the bandwidth phases.
@@ -28,21 +28,20 @@ pub struct Plan {
     pub phase_time: Duration,
     /// SEND/RECV round trips for the latency (also bounded by `phase_time`).
     pub lat_iterations: u32,
-    /// Hard end: a phase cut by it is `cut_short`.
-    pub deadline: Instant,
 }
 
 /// Bytes of one latency message: its sequence number.
 const PING_BYTES: usize = 8;
 
-/// Source slots, destination slots, then four ping buffers (A send, B receive, B send, A receive).
-pub fn region_bytes(message_bytes: usize, depth: u32) -> usize {
-    2 * depth.max(1) as usize * message_bytes + 4 * PING_BYTES
-}
-
 impl Plan {
-    pub fn region_bytes(&self) -> usize {
-        region_bytes(self.message_bytes, self.depth)
+    /// Source slots, destination slots, then four ping buffers (A send, B receive, B send, A receive).
+    pub const fn region_bytes(&self) -> usize {
+        let slots = if self.depth == 0 {
+            1
+        } else {
+            self.depth as usize
+        };
+        2 * slots * self.message_bytes + 4 * PING_BYTES
     }
     fn slots(&self) -> usize {
         self.depth.max(1) as usize
@@ -102,9 +101,15 @@ const PSN_B: u32 = 0x2000;
 const WR_PING: u64 = u64::MAX - 1;
 const WR_PONG: u64 = u64::MAX - 2;
 
-/// Runs the loopback on `target` over `region`. For GPU memory the caller fills the source slots before and
-/// compares the slots after; host memory is filled and checked here.
-pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outcome, Failure> {
+/// Runs the loopback on `target` over `region`, ending by `deadline` (a phase cut by it is `cut_short`). For GPU
+/// memory the caller fills the source slots before and compares the slots after; host memory is filled and
+/// checked here.
+pub fn loopback(
+    target: &PortTarget,
+    region: Region,
+    plan: Plan,
+    deadline: Instant,
+) -> Result<Outcome, Failure> {
     if plan.message_bytes < 2 * STAMP
         || plan.message_bytes > u32::MAX as usize
         || region.len < plan.region_bytes()
@@ -139,6 +144,7 @@ pub fn loopback(target: &PortTarget, region: Region, plan: Plan) -> Result<Outco
 
     let mut run = Run {
         plan,
+        deadline,
         region,
         lkey: mr.lkey(),
         rkey: mr.rkey(),
@@ -187,6 +193,7 @@ const STAMP: usize = 8;
 
 struct Run<'a> {
     plan: Plan,
+    deadline: Instant,
     region: Region,
     lkey: u32,
     rkey: u32,
@@ -295,7 +302,7 @@ impl Run<'_> {
         let depth = p.depth.max(1);
         let (mut posted, mut completed, mut mismatched) = (0u32, 0u32, 0u32);
         let started = Instant::now();
-        let phase_end = (started + p.phase_time).min(p.deadline);
+        let phase_end = (started + p.phase_time).min(self.deadline);
         loop {
             while posted < p.bw_messages && posted - completed < depth && Instant::now() < phase_end
             {
@@ -318,14 +325,14 @@ impl Run<'_> {
             if posted == completed {
                 break;
             }
-            for wr_id in poll(self.send_cq, p.deadline, op.name())? {
+            for wr_id in poll(self.send_cq, self.deadline, op.name())? {
                 if host && !self.stamped(wr_id as usize % p.slots(), wr_id) {
                     mismatched += 1;
                 }
                 completed += 1;
             }
         }
-        if Instant::now() >= p.deadline && completed < p.bw_messages {
+        if Instant::now() >= self.deadline && completed < p.bw_messages {
             self.cut_short = true;
         }
         let elapsed = started.elapsed();
@@ -350,12 +357,12 @@ impl Run<'_> {
         let host = self.region.host_visible;
         let [a_send, b_recv, b_send, a_recv] = [0, 1, 2, 3].map(|i| p.ping(self.base(), i));
         let started = Instant::now();
-        let phase_end = (started + p.phase_time).min(p.deadline);
+        let phase_end = (started + p.phase_time).min(self.deadline);
         let mut samples = Vec::with_capacity(p.lat_iterations as usize);
         let mut mismatched = 0u32;
         for n in 0..u64::from(p.lat_iterations) {
             if Instant::now() >= phase_end {
-                self.cut_short |= Instant::now() >= p.deadline;
+                self.cut_short |= Instant::now() >= self.deadline;
                 break;
             }
             post_recv(b, WR_PING, self.lkey, b_recv, PING_BYTES as u32)?;
@@ -366,14 +373,14 @@ impl Run<'_> {
             }
             let t = Instant::now();
             post_send(a, WR_PING, self.lkey, a_send)?;
-            let got = recv_one(self.recv_cq, p.deadline)?;
+            let got = recv_one(self.recv_cq, self.deadline)?;
             if host {
                 // SAFETY: as above; B's receive has completed.
                 let echo = unsafe { std::ptr::read_volatile(b_recv as *const u64) };
                 unsafe { std::ptr::write_volatile(b_send as *mut u64, echo) };
             }
             post_send(b, WR_PONG, self.lkey, b_send)?;
-            let back = recv_one(self.recv_cq, p.deadline)?;
+            let back = recv_one(self.recv_cq, self.deadline)?;
             samples.push(t.elapsed() / 2);
             // SAFETY: as above; A's receive has completed.
             let wrong_data = host && unsafe { std::ptr::read_volatile(a_recv as *const u64) } != n;
@@ -383,7 +390,7 @@ impl Run<'_> {
             // Both SENDs' own completions, so the send queue never fills.
             let mut sends = 0;
             while sends < 2 {
-                sends += poll(self.send_cq, p.deadline, "SEND")?.len();
+                sends += poll(self.send_cq, self.deadline, "SEND")?.len();
             }
         }
         samples.sort_unstable();
@@ -501,7 +508,7 @@ impl Outcome {
 }
 
 /// The loopback through ordinary host memory (`ibv_reg_mr` on a heap buffer): the port and link alone.
-pub fn host_memory(target: &PortTarget, plan: Plan) -> Leg {
+pub fn host_memory(target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
     let mut buf = vec![0u8; plan.region_bytes()];
     let region = Region {
         addr: buf.as_mut_ptr() as u64,
@@ -509,7 +516,7 @@ pub fn host_memory(target: &PortTarget, plan: Plan) -> Leg {
         dmabuf_fd: None,
         host_visible: true,
     };
-    match loopback(target, region, plan) {
+    match loopback(target, region, plan, deadline) {
         Ok(outcome) => Leg::Done {
             verified: outcome.checks_pass(),
             outcome,
@@ -529,7 +536,6 @@ mod tests {
             bw_messages: 1,
             phase_time: Duration::from_secs(1),
             lat_iterations: 1,
-            deadline: Instant::now(),
         }
     }
 
@@ -573,7 +579,12 @@ mod tests {
             dmabuf_fd: None,
             host_visible: false,
         };
-        assert_eq!(loopback(&target, region, plan()).unwrap_err().stage, "plan");
+        assert_eq!(
+            loopback(&target, region, plan(), Instant::now())
+                .unwrap_err()
+                .stage,
+            "plan"
+        );
     }
 
     #[test]

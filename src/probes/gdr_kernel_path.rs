@@ -100,7 +100,7 @@ impl Probe for GdrKernelPath {
             None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => {
                 let why = match (open_module, kernel_ok) {
                     // No driver at all is not a driver flavour: say what is missing.
-                    (false, _) if platform.driver.is_none() && !modules.state(cx.host, "nvidia").is_loaded() => {
+                    (false, _) if platform.driver.is_none() && !modules.lines.iter().any(|l| l.name == "nvidia") => {
                         "no NVIDIA kernel driver loaded (no nvidia module, no /proc/driver/nvidia/version)"
                     }
                     (false, _) if platform.driver.is_none() => {

@@ -3,12 +3,15 @@
 //! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
 //! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
+use crate::dynlib::Library;
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probes::gpu_facts::gpu_survey;
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
@@ -21,12 +24,14 @@ const ID: &str = "gdr.loopback";
 const LOOPBACK_KEY: &str = "verbs.gdr_loopback";
 const VERBS_ABI: &str = "/sys/class/infiniband_verbs/abi_version";
 /// perftest practice for GDR health checks (Azure `check_ib_bw_gdr`): 8 MiB messages; 4 in flight (32 MiB)
-/// is far past a 400 Gb/s port's bandwidth-delay product.
-const MESSAGE_BYTES: usize = 8 << 20;
-const DEPTH: u32 = 4;
-const BW_MESSAGES: u32 = 256;
-const PHASE_TIME: Duration = Duration::from_secs(2);
-const LAT_ITERATIONS: u32 = 1000;
+/// is far past a 400 Gb/s port's bandwidth-delay product. Up to 256 per phase or 2 s; 1000 round trips.
+const PLAN: Plan = Plan {
+    message_bytes: 8 << 20,
+    depth: 4,
+    bw_messages: 256,
+    phase_time: Duration::from_secs(2),
+    lat_iterations: 1000,
+};
 
 const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, \
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
@@ -43,6 +48,9 @@ impl Probe for GdrLoopback {
     }
     fn kind(&self) -> Kind {
         Kind::Active
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Verbs, Library::Cuda]
     }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(60)
@@ -70,51 +78,48 @@ impl Probe for GdrLoopback {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect_gdr = cx.profile.expect.gdr == Some(true);
-        let absent = if expect_gdr {
-            Status::Fail
-        } else {
-            Status::Skip
-        };
-        let sysfs_devices =
-            crate::sysfs::infiniband::read_device_names(cx.host).unwrap_or_default();
-        let mut evidence = vec![
-            infiniband::device_list_evidence(&sysfs_devices),
-            format!(
-                "{VERBS_ABI} = {}",
-                cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
-            ),
-        ];
+        if let Some(r) = gpu_survey(cx).gate_if_unusable(ID, expect_gdr) {
+            return vec![r];
+        }
+        let rdma = Survey::read(cx.host, Stack::Rdma);
+        if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
+            return vec![r];
+        }
+        let mut evidence = vec![format!(
+            "{VERBS_ABI} = {}",
+            cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
+        )];
         let discovery = match cx.answers.obtain(DEVICE_LIST_KEY, verbs::discover) {
             Ok(d) => d.value,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
         let devices = match discovery {
             Discovery::Failed { errno, message } => {
-                evidence.push(format!(
+                let e = verbs::discovery_error(errno);
+                return vec![rdma.library_failed(ID, &e, expect_gdr).note(format!(
                     "ibv_get_device_list = NULL, errno {errno} ({message})"
-                ));
-                let reason = verbs::explain_discovery_errno(errno);
-                let mut r = CheckResult::new(ID, absent, format!("no RDMA device usable: {reason}"))
-                    .fix("install rdma-core (libibverbs1 + provider, e.g. `apt install rdma-core ibverbs-providers`)");
-                r.evidence = evidence;
-                return vec![r];
+                ))];
             }
             Discovery::Devices(d) => d,
         };
-        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
         if devices.is_empty() {
-            let mut r = CheckResult::new(
+            return vec![rdma.library_lists_none(
                 ID,
-                absent,
-                "no RDMA device: GPUDirect RDMA loopback not possible",
-            );
-            if expect_gdr {
-                r = r.fix("the profile requires GDR: install the HCA and its driver (mlx5_core, mlx5_ib); in containers pass /dev/infiniband/uverbs*");
-            }
-            r.evidence = evidence;
-            return vec![r];
+                Library::Verbs,
+                "ibv_get_device_list",
+                expect_gdr,
+            )];
         }
-        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
+        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
+        let gpus = match nvidia::read_driver_gpus(cx.host) {
+            Ok(g) => g,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let absent = if expect_gdr {
+            Status::Fail
+        } else {
+            Status::Skip
+        };
         if gpus.is_empty() {
             let mut r = CheckResult::new(
                 ID,
@@ -163,7 +168,7 @@ impl Probe for GdrLoopback {
         let deadline = cx.deadline;
         let obtained = cx
             .answers
-            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, plan(deadline)));
+            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, PLAN, deadline));
         let (runs, replayed) = match obtained {
             Ok(o) => (o.value, o.replayed),
             Err(e) => return vec![CheckResult::error(ID, e)],
@@ -228,18 +233,6 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// perftest-like sizes, cut off at `deadline` (the whole run's; each leg gets its share).
-fn plan(deadline: Instant) -> Plan {
-    Plan {
-        message_bytes: MESSAGE_BYTES,
-        depth: DEPTH,
-        bw_messages: BW_MESSAGES,
-        phase_time: PHASE_TIME,
-        lat_iterations: LAT_ITERATIONS,
-        deadline,
-    }
-}
-
 /// The bandwidth a leg is judged by: the slower of its WRITE and READ phases.
 fn leg_gbps(leg: &Leg) -> Option<f64> {
     match leg {
@@ -273,7 +266,16 @@ pub fn judge(
                 };
                 for (name, t) in [("write", &outcome.write), ("read", &outcome.read)] {
                     measurements.push(measure(&format!("{name}_gbits_per_sec"), t.gbps, "Gb/s"));
-                    if let Some(p) = pct_of(t.gbps) {
+                    let share = pct_of(t.gbps);
+                    if judged && share.is_none() && !pct.is_empty() {
+                        // The limit is a share of the port's rate: without the rate there is nothing to pass.
+                        statuses.push(Status::Error);
+                        parts.push(format!(
+                            "the port rate was not read, so {:.1} Gb/s cannot be judged against the link",
+                            t.gbps
+                        ));
+                    }
+                    if let Some(p) = share {
                         let mut m = measure(&format!("{name}_pct_of_link"), p, "%");
                         if judged {
                             m = m.judged_by(pct);
@@ -494,5 +496,21 @@ mod tests {
         };
         let back: PairRun = serde_json::from_value(serde_json::to_value(&run).unwrap()).unwrap();
         assert_eq!(back, run);
+    }
+
+    #[test]
+    fn unknown_port_rate_is_an_error_not_a_pass() {
+        let run = PairRun {
+            gpu: "g".into(),
+            gpu_memory: done(12.0, 2.0),
+            host_memory: done(12.0, 2.0),
+        };
+        let r = judge(&run, None, &PORT_RATE_PCT, &Limit::default(), true);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains("port rate was not read"),
+            "{}",
+            r.summary
+        );
     }
 }

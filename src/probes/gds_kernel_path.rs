@@ -1,5 +1,6 @@
 //! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
@@ -75,6 +76,13 @@ impl Probe for GdsKernelPath {
             return vec![r];
         }
 
+        // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
+        if let Some(mut r) = Survey::read(cx.host, Stack::Gpu)
+            .gate_if_unusable(ID, cx.profile.expect.gds == Some(true))
+        {
+            r.evidence.extend(evidence);
+            return vec![r];
+        }
         let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
         let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
         let mut r = match cx.profile.expect.gds {

@@ -5,10 +5,12 @@
 use std::time::Duration;
 
 use crate::dynlib::cufile;
-use crate::dynlib::LibError;
+use crate::dynlib::{LibError, Library};
 use crate::gds_target::{self, FsSupport, Target};
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
+use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::NVFS_STATS;
 use crate::threshold::Limit;
 
@@ -37,6 +39,9 @@ impl Probe for GdsRead {
     }
     fn kind(&self) -> Kind {
         Kind::Active
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Cufile, Library::Cuda]
     }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(120)
@@ -96,6 +101,9 @@ impl Probe for GdsRead {
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or(dir);
         let target = gds_target::inspect(cx.host, &where_);
+        if let Some(r) = presence(cx, &run) {
+            return vec![mark_replayed(r, replayed).subject(subject)];
+        }
         let limit = cx
             .profile
             .thresholds
@@ -152,6 +160,39 @@ pub fn detect_path(run: &ReadRun) -> Option<(ReadPath, &'static str)> {
     }
 }
 
+/// The presence rule (`presence.rs`) when the run stopped before cuFile or CUDA could be used: no GPU → skip;
+/// a GPU without its driver → fail; the CUDA driver broken or absent → its verdict; libcufile absent while
+/// nvidia_fs is loaded → error (GDS installed on the kernel side only).
+fn presence(cx: &Context<'_>, run: &ReadRun) -> Option<CheckResult> {
+    if !matches!(run.failed_at, Some(Stage::LoadCufile | Stage::Cuda)) {
+        return None;
+    }
+    let survey = gpu_survey(cx);
+    let expected = cx.profile.expect.gds == Some(true) || expects_gpus(cx);
+    if let Some(r) = survey.gate(ID, expected) {
+        return Some(r);
+    }
+    if let Some(e) = &run.cuda_error {
+        return Some(survey.library_failed(ID, e, expected));
+    }
+    let nvfs_loaded =
+        Modules::read(cx.host).is_ok_and(|m| m.state(cx.host, "nvidia_fs").is_loaded());
+    (nvfs_loaded && !run.load_attempts.is_empty()).then(|| {
+        let tried: Vec<String> = run
+            .load_attempts
+            .iter()
+            .map(|(n, e)| format!("{n}: {e}"))
+            .collect();
+        survey
+            .library_failed(
+                ID,
+                &LibError::not_loaded(Library::Cufile, tried.join("; ")),
+                expected,
+            )
+            .note("/proc/modules [nvidia_fs] = loaded")
+    })
+}
+
 /// A failed run's verdict: what broke, why, and the fix.
 pub fn diagnose(
     run: &ReadRun,
@@ -174,13 +215,6 @@ pub fn diagnose(
             absent,
             format!("libcufile not found (tried {}): GPUDirect Storage not installed", names.join(", ")),
             Some("install the cuFile library (CUDA toolkit `libcufile` / `nvidia-gds`) or add its directory to the loader path".into()),
-        );
-    }
-    if stage == Stage::Cuda && run.cuda_error.as_ref().is_some_and(LibError::is_not_loaded) {
-        return (
-            absent,
-            format!("no CUDA driver: {error}"),
-            Some("install the NVIDIA driver (libcuda.so.1)".into()),
         );
     }
     if stage == Stage::DriverOpen && code == Some(cufile::DRIVER_NOT_INITIALIZED) {
@@ -655,27 +689,6 @@ mod tests {
             judge(&run, &t, Some(true), &Limit::default(), false).status,
             Status::Fail
         );
-    }
-
-    #[test]
-    fn absent_cuda_driver_is_told_by_the_error_kind_not_its_text() {
-        use crate::dynlib::Library;
-        let (_d, t) = h200_target(None);
-        let mut run = ReadRun::empty();
-        run.fail_cuda(LibError::not_loaded(
-            Library::Cuda,
-            "libcuda.so.1: cannot open shared object file: No such file or directory",
-        ));
-        assert_eq!(diagnose(&run, &t, None).0, Status::Skip);
-        // A call that failed is a failure, whatever words it used.
-        let mut run = ReadRun::empty();
-        run.fail_cuda(LibError::failed(
-            Library::Cuda,
-            "cuInit",
-            Some(999),
-            "CUDA_ERROR_UNKNOWN (cannot open shared object)",
-        ));
-        assert_eq!(diagnose(&run, &t, None).0, Status::Fail);
     }
 
     #[test]

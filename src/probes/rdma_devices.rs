@@ -1,6 +1,7 @@
 //! `rdma.devices`: RDMA devices under /sys/class/infiniband, what they are, and whether this process can open
 //! them (the uverbs character device exists under /dev/infiniband).
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::infiniband::{
     self, read_device, read_device_names, read_uverbs_map, CLASS_INFINIBAND, DEV_INFINIBAND,
@@ -44,6 +45,10 @@ impl Probe for RdmaDevices {
         };
         let expected = cx.profile.expect.rdma_device_count;
         if names.is_empty() {
+            let required = expected.is_some_and(|n| n > 0);
+            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, required) {
+                return vec![r];
+            }
             let r = match expected {
                 Some(n) if n > 0 => CheckResult::fail(
                     ID,

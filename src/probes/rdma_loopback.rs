@@ -16,17 +16,19 @@ pub struct RdmaLoopback;
 const ID: &str = "rdma.loopback";
 const LOOPBACK_KEY: &str = "verbs.rdma_loopback";
 /// 256 KiB transfers, 8 in flight: past the bandwidth-delay product of a 400 Gb/s port (perftest reaches line
-/// rate from 64 KiB), and 4 MiB to register, which an 8 MiB memlock limit still allows.
-const MESSAGE_BYTES: usize = 256 << 10;
-const DEPTH: u32 = 8;
-/// 1 GiB per phase at most (21 ms at 400 Gb/s), or one second on slow ports.
-const BW_MESSAGES: u32 = 4096;
-const PHASE_TIME: Duration = Duration::from_secs(1);
-const LAT_ITERATIONS: u32 = 1000;
+/// rate from 64 KiB), and 4 MiB to register, which an 8 MiB memlock limit still allows. Up to 4096 per phase
+/// (1 GiB, 21 ms at 400 Gb/s) or one second on slow ports; 1000 round trips.
+const PLAN: Plan = Plan {
+    message_bytes: 256 << 10,
+    depth: 8,
+    bw_messages: 4096,
+    phase_time: Duration::from_secs(1),
+    lat_iterations: 1000,
+};
 
 /// What one host-memory loopback registers: below this memlock limit (without CAP_IPC_LOCK) it cannot run.
 pub(super) fn registered_bytes() -> u64 {
-    rdma_loopback::region_bytes(MESSAGE_BYTES, DEPTH) as u64
+    PLAN.region_bytes() as u64
 }
 
 impl Probe for RdmaLoopback {
@@ -206,17 +208,6 @@ fn rate_to_judge(port: &PortAttrs, software: bool) -> RateToJudge {
     }
 }
 
-fn plan(deadline: Instant) -> Plan {
-    Plan {
-        message_bytes: MESSAGE_BYTES,
-        depth: DEPTH,
-        bw_messages: BW_MESSAGES,
-        phase_time: PHASE_TIME,
-        lat_iterations: LAT_ITERATIONS,
-        deadline,
-    }
-}
-
 /// Ports one after the other (two loopbacks never share a link), each with an equal share of the time left.
 fn run_ports(jobs: &[PortTarget], deadline: Instant) -> Vec<Leg> {
     jobs.iter()
@@ -224,7 +215,7 @@ fn run_ports(jobs: &[PortTarget], deadline: Instant) -> Vec<Leg> {
         .map(|(i, target)| {
             let left = deadline.saturating_duration_since(Instant::now());
             let share = Instant::now() + left / (jobs.len() - i) as u32;
-            guarded(|| rdma_loopback::host_memory(target, plan(share)))
+            guarded(|| rdma_loopback::host_memory(target, PLAN, share))
         })
         .collect()
 }
@@ -289,9 +280,13 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
         RateToJudge::Placeholder(text) => r = r.note(format!(
             "bandwidth not judged: rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
         )),
-        RateToJudge::Unreadable(why) => {
-            statuses.push(Status::Warn);
+        // Never a pass on a reading that was not taken: with a limit set, an unknown rate is an error.
+        RateToJudge::Unreadable(why) if !pct.is_empty() => {
+            statuses.push(Status::Error);
             notes.push(format!("bandwidth not judged: the port rate is unreadable ({why})"));
+        }
+        RateToJudge::Unreadable(why) => {
+            r = r.note(format!("bandwidth not judged: the port rate is unreadable ({why})"))
         }
     }
     if outcome.cut_short {
@@ -326,7 +321,7 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
             format!(
                 "{} x {} bytes, {} stamped transfers checked, {} mismatched, slots equal after: {}",
                 w.transfers,
-                MESSAGE_BYTES,
+                PLAN.message_bytes,
                 w.checked,
                 w.mismatched,
                 yes_no(w.slots_equal)
@@ -337,7 +332,7 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
             format!(
                 "{} x {} bytes, {} stamped transfers checked, {} mismatched, slots equal after: {}",
                 rd.transfers,
-                MESSAGE_BYTES,
+                PLAN.message_bytes,
                 rd.checked,
                 rd.mismatched,
                 yes_no(rd.slots_equal)
@@ -351,10 +346,16 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
             ),
         );
     if status != Status::Pass {
-        r = r.fix(match status {
-            _ if !verified => "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists",
-            _ if !moved => "the port moves almost nothing: check rdma.link and rdma.roce, the cable and the firmware",
-            _ => "check the NIC's PCIe link (pcie.link), NUMA placement and firmware; compare with `ib_write_bw`",
+        r = r.fix(if !verified {
+            "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"
+        } else if !moved {
+            "the port moves almost nothing: check rdma.link and rdma.roce, the cable and the firmware"
+        } else if matches!(rate, RateToJudge::Unreadable(_)) {
+            "the port's rate could not be read: see rdma.link for /sys/class/infiniband/<dev>/ports/<n>/rate"
+        } else if outcome.cut_short {
+            "the run's deadline ended a phase: raise the check's timeout in the profile"
+        } else {
+            "check the NIC's PCIe link (pcie.link), NUMA placement and firmware; compare with `ib_write_bw`"
         });
     }
     r
@@ -377,7 +378,7 @@ mod tests {
     fn phase(gbps: f64, transfers: u32) -> Throughput {
         Throughput {
             gbps,
-            bytes: u64::from(transfers) * MESSAGE_BYTES as u64,
+            bytes: u64::from(transfers) * PLAN.message_bytes as u64,
             transfers,
             checked: transfers,
             mismatched: 0,
@@ -473,14 +474,14 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_rate_of_a_hardware_port_warns() {
+    fn unreadable_rate_of_a_hardware_port_is_an_error() {
         let r = judge(
             &done(390.0, 380.0),
             RateToJudge::Unreadable("<missing>".into()),
             &PORT_RATE_PCT,
             false,
         );
-        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.status, Status::Error);
         assert!(r.summary.contains("rate is unreadable"), "{}", r.summary);
     }
 

@@ -8,6 +8,8 @@ mod gpu;
 mod h200;
 mod nccl;
 mod pair;
+mod presence;
+mod reports;
 mod robustness;
 mod usage;
 mod util;

@@ -14,8 +14,7 @@ fn nccl_json(file: &str, expect: &str) -> (u8, Value) {
         .arg(testdata(&format!("nccl/{file}")))
         .output()
         .expect("binary runs");
-    let json = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {}\n{}", stdout(&out), stderr(&out)));
+    let json = json_out(Schema::Nccl, &out);
     (code(&out), json)
 }
 
@@ -182,7 +181,7 @@ fn nccl_reads_stdin_and_several_files_as_one_job() {
     child.stdin.take().unwrap().write_all(&log).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), Exit::CHECK_FAILED);
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: Value = json_out(Schema::Nccl, &out);
     assert_eq!(json["verdict"], "socket");
     assert_eq!(json["input"]["files"], serde_json::json!(["<stdin>"]));
 
@@ -193,7 +192,7 @@ fn nccl_reads_stdin_and_several_files_as_one_job() {
         .arg(testdata("nccl/trap-socket-over-ib0-is-still-socket.log"))
         .output()
         .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: Value = json_out(Schema::Nccl, &out);
     assert_eq!(json["verdict"], "mixed-socket");
 }
 
@@ -305,7 +304,7 @@ fn run_nccl_env_reports_ib_disable_and_missing_hca() {
         .output()
         .unwrap();
     assert_eq!(code(&out), Exit::CHECK_FAILED);
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = json_out(Schema::Run, &out);
     let got = verdicts(&report);
     assert!(
         got.contains(&("nccl.env".into(), "NCCL_IB_DISABLE".into(), "fail".into())),

@@ -44,7 +44,7 @@ fn is_root() -> bool {
 /// `nobody` can execute (the checkout may sit under a home directory `nobody` cannot enter), run as `nobody`
 /// with every capability dropped (through `setpriv`). Keep the returned directory alive while the command
 /// runs. None when root and `setpriv` is missing.
-fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
+pub(crate) fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     if !is_root() {
         return Some((preflight(), None));
     }
@@ -52,7 +52,10 @@ fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let copy = dir.path().join("fabric-preflight");
-    std::fs::copy(bin(), &copy).expect("copy the binary");
+    // Copied by `cp`, not in this process: a write descriptor open here while another test thread forks would
+    // be inherited, and exec of the copy would then fail with ETXTBSY ("Text file busy").
+    let copied = Command::new("cp").arg(bin()).arg(&copy).status();
+    assert!(copied.is_ok_and(|s| s.success()), "copy the binary");
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cmd = Command::new("setpriv");
     cmd.args([
@@ -222,8 +225,8 @@ fn every_tree_check_meets_every_kind_of_damaged_file() {
                 code(&out),
                 stderr(&out)
             );
-            let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", stderr(&out)));
+            eprintln!("{what}");
+            let report = json_out(Schema::Run, &out);
             let results = report["checks"].as_array().unwrap();
             for id in tree_checks() {
                 let mine: Vec<&serde_json::Value> =
@@ -477,6 +480,41 @@ fn run_and_snapshot_write_only_the_snapshot_dir() {
     assert!(!fingerprint(&snap).is_empty(), "snapshot recorded nothing");
 }
 
+/// A replay (a recorded tree with its library answers), active checks included, writes nothing anywhere: no
+/// scratch directory in TMPDIR or under `--gds-dir`, nothing in the working or home directory, and none of the
+/// directories the user named is created (here they do not exist).
+#[test]
+fn replay_writes_nothing_and_creates_no_named_directory() {
+    let work = tempfile::tempdir().unwrap();
+    let missing_gds = work.path().join("no-such-gds-dir");
+    let missing_tmp = work.path().join("no-such-tmp");
+    for scenario in ["gpu-8x-h100-answers", "h200-gds", "h200-gpu-snapshot"] {
+        let fixture = copy_scenario(scenario);
+        assert!(fixture.path().join("vendor-answers.json").is_file());
+        let before = fingerprint(fixture.path());
+        for gds_dir in [None, Some(work.path())] {
+            let mut cmd = preflight();
+            cmd.current_dir(work.path())
+                .env("TMPDIR", &missing_tmp)
+                .env("HOME", work.path())
+                .args(["run", "--format", "json", "--color", "never", "--root"])
+                .arg(fixture.path())
+                .arg("--gds-dir")
+                .arg(gds_dir.unwrap_or(&missing_gds));
+            let out = cmd.output().unwrap();
+            assert!(matches!(code(&out), 0 | 1 | 3), "{}", stderr(&out));
+            let report = json_out(Schema::Run, &out);
+            assert_eq!(report["library_answers"], "recorded");
+            let left: Vec<_> = std::fs::read_dir(work.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert!(left.is_empty(), "{scenario}: the replay wrote {left:?}");
+        }
+        assert_eq!(before, fingerprint(fixture.path()), "{scenario} changed");
+    }
+}
+
 /// Runs the binary live as an unprivileged user (`nobody` without capabilities when the tests run as root):
 /// every check, active ones included, either works or says what it lacks; nothing panics.
 #[test]
@@ -489,9 +527,7 @@ fn unprivileged_live_run_reports_instead_of_crashing() {
         .args(["run", "--format", "json", "--color", "never"])
         .output()
         .unwrap();
-    let text = stdout(&out);
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}\n{}", stderr(&out)));
+    let report = json_out(Schema::Run, &out);
     assert!(
         matches!(code(&out), 0 | 1 | 3),
         "exit {}: {}",
@@ -544,8 +580,7 @@ fn unprivileged_run_names_the_privileges_it_lacks() {
         .args(skip_active())
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    let report = json_out(Schema::Run, &out);
     for c in report["checks"].as_array().unwrap() {
         assert!(!c["summary"].as_str().unwrap().contains("panicked"), "{c}");
     }

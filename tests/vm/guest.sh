@@ -125,11 +125,19 @@ ip link set eth0 up
 i=0
 while [ "$(cat $P/state)" != "4: ACTIVE" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 
+# until_moving: waits (at most 10 s) until rxe0 has sent 500 packets more than when called, i.e. until the
+# loopback started in the background is moving data; the faults below land mid-transfer, not at start-up.
+until_moving() {
+    base=$(cat $P/hw_counters/sent_pkts)
+    i=0
+    while [ $(($(cat $P/hw_counters/sent_pkts) - base)) -lt 500 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+}
+
 # The netdev taken down while rdma.loopback moves data: the queue pairs lose their path mid-transfer.
 say "BEGIN fault-netdev-down-during-run"
 fabric-preflight run --color never --only rdma.loopback --output json=/tmp/fault-netdev-down-during-run.json &
 pid=$!
-sleep 1.5
+until_moving
 ip link set eth0 down
 wait $pid
 echo $? >/out/fault-netdev-down-during-run.exit
@@ -139,12 +147,12 @@ i=0
 while [ "$(cat $P/state)" != "4: ACTIVE" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 say "END fault-netdev-down-during-run exit $(cat /out/fault-netdev-down-during-run.exit)"
 
-# The rxe link deleted while rdma.loopback moves data (its phases take about 3 s under TCG). The uptimes say
-# whether the kernel made `rdma link delete` wait for the open verbs context.
+# The rxe link deleted while rdma.loopback moves data. The uptimes say whether the kernel made `rdma link delete`
+# wait for the open verbs context.
 say "BEGIN fault-link-deleted"
 fabric-preflight run --color never --only rdma.loopback --output json=/tmp/fault-link-deleted.json &
 pid=$!
-sleep 1.5
+until_moving
 echo "delete-start $(up)" >/out/fault-link-deleted.times
 rdma link delete rxe0
 echo $? >/out/fault-link-deleted.delete-exit
