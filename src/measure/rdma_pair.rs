@@ -202,24 +202,12 @@ fn run_inner(
         Role::Initiator => {
             let mut cut_short = false;
             // WRITE our source half into the peer's destination half; the peer checks it.
-            let t = Instant::now();
-            let (n, cut) = stream(
-                &mut qp,
-                &send_cq,
-                Op::Write {
-                    rkey: peer_rkey,
-                    remote: peer_addr + half as u64,
-                },
-                lkey,
-                src,
-                half as u32,
-                plan.bw_messages,
-                depth,
-                plan,
-                ch,
-            )?;
+            let write = Op::Write {
+                rkey: peer_rkey,
+                remote: peer_addr + half as u64,
+            };
+            let (write_gbps, _, cut) = stream(&mut qp, &send_cq, write, lkey, src, plan, ch)?;
             cut_short |= cut;
-            let write_gbps = bits_per_sec_gbps(n as u64 * half as u64, t.elapsed());
             ch.send(Sync::WriteDone)?;
             let write_verified = match expect(ch, "RDMA WRITE check")? {
                 Sync::WriteChecked { verified } => verified,
@@ -227,24 +215,12 @@ fn run_inner(
             };
             // READ the peer's source half into our destination half, then compare.
             buf[half..].fill(0);
-            let t = Instant::now();
-            let (n, cut) = stream(
-                &mut qp,
-                &send_cq,
-                Op::Read {
-                    rkey: peer_rkey,
-                    remote: peer_addr,
-                },
-                lkey,
-                dst,
-                half as u32,
-                plan.bw_messages,
-                depth,
-                plan,
-                ch,
-            )?;
+            let read = Op::Read {
+                rkey: peer_rkey,
+                remote: peer_addr,
+            };
+            let (read_gbps, n, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
             cut_short |= cut;
-            let read_gbps = bits_per_sec_gbps(n as u64 * half as u64, t.elapsed());
             let read_verified = n > 0 && buf[..half] == buf[half..];
             ch.send(Sync::PingStart)?;
             let (samples, cut) = ping(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
@@ -386,22 +362,24 @@ fn echo(
     }
 }
 
-/// Keeps `depth` signalled `op`s of `len` bytes from `local` in flight until `count` completed or the phase
-/// time is up; returns how many completed and whether the deadline cut the phase short.
-#[allow(clippy::too_many_arguments)]
+/// Keeps `plan.queue_depth` signalled `op`s of one message from `local` in flight until `plan.bw_messages`
+/// completed or the phase time is up; returns Gb/s, how many completed, and whether the deadline cut it short.
 fn stream(
     qp: &mut BasicQueuePair,
     cq: &BasicCompletionQueue,
     op: Op,
     lkey: u32,
     local: u64,
-    len: u32,
-    count: u32,
-    depth: u32,
     plan: PairPlan,
     ch: &mut dyn Channel,
-) -> Result<(u32, bool), Failure> {
-    let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
+) -> Result<(f64, u32, bool), Failure> {
+    let (len, count, depth) = (
+        plan.message_bytes as u32,
+        plan.bw_messages,
+        plan.queue_depth.max(1),
+    );
+    let started = Instant::now();
+    let phase_end = (started + plan.phase_time).min(plan.deadline);
     let (mut posted, mut completed) = (0u32, 0u32);
     loop {
         while posted < count && posted - completed < depth && Instant::now() < phase_end {
@@ -409,10 +387,9 @@ fn stream(
             posted += 1;
         }
         if posted == completed {
-            return Ok((
-                completed,
-                completed < count && Instant::now() >= plan.deadline,
-            ));
+            let gbps = bits_per_sec_gbps(u64::from(completed) * u64::from(len), started.elapsed());
+            let cut = completed < count && Instant::now() >= plan.deadline;
+            return Ok((gbps, completed, cut));
         }
         completed += completions(cq, plan.deadline, op.name(), ch)?.len() as u32;
     }
