@@ -300,6 +300,10 @@ fn link(
         node: me.to_string(),
         ports: inv.ports.iter().map(|(p, _)| p.clone()).collect(),
         no_ports: inv.none.as_ref().map(|(_, why)| why.clone()),
+        accept_only: match side {
+            Side::Listen(_) => expected.map(str::to_string),
+            Side::Connect(_) => None,
+        },
     };
     let deadline = settings.plan.deadline;
     let (peer, role, what) = match side {

@@ -22,6 +22,9 @@ pub struct Local {
     pub node: String,
     pub ports: Vec<PortInfo>,
     pub no_ports: Option<String>,
+    /// Listener in a ring: the one node name it accepts (its predecessor), so a wrong rank is refused, not
+    /// measured as if it were the neighbour.
+    pub accept_only: Option<String>,
 }
 
 /// The accepted or reached peer.
@@ -204,6 +207,12 @@ fn greet(
                 return Err(refuse(
                     &mut stream,
                     "job token does not match (both ends need the same --token / FABRIC_PREFLIGHT_TOKEN)".into(),
+                ));
+            }
+            if let Some(want) = local.accept_only.as_ref().filter(|w| **w != node) {
+                return Err(refuse(
+                    &mut stream,
+                    format!("this ring node expects its predecessor {want}, not {node}: check the ranks and peer lists"),
                 ));
             }
             write_message(
@@ -392,6 +401,7 @@ mod tests {
             node: node.into(),
             ports: vec![],
             no_ports: None,
+            accept_only: None,
         }
     }
 

@@ -323,6 +323,46 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
 }
 
 #[test]
+fn a_ring_listener_refuses_a_node_that_is_not_its_predecessor() {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Rank 1 listens for rank 0 only: a connector with the token that names itself rank 2 is refused.
+    let rank1 = pair(
+        &["--ring", "--peers", &peers, "--rank", "1", "--timeout", "3"],
+        Some("t"),
+    );
+    let stray = format!("127.0.0.1:{}", ports[1]);
+    let mut s = loop {
+        if let Ok(s) = TcpStream::connect(&stray) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let hello = wire::encode(&Message::Hello {
+        token: "t".into(),
+        node: format!("127.0.0.1:{}", ports[2]),
+        ports: vec![],
+        no_ports: Some("none".into()),
+    });
+    s.write_all(&hello).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert!(
+        refusal(&reply).contains("expects its predecessor"),
+        "{reply:?}"
+    );
+    let (_, report, _) = finish(rank1);
+    assert!(
+        report.to_string().contains("expects its predecessor"),
+        "{report}"
+    );
+}
+
+#[test]
 fn usage_errors() {
     let out = preflight()
         .args(["pair", "--listen", "19999"])
