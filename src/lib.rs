@@ -4,10 +4,12 @@
 pub mod answers;
 pub mod cli;
 pub mod commands;
+pub mod dynlib;
 pub mod exit;
 pub mod gds_target;
 pub mod host;
 pub mod isolate;
+pub mod measure;
 pub mod nccl;
 pub mod probe;
 pub mod probes;
@@ -17,5 +19,4 @@ pub mod runner;
 pub mod sysfs;
 pub mod threshold;
 pub mod topology;
-pub mod vendor;
 pub mod version;

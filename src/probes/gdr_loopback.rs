@@ -2,20 +2,17 @@
 //! once through GPU memory (DMA-BUF registration, else `ibv_reg_mr` on the device pointer = peermem) and once
 //! through host memory. Host fast and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
+use crate::dynlib::verbs::{self, Discovery};
+use crate::measure::gdr::{self, PairRun};
+use crate::measure::rdma_write::{Leg, Plan, PortTarget};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
 use crate::sysfs::nvidia;
 use crate::threshold::{worst, Limit};
 use crate::topology::PciTree;
-use crate::vendor::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
-use crate::vendor::cuda_dmabuf;
-use crate::vendor::verbs::{self, Discovery, Outcome, Plan, PortTarget, Region};
 
 pub struct GdrLoopback;
 
@@ -181,7 +178,7 @@ impl Probe for GdrLoopback {
         let deadline = cx.deadline;
         let obtained = cx
             .answers
-            .obtain(LOOPBACK_KEY, || run_pairs(&jobs, deadline));
+            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, plan(deadline)));
         let (runs, replayed) = match obtained {
             Ok(o) => (o.value, o.replayed),
             Err(e) => return vec![CheckResult::error(ID, e)],
@@ -265,35 +262,7 @@ fn roce_v2_gid(cx: &Context<'_>, port: &PortAttrs) -> Option<(u32, [u8; 16])> {
         .find_map(|(i, gid)| infiniband::parse_gid_bytes(&gid).map(|raw| (i, raw)))
 }
 
-/// One memory kind's loopback.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Leg {
-    Done {
-        outcome: Outcome,
-        verified: bool,
-    },
-    Failed {
-        stage: String,
-        message: String,
-        refused: Vec<String>,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairRun {
-    pub gpu: String,
-    pub gpu_memory: Leg,
-    pub host_memory: Leg,
-}
-
-fn leg_failed(stage: &str, message: impl Into<String>) -> Leg {
-    Leg::Failed {
-        stage: stage.into(),
-        message: message.into(),
-        refused: Vec::new(),
-    }
-}
-
+/// perftest-like sizes, cut off at `deadline` (the whole run's; each leg gets its share).
 fn plan(deadline: Instant) -> Plan {
     Plan {
         message_bytes: MESSAGE_BYTES,
@@ -302,136 +271,6 @@ fn plan(deadline: Instant) -> Plan {
         lat_iterations: LAT_ITERATIONS,
         deadline,
     }
-}
-
-fn run_pairs(jobs: &[(String, PortTarget)], deadline: Instant) -> Vec<PairRun> {
-    let share = |i: usize| {
-        let left = deadline.saturating_duration_since(Instant::now());
-        Instant::now() + left / (jobs.len() - i).max(1) as u32 / 2
-    };
-    jobs.iter()
-        .enumerate()
-        .map(|(i, (gpu, target))| {
-            let host_memory = guarded(|| host_leg(target, share(i)));
-            let gpu_memory = guarded(|| gpu_leg(gpu, target, share(i)));
-            PairRun {
-                gpu: gpu.clone(),
-                gpu_memory,
-                host_memory,
-            }
-        })
-        .collect()
-}
-
-/// sideway converts some unknown enum values with a panic; a panic is one failed leg, not a lost probe.
-fn guarded(f: impl FnOnce() -> Leg) -> Leg {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        leg_failed(
-            "verbs",
-            "the verbs wrapper panicked (unexpected value from the device)",
-        )
-    })
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(7))
-        .collect()
-}
-
-fn host_leg(target: &PortTarget, deadline: Instant) -> Leg {
-    let half = MESSAGE_BYTES;
-    let mut buf = vec![0u8; 2 * half];
-    buf[..half].copy_from_slice(&pattern(half));
-    let region = Region {
-        addr: buf.as_mut_ptr() as u64,
-        len: buf.len(),
-        dmabuf_fd: None,
-    };
-    match verbs::loopback(target, region, plan(deadline)) {
-        Ok(outcome) => Leg::Done {
-            verified: buf[..half] == buf[half..],
-            outcome,
-        },
-        Err(f) => Leg::Failed {
-            stage: f.stage,
-            message: f.message,
-            refused: f.refused_registrations,
-        },
-    }
-}
-
-fn gpu_leg(bdf: &str, target: &PortTarget, deadline: Instant) -> Leg {
-    let half = MESSAGE_BYTES;
-    let ordinal = match gpu_ordinal(bdf) {
-        Ok(o) => o,
-        Err(e) => return leg_failed("CUDA", e),
-    };
-    let ctx = match DeviceContext::new(ordinal) {
-        Ok(c) => c,
-        Err(e) => return leg_failed("CUDA", e),
-    };
-    let (dev, mut staging) = match (
-        DeviceBuffer::alloc(2 * half),
-        PinnedHostBuffer::alloc(2 * half),
-    ) {
-        (Ok(d), Ok(h)) => (d, h),
-        (Err(e), _) | (_, Err(e)) => return leg_failed("CUDA", e),
-    };
-    staging.as_mut_slice()[..half].copy_from_slice(&pattern(half));
-    staging.as_mut_slice()[half..].fill(0);
-    if let Err(e) = cuda::copy_htod(&dev, &staging) {
-        return leg_failed("CUDA", e);
-    }
-    let dmabuf = cuda_dmabuf::export(&dev);
-    let mut refused_export = Vec::new();
-    if let Err(e) = &dmabuf {
-        refused_export.push(format!("DMA-BUF export = {e}"));
-    }
-    let region = Region {
-        addr: dev.ptr(),
-        len: dev.len(),
-        dmabuf_fd: dmabuf.as_ref().ok().map(|fd| fd.raw()),
-    };
-    let leg = match verbs::loopback(target, region, plan(deadline)) {
-        Ok(mut outcome) => {
-            outcome.registration.refused.splice(0..0, refused_export);
-            let verified = cuda::copy_dtoh(&mut staging, &dev).is_ok()
-                && staging.as_slice()[..half] == staging.as_slice()[half..];
-            Leg::Done { outcome, verified }
-        }
-        Err(f) => {
-            let mut refused = refused_export;
-            refused.extend(f.refused_registrations);
-            Leg::Failed {
-                stage: f.stage,
-                message: f.message,
-                refused,
-            }
-        }
-    };
-    drop(dmabuf);
-    drop(dev);
-    drop(ctx);
-    leg
-}
-
-/// The CUDA ordinal of the GPU at `bdf` (CUDA numbers GPUs its own way).
-fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
-    cuda::load()?;
-    for i in 0..cuda::device_count()? {
-        let bus = cuda::Device::get(i)?.pci_bus_id()?;
-        // CUDA prints an 8-digit domain on some drivers (`00000000:17:00.0`): compare bus:device.function.
-        let tail = |s: &str| {
-            s.to_ascii_lowercase()
-                .rsplit_once(':')
-                .map(|(a, b)| format!("{}:{b}", a.rsplit(':').next().unwrap_or("")))
-        };
-        if bus.eq_ignore_ascii_case(bdf) || (tail(&bus).is_some() && tail(&bus) == tail(bdf)) {
-            return Ok(i);
-        }
-    }
-    Err(format!("no CUDA device has PCI bus id {bdf}"))
 }
 
 /// One pair's verdict.
@@ -552,7 +391,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vendor::verbs::Registration;
+    use crate::measure::rdma_write::{leg_failed, Outcome, Registration};
 
     #[test]
     fn nearest_port_wins_and_first_of_equals() {

@@ -1,9 +1,9 @@
 //! `gpu.bar1`: each GPU's BAR1 aperture, against `expect.gpu_bar1_min_mib`.
 
+use crate::dynlib::nvml::GpuFacts;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings};
 use crate::threshold::Limit;
-use crate::vendor::nvml::GpuFacts;
 
 pub struct GpuBar1;
 

@@ -3,16 +3,16 @@
 
 use std::time::Duration;
 
+use crate::dynlib::nvml::Answer;
 use crate::host::Host;
+use crate::measure::copy::{
+    self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
+};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::probes::gpu_facts::{mark_replayed, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
 use crate::threshold::Limit;
-use crate::vendor::copy::{
-    self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
-};
-use crate::vendor::nvml::Answer;
 
 pub struct GpuCopyBandwidth;
 
@@ -408,7 +408,7 @@ fn round2(v: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vendor::copy::DataCheck;
+    use crate::measure::copy::DataCheck;
 
     fn check(ok: bool) -> Answer<DataCheck> {
         Ok(DataCheck {
@@ -502,8 +502,10 @@ mod tests {
     #[test]
     fn no_cuda_skips_generic_and_fails_gpu_profile() {
         let mut f = facts(vec![], vec![]);
-        f.cuda_error =
-            Some("libcuda.so.1: cannot open shared object file: No such file or directory".into());
+        f.cuda_error = Some(crate::dynlib::LibError::not_loaded(
+            crate::dynlib::Library::Cuda,
+            "libcuda.so.1: cannot open shared object file: No such file or directory",
+        ));
         let generic = crate::profile::load("generic", &crate::probes::ids()).unwrap();
         assert_eq!(judge(&f, &generic, &[], false)[0].status, Status::Skip);
         assert_eq!(

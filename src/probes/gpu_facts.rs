@@ -4,9 +4,9 @@
 use std::fmt::Display;
 
 use crate::answers::Obtained;
+use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
 use crate::probe::{CheckResult, Context, Status};
 use crate::threshold::worst;
-use crate::vendor::nvml::{self, Answer, GpuFacts, NvmlFacts};
 
 pub const FIX_NO_NVML: &str =
     "install the NVIDIA driver (it ships libnvidia-ml.so.1) and load it: `modprobe nvidia`; \

@@ -1,10 +1,10 @@
 //! `gpu.inventory`: the GPUs NVML sees, against the profile: count, model, driver and CUDA version, persistence,
 //! MIG, ECC, retired pages and remapped rows.
 
+use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Expect;
-use crate::vendor::nvml::{GpuFacts, NvmlFacts};
 use crate::version::compare_versions;
 
 pub struct GpuInventory;
@@ -223,8 +223,8 @@ pub fn judge_gpu(g: &GpuFacts, expect: &Expect) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dynlib::nvml::RemappedRows;
     use crate::probe::Status;
-    use crate::vendor::nvml::RemappedRows;
 
     fn h200(index: u32) -> GpuFacts {
         GpuFacts {

@@ -1,9 +1,9 @@
 //! `gpu.p2p`: for every GPU pair, NVML's P2P read/write/atomics/NVLink status and their topology level; on a
 //! profile that expects NVLink, a pair without it fails.
 
+use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings};
-use crate::vendor::nvml::{NvmlFacts, PairFacts, P2P_OK};
 
 pub struct GpuP2p;
 

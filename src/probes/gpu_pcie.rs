@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dynlib::cuda;
+use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample};
 use crate::host::Host;
+use crate::measure::copy::while_busy;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
-use crate::vendor::copy::while_busy;
-use crate::vendor::cuda;
-use crate::vendor::nvml::{self, Answer, GpuFacts, LinkSample};
 
 pub struct GpuPcie;
 
@@ -122,7 +122,7 @@ fn sample_under_load(host: &Host, bdfs: &[String]) -> UnderLoad {
         Ok(n) => (0..n).collect::<Vec<_>>(),
         Err(e) => {
             return UnderLoad {
-                load_error: Some(e),
+                load_error: Some(e.to_string()),
                 loop_failures: vec![],
                 nvml: Err("not sampled: no load".into()),
                 sysfs: vec![],

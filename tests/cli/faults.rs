@@ -47,7 +47,7 @@ int nvmlShutdown(void) { for (;;) pause(); return 0; }
 "#;
 
 /// Just enough of the CUDA driver API for gds.read to reach cuFileDriverOpen: every call cudarc and
-/// `vendor::cuda` resolve exists and succeeds.
+/// `dynlib::cuda` resolve exists and succeeds.
 const CUDA_STUB: &str = r#"
 #include <string.h>
 #define OK(name) int name() { return 0; }

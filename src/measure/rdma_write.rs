@@ -1,18 +1,16 @@
-//! libibverbs through `sideway` (safe API over `rdma-mummy-sys`, whose C shim dlopens libibverbs at run time):
-//! the binary starts on a node without rdma-core and learns it from `ibv_get_device_list`'s errno instead.
-//!
-//! The loopback: one device, one protection domain, one memory region holding a source half and a destination
-//! half, two RC queue pairs on the same port connected to each other (IB: by LID; RoCE: by the RoCE v2 GID).
-//! Queue pair A RDMA-WRITEs the source half into the destination half through the port.
+//! An RDMA WRITE loopback through one port: one device, one protection domain, one memory region holding a
+//! source half and a destination half, two RC queue pairs on the same port connected to each other (IB: by
+//! LID; RoCE: by the RoCE v2 GID). Queue pair A RDMA-WRITEs the source half into the destination half through
+//! the port. The caller owns the memory (host or GPU) and says what the data should be; no verdicts here.
 
-use std::error::Error;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, WorkCompletionStatus};
-use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::Mtu;
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -22,58 +20,8 @@ use sideway::ibverbs::queue_pair::{
 };
 use sideway::ibverbs::AccessFlags;
 
+use crate::dynlib::verbs::chain;
 use crate::isolate::breadcrumb;
-
-/// What `ibv_get_device_list` said.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Discovery {
-    /// Device names (possibly none).
-    Devices(Vec<String>),
-    /// NULL with this errno.
-    Failed { errno: i32, message: String },
-}
-
-/// The reason behind a failed device list, in words an operator acts on.
-pub fn explain_discovery_errno(errno: i32) -> String {
-    match errno {
-        libc::EOPNOTSUPP => "rdma-core is not installed (libibverbs.so.1 could not be loaded)".into(),
-        libc::ENOSYS => "the kernel offers no RDMA user-space access (no uverbs: /sys/class/infiniband_verbs missing)".into(),
-        e => format!(
-            "ibv_get_device_list failed: {}",
-            std::io::Error::from_raw_os_error(e)
-        ),
-    }
-}
-
-pub fn discover() -> Discovery {
-    breadcrumb("ibv_get_device_list");
-    match DeviceList::new() {
-        Ok(list) => Discovery::Devices(list.iter().map(|d| d.name()).collect()),
-        Err(e) => {
-            #[allow(unreachable_patterns)] // the kind enum is non_exhaustive
-            let errno = match &e.0 {
-                GetDeviceListErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
-                _ => 0,
-            };
-            Discovery::Failed {
-                errno,
-                message: chain(&e),
-            }
-        }
-    }
-}
-
-/// An error with its sources on one line (sideway's own messages are generic: "failed to open device").
-fn chain(e: &dyn Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(src) = cur {
-        s.push_str(": ");
-        s.push_str(&src.to_string());
-        cur = src.source();
-    }
-    s
-}
 
 /// Which port and how to address it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -467,31 +415,84 @@ fn wait_completions(cq: &BasicCompletionQueue, deadline: Instant) -> Result<u32,
     }
 }
 
+/// One loopback through one kind of memory, with its data check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Leg {
+    Done {
+        outcome: Outcome,
+        /// The destination half equals the source half afterwards.
+        verified: bool,
+    },
+    Failed {
+        stage: String,
+        message: String,
+        refused: Vec<String>,
+    },
+}
+
+pub fn leg_failed(stage: &str, message: impl Into<String>) -> Leg {
+    Leg::Failed {
+        stage: stage.into(),
+        message: message.into(),
+        refused: Vec::new(),
+    }
+}
+
+impl From<Failure> for Leg {
+    fn from(f: Failure) -> Leg {
+        Leg::Failed {
+            stage: f.stage,
+            message: f.message,
+            refused: f.refused_registrations,
+        }
+    }
+}
+
+/// sideway converts some unknown enum values with a panic; a panic is one failed leg, not a lost probe.
+pub fn guarded(f: impl FnOnce() -> Leg) -> Leg {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        leg_failed(
+            "verbs",
+            "the verbs wrapper panicked (unexpected value from the device)",
+        )
+    })
+}
+
+/// The source half's contents: no two neighbouring bytes equal, so a shifted or partial write shows.
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(7))
+        .collect()
+}
+
+/// The loopback through ordinary host memory (`ibv_reg_mr` on a heap buffer): the port and link alone.
+pub fn host_memory(target: &PortTarget, plan: Plan) -> Leg {
+    let half = plan.message_bytes;
+    let mut buf = vec![0u8; 2 * half];
+    buf[..half].copy_from_slice(&pattern(half));
+    let region = Region {
+        addr: buf.as_mut_ptr() as u64,
+        len: buf.len(),
+        dmabuf_fd: None,
+    };
+    match loopback(target, region, plan) {
+        Ok(outcome) => Leg::Done {
+            verified: buf[..half] == buf[half..],
+            outcome,
+        },
+        Err(f) => f.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn discovery_errnos_explained() {
-        assert!(explain_discovery_errno(95).contains("rdma-core is not installed"));
-        assert!(explain_discovery_errno(38).contains("uverbs"));
-        assert!(explain_discovery_errno(13).contains("ibv_get_device_list failed"));
-    }
 
     #[test]
     fn gbps_from_bytes_and_time() {
         let g = bits_per_sec_gbps(50_000_000_000, Duration::from_secs(1));
         assert!((g - 400.0).abs() < 1e-9);
         assert_eq!(bits_per_sec_gbps(1, Duration::ZERO), 0.0);
-    }
-
-    #[test]
-    fn discovery_runs_without_hardware() {
-        // On the build machine: no rdma-core → Failed(95), or an empty list; never a panic.
-        match discover() {
-            Discovery::Devices(_) => {}
-            Discovery::Failed { errno, message } => assert_ne!(errno, 0, "{message}"),
-        }
     }
 
     #[test]

@@ -15,11 +15,12 @@ use std::sync::OnceLock;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 
+use super::{LibError, Library};
 use crate::isolate::breadcrumb;
 
 pub use cudarc::driver::sys::CUdevice_attribute as DeviceAttribute;
 
-pub type CudaResult<T> = Result<T, String>;
+pub type CudaResult<T> = Result<T, LibError>;
 
 /// Driver entry points this module calls. Checked at load so an old driver is an error, not a cudarc panic.
 const REQUIRED_SYMBOLS: &[&str] = &[
@@ -90,7 +91,10 @@ fn load_uncached() -> CudaResult<()> {
         }
     }
     let Some((name, lib)) = opened else {
-        return Err(first_error.unwrap_or_else(|| "libcuda.so.1: not found".into()));
+        return Err(LibError::not_loaded(
+            Library::Cuda,
+            first_error.unwrap_or_else(|| "libcuda.so.1: not found".into()),
+        ));
     };
     let missing: Vec<&str> = REQUIRED_SYMBOLS
         .iter()
@@ -99,21 +103,26 @@ fn load_uncached() -> CudaResult<()> {
         .filter(|sym| unsafe { lib.get::<*const c_void>(sym.as_bytes()) }.is_err())
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "{name} lacks {} (driver too old for this tool)",
-            missing.join(", ")
+        let missing = missing.join(", ");
+        return Err(LibError::missing_symbol(
+            Library::Cuda,
+            &missing,
+            format!("{name} lacks {missing} (driver too old for this tool)"),
         ));
     }
     // SAFETY: presence checked above, so cudarc's loader will not panic.
     if !unsafe { sys::is_culib_present() } {
-        return Err(format!("{name} opened but cudarc could not load it"));
+        return Err(LibError::not_loaded(
+            Library::Cuda,
+            format!("{name} opened but cudarc could not load it"),
+        ));
     }
     breadcrumb("cuInit");
     result::init().map_err(|e| call_error("cuInit", e))
 }
 
-/// `cuGetErrorName (cuGetErrorString)`, prefixed with the call.
-fn call_error(call: &str, e: DriverError) -> String {
+/// The call, the `CUresult` and `cuGetErrorName (cuGetErrorString)`.
+fn call_error(call: &str, e: DriverError) -> LibError {
     let name = e
         .error_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -122,11 +131,12 @@ fn call_error(call: &str, e: DriverError) -> String {
         .error_string()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if text.is_empty() {
-        format!("{call}: {name}")
+    let words = if text.is_empty() {
+        name
     } else {
-        format!("{call}: {name} ({text})")
-    }
+        format!("{name} ({text})")
+    };
+    LibError::failed(Library::Cuda, call, Some(e.0 as i64), words)
 }
 
 fn check(call: &str, status: sys::CUresult) -> CudaResult<()> {
@@ -136,7 +146,12 @@ fn check(call: &str, status: sys::CUresult) -> CudaResult<()> {
 fn loaded() -> CudaResult<()> {
     match LOADED.get() {
         Some(r) => r.clone(),
-        None => Err("the CUDA driver was not loaded (call cuda::load first)".into()),
+        None => Err(LibError::failed(
+            Library::Cuda,
+            "cuda::load",
+            None,
+            "not called before this call",
+        )),
     }
 }
 
@@ -373,9 +388,12 @@ impl PinnedHostBuffer {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap({bytes} bytes): {}",
-                std::io::Error::last_os_error()
+            let os = std::io::Error::last_os_error();
+            return Err(LibError::failed(
+                Library::Cuda,
+                format!("mmap({bytes} bytes)"),
+                os.raw_os_error().map(i64::from),
+                os.to_string(),
             ));
         }
         // Transparent huge pages where the kernel allows: fewer, larger DMA segments for the copy engine.
@@ -445,7 +463,12 @@ fn same_len(a: usize, b: usize, what: &str) -> CudaResult<()> {
     if a == b {
         Ok(())
     } else {
-        Err(format!("{what}: buffer sizes differ ({a} vs {b} bytes)"))
+        Err(LibError::failed(
+            Library::Cuda,
+            what,
+            None,
+            format!("buffer sizes differ ({a} vs {b} bytes)"),
+        ))
     }
 }
 
@@ -609,7 +632,7 @@ mod tests {
     fn calls_before_load_are_errors_not_panics() {
         // Whether or not this machine has libcuda, nothing here may panic.
         if LOADED.get().is_none() {
-            assert!(device_count().unwrap_err().contains("cuda::load"));
+            assert_eq!(device_count().unwrap_err().call, "cuda::load");
         }
         let _ = load();
         let _ = device_count();
@@ -620,8 +643,9 @@ mod tests {
         let Err(e) = load() else {
             return; // a machine with a working driver
         };
+        assert_eq!(e.library, Library::Cuda);
         assert!(
-            e.contains("libcuda") || e.contains("cuInit"),
+            e.is_not_loaded() || e.call == "cuInit",
             "error names the library or the call: {e}"
         );
     }

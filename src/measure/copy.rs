@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::vendor::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer, Stream};
-use crate::vendor::nvml::Answer;
+use crate::dynlib::cuda::{
+    self, CudaResult, DeviceBuffer, DeviceContext, PinnedHostBuffer, Stream,
+};
+use crate::dynlib::nvml::Answer;
+use crate::dynlib::LibError;
 
 /// Key of the copy measurements in recorded vendor answers.
 pub const ANSWERS_KEY: &str = "cuda.copy";
@@ -36,7 +39,7 @@ pub struct CopyPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CopyFacts {
     /// Set when the CUDA driver could not be loaded or initialised; nothing was measured.
-    pub cuda_error: Option<String>,
+    pub cuda_error: Option<LibError>,
     pub cuda_driver_version: Answer<i32>,
     pub bytes: u64,
     pub peer_bytes: u64,
@@ -205,7 +208,7 @@ pub fn measure(plan: &CopyPlan) -> CopyFacts {
         facts.cuda_error = Some(e);
         return facts;
     }
-    facts.cuda_driver_version = cuda::driver_version();
+    facts.cuda_driver_version = cuda::driver_version().map_err(String::from);
     let count = match cuda::device_count() {
         Ok(n) => n,
         Err(e) => {
@@ -250,8 +253,13 @@ fn measure_gpu(ordinal: usize, plan: &CopyPlan) -> GpuCopy {
     let pci_bus_id = device
         .as_ref()
         .map_err(Clone::clone)
-        .and_then(|d| d.pci_bus_id());
-    let name = device.as_ref().map_err(Clone::clone).and_then(|d| d.name());
+        .and_then(|d| d.pci_bus_id())
+        .map_err(String::from);
+    let name = device
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|d| d.name())
+        .map_err(String::from);
     let cpus = pci_bus_id
         .as_ref()
         .ok()
@@ -275,7 +283,7 @@ fn measure_gpu(ordinal: usize, plan: &CopyPlan) -> GpuCopy {
         d2h_check: Err("not measured".into()),
         roundtrip_check: Err("not measured".into()),
     };
-    if let Err(e) = host_device_copies(ordinal, plan, &mut gpu) {
+    if let Err(e) = host_device_copies(ordinal, plan, &mut gpu).map_err(String::from) {
         for slot in [&mut gpu.h2d_ms, &mut gpu.d2h_ms] {
             if slot.is_err() {
                 *slot = Err(e.clone());
@@ -293,7 +301,7 @@ fn measure_gpu(ordinal: usize, plan: &CopyPlan) -> GpuCopy {
 /// A device memset value whose bytes all differ, so a byte-order or offset slip shows.
 const D2H_MARK: u32 = 0x5a3c_96e1;
 
-fn host_device_copies(ordinal: usize, plan: &CopyPlan, gpu: &mut GpuCopy) -> Result<(), String> {
+fn host_device_copies(ordinal: usize, plan: &CopyPlan, gpu: &mut GpuCopy) -> CudaResult<()> {
     let _ctx = DeviceContext::new(ordinal)?;
     let device = DeviceBuffer::alloc(plan.bytes)?;
     // Allocated after pinning: first touch puts the pages on the GPU's NUMA node.
@@ -325,8 +333,8 @@ fn host_device_copies(ordinal: usize, plan: &CopyPlan, gpu: &mut GpuCopy) -> Res
 fn timed(
     plan: &CopyPlan,
     stream: &Stream,
-    mut queue: impl FnMut(&Stream) -> Result<(), String>,
-) -> Result<Vec<f64>, String> {
+    mut queue: impl FnMut(&Stream) -> CudaResult<()>,
+) -> CudaResult<Vec<f64>> {
     let mut times = Vec::new();
     for i in 0..plan.warmup + plan.reps {
         if !times.is_empty() && Instant::now() >= plan.deadline {
@@ -349,11 +357,12 @@ fn measure_pair(src: usize, dst: usize, plan: &CopyPlan) -> PeerCopy {
         check: Err("not measured".into()),
     };
     pair.can_access_peer = cuda::Device::get(src)
-        .and_then(|s| cuda::Device::get(dst).and_then(|d| s.can_access_peer(&d)));
+        .and_then(|s| cuda::Device::get(dst).and_then(|d| s.can_access_peer(&d)))
+        .map_err(String::from);
     if pair.can_access_peer != Ok(true) {
         return pair;
     }
-    if let Err(e) = peer_copies(src, dst, plan, &mut pair) {
+    if let Err(e) = peer_copies(src, dst, plan, &mut pair).map_err(String::from) {
         if pair.ms.is_err() {
             pair.ms = Err(e.clone());
         }
@@ -362,7 +371,7 @@ fn measure_pair(src: usize, dst: usize, plan: &CopyPlan) -> PeerCopy {
     pair
 }
 
-fn peer_copies(src: usize, dst: usize, plan: &CopyPlan, pair: &mut PeerCopy) -> Result<(), String> {
+fn peer_copies(src: usize, dst: usize, plan: &CopyPlan, pair: &mut PeerCopy) -> CudaResult<()> {
     let dst_ctx = DeviceContext::new(dst)?;
     let dst_buf = DeviceBuffer::alloc(plan.peer_bytes)?;
     let mut back = PinnedHostBuffer::alloc(plan.peer_bytes)?;
@@ -406,7 +415,7 @@ pub fn while_busy<T>(
         let stop = stop.clone();
         let spawned = std::thread::Builder::new()
             .name("probe:gpu-busy".into())
-            .spawn(move || -> Result<(), String> {
+            .spawn(move || -> CudaResult<()> {
                 let _ctx = DeviceContext::new(ordinal)?;
                 let device = DeviceBuffer::alloc(LOOP_BYTES)?;
                 let host = PinnedHostBuffer::alloc(LOOP_BYTES)?;
@@ -427,7 +436,8 @@ pub fn while_busy<T>(
         let outcome = match handle {
             Ok(h) => h
                 .join()
-                .unwrap_or_else(|_| Err("copy loop panicked".into())),
+                .map_err(|_| "copy loop panicked".to_string())
+                .and_then(|r| r.map_err(String::from)),
             Err(e) => Err(format!("cannot start a thread: {e}")),
         };
         if let Err(e) = outcome {
@@ -491,7 +501,7 @@ mod tests {
         let facts = measure(&plan);
         if let Some(e) = &facts.cuda_error {
             assert!(facts.gpus.is_empty());
-            assert!(!e.is_empty());
+            assert!(!e.text.is_empty());
         }
     }
 }

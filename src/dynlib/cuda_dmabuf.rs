@@ -6,8 +6,9 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys;
 
+use crate::dynlib::cuda::{self, CudaResult, DeviceBuffer};
+use crate::dynlib::{LibError, Library};
 use crate::isolate::breadcrumb;
-use crate::vendor::cuda::{self, CudaResult, DeviceBuffer};
 
 const SYMBOL: &str = "cuMemGetHandleForAddressRange";
 
@@ -37,8 +38,10 @@ pub fn export(buf: &DeviceBuffer) -> CudaResult<DmabufFd> {
         .ok()
         .is_some_and(|lib| unsafe { lib.get::<*const c_void>(SYMBOL.as_bytes()) }.is_ok());
     if !present {
-        return Err(format!(
-            "libcuda.so.1 lacks {SYMBOL} (driver older than CUDA 11.7)"
+        return Err(LibError::missing_symbol(
+            Library::Cuda,
+            SYMBOL,
+            format!("libcuda.so.1 lacks {SYMBOL} (driver older than CUDA 11.7)"),
         ));
     }
     breadcrumb(SYMBOL);
@@ -54,7 +57,12 @@ pub fn export(buf: &DeviceBuffer) -> CudaResult<DmabufFd> {
         )
     };
     if status != sys::CUresult::CUDA_SUCCESS || fd < 0 {
-        return Err(format!("{SYMBOL}: {status:?}"));
+        return Err(LibError::failed(
+            Library::Cuda,
+            SYMBOL,
+            Some(status as i64),
+            format!("{status:?}"),
+        ));
     }
     Ok(DmabufFd(fd))
 }

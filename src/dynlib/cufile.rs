@@ -299,7 +299,7 @@ impl CuFile {
             // SAFETY: loading runs libcufile's initialisers; that is the library we mean to call.
             match unsafe { Library::new(name) } {
                 Ok(lib) => return Self::resolve(name, lib),
-                Err(e) => tried.push((name.to_string(), crate::vendor::innermost_message(&e))),
+                Err(e) => tried.push((name.to_string(), crate::dynlib::innermost_message(&e))),
             }
         }
         Err(LoadError::NotFound(tried))

@@ -11,6 +11,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use serde::{Deserialize, Serialize};
 
+use super::{LibError, Library};
 use crate::isolate::breadcrumb;
 
 /// A reading or the error of the call that should have produced it.
@@ -28,7 +29,7 @@ const MAX_NVLINKS: u32 = 18;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NvmlFacts {
     /// Set when NVML could not be opened or initialised (`nvmlInit_v2`); everything else is then empty.
-    pub nvml_error: Option<String>,
+    pub nvml_error: Option<LibError>,
     pub driver_version: Answer<String>,
     /// `nvmlSystemGetCudaDriverVersion_v2`: 13000 for CUDA 13.0.
     pub cuda_driver_version: Answer<i32>,
@@ -76,7 +77,7 @@ impl Default for GpuFacts {
 
 impl NvmlFacts {
     /// NVML could not be opened: `error` says why, every other field repeats that it is unavailable.
-    pub fn absent(error: String) -> Self {
+    pub fn absent(error: LibError) -> Self {
         let unavailable = || "NVML not available".to_string();
         NvmlFacts {
             nvml_error: Some(error),
@@ -166,12 +167,17 @@ pub struct LinkSample {
 }
 
 fn text(call: &str, e: NvmlError) -> String {
-    let inner = super::innermost_message(&e);
+    format!("{call}: {}", words(&e))
+}
+
+/// nvml-wrapper's text for the error, with the loader's own message where there is one.
+fn words(e: &NvmlError) -> String {
+    let inner = super::innermost_message(e);
     let outer = e.to_string();
     if inner == outer || matches!(e, NvmlError::LibloadingError(_)) {
-        format!("{call}: {inner}")
+        inner
     } else {
-        format!("{call}: {outer}: {inner}")
+        format!("{outer}: {inner}")
     }
 }
 
@@ -181,11 +187,21 @@ fn ask<T>(call: &str, f: impl FnOnce() -> Result<T, NvmlError>) -> Answer<T> {
 }
 
 /// Opens NVML (`nvmlInit_v2`); the error is the loader's message when the library is absent.
-fn open() -> Answer<Nvml> {
-    breadcrumb("nvmlInit_v2");
+fn open() -> Result<Nvml, LibError> {
+    const CALL: &str = "nvmlInit_v2";
+    breadcrumb(CALL);
     Nvml::init().map_err(|e| match e {
-        NvmlError::LibloadingError(_) => super::innermost_message(&e),
-        other => text("nvmlInit_v2", other),
+        NvmlError::LibloadingError(_) => {
+            LibError::not_loaded(Library::Nvml, super::innermost_message(&e))
+        }
+        NvmlError::FailedToLoadSymbol(_) => {
+            LibError::missing_symbol(Library::Nvml, CALL, text(CALL, e))
+        }
+        other => {
+            let words = words(&other);
+            let code = nvml_wrapper_sys::bindings::nvmlReturn_t::from(other);
+            LibError::failed(Library::Nvml, CALL, Some(i64::from(code)), words)
+        }
     })
 }
 
@@ -450,8 +466,9 @@ mod tests {
         let facts = collect();
         if let Some(e) = &facts.nvml_error {
             assert!(facts.gpus.is_empty());
+            assert_eq!(e.library, Library::Nvml);
             assert!(
-                e.contains("libnvidia-ml") || e.contains("nvmlInit"),
+                e.is_not_loaded() || e.call == "nvmlInit_v2",
                 "names the library or the call: {e}"
             );
         }
