@@ -126,6 +126,16 @@ impl std::error::Error for ReadError {}
 
 pub type ReadResult<T> = Result<T, ReadError>;
 
+/// A read whose file may rightly be absent: missing is `None` (a fact about the node), any other failure stays
+/// an error (a value that was not read is never taken for "absent").
+pub fn optional<T>(read: ReadResult<T>) -> ReadResult<Option<T>> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl Host {
     /// The machine this process runs on.
     pub fn live() -> Self {

@@ -74,8 +74,16 @@ impl Probe for GdrLoopback {
         } else {
             Status::Skip
         };
-        let sysfs_devices =
-            crate::sysfs::infiniband::read_device_names(cx.host).unwrap_or_default();
+        let read = || -> Result<_, crate::host::ReadError> {
+            Ok((
+                infiniband::read_device_names(cx.host)?,
+                crate::host::optional(cx.host.read(VERBS_ABI))?,
+            ))
+        };
+        let (sysfs_devices, abi) = match read() {
+            Ok(r) => r,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let mut evidence = vec![
             format!(
                 "{CLASS_INFINIBAND} = {}",
@@ -85,10 +93,7 @@ impl Probe for GdrLoopback {
                     sysfs_devices.join(" ")
                 }
             ),
-            format!(
-                "{VERBS_ABI} = {}",
-                cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
-            ),
+            format!("{VERBS_ABI} = {}", abi.as_deref().unwrap_or("<missing>")),
         ];
         let discovery = match cx.answers.obtain(DEVICES_KEY, verbs::discover) {
             Ok(d) => d.value,
@@ -120,7 +125,10 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
+        let gpus = match nvidia::read_driver_gpus(cx.host) {
+            Ok(g) => g,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         if gpus.is_empty() {
             let mut r = CheckResult::new(
                 ID,
@@ -130,9 +138,13 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let tree = PciTree::read(cx.host).ok();
-        let ports: Vec<(PortAttrs, Option<String>)> = infiniband::read_all_ports(cx.host)
-            .unwrap_or_default()
+        // Which port is nearest each GPU decides what is measured: both must be read.
+        let (tree, all_ports) = match (PciTree::read(cx.host), infiniband::read_all_ports(cx.host))
+        {
+            (Ok(t), Ok(p)) => (t, p),
+            (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let ports: Vec<(PortAttrs, Option<String>)> = all_ports
             .into_iter()
             .filter(|(d, _)| devices.contains(&d.name))
             .flat_map(|(d, ports)| {
@@ -154,7 +166,7 @@ impl Probe for GdrLoopback {
             .filter_map(|g| {
                 let distances: Vec<PcieDistance> = ports
                     .iter()
-                    .map(|(_, nic)| distance(tree.as_ref(), &g.bdf, nic.as_deref()))
+                    .map(|(_, nic)| distance(Some(&tree), &g.bdf, nic.as_deref()))
                     .collect();
                 let i = nearest(&distances)?;
                 let info = ports[i].0.clone();
@@ -190,7 +202,7 @@ impl Probe for GdrLoopback {
             .unwrap_or_default()
             .or(DEFAULT_PCT);
         let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
-        targets
+        let results = targets
             .iter()
             .zip(runs.iter())
             .map(|((gpu, target, info, distance), run)| {
@@ -219,7 +231,8 @@ impl Probe for GdrLoopback {
                 r.evidence = ev;
                 r
             })
-            .collect()
+            .collect();
+        tree.completed(ID, results)
     }
 }
 
@@ -301,12 +314,23 @@ pub fn judge(
                     )
                     .replayed(replayed),
                 );
-                if let Some(p) = pct_of(outcome.bandwidth_gbps) {
+                let share = pct_of(outcome.bandwidth_gbps);
+                if key == "gdr" {
+                    // The limit is a share of the port's rate: without the rate there is nothing to pass.
+                    let status = pct.judge_min_of(share);
+                    if share.is_none() && status == Status::Error {
+                        parts.push(format!(
+                            "the port rate was not read, so {:.1} Gb/s cannot be judged against the link",
+                            outcome.bandwidth_gbps
+                        ));
+                    }
+                    statuses.push(status);
+                }
+                if let Some(p) = share {
                     let mut m = Measurement::new(&format!("{key}_write_pct_of_link"), p, "%")
                         .replayed(replayed);
                     if key == "gdr" {
                         m = m.judged_by(pct);
-                        statuses.push(pct.judge_min(p));
                     }
                     measurements.push(m);
                 }
@@ -437,6 +461,31 @@ mod tests {
             .measurements
             .iter()
             .any(|m| m.name == "gdr_write_pct_of_link" && (m.value - 45.0).abs() < 1e-9));
+    }
+
+    /// Reproduced: with the port `rate` unparsable no share of the link was computed and 12 Gb/s passed under
+    /// `hgx-h100-ib`.
+    #[test]
+    fn unknown_port_rate_is_an_error_not_a_pass() {
+        let profile = crate::profile::load("hgx-h100-ib", &crate::probes::ids()).unwrap();
+        let pct = profile
+            .thresholds
+            .gdr_bandwidth_pct_of_link
+            .unwrap_or_default()
+            .or(DEFAULT_PCT);
+        let lat = profile.thresholds.gdr_latency_us.unwrap_or_default();
+        let run = PairRun {
+            gpu: "g".into(),
+            gpu_memory: done(12.0, 2.0),
+            host_memory: done(12.0, 2.0),
+        };
+        let r = judge(&run, None, &pct, &lat, true);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains("port rate was not read"),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]

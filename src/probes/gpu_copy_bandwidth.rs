@@ -4,15 +4,16 @@
 use std::time::Duration;
 
 use crate::dynlib::nvml::Answer;
-use crate::host::Host;
+use crate::host::{optional, Host, ReadError, ReadErrorKind};
 use crate::measure::copy::{
     self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
 };
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::probes::gpu_facts::{mark_replayed, Findings};
 use crate::profile::Profile;
-use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
+use crate::sysfs::pci_device::{attr_path, parse_cpulist};
 use crate::threshold::Limit;
+use crate::topology::{PciTree, Role};
 
 pub struct GpuCopyBandwidth;
 
@@ -70,7 +71,14 @@ impl Probe for GpuCopyBandwidth {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let locality = read_gpu_locality(cx.host);
+        let tree = match PciTree::read(cx.host) {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let locality = match read_gpu_locality(cx.host, &tree) {
+            Ok(l) => l,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let plan = CopyPlan {
             bytes: COPY_BYTES,
             peer_bytes: PEER_BYTES,
@@ -89,10 +97,12 @@ impl Probe for GpuCopyBandwidth {
             Ok(o) => o,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
-        judge(&obtained.value, cx.profile, &locality, obtained.replayed)
+        let results = judge(&obtained.value, cx.profile, &locality, obtained.replayed)
             .into_iter()
             .map(|r| mark_replayed(r, obtained.replayed))
-            .collect()
+            .collect();
+        // Host memory is placed by the PCI tree's answer: a GPU it could not read was measured unplaced.
+        tree.completed(ID, results)
     }
 }
 
@@ -105,32 +115,29 @@ pub struct Locality {
     pub numa_node: Option<u32>,
 }
 
-/// NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) and their local CPUs.
-pub fn read_gpu_locality(host: &Host) -> Vec<Locality> {
-    let Ok(names) = host.read_dir(PCI_DEVICES) else {
-        return vec![];
-    };
-    names
+/// The GPUs of the PCI tree and their local CPUs. A `local_cpulist` that exists but cannot be read or parsed
+/// is an error: the copy would run unplaced and its figure would not say so.
+pub fn read_gpu_locality(host: &Host, tree: &PciTree) -> Result<Vec<Locality>, ReadError> {
+    tree.with_role(Role::Gpu)
         .into_iter()
-        .filter(|bdf| {
-            host.read(&attr_path(bdf, "vendor")).as_deref() == Ok("0x10de")
-                && host
-                    .read(&attr_path(bdf, "class"))
-                    .is_ok_and(|c| c.starts_with("0x03"))
-        })
-        .map(|bdf| {
-            let cpulist = host
-                .read(&attr_path(&bdf, "local_cpulist"))
-                .unwrap_or_default();
-            Locality {
-                cpus: parse_cpulist(&cpulist),
-                numa_node: host
-                    .read(&attr_path(&bdf, "numa_node"))
-                    .ok()
-                    .and_then(|n| parse_numa_node(&n)),
+        .map(|i| {
+            let node = &tree.nodes[i];
+            let bdf = node.bdf.to_string();
+            let path = attr_path(&bdf, "local_cpulist");
+            let cpulist = optional(host.read(&path))?.unwrap_or_default();
+            let cpus = parse_cpulist(&cpulist);
+            if cpus.is_none() && !cpulist.is_empty() {
+                return Err(ReadError {
+                    path,
+                    kind: ReadErrorKind::Other(format!("not a CPU list: {cpulist:?}")),
+                });
+            }
+            Ok(Locality {
+                cpus,
+                numa_node: node.attrs.numa_node,
                 cpulist,
                 bdf,
-            }
+            })
         })
         .collect()
 }
@@ -559,13 +566,14 @@ mod tests {
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
             std::fs::write(d.join("class"), format!("{class}\n")).unwrap();
+            std::fs::write(d.join("device"), "0x2335\n").unwrap();
             std::fs::write(d.join("local_cpulist"), "0-3\n").unwrap();
             std::fs::write(d.join("numa_node"), "-1\n").unwrap();
         };
         dev("0000:00:06.0", "0x10de", "0x030200");
         dev("0000:00:03.0", "0x1af4", "0x020000");
         let host = Host::at(dir.path()).unwrap();
-        let l = read_gpu_locality(&host);
+        let l = read_gpu_locality(&host, &PciTree::read(&host).unwrap()).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].bdf, "0000:00:06.0");
         assert_eq!(l[0].cpus, Some(vec![0, 1, 2, 3]));
