@@ -11,9 +11,9 @@ use crate::measure::copy::{
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::probes::gpu_facts::{mark_replayed, Findings};
 use crate::profile::Profile;
-use crate::sysfs::pci_device::{attr_path, parse_cpulist};
+use crate::sysfs::pci::{parse_hex, VENDOR_NVIDIA};
+use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
 use crate::threshold::Limit;
-use crate::topology::{PciTree, Role};
 
 pub struct GpuCopyBandwidth;
 
@@ -71,11 +71,7 @@ impl Probe for GpuCopyBandwidth {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let locality = match read_gpu_locality(cx.host, &tree) {
+        let locality = match read_gpu_locality(cx.host) {
             Ok(l) => l,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
@@ -97,12 +93,10 @@ impl Probe for GpuCopyBandwidth {
             Ok(o) => o,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
-        let results = judge(&obtained.value, cx.profile, &locality, obtained.replayed)
+        judge(&obtained.value, cx.profile, &locality, obtained.replayed)
             .into_iter()
             .map(|r| mark_replayed(r, obtained.replayed))
-            .collect();
-        // Host memory is placed by the PCI tree's answer: a GPU it could not read was measured unplaced.
-        tree.completed(ID, results)
+            .collect()
     }
 }
 
@@ -115,31 +109,52 @@ pub struct Locality {
     pub numa_node: Option<u32>,
 }
 
-/// The GPUs of the PCI tree and their local CPUs. A `local_cpulist` that exists but cannot be read or parsed
-/// is an error: the copy would run unplaced and its figure would not say so.
-pub fn read_gpu_locality(host: &Host, tree: &PciTree) -> Result<Vec<Locality>, ReadError> {
-    tree.with_role(Role::Gpu)
-        .into_iter()
-        .map(|i| {
-            let node = &tree.nodes[i];
-            let bdf = node.bdf.to_string();
-            let path = attr_path(&bdf, "local_cpulist");
-            let cpulist = optional(host.read(&path))?.unwrap_or_default();
-            let cpus = parse_cpulist(&cpulist);
-            if cpus.is_none() && !cpulist.is_empty() {
-                return Err(ReadError {
-                    path,
-                    kind: ReadErrorKind::Other(format!("not a CPU list: {cpulist:?}")),
-                });
-            }
-            Ok(Locality {
-                cpus,
-                numa_node: node.attrs.numa_node,
-                cpulist,
-                bdf,
-            })
+/// NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) and their local CPUs. A file that exists but
+/// cannot be read or parsed is an error: a GPU missed here is measured with unplaced host memory, and nothing
+/// would say so.
+pub fn read_gpu_locality(host: &Host) -> Result<Vec<Locality>, ReadError> {
+    let Some(names) = optional(host.read_dir(PCI_DEVICES))? else {
+        return Ok(vec![]);
+    };
+    let hex = |bdf: &str, attr: &str| -> Result<u32, ReadError> {
+        let path = attr_path(bdf, attr);
+        let text = host.read(&path)?;
+        parse_hex(&text).ok_or_else(|| ReadError {
+            path,
+            kind: ReadErrorKind::Other(format!("not a hex number: {text:?}")),
         })
-        .collect()
+    };
+    let mut gpus = Vec::new();
+    for bdf in names {
+        if hex(&bdf, "vendor")? != u32::from(VENDOR_NVIDIA) || hex(&bdf, "class")? >> 16 != 0x03 {
+            continue;
+        }
+        let cpulist_path = attr_path(&bdf, "local_cpulist");
+        let cpulist = optional(host.read(&cpulist_path))?.unwrap_or_default();
+        let cpus = parse_cpulist(&cpulist);
+        if cpus.is_none() && !cpulist.is_empty() {
+            return Err(ReadError {
+                path: cpulist_path,
+                kind: ReadErrorKind::Other(format!("not a CPU list: {cpulist:?}")),
+            });
+        }
+        let numa_path = attr_path(&bdf, "numa_node");
+        let numa_node = match optional(host.read(&numa_path))? {
+            None => None,
+            Some(t) if t.trim() == "-1" => None,
+            Some(t) => Some(parse_numa_node(&t).ok_or_else(|| ReadError {
+                path: numa_path,
+                kind: ReadErrorKind::Other(format!("not a NUMA node: {t:?}")),
+            })?),
+        };
+        gpus.push(Locality {
+            cpus,
+            numa_node,
+            cpulist,
+            bdf,
+        });
+    }
+    Ok(gpus)
 }
 
 pub fn judge(
@@ -566,14 +581,13 @@ mod tests {
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
             std::fs::write(d.join("class"), format!("{class}\n")).unwrap();
-            std::fs::write(d.join("device"), "0x2335\n").unwrap();
             std::fs::write(d.join("local_cpulist"), "0-3\n").unwrap();
             std::fs::write(d.join("numa_node"), "-1\n").unwrap();
         };
         dev("0000:00:06.0", "0x10de", "0x030200");
         dev("0000:00:03.0", "0x1af4", "0x020000");
         let host = Host::at(dir.path()).unwrap();
-        let l = read_gpu_locality(&host, &PciTree::read(&host).unwrap()).unwrap();
+        let l = read_gpu_locality(&host).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].bdf, "0000:00:06.0");
         assert_eq!(l[0].cpus, Some(vec![0, 1, 2, 3]));
