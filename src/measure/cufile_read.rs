@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
-use crate::dynlib::cufile::{self, CuFile, CuFileError, DriverProps, LoadError, PathCounters};
+use crate::dynlib::cufile::{
+    self, CuFile, CuFileError, DriverProps, LoadError, PathCounters, StatsLayout,
+};
 use crate::dynlib::LibError;
 use crate::host::Host;
 use crate::sysfs::nvfs::{parse_reads_n, NVFS_STATS};
@@ -170,8 +172,30 @@ pub fn collect(host: &Host, scratch: &Path, shape: Shape, deadline: Instant) -> 
         }
     };
     run.library = Some(lib.library.clone());
-    run.version = lib.version().ok();
-    measure(host, &lib, scratch, shape, deadline, &mut run);
+    // The statistics struct's layout depends on the version: read only a layout known for it.
+    let layout = match lib.version() {
+        Ok(v) => {
+            run.version = Some(v);
+            match StatsLayout::for_version(v) {
+                Err(refusal) => {
+                    run.fail(Stage::LoadCufile, refusal);
+                    return run;
+                }
+                Ok(Ok(layout)) => Some(layout),
+                Ok(Err(why)) => {
+                    run.stats_error = Some(why);
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            run.stats_error = Some(format!(
+                "cuFileGetVersion = {e}: statistics layout unknown, counters not read"
+            ));
+            None
+        }
+    };
+    measure(host, &lib, scratch, shape, deadline, layout, &mut run);
     run.log_tail = log_tail(&log_path);
     run
 }
@@ -182,6 +206,7 @@ fn measure(
     scratch: &Path,
     shape: Shape,
     deadline: Instant,
+    layout: Option<StatsLayout>,
     run: &mut ReadRun,
 ) {
     let time_left = || deadline.saturating_duration_since(Instant::now());
@@ -209,7 +234,7 @@ fn measure(
         }
     };
     run.props = lib.driver_properties().ok();
-    if let Some(Err(e)) = lib.start_stats() {
+    if let Some(Err(e)) = layout.and_then(|_| lib.start_stats()) {
         run.stats_error = Some(format!("cuFile statistics unavailable: {e}"));
     }
 
@@ -251,7 +276,8 @@ fn measure(
     }
 
     let nvfs_before = host.read(NVFS_STATS).ok().and_then(|s| parse_reads_n(&s));
-    let counters_before = lib.path_counters();
+    let counters = || layout.and_then(|l| lib.path_counters(l));
+    let counters_before = counters();
     let started = Instant::now();
     let mut done = 0u64;
     for i in 0..shape.blocks() {
@@ -291,7 +317,7 @@ fn measure(
         bytes: done,
         seconds: elapsed,
     });
-    match (counters_before, lib.path_counters()) {
+    match (counters_before, counters()) {
         (Some(Ok(before)), Some(Ok(after))) => run.counters = Some(after.since(&before)),
         (Some(Err(e)), _) | (_, Some(Err(e))) => {
             run.stats_error = Some(format!("cuFileGetStatsL3 = {e}"))
