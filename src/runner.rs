@@ -314,7 +314,7 @@ fn run_isolated(
 }
 
 /// An empty directory for an active probe's temporary files: under `--gds-dir` when given (the filesystem
-/// under test), else the system temp dir.
+/// under test), else the system temp dir. Only that one directory is created, never a missing parent.
 fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
     let base = inputs.gds_dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!(
@@ -322,7 +322,7 @@ fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
         std::process::id(),
         unique_suffix()
     ));
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir(&dir)?;
     Ok(Some(dir))
 }
 

@@ -113,6 +113,17 @@ pub fn prepare(
     if !(timeout_secs.is_finite() && timeout_secs > 0.0) {
         bail!("--timeout must be a positive number of seconds, got {timeout_secs}");
     }
+    // gds.read writes only inside a scratch directory it makes in this one: it never creates the path itself.
+    if let Some(dir) = &inputs.gds_dir {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--gds-dir {}: not a directory", dir.display()),
+            Err(e) => bail!(
+                "--gds-dir {}: {e} (give an existing directory on the filesystem to test; none is created)",
+                dir.display()
+            ),
+        }
+    }
     for log in &inputs.nccl_logs {
         if log.as_os_str() != "-" && !log.is_file() {
             bail!("--nccl-log {}: no such file", log.display());

@@ -49,7 +49,8 @@ impl Probe for GdsRead {
                     baseline copy; /proc/driver/nvidia-fs/stats before and after; /proc/self/mountinfo and \
                     /run/udev/data/b<maj>:<min> for diagnoses. Writes one test file (expect.gds_file_size_mib, \
                     default 1 GiB) into a scratch directory under --gds-dir (default $TMPDIR or /tmp), removed \
-                    afterwards even on timeout.",
+                    afterwards even on timeout; statvfs first: the file must leave 5% of the filesystem (at \
+                    least 1 GiB) free.",
             why: "A GDS install can look complete and still read every byte through host bounce buffers (compat \
                   mode), and gdsio labels such runs GPU-direct. Only a real read with cuFile's own path counters \
                   shows which path the bytes took and what it is worth against plain POSIX I/O.",
@@ -174,6 +175,13 @@ pub fn diagnose(
             absent,
             format!("libcufile not found (tried {}): GPUDirect Storage not installed", names.join(", ")),
             Some("install the cuFile library (CUDA toolkit `libcufile` / `nvidia-gds`) or add its directory to the loader path".into()),
+        );
+    }
+    if stage == Stage::DiskSpace {
+        return (
+            Status::Error,
+            error,
+            Some("free space on that filesystem, point --gds-dir at one with room, or lower expect.gds_file_size_mib".into()),
         );
     }
     // Loaded, then refused: a libcufile of a major version whose structures this tool does not know.
@@ -556,6 +564,25 @@ mod tests {
         let r = judge(&run, &t, None, &Limit::default(), false);
         assert_eq!(r.status, Status::Error, "{}", r.summary);
         assert!(r.summary.contains("major version 2"), "{}", r.summary);
+    }
+
+    #[test]
+    fn no_room_for_the_test_file_is_an_error_with_the_numbers() {
+        let (_d, t) = h200_target(Some("E:ID_FS_USAGE=filesystem\n"));
+        let free = crate::measure::cufile_read::FreeSpace {
+            available: 1 << 30,
+            total: 8 << 30,
+        };
+        let mut run = ReadRun::empty();
+        run.library = Some("libcufile.so.0".into());
+        run.fail(Stage::DiskSpace, free.room_for(1 << 30).unwrap_err());
+        let r = judge(&run, &t, Some(true), &Limit::default(), false);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains("1.00 GiB free of 8.00 GiB"),
+            "{}",
+            r.summary
+        );
     }
 
     /// Reproduced: an EIO after some blocks had been read was a warning and exit 0.
