@@ -453,10 +453,12 @@ pub fn free_space(dir: &Path) -> Result<FreeSpace, String> {
     }
     // SAFETY: filled by a successful statvfs.
     let st = unsafe { st.assume_init() };
-    let unit = st.f_frsize as u64;
+    // fsblkcnt_t and the block size are 32-bit on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (unit, available, total) = (st.f_frsize as u64, st.f_bavail as u64, st.f_blocks as u64);
     Ok(FreeSpace {
-        available: (st.f_bavail as u64).saturating_mul(unit),
-        total: (st.f_blocks as u64).saturating_mul(unit),
+        available: available.saturating_mul(unit),
+        total: total.saturating_mul(unit),
     })
 }
 
