@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use anyhow::Context as _;
@@ -15,6 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::host::Host;
+use crate::probe::AnswerSource;
 
 /// File name of the recording, at the top of a recorded root (beside `proc/` and `sys/`).
 pub const ANSWERS_FILE: &str = "vendor-answers.json";
@@ -23,6 +25,8 @@ pub const ANSWERS_FILE: &str = "vendor-answers.json";
 pub struct Answers {
     replay: Option<(PathBuf, BTreeMap<String, Value>)>,
     recorded: Mutex<BTreeMap<String, Value>>,
+    /// Whether any answer was asked for, so the results built on them can say where they came from.
+    consulted: AtomicBool,
 }
 
 /// A value and whether it was replayed from a recording.
@@ -57,6 +61,7 @@ impl Answers {
         Ok(Answers {
             replay: Some((path.to_path_buf(), map)),
             recorded: Mutex::default(),
+            consulted: AtomicBool::new(false),
         })
     }
 
@@ -67,6 +72,7 @@ impl Answers {
         T: Serialize + DeserializeOwned,
         F: FnOnce() -> T,
     {
+        self.consulted.store(true, Ordering::Relaxed);
         if let Some((path, map)) = &self.replay {
             let value = map.get(key).ok_or_else(|| {
                 format!(
@@ -91,6 +97,22 @@ impl Answers {
             value,
             replayed: false,
         })
+    }
+
+    /// Where every answer comes from on this run: a recording, or the libraries themselves.
+    pub fn source(&self) -> AnswerSource {
+        if self.replay.is_some() {
+            AnswerSource::Recorded
+        } else {
+            AnswerSource::Live
+        }
+    }
+
+    /// [`Answers::source`] once an answer was asked for; `None` while none was.
+    pub fn source_if_consulted(&self) -> Option<AnswerSource> {
+        self.consulted
+            .load(Ordering::Relaxed)
+            .then(|| self.source())
     }
 
     pub fn record<T: Serialize>(&self, key: &str, value: &T) {
@@ -146,8 +168,10 @@ mod tests {
     #[test]
     fn live_answers_are_collected_and_kept() {
         let answers = Answers::live();
+        assert_eq!(answers.source_if_consulted(), None);
         let got = answers.obtain("nvml", || 3u32).unwrap();
         assert_eq!((got.value, got.replayed), (3, false));
+        assert_eq!(answers.source_if_consulted(), Some(AnswerSource::Live));
         assert_eq!(answers.take_recorded().get("nvml"), Some(&Value::from(3)));
     }
 
@@ -160,6 +184,7 @@ mod tests {
             .obtain("nvml", || -> u32 { panic!("must not call the library") })
             .unwrap();
         assert_eq!((got.value, got.replayed), (8, true));
+        assert_eq!(answers.source_if_consulted(), Some(AnswerSource::Recorded));
         assert!(answers
             .obtain::<u32, _>("cuda", || 0)
             .unwrap_err()

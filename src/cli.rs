@@ -79,7 +79,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 
-    /// Deadline for the whole run, in seconds
+    /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
 
@@ -162,7 +162,7 @@ pub struct SnapshotArgs {
     #[arg(long, value_name = "ID,..", value_delimiter = ',')]
     pub skip: Vec<String>,
 
-    /// Deadline for the whole run, in seconds
+    /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
 }

@@ -14,7 +14,8 @@ impl Exit {
     pub const CHECK_FAILED: u8 = 1;
     /// Usage or profile error: bad flags, unreadable or invalid profile, missing `--root`. Nothing was run.
     pub const USAGE: u8 = 2;
-    /// A check could not run (error, crash or timeout) and none failed.
+    /// A check could not run (error, crash, timeout, or cut short by SIGTERM/SIGINT) and none failed; or a
+    /// report could not be written.
     pub const COULD_NOT_RUN: u8 = 3;
 }
 
@@ -30,12 +31,23 @@ pub fn for_run(report: &RunReport, strict: bool) -> u8 {
     }
 }
 
+/// The code of a command whose output (a report, the termination log) could not be written: like an error, a
+/// lost result never reads as a pass, and a failure found stays the verdict.
+pub fn output_lost(code: u8) -> u8 {
+    if code == Exit::OK {
+        Exit::COULD_NOT_RUN
+    } else {
+        code
+    }
+}
+
 /// `--help` text for the codes.
 pub const HELP: &str = "Exit codes:
   0  every check passed (warnings allowed unless --strict)
   1  at least one check failed (--strict: or warned)
   2  usage or profile error; nothing was run
-  3  a check could not run (error or timeout) and none failed";
+  3  a check could not run (error, timeout, SIGTERM/SIGINT) and none failed,
+     or a report could not be written";
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::answers::Answers;
 use crate::host::{Access, Host};
+use crate::interrupt;
 use crate::probe::{CheckResult, Context, Inputs};
 use crate::profile::Profile;
 
@@ -71,6 +72,8 @@ pub struct ChildFailure {
     pub timed_out: bool,
     /// The last library call the child announced with [`breadcrumb`].
     pub last_call: Option<String>,
+    /// Stopped by SIGTERM/SIGINT ([`interrupt`]), not by anything the probe or its library did.
+    pub interrupted: bool,
 }
 
 /// Runs `job` in a child process and waits at most `timeout` for it.
@@ -80,6 +83,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         evidence: vec![],
         timed_out: false,
         last_call: None,
+        interrupted: false,
     })?;
     let mut child = Command::new(exe)
         .arg(CHILD_SUBCOMMAND)
@@ -92,6 +96,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
             evidence: vec![],
             timed_out: false,
             last_call: None,
+            interrupted: false,
         })?;
 
     let job_json = serde_json::to_vec(job).unwrap_or_default();
@@ -148,7 +153,8 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() >= timeout => {
+            // Killed at the deadline, or at once when the run is being stopped by a signal.
+            Ok(None) if started.elapsed() >= timeout || interrupt::requested().is_some() => {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -184,7 +190,22 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
         evidence,
         timed_out,
         last_call: last_call.clone(),
+        interrupted: false,
     };
+    // The child may die of the process group's signal before this process's handler has run.
+    let stopped_by = interrupt::requested().or_else(|| {
+        status
+            .and_then(|s| s.signal())
+            .and_then(interrupt::stopping_signal)
+    });
+    if let Some(signal) = stopped_by {
+        if !status.is_some_and(|s| s.success()) {
+            return Err(ChildFailure {
+                interrupted: true,
+                ..failure(format!("interrupted by {signal}{in_call}"), evidence, false)
+            });
+        }
+    }
     let Some(status) = status else {
         return Err(failure(
             format!("timed out after {} s{in_call}", fmt_secs(timeout)),
@@ -224,6 +245,9 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
 /// Entry point of `fabric-preflight __probe`: reads the job on stdin, answers on stdout. Returns the exit code.
 pub fn child_main() -> i32 {
     IN_CHILD.store(true, Ordering::Relaxed);
+    // Die with the parent, even when it is killed outright (SIGKILL after slurmd's KillWait): no probe
+    // outlives the run. SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // Keep the real stdout for the reply and send everything else the process prints to stderr.
     // SAFETY: plain descriptor duplication on descriptors this process owns.
     let reply_fd = unsafe { libc::dup(1) };
@@ -289,7 +313,11 @@ fn run_job(job: &ProbeJob) -> ProbeReply {
         deadline: Instant::now() + Duration::from_millis(job.timeout_ms),
         scratch: job.scratch.as_deref(),
     };
-    let results = probe.run(&cx);
+    let mut results = probe.run(&cx);
+    let source = answers.source_if_consulted();
+    for r in &mut results {
+        r.library_answers = source;
+    }
     ProbeReply {
         results,
         recorded: answers.take_recorded(),

@@ -8,6 +8,7 @@ pub mod dynlib;
 pub mod exit;
 pub mod gds_target;
 pub mod host;
+pub mod interrupt;
 pub mod isolate;
 pub mod measure;
 pub mod nccl;

@@ -1,15 +1,27 @@
 //! fabric-preflight: parse the command line, dispatch, exit with the documented code.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use fabric_preflight::cli::{Cli, Cmd};
 use fabric_preflight::exit::Exit;
+use fabric_preflight::report::termination;
 use fabric_preflight::{commands, isolate};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        // A flag clap refused is an exit 2 like any other: its reason goes to --termination-log when that one
+        // could be read from the arguments (--help and --version are not errors).
+        if e.use_stderr() {
+            if let Some(path) = termination_log_arg(std::env::args_os()) {
+                let first_line = e.to_string().lines().next().unwrap_or_default().to_string();
+                let _ = std::fs::write(path, termination::render_usage_error(&first_line));
+            }
+        }
+        e.exit()
+    });
     let code = match cli.cmd {
         Cmd::ProbeChild => return ExitCode::from(isolate::child_main() as u8),
         Cmd::Run(args) => commands::run::main(args),
@@ -24,4 +36,21 @@ fn main() -> ExitCode {
         eprintln!("fabric-preflight: {err:#}");
         Exit::USAGE
     }))
+}
+
+/// The value of `--termination-log PATH` or `--termination-log=PATH` in raw arguments.
+fn termination_log_arg(args: impl Iterator<Item = OsString>) -> Option<OsString> {
+    let mut args = args.skip_while(|a| a != "run").skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--termination-log" {
+            return args.next();
+        }
+        if let Some(path) = arg
+            .to_str()
+            .and_then(|a| a.strip_prefix("--termination-log="))
+        {
+            return Some(path.into());
+        }
+    }
+    None
 }

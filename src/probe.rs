@@ -93,6 +93,25 @@ impl Measurement {
     }
 }
 
+/// Where the library answers (NVML, CUDA, cuFile, verbs) behind a result came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerSource {
+    /// The libraries were called on this run.
+    Live,
+    /// Replayed from a recording (`vendor-answers.json` under `--root`).
+    Recorded,
+}
+
+impl AnswerSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerSource::Live => "live",
+            AnswerSource::Recorded => "recorded",
+        }
+    }
+}
+
 /// One verdict about one subject (a port, a GPU, a PCIe device, or the node when `subject` is empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
@@ -105,6 +124,10 @@ pub struct CheckResult {
     pub evidence: Vec<String>,
     pub remediation: Option<String>,
     pub duration_ms: u64,
+    /// Set when the result rests on library answers: were they live or recorded. Absent for results read from
+    /// files alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_answers: Option<AnswerSource>,
 }
 
 impl CheckResult {
@@ -118,6 +141,7 @@ impl CheckResult {
             evidence: Vec::new(),
             remediation: None,
             duration_ms: 0,
+            library_answers: None,
         }
     }
 

@@ -52,7 +52,33 @@ pub struct CheckSettings {
     /// A required check that is skipped (hardware absent) fails instead.
     pub required: Option<bool>,
     /// Deadline in seconds, overriding the probe's default.
+    #[serde(default, deserialize_with = "checked_timeout")]
     pub timeout: Option<f64>,
+}
+
+/// The longest deadline accepted, for a check or a run: a preflight that needs more than a day is wedged, and
+/// larger values overflow the clock arithmetic.
+pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// `secs` as a deadline, or why it is not one (zero, negative, not a number, or more than a day).
+pub fn timeout_duration(secs: f64) -> Result<std::time::Duration, String> {
+    if secs.is_finite() && secs > 0.0 && secs <= MAX_TIMEOUT_SECS {
+        Ok(std::time::Duration::from_secs_f64(secs))
+    } else {
+        Err(format!(
+            "must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds (one day), got {secs}"
+        ))
+    }
+}
+
+/// Refused while parsing, so the error carries the file, line and column of the bad value.
+fn checked_timeout<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let Some(secs) = Option::<f64>::deserialize(d)? else {
+        return Ok(None);
+    };
+    timeout_duration(secs)
+        .map(|_| Some(secs))
+        .map_err(|e| serde::de::Error::custom(format!("timeout {e}")))
 }
 
 /// Node-wide expectations. Every key is optional: an unset key is not judged.
@@ -559,5 +585,20 @@ mod tests {
     fn endless_extends_file_is_refused_not_read_to_the_end() {
         let e = load_text("inline.yaml", "name: zero\nextends: /dev/zero\n", KNOWN).unwrap_err();
         assert!(e.message.contains("larger than 1024 KiB"), "{e}");
+    }
+
+    #[test]
+    fn zero_negative_and_huge_timeouts_are_refused_at_their_line() {
+        for bad in ["0", "-5", "1e20", ".inf", ".nan", "86401"] {
+            let text = format!("name: t\nchecks:\n  rdma.link:\n    timeout: {bad}\n");
+            let e = load_text("t.yaml", &text, KNOWN).unwrap_err();
+            assert_eq!(e.line, Some(4), "{bad}: {e}");
+            assert!(
+                e.message.contains("timeout must be more than 0"),
+                "{bad}: {e}"
+            );
+        }
+        let ok = "name: t\nchecks:\n  rdma.link:\n    timeout: 86400\n";
+        assert!(load_text("t.yaml", ok, KNOWN).is_ok());
     }
 }

@@ -12,13 +12,20 @@ use serde_json::Value;
 
 use crate::answers::Answers;
 use crate::host::Host;
+use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
-use crate::probe::{CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
 use crate::profile::Profile;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
 const CHILD_GRACE: Duration = Duration::from_secs(2);
+/// How often a waiting runner looks for a stopping signal ([`interrupt`]).
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
+/// After a stopping signal, how long the runner waits for probes to come back: child-process probes are killed
+/// at once and return within milliseconds (their scratch directory removed); an in-process probe stuck in a
+/// read is given up on.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// What the runner shares with every probe thread.
 pub struct RunInputs {
@@ -102,6 +109,10 @@ fn run_batch(
             .map(Duration::from_secs_f64)
             .unwrap_or_else(|| probe.default_timeout());
         let left = run_deadline.saturating_duration_since(now);
+        if let Some(signal) = interrupt::requested() {
+            slots[i] = Some(vec![interrupted_result(probe, signal, "not started")]);
+            continue;
+        }
         if left.is_zero() {
             slots[i] = Some(vec![CheckResult::error(
                 probe.id(),
@@ -137,13 +148,15 @@ fn run_batch(
     }
     drop(tx);
 
+    let mut interrupted_at: Option<Instant> = None;
     while !pending.is_empty() {
         let next = pending
             .values()
             .map(|(_, _, until)| *until)
             .min()
             .unwrap_or_else(Instant::now);
-        match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+        let wait = next.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait.min(SIGNAL_POLL)) {
             Ok((i, mut results)) => {
                 if let Some((scheduled, started, _)) = pending.remove(&i) {
                     let ms = started.elapsed().as_millis() as u64;
@@ -161,6 +174,13 @@ fn run_batch(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
+                if let Some(signal) = interrupt::requested() {
+                    if now >= *interrupted_at.get_or_insert(now) + INTERRUPT_GRACE {
+                        for (i, (s, _, _)) in std::mem::take(&mut pending) {
+                            slots[i] = Some(vec![interrupted_result(s.probe, signal, "gave up")]);
+                        }
+                    }
+                }
                 let expired: Vec<usize> = pending
                     .iter()
                     .filter(|(_, (_, _, until))| *until <= now)
@@ -203,6 +223,21 @@ fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> Che
     r.duration_ms = started.elapsed().as_millis() as u64;
     r
 }
+
+/// A check the stopping signal cut short (`not started`, or `gave up` waiting for it).
+fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResult {
+    CheckResult::error(
+        probe.id(),
+        format!(
+            "{}: {what}: the run was interrupted by {signal}",
+            probe.id()
+        ),
+    )
+    .fix(RERUN_AFTER_INTERRUPT)
+}
+
+const RERUN_AFTER_INTERRUPT: &str =
+    "the run was stopped (pod deleted, job cancelled or Ctrl-C) before this check finished: run it again";
 
 /// `cut_by`: the run's `--timeout` when it, not the probe's own deadline, set `timeout`.
 fn spawn_probe(
@@ -258,7 +293,8 @@ fn run_isolated(
     cut_by: Option<Duration>,
     shared: &RunInputs,
 ) -> Vec<CheckResult> {
-    let scratch = if probe.kind() == Kind::Active {
+    // A replay measures nothing, so it gets no scratch directory and writes nothing at all.
+    let scratch = if probe.kind() == Kind::Active && shared.answers.source() == AnswerSource::Live {
         make_scratch(&shared.inputs)
     } else {
         Ok(None)
@@ -303,7 +339,13 @@ fn run_isolated(
             };
             let mut r = CheckResult::error(probe.id(), format!("{}: {summary}", probe.id()));
             r.evidence = failure.evidence;
-            vec![r.fix("the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran")]
+            // Only a live call leaves a breadcrumb: the library itself hung or crashed.
+            r.library_answers = failure.last_call.is_some().then_some(AnswerSource::Live);
+            vec![r.fix(if failure.interrupted {
+                RERUN_AFTER_INTERRUPT
+            } else {
+                "the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran"
+            })]
         }
     };
     if let Some(dir) = scratch {
@@ -314,7 +356,7 @@ fn run_isolated(
 }
 
 /// An empty directory for an active probe's temporary files: under `--gds-dir` when given (the filesystem
-/// under test), else the system temp dir. Only that one directory is created, never a missing parent.
+/// under test), else the system temp dir. Only this directory is created: never one the user named.
 fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
     let base = inputs.gds_dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!(
@@ -322,7 +364,8 @@ fn make_scratch(inputs: &Inputs) -> std::io::Result<Option<PathBuf>> {
         std::process::id(),
         unique_suffix()
     ));
-    std::fs::create_dir(&dir)?;
+    std::fs::create_dir(&dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     Ok(Some(dir))
 }
 

@@ -1,7 +1,6 @@
 //! `list`, `explain ID` and `profiles`: what the tool checks, without checking anything.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use anyhow::bail;
 
@@ -21,8 +20,7 @@ pub fn main() -> anyhow::Result<u8> {
         table.add_row([p.id(), p.title(), &needs.join(", ")]);
     }
     let _ = writeln!(out, "{table}");
-    emit(&out);
-    Ok(Exit::OK)
+    Ok(super::emit(&out, Exit::OK))
 }
 
 pub fn explain(id: &str) -> anyhow::Result<u8> {
@@ -66,8 +64,7 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
             wrap(fix).replace("\n  ", "\n           ")
         );
     }
-    emit(&out);
-    Ok(Exit::OK)
+    Ok(super::emit(&out, Exit::OK))
 }
 
 pub fn profiles() -> anyhow::Result<u8> {
@@ -92,8 +89,7 @@ pub fn profiles() -> anyhow::Result<u8> {
         }
         let _ = writeln!(out,);
     }
-    emit(&out);
-    Ok(Exit::OK)
+    Ok(super::emit(&out, Exit::OK))
 }
 
 /// Collapses the whitespace of multi-line string literals and wraps at ~100 columns.
@@ -112,9 +108,4 @@ fn wrap(text: &str) -> String {
         line_len += word.len();
     }
     out
-}
-
-/// Writes to stdout; a closed pipe (`| head`) just stops the output.
-fn emit(text: &str) {
-    let _ = std::io::stdout().write_all(text.as_bytes());
 }

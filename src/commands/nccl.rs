@@ -1,6 +1,6 @@
 //! `fabric-preflight nccl [FILE…|-]`: what NCCL chose and what carried the data, judged against `--expect`.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -50,9 +50,7 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         }
         ViewFormat::Table => render_table(&summary, args.expect, &judgement, code),
     };
-    // A closed pipe (`| head`) stops the writing; the exit code still reports the verdict.
-    let _ = std::io::stdout().write_all(text.as_bytes());
-    Ok(code)
+    Ok(super::emit(&text, code))
 }
 
 pub fn exit_code(judgement: &Judgement) -> u8 {

@@ -1,6 +1,6 @@
 //! `fabric-preflight run`: flags + profile → plan → runner → reports → exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use crate::answers::Answers;
 use crate::cli::{ColorChoice, RunArgs};
 use crate::exit;
 use crate::host::Host;
-use crate::probe::{Inputs, Probe};
+use crate::probe::{AnswerSource, Inputs, Probe};
 use crate::profile::Profile;
 use crate::report::{self, termination, Format, HostInfo, RunReport, Style};
 use crate::runner::{self, RunInputs};
@@ -39,6 +39,57 @@ pub struct Executed {
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<u8> {
+    let (outputs, plan) = match plan_run(&args) {
+        Ok(ready) => ready,
+        Err(e) => {
+            // The reason for exit 2 belongs where `kubectl describe pod` looks, like any other verdict.
+            if let Some(path) = &args.termination_log {
+                let _ = std::fs::write(path, termination::render_usage_error(&format!("{e:#}")));
+            }
+            return Err(e);
+        }
+    };
+    runner::install_panic_hook();
+    crate::interrupt::install();
+    let mut executed = execute(plan);
+    executed.report.strict = args.strict;
+    let style = Style {
+        color: use_color(args.color),
+        width: report::terminal_width(),
+    };
+    let mut code = exit::for_run(&executed.report, args.strict);
+
+    let mut written = true;
+    for (format, target) in &outputs {
+        let style = if *target == Target::Stdout {
+            style
+        } else {
+            Style::PLAIN
+        };
+        let text = report::render(*format, &executed.report, style);
+        if let Err(e) = write_report(target, &text) {
+            eprintln!("fabric-preflight: writing the {format:?} report to {target}: {e}");
+            written = false;
+        }
+    }
+    if let Some(path) = &args.termination_log {
+        if let Err(e) = std::fs::write(path, termination::render(&executed.report)) {
+            eprintln!(
+                "fabric-preflight: writing termination log {}: {e}",
+                path.display()
+            );
+            written = false;
+        }
+    }
+    if !written {
+        code = exit::output_lost(code);
+    }
+    Ok(code)
+}
+
+/// Everything that can be a usage error, checked before any check runs: the outputs (parsed, and their files
+/// writable), then the plan.
+fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
     let outputs = parse_outputs(&args.output, args.format)?;
     let plan = prepare(
         args.root.as_deref(),
@@ -52,43 +103,43 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
             env: std::env::vars().collect(),
         },
     )?;
-    runner::install_panic_hook();
-    let executed = execute(plan);
-    let style = Style {
-        color: use_color(args.color),
-        width: report::terminal_width(),
-    };
-    let code = exit::for_run(&executed.report, args.strict);
-
-    for (format, target) in &outputs {
-        let text = report::render(
-            *format,
-            &executed.report,
-            if *target == Target::Stdout {
-                style
-            } else {
-                Style::PLAIN
-            },
-        );
-        match target {
-            Target::Stdout => {
-                // A closed pipe (`| head`) stops the writing; the exit code still reports the verdict.
-                let _ = std::io::stdout().write_all(text.as_bytes());
-            }
-            Target::File(path) => std::fs::write(path, text)
-                .with_context(|| format!("writing {format:?} report to {}", path.display()))
-                .unwrap_or_else(|e| eprintln!("fabric-preflight: {e:#}")),
+    for (_, target) in &outputs {
+        if let Target::File(path) = target {
+            check_writable(path).with_context(|| format!("--output {}", path.display()))?;
         }
     }
     if let Some(path) = &args.termination_log {
-        if let Err(e) = std::fs::write(path, termination::render(&executed.report)) {
-            eprintln!(
-                "fabric-preflight: writing termination log {}: {e}",
-                path.display()
-            );
+        check_writable(path).with_context(|| format!("--termination-log {}", path.display()))?;
+    }
+    Ok((outputs, plan))
+}
+
+/// Opens `path` for writing without truncating it, so a missing directory, a read-only filesystem or a
+/// permission is found now rather than after the run. The file is created when new (it is written at the end);
+/// a directory is never created.
+fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map(drop)
+}
+
+fn write_report(target: &Target, text: &str) -> std::io::Result<()> {
+    match target {
+        Target::Stdout => super::write_stdout(text),
+        Target::File(path) => std::fs::write(path, text),
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Stdout => f.write_str("stdout"),
+            Target::File(path) => write!(f, "{}", path.display()),
         }
     }
-    Ok(code)
 }
 
 pub fn prepare(
@@ -110,20 +161,8 @@ pub fn prepare(
             bail!("unknown check id `{id}` (see `fabric-preflight list`)");
         }
     }
-    if !(timeout_secs.is_finite() && timeout_secs > 0.0) {
-        bail!("--timeout must be a positive number of seconds, got {timeout_secs}");
-    }
-    // gds.read writes only inside a scratch directory it makes in this one: it never creates the path itself.
-    if let Some(dir) = &inputs.gds_dir {
-        match std::fs::metadata(dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => bail!("--gds-dir {}: not a directory", dir.display()),
-            Err(e) => bail!(
-                "--gds-dir {}: {e} (give an existing directory on the filesystem to test; none is created)",
-                dir.display()
-            ),
-        }
-    }
+    let timeout = crate::profile::timeout_duration(timeout_secs)
+        .map_err(|e| anyhow::anyhow!("--timeout {e}"))?;
     for log in &inputs.nccl_logs {
         if log.as_os_str() != "-" && !log.is_file() {
             bail!("--nccl-log {}: no such file", log.display());
@@ -140,15 +179,32 @@ pub fn prepare(
             profile.settings(p.id()).enabled.unwrap_or(true) && !skip.contains(&id)
         })
         .filter(|p| !skip.contains(&p.id().to_string()))
-        .collect();
+        .collect::<Vec<_>>();
+    if probes.is_empty() {
+        bail!(
+            "no check left to run: --only, --skip and the profile's `enabled: false` leave out every check"
+        );
+    }
     let answers = Answers::for_host(&host)?;
+    // Live, gds.read writes into a scratch directory it makes inside this one, and creates nothing else. A replay
+    // writes nothing and takes the directory as the recorded host's, which need not exist here.
+    if let (Some(dir), AnswerSource::Live) = (&inputs.gds_dir, answers.source()) {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--gds-dir {}: not a directory", dir.display()),
+            Err(e) => bail!(
+                "--gds-dir {}: {e} (give an existing directory on the filesystem to test; none is created)",
+                dir.display()
+            ),
+        }
+    }
     Ok(Plan {
         host,
         profile,
         probes,
         inputs,
         answers,
-        timeout: Duration::from_secs_f64(timeout_secs),
+        timeout,
     })
 }
 
@@ -166,6 +222,7 @@ pub fn execute(plan: Plan) -> Executed {
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();
+    let library_answers = plan.answers.source();
     let outcome = runner::run(
         &plan.probes,
         RunInputs {
@@ -176,37 +233,52 @@ pub fn execute(plan: Plan) -> Executed {
         },
         plan.timeout,
     );
-    let report = RunReport::new(
+    let mut report = RunReport::new(
         host_info,
         profile_name,
         started.elapsed().as_millis() as u64,
         outcome.results,
     );
+    report.library_answers = Some(library_answers);
+    report.interrupted = crate::interrupt::requested().map(str::to_string);
     Executed {
         report,
         recorded: outcome.recorded,
     }
 }
 
-/// `--output json=PATH`, `--output PATH` (in `--format`). Stdout gets `--format` unless a bare PATH took it.
+/// `--output FORMAT=PATH` or `--output PATH` (in `--format`); `-` as PATH is stdout. Stdout gets `--format`
+/// unless an output took it (a bare PATH, or `-`). A name before `=` that is not a format is refused rather
+/// than taken for part of a file name (`jsn=report.json`); a file whose name has `=` is written `./a=b`.
 fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
-    let mut outputs = Vec::new();
+    let mut outputs: Vec<(Format, Target)> = Vec::new();
     let mut stdout_taken = false;
     for spec in specs {
-        match spec.split_once('=') {
-            Some((name, path)) if <Format as clap::ValueEnum>::from_str(name, true).is_ok() => {
-                let f = <Format as clap::ValueEnum>::from_str(name, true)
-                    .map_err(anyhow::Error::msg)?;
-                if path.is_empty() {
-                    bail!("--output {spec}: missing path after `=`");
-                }
-                outputs.push((f, Target::File(PathBuf::from(path))));
+        let (f, path) = match spec.split_once('=') {
+            Some((name, path)) if !name.contains('/') => {
+                let f = <Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
+                    anyhow::anyhow!(
+                        "--output {spec}: unknown report format `{name}` (formats: table, json, junit, \
+                         prometheus; a file whose name has `=` is written ./{spec})"
+                    )
+                })?;
+                (f, path)
             }
             _ => {
-                outputs.push((format, Target::File(PathBuf::from(spec))));
                 stdout_taken = true;
+                (format, spec.as_str())
             }
+        };
+        let target = match path {
+            "" => bail!("--output {spec}: missing path after `=`"),
+            "-" => Target::Stdout,
+            _ => Target::File(PathBuf::from(path)),
+        };
+        if outputs.iter().any(|(_, t)| *t == target) {
+            bail!("--output {spec}: {target} already receives another report");
         }
+        stdout_taken |= target == Target::Stdout;
+        outputs.push((f, target));
     }
     if !stdout_taken {
         outputs.insert(0, (format, Target::Stdout));

@@ -36,6 +36,18 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
             dir.display()
         );
     }
+    // DIR itself is created after the run; a missing parent is a typo, refused before anything runs.
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.exists() && !parent.is_dir() {
+        bail!(
+            "snapshot {}: {} is not a directory (only DIR itself is created)",
+            dir.display(),
+            parent.display()
+        );
+    }
     let mut plan = super::run::prepare(
         None,
         &args.profile,
@@ -51,9 +63,20 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     plan.host = plan.host.recording();
     let recorder = plan.host.clone();
     crate::runner::install_panic_hook();
+    crate::interrupt::install();
     let executed = super::run::execute(plan);
+    if let Some(signal) = &executed.report.interrupted {
+        // A tree recorded from checks cut short would replay as a machine missing those answers.
+        eprintln!(
+            "fabric-preflight: snapshot {}: interrupted by {signal}, nothing written",
+            dir.display()
+        );
+        return Ok(Exit::COULD_NOT_RUN);
+    }
 
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !dir.exists() {
+        fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let mut copier = Copier {
         dest: dir.to_path_buf(),
         done: BTreeSet::new(),
@@ -67,12 +90,9 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     fs::write(dir.join(ANSWERS_FILE), answers + "\n")
         .with_context(|| format!("writing {}", dir.join(ANSWERS_FILE).display()))?;
 
-    print!(
-        "{}",
-        report::render(Format::Table, &executed.report, Style::PLAIN)
-    );
-    println!(
-        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)",
+    let mut text = report::render(Format::Table, &executed.report, Style::PLAIN);
+    text += &format!(
+        "snapshot {}: {} host paths read, {} entries copied, vendor answers for {} (replay with `run --root {}`)\n",
         dir.display(),
         paths.len(),
         copier.done.len(),
@@ -91,7 +111,7 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     for (path, why) in &copier.skipped {
         eprintln!("fabric-preflight: snapshot: not copied {path}: {why}");
     }
-    Ok(Exit::OK)
+    Ok(super::emit(&text, Exit::OK))
 }
 
 struct Copier {

@@ -1,8 +1,6 @@
 //! `fabric-preflight topo`: the GPU/NIC/NVMe matrix of PCIe distances (as `nvidia-smi topo -m` labels them),
 //! each device's NUMA node and the narrowest link on its path to the root port.
 
-use std::io::Write;
-
 use serde_json::{json, Value};
 
 use crate::cli::{TopoArgs, ViewFormat};
@@ -24,9 +22,7 @@ pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
             s
         }
     };
-    // A closed pipe (`| head`) is not an error worth reporting.
-    let _ = std::io::stdout().write_all(text.as_bytes());
-    Ok(Exit::OK)
+    Ok(super::emit(&text, Exit::OK))
 }
 
 /// GPUs, then NICs with an RDMA device, then NVMe drives: the rows and columns of the matrix.

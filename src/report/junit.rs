@@ -1,12 +1,13 @@
 //! `--format junit`: one `<testsuite>` per run inside `<testsuites>`, one `<testcase>` per result
 //! (classname = check id, name = subject or the id). fail → `<failure>`, error → `<error>`, skip →
 //! `<skipped>`, warn → a passing testcase whose `<system-out>` carries the warning, so CI shows it without
-//! failing the build.
+//! failing the build; under `--strict` a warning fails the run, so it is a `<failure type="warn">`. A result
+//! built on library answers says `library answers: live|recorded` (in its details, or as its `<system-out>`).
 
 use std::fmt::Write as _;
 
 use super::{describe_measurement, RunReport};
-use crate::probe::{CheckResult, Status};
+use crate::probe::{AnswerSource, CheckResult, Status};
 
 const SUITE: &str = "fabric-preflight";
 
@@ -14,7 +15,12 @@ pub fn render(report: &RunReport) -> String {
     let counts = format!(
         r#"tests="{}" failures="{}" errors="{}" skipped="{}" time="{}""#,
         report.checks.len(),
-        report.count(Status::Fail),
+        report.count(Status::Fail)
+            + if report.strict {
+                report.count(Status::Warn)
+            } else {
+                0
+            },
         report.count(Status::Error),
         report.count(Status::Skip),
         seconds(report.duration_ms),
@@ -34,6 +40,10 @@ pub fn render(report: &RunReport) -> String {
         ("version", report.tool.version.as_str()),
         ("kernel", report.host.kernel.as_str()),
         ("root", report.host.root.as_str()),
+        (
+            "library_answers",
+            report.library_answers.map_or("", AnswerSource::as_str),
+        ),
     ] {
         let _ = writeln!(
             x,
@@ -43,13 +53,13 @@ pub fn render(report: &RunReport) -> String {
     }
     x.push_str("    </properties>\n");
     for c in &report.checks {
-        testcase(&mut x, c);
+        testcase(&mut x, c, report.strict);
     }
     x.push_str("  </testsuite>\n</testsuites>\n");
     x
 }
 
-fn testcase(x: &mut String, c: &CheckResult) {
+fn testcase(x: &mut String, c: &CheckResult, strict: bool) {
     let _ = write!(
         x,
         r#"    <testcase classname="{}" name="{}" time="{}""#,
@@ -59,6 +69,19 @@ fn testcase(x: &mut String, c: &CheckResult) {
     );
     let summary = attr(&c.summary);
     match c.status {
+        // Only the mark: a pass or skip has no details to show.
+        Status::Pass | Status::Skip if c.library_answers.is_some() => {
+            let skipped = if c.status == Status::Skip {
+                format!(r#"<skipped message="{summary}"/>"#)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                x,
+                ">{skipped}<system-out>library answers: {}</system-out></testcase>",
+                c.library_answers.map_or("", AnswerSource::as_str)
+            );
+        }
         Status::Pass => x.push_str("/>\n"),
         Status::Fail | Status::Error => {
             let element = if c.status == Status::Fail {
@@ -75,6 +98,13 @@ fn testcase(x: &mut String, c: &CheckResult) {
         }
         Status::Skip => {
             let _ = writeln!(x, r#"><skipped message="{summary}"/></testcase>"#);
+        }
+        Status::Warn if strict => {
+            let _ = writeln!(
+                x,
+                r#"><failure message="{summary}" type="warn">{}</failure></testcase>"#,
+                text(&details(c))
+            );
         }
         Status::Warn => {
             let out = format!("WARN: {}\n{}", c.summary, details(c));
@@ -93,6 +123,9 @@ fn details(c: &CheckResult) -> String {
     lines.extend(c.evidence.iter().cloned());
     if let Some(fix) = &c.remediation {
         lines.push(format!("fix: {fix}"));
+    }
+    if let Some(source) = c.library_answers {
+        lines.push(format!("library answers: {}", source.as_str()));
     }
     lines.join("\n")
 }
@@ -247,6 +280,20 @@ mod tests {
             .find(|e| e.name == "property" && e.attrs["name"] == "profile")
             .unwrap();
         assert_eq!(profile.attrs["value"], "hgx-h200-ib");
+    }
+
+    #[test]
+    fn junit_strict_counts_the_warning_as_a_failure() {
+        let mut report = RunReport::sample_for_tests();
+        report.strict = true;
+        let elements = parse(&render(&report));
+        assert_eq!(elements[1].attrs["failures"], "2");
+        assert_eq!(elements[0].attrs["failures"], "2");
+        let failures: Vec<&Element> = elements.iter().filter(|e| e.name == "failure").collect();
+        assert_eq!(failures.len(), 2);
+        assert_eq!(failures[1].attrs["type"], "warn");
+        assert_eq!(failures[1].attrs["message"], "GPU link downtrained to x8");
+        assert!(!elements.iter().any(|e| e.name == "system-out"));
     }
 
     #[test]

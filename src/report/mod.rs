@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{CheckResult, Measurement, Status};
+use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
 use crate::threshold::worst;
 
 pub mod json;
@@ -26,6 +26,17 @@ pub struct RunReport {
     pub status: Status,
     pub duration_ms: u64,
     pub checks: Vec<CheckResult>,
+    /// `--strict`: warnings fail the run (JUnit counts them as failures, the termination log says so). Not
+    /// serialised here: the JSON field comes with the report schema (issue 14).
+    #[serde(skip)]
+    pub strict: bool,
+    /// Where library answers come from on this run: `live` (the libraries are called, also under a `--root`
+    /// without `vendor-answers.json`) or `recorded`. Each result built on them carries its own mark too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_answers: Option<AnswerSource>,
+    /// The signal (`SIGTERM`, `SIGINT`) that stopped the run early; the checks it cut short are errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -61,6 +72,9 @@ impl RunReport {
             status,
             duration_ms,
             checks,
+            strict: false,
+            library_answers: None,
+            interrupted: None,
         }
     }
 

@@ -62,7 +62,10 @@ fn results_table(report: &RunReport, style: Style) -> Table {
             status,
             Cell::new(&c.id),
             Cell::new(c.subject.as_deref().unwrap_or("-")),
-            Cell::new(&c.summary),
+            Cell::new(match c.library_answers {
+                Some(source) => format!("{} [{}]", c.summary, source.as_str()),
+                None => c.summary.clone(),
+            }),
         ]);
     }
     table
@@ -151,8 +154,17 @@ fn summary(report: &RunReport) -> String {
         .iter()
         .map(|s| format!("{} {}", report.count(*s), s.as_str()))
         .collect();
+    let answers = report
+        .library_answers
+        .map(|source| format!("; library answers {}", source.as_str()))
+        .unwrap_or_default();
+    let interrupted = report
+        .interrupted
+        .as_ref()
+        .map(|signal| format!("; interrupted by {signal}"))
+        .unwrap_or_default();
     format!(
-        "{} checks ({}) in {}; profile {}; host {}, root {}",
+        "{} checks ({}) in {}; profile {}; host {}, root {}{answers}{interrupted}",
         report.checks.len(),
         counts.join(", "),
         duration(report.duration_ms),

@@ -13,13 +13,22 @@ const MAX_LINE_BYTES: usize = 512;
 const MORE_LINE_BYTES: usize = 32;
 
 pub fn render(report: &RunReport) -> String {
+    let warnings = report.count(Status::Warn);
+    // Under --strict a run with warnings exits 1 while its worst status may be WARN: say why.
+    let note = if let Some(signal) = &report.interrupted {
+        format!(" (interrupted by {signal})")
+    } else if report.strict && warnings > 0 && report.status != Status::Fail {
+        " (exit 1: --strict fails warnings)".to_string()
+    } else {
+        String::new()
+    };
     let header = format!(
-        "fabric-preflight {}: {} checks, {} failed, {} errors, {} warnings (profile {})",
+        "fabric-preflight {}{note}: {} checks, {} failed, {} errors, {} warnings (profile {})",
         label(report.status),
         report.checks.len(),
         report.count(Status::Fail),
         report.count(Status::Error),
-        report.count(Status::Warn),
+        warnings,
         one_line(&report.profile),
     );
     let mut out = String::new();
@@ -50,6 +59,20 @@ pub fn render(report: &RunReport) -> String {
         out.push_str(line);
         out.push('\n');
     }
+    out
+}
+
+/// The termination log of a run refused before any check ran (exit 2): the reason, cut to fit.
+pub fn render_usage_error(message: &str) -> String {
+    let mut out = String::new();
+    push_line(
+        &mut out,
+        &format!(
+            "fabric-preflight usage error (exit 2), nothing was run: {}",
+            one_line(message)
+        ),
+        MAX_BYTES,
+    );
     out
 }
 
@@ -158,6 +181,29 @@ mod tests {
             render(&report).lines().nth(1),
             Some("ERROR a.b: first second")
         );
+    }
+
+    #[test]
+    fn termination_strict_with_warnings_says_why_the_exit_is_1() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![CheckResult::warn("pcie.link", "x8")];
+        report.status = Status::Warn;
+        report.strict = true;
+        assert!(render(&report).starts_with(
+            "fabric-preflight WARN (exit 1: --strict fails warnings): 1 checks, 0 failed, 0 errors, 1 warnings"
+        ));
+        report.strict = false;
+        assert!(render(&report).starts_with("fabric-preflight WARN: 1 checks"));
+    }
+
+    #[test]
+    fn usage_error_is_one_bounded_line() {
+        let text = render_usage_error(&"profile site.yaml:4:3: unknown field\n".repeat(500));
+        assert!(text.len() <= MAX_BYTES);
+        assert!(text.starts_with(
+            "fabric-preflight usage error (exit 2), nothing was run: profile site.yaml:4:3"
+        ));
+        assert_eq!(text.lines().count(), 1);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! These tests need a C compiler (`cc`); without one they fail: CI has gcc, and a silent pass would hide that
 //! the isolation was never exercised.
 
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -68,7 +69,9 @@ int cuGetErrorString(int e, const char **s) { *s = "stub"; return 0; }
 "#;
 
 /// cuFile whose driver open never returns, after leaving a file in the probe's scratch directory (where the
-/// binary points CUFILE_LOGFILE_PATH) as a real library writes its log: the runner must remove it.
+/// binary points CUFILE_LOGFILE_PATH) as a real library writes its log: the runner must remove it. Compiled with
+/// HANG_IN_HANDLE_REGISTER defined, the driver opens and the hang comes later, when gds.read has written its
+/// test file.
 const CUFILE_HANGS_IN_DRIVER_OPEN: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,14 +83,21 @@ CUfileError_t cuFileGetVersion(int *v) { *v = 1150; return ok(); }
 CUfileError_t cuFileDriverOpen(void) {
     const char *log = getenv("CUFILE_LOGFILE_PATH");
     if (log) { FILE *f = fopen(log, "w"); if (f) { fputs("opening the driver\n", f); fclose(f); } }
+#ifndef HANG_IN_HANDLE_REGISTER
     for (;;) pause();
+#endif
     return ok();
 }
 CUfileError_t cuFileDriverClose(void) { return ok(); }
 CUfileError_t cuFileDriverGetProperties(void *p) { return unsupported(); }
 CUfileError_t cuFileBufRegister(const void *p, size_t n, int flags) { return unsupported(); }
 CUfileError_t cuFileBufDeregister(const void *p) { return unsupported(); }
-CUfileError_t cuFileHandleRegister(void **h, void *descr) { return unsupported(); }
+CUfileError_t cuFileHandleRegister(void **h, void *descr) {
+#ifdef HANG_IN_HANDLE_REGISTER
+    for (;;) pause();
+#endif
+    return unsupported();
+}
 void cuFileHandleDeregister(void *h) {}
 long cuFileRead(void *h, void *p, size_t n, long off, long dev_off) { return -1; }
 "#;
@@ -401,4 +411,261 @@ fn nvml_shutdown_that_never_returns_is_named_too() {
         2,
         "timed out after 2 s in nvmlShutdown",
     );
+}
+
+/// Process ids whose parent is `parent` (from /proc/*/stat: `pid (comm) state ppid …`).
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after_comm = stat.rsplit_once(") ")?.1.to_string();
+                    after_comm.split(' ').nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// The process exists and is not a zombie (a dead child whose new parent has not reaped it yet).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(") ")
+                .map(|(_, rest)| !rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+/// Pod deletion (SIGTERM) and Ctrl-C (SIGINT) while an active check is inside a library call: the child is
+/// killed, its scratch directory (gds.read's test file and cuFile's log) removed, the partial report still written
+/// with the interrupted check as an error and the finished ones as they were, and the exit is 3.
+#[test]
+fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3() {
+    let cufile = format!("#define HANG_IN_HANDLE_REGISTER\n{CUFILE_HANGS_IN_DRIVER_OPEN}");
+    let libs = shims(&[("libcuda.so.1", CUDA_STUB), ("libcufile.so.0", &cufile)]);
+    // An 8 MiB test file in 1 MiB blocks, and a deadline the signal comes well before.
+    let p = libs.path().join("signal.yaml");
+    std::fs::write(
+        &p,
+        "name: signal\nextends: generic\nexpect:\n  gds_file_size_mib: 8\n  gds_block_size_kib: 1024\n\
+         checks:\n  gds.read:\n    timeout: 60\n",
+    )
+    .unwrap();
+    // To the run alone (pod deletion), to its whole process group (Ctrl-C, slurmd: the child gets it too), and
+    // SIGKILL (slurmd after KillWait), which allows no clean-up but must still take the probe child along.
+    for (signal, name, to_group) in [
+        (libc::SIGTERM, "SIGTERM", false),
+        (libc::SIGINT, "SIGINT", true),
+        (libc::SIGTERM, "SIGTERM", true),
+        (libc::SIGKILL, "SIGKILL", false),
+    ] {
+        // On the build's filesystem: gds.read opens its file with O_DIRECT, which an old tmpfs refuses.
+        let gds_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+        let mut run = preflight()
+            .env("LD_LIBRARY_PATH", libs.path())
+            .args(["run", "--format", "json", "--color", "never", "--root"])
+            .arg(host("hgx-healthy"))
+            .arg("--profile")
+            .arg(&p)
+            // gdr.loopback is the active check queued after gds.read: it must not start.
+            .args(["--only", &checks_with("gds.read").join(",")])
+            .args(["--only", "gdr.loopback"])
+            .arg("--gds-dir")
+            .arg(gds_dir.path())
+            .arg("--termination-log")
+            .arg(libs.path().join("termination-log"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("binary starts");
+        // gds.read writes its whole test file, then the stand-in cuFile hangs in cuFileHandleRegister.
+        let waiting = Instant::now();
+        while !files_under(gds_dir.path())
+            .iter()
+            .any(|f| f.ends_with("gds-read.bin") && f.metadata().is_ok_and(|m| m.len() == 8 << 20))
+        {
+            assert!(
+                waiting.elapsed() < Duration::from_secs(20),
+                "gds.read never wrote its test file"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let children = children_of(run.id());
+        assert!(!children.is_empty(), "the probe child is running");
+        // The run leads its own process group, so the group is the run and its children.
+        let target = if to_group {
+            -(run.id() as i32)
+        } else {
+            run.id() as i32
+        };
+        // SAFETY: a signal to the process (group) this test started.
+        assert_eq!(unsafe { libc::kill(target, signal) }, 0);
+        let signalled = Instant::now();
+        let status = loop {
+            if let Some(status) = run.try_wait().unwrap() {
+                break status;
+            }
+            if signalled.elapsed() > Duration::from_secs(10) {
+                let _ = run.kill();
+                panic!("{name}: the run did not stop within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stopped_in = signalled.elapsed();
+        let out = run.wait_with_output().unwrap();
+        if signal == libc::SIGKILL {
+            assert_eq!(status.signal(), Some(signal), "{status:?}");
+            // PR_SET_PDEATHSIG: the kernel kills the orphaned child right after its parent died.
+            let gone = Instant::now();
+            while children.iter().any(|pid| alive(*pid)) {
+                assert!(
+                    gone.elapsed() < Duration::from_secs(2),
+                    "a probe child outlived the killed run"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
+        }
+        assert_eq!(
+            status.code(),
+            Some(i32::from(Exit::COULD_NOT_RUN)),
+            "{name}: {status:?}, stderr: {}",
+            stderr(&out)
+        );
+        assert!(
+            stopped_in < Duration::from_secs(3),
+            "{name}: {stopped_in:?}"
+        );
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", stdout(&out)));
+        assert_eq!(report["interrupted"], name);
+        let r = result_of(&report, "gds.read");
+        assert_eq!(r["status"], "error", "{r:#}");
+        assert!(
+            r["remediation"].as_str().unwrap().ends_with("run it again"),
+            "{r:#}"
+        );
+        let summary = r["summary"].as_str().unwrap();
+        // The hang is in cuFileHandleRegister; on a slow machine the signal may come just before the call.
+        assert!(
+            summary.starts_with(&format!("gds.read: interrupted by {name} in cuFile")),
+            "{summary}"
+        );
+        let log = std::fs::read_to_string(libs.path().join("termination-log")).unwrap();
+        assert!(
+            log.starts_with(&format!("fabric-preflight ERROR (interrupted by {name}):")),
+            "{log}"
+        );
+        let queued = result_of(&report, "gdr.loopback");
+        assert_eq!(queued["status"], "error", "{queued:#}");
+        assert_eq!(
+            queued["summary"],
+            format!("gdr.loopback: not started: the run was interrupted by {name}")
+        );
+        for bystander in BYSTANDERS {
+            assert!(
+                verdicts(&report)
+                    .iter()
+                    .any(|(i, _, s)| i == bystander && s == "pass"),
+                "{name}: {bystander} lost"
+            );
+        }
+        assert_eq!(
+            files_under(gds_dir.path()),
+            Vec::<PathBuf>::new(),
+            "{name}: scratch left behind"
+        );
+        for pid in children {
+            assert!(!alive(pid), "{name}: probe child {pid} survived");
+        }
+    }
+}
+
+/// An NVML that answers, with a driver version no recording has.
+const NVML_ANSWERS_999: &str = r#"
+#include <string.h>
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) { *count = 0; return 0; }
+int nvmlSystemGetDriverVersion(char *v, unsigned int n) { strncpy(v, "999.1.2", n); return 0; }
+"#;
+
+/// `--root` without `vendor-answers.json` (a container mounting the host at /host) calls the libraries live;
+/// with one, it replays them and never calls them. Each result built on library answers says which, and so does
+/// the report: JSON, table and JUnit.
+#[test]
+fn root_without_recording_calls_live_libraries_and_every_result_says_live_or_recorded() {
+    let libs = shims(&[("libnvidia-ml.so.1", NVML_ANSWERS_999)]);
+    let p = profile(libs.path(), &[]);
+    for (scenario, source, driver) in [
+        ("hgx-healthy", "live", "999.1.2"),
+        ("gpu-8x-h100-answers", "recorded", "550.90.07"),
+    ] {
+        let run = |format: &str| {
+            let out = preflight()
+                .env("LD_LIBRARY_PATH", libs.path())
+                .env("COLUMNS", "200")
+                .args(["run", "--color", "never", "--format", format, "--profile"])
+                .arg(&p)
+                .arg("--root")
+                .arg(host(scenario))
+                .args(["--only", "gpu.inventory,driver.nvidia"])
+                .output()
+                .unwrap();
+            stdout(&out)
+        };
+        let out = run("json");
+        let report: Value = serde_json::from_str(&out).expect("JSON report");
+        assert_eq!(report["library_answers"], source, "{scenario}");
+        let inventory = result_of(&report, "gpu.inventory");
+        assert!(
+            inventory["summary"].as_str().unwrap().contains(driver),
+            "{scenario}: {inventory:#}"
+        );
+        for c in report["checks"].as_array().unwrap() {
+            let expected = if c["id"] == "gpu.inventory" {
+                source
+            } else {
+                ""
+            };
+            assert_eq!(
+                c["library_answers"].as_str().unwrap_or_default(),
+                expected,
+                "{scenario}: {c:#}"
+            );
+        }
+        let text = run("table");
+        assert!(text.contains(&format!("[{source}]")), "{text}");
+        assert!(
+            text.contains(&format!("library answers {source}")),
+            "{text}"
+        );
+        let xml = run("junit");
+        assert!(
+            xml.contains(&format!(
+                r#"<property name="library_answers" value="{source}"/>"#
+            )),
+            "{xml}"
+        );
+        assert!(xml.contains(&format!("library answers: {source}")), "{xml}");
+    }
 }

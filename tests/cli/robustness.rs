@@ -52,7 +52,10 @@ fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let copy = dir.path().join("fabric-preflight");
-    std::fs::copy(bin(), &copy).expect("copy the binary");
+    // Copied by `cp`, not in this process: a write descriptor open here while another test thread forks would
+    // be inherited, and exec of the copy would then fail with ETXTBSY ("Text file busy").
+    let copied = Command::new("cp").arg(bin()).arg(&copy).status();
+    assert!(copied.is_ok_and(|s| s.success()), "copy the binary");
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cmd = Command::new("setpriv");
     cmd.args([
@@ -475,6 +478,41 @@ fn run_and_snapshot_write_only_the_snapshot_dir() {
         .collect();
     assert_eq!(in_work, ["snap"]);
     assert!(!fingerprint(&snap).is_empty(), "snapshot recorded nothing");
+}
+
+/// A replay (a recorded tree with its library answers), active checks included, writes nothing anywhere: no
+/// scratch directory in TMPDIR or under `--gds-dir`, nothing in the working or home directory, and none of the
+/// directories the user named is created (here they do not exist).
+#[test]
+fn replay_writes_nothing_and_creates_no_named_directory() {
+    let work = tempfile::tempdir().unwrap();
+    let missing_gds = work.path().join("no-such-gds-dir");
+    let missing_tmp = work.path().join("no-such-tmp");
+    for scenario in ["gpu-8x-h100-answers", "h200-gds", "h200-gpu-snapshot"] {
+        let fixture = copy_scenario(scenario);
+        assert!(fixture.path().join("vendor-answers.json").is_file());
+        let before = fingerprint(fixture.path());
+        for gds_dir in [None, Some(work.path())] {
+            let mut cmd = preflight();
+            cmd.current_dir(work.path())
+                .env("TMPDIR", &missing_tmp)
+                .env("HOME", work.path())
+                .args(["run", "--format", "json", "--color", "never", "--root"])
+                .arg(fixture.path())
+                .arg("--gds-dir")
+                .arg(gds_dir.unwrap_or(&missing_gds));
+            let out = cmd.output().unwrap();
+            assert!(matches!(code(&out), 0 | 1 | 3), "{}", stderr(&out));
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(report["library_answers"], "recorded");
+            let left: Vec<_> = std::fs::read_dir(work.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert!(left.is_empty(), "{scenario}: the replay wrote {left:?}");
+        }
+        assert_eq!(before, fingerprint(fixture.path()), "{scenario} changed");
+    }
 }
 
 /// Runs the binary live as an unprivileged user (`nobody` without capabilities when the tests run as root):
