@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::host::{Host, ReadError};
-use crate::probe::CheckResult;
+use crate::probe::{CheckResult, Status};
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};
@@ -290,14 +290,14 @@ impl PciTree {
     }
 
     /// `results` of a check built on this tree, with an `error` added when part of the tree could not be read
-    /// and no result says so yet: a function or attribute that was not read may be the one that fails.
+    /// and no node-wide error is there yet: a function or attribute that was not read may be the one that fails.
+    /// A device's own error does not stand for the others.
     pub fn completed(&self, id: &str, mut results: Vec<CheckResult>) -> Vec<CheckResult> {
-        if self.unreadable.is_empty() {
-            return results;
-        }
-        let said = self.nothing_found(id, CheckResult::skip(id, ""));
-        if !results.iter().any(|r| r.summary.starts_with(&said.summary)) {
-            results.push(said);
+        let node_error = results
+            .iter()
+            .any(|r| r.subject.is_none() && r.status == Status::Error);
+        if !self.unreadable.is_empty() && !node_error {
+            results.push(self.nothing_found(id, CheckResult::skip(id, "")));
         }
         results
     }
