@@ -1,7 +1,10 @@
 //! Never a pass on data that was not read: every probe, on every recorded tree under `testdata/hosts/`, meets
 //! each file and directory it reads damaged, one at a time, and must then error or fail (never pass, never
 //! silently skip). What a probe reads is taken from a clean run through a recording [`Host`], so a new probe
-//! or a new read is covered without a list to keep.
+//! or a new read is covered without a list to keep. Only contents are damaged (files read, directories listed):
+//! whether a path exists or where a link points is a fact about the node, and its absence may rightly decide a
+//! verdict. Probes run in this process against recorded library answers (an empty recording where a tree has
+//! none), active ones included; one file of each kind per probe and verdict stands for the rest ([`kind_of`]).
 
 use std::collections::BTreeSet;
 use std::fs;
