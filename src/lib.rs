@@ -12,6 +12,7 @@ pub mod interrupt;
 pub mod isolate;
 pub mod measure;
 pub mod nccl;
+pub mod presence;
 pub mod probe;
 pub mod probes;
 pub mod profile;

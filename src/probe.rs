@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::answers::Answers;
+use crate::dynlib::Library;
 use crate::host::{Host, ReadError};
 use crate::profile::{CheckSettings, Profile};
 use crate::threshold::Limit;
@@ -292,6 +293,11 @@ pub trait Probe: Send + Sync {
     }
     fn kind(&self) -> Kind {
         Kind::Static
+    }
+    /// Run-time-loaded libraries it calls. A library that hung earlier in the run is not called again: the
+    /// runner reports the check at once instead.
+    fn libraries(&self) -> &'static [Library] {
+        &[]
     }
     /// Deadline when the profile sets none.
     fn default_timeout(&self) -> Duration {

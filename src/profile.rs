@@ -134,6 +134,9 @@ pub struct Thresholds {
     pub gdr_bandwidth_pct_of_link: Option<Limit>,
     /// GDR loopback 8-byte RDMA WRITE latency, µs (ceiling).
     pub gdr_latency_us: Option<Limit>,
+    /// Host-memory RDMA loopback (rdma.loopback) WRITE and READ bandwidth as a percentage of the port's rate
+    /// (floor; not judged on software devices, whose rate is a placeholder).
+    pub rdma_bandwidth_pct_of_link: Option<Limit>,
     /// cuFile sequential read, GB/s (floor).
     pub gds_read_gbytes_per_sec: Option<Limit>,
     /// IB/RoCE error counters, count (ceiling).

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::answers::Answers;
+use crate::dynlib::Library;
 use crate::host::Host;
 use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
@@ -42,6 +43,18 @@ pub struct RunOutcome {
     pub recorded: BTreeMap<String, Value>,
 }
 
+/// A library a check was killed in at its deadline: not called again this run.
+#[derive(Debug, Clone)]
+struct Hung {
+    library: Library,
+    call: String,
+    probe: &'static str,
+    after: Duration,
+}
+
+/// The libraries that hung so far, shared by every probe thread of the run.
+type HungLibraries = Arc<Mutex<Vec<Hung>>>;
+
 struct Scheduled {
     probe: &'static dyn Probe,
     timeout: Duration,
@@ -53,6 +66,7 @@ struct Scheduled {
 pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Duration) -> RunOutcome {
     let run_deadline = Instant::now() + run_timeout;
     let shared = Arc::new(shared);
+    let hung = HungLibraries::default();
     let mut slots: Vec<Option<Vec<CheckResult>>> = vec![None; probes.len()];
 
     let (concurrent, active): (Vec<usize>, Vec<usize>) =
@@ -61,12 +75,21 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
         probes,
         &concurrent,
         &shared,
+        &hung,
         run_deadline,
         run_timeout,
         &mut slots,
     );
     for i in active {
-        run_batch(probes, &[i], &shared, run_deadline, run_timeout, &mut slots);
+        run_batch(
+            probes,
+            &[i],
+            &shared,
+            &hung,
+            run_deadline,
+            run_timeout,
+            &mut slots,
+        );
     }
 
     let mut results = Vec::new();
@@ -91,6 +114,7 @@ fn run_batch(
     probes: &[&'static dyn Probe],
     batch: &[usize],
     shared: &Arc<RunInputs>,
+    hung: &HungLibraries,
     run_deadline: Instant,
     run_timeout: Duration,
     slots: &mut [Option<Vec<CheckResult>>],
@@ -108,6 +132,10 @@ fn run_batch(
             .filter(|s| s.is_finite() && *s > 0.0)
             .map(Duration::from_secs_f64)
             .unwrap_or_else(|| probe.default_timeout());
+        if let Some(h) = hung_library_needed(probe, hung) {
+            slots[i] = Some(vec![not_called_again(probe.id(), &h)]);
+            continue;
+        }
         let left = run_deadline.saturating_duration_since(now);
         if let Some(signal) = interrupt::requested() {
             slots[i] = Some(vec![interrupted_result(probe, signal, "not started")]);
@@ -142,6 +170,7 @@ fn run_batch(
             scheduled.timeout,
             cut_by,
             shared.clone(),
+            hung.clone(),
             tx.clone(),
         );
         pending.insert(i, (scheduled, now, wait_until));
@@ -224,6 +253,30 @@ fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> Che
     r
 }
 
+/// The first library `probe` calls that hung earlier in this run.
+fn hung_library_needed(probe: &dyn Probe, hung: &HungLibraries) -> Option<Hung> {
+    let hung = hung.lock().ok()?;
+    hung.iter()
+        .find(|h| probe.libraries().contains(&h.library))
+        .cloned()
+}
+
+/// A check not started because a library it calls hung earlier: reported at once, costing no time.
+fn not_called_again(id: &str, h: &Hung) -> CheckResult {
+    CheckResult::error(
+        id,
+        format!(
+            "{id}: not run: {} hung in {} earlier in this run ({} was killed after {} s); it is not called again",
+            h.library.soname(),
+            h.call,
+            h.probe,
+            fmt_secs(h.after)
+        ),
+    )
+    .evidence("hung library call", &h.call)
+    .fix("the library call named above hung: check `dmesg` for Xid/driver errors and the driver's health (`nvidia-smi`, `ibv_devinfo`); checks that do not need this library still ran")
+}
+
 /// A check the stopping signal cut short (`not started`, or `gave up` waiting for it).
 fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResult {
     CheckResult::error(
@@ -246,13 +299,14 @@ fn spawn_probe(
     timeout: Duration,
     cut_by: Option<Duration>,
     shared: Arc<RunInputs>,
+    hung: HungLibraries,
     tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
 ) {
     let name = format!("probe:{}", probe.id());
     let body = move || {
         let results = match probe.kind() {
             Kind::Static => run_in_thread(probe, timeout, &shared),
-            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared),
+            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
         };
         // The receiver may have given up on us (deadline passed); nothing to do then.
         let _ = tx.send((index, results));
@@ -292,6 +346,7 @@ fn run_isolated(
     timeout: Duration,
     cut_by: Option<Duration>,
     shared: &RunInputs,
+    hung: &HungLibraries,
 ) -> Vec<CheckResult> {
     // A replay measures nothing, so it gets no scratch directory and writes nothing at all.
     let scratch = if probe.kind() == Kind::Active && shared.answers.source() == AnswerSource::Live {
@@ -325,6 +380,16 @@ fn run_isolated(
             reply.results
         }
         Err(failure) => {
+            if let Some(call) = failure.last_call.as_deref().filter(|_| failure.timed_out) {
+                if let (Some(library), Ok(mut h)) = (Library::owning(call), hung.lock()) {
+                    h.push(Hung {
+                        library,
+                        call: call.to_string(),
+                        probe: probe.id(),
+                        after: timeout,
+                    });
+                }
+            }
             let summary = match cut_by {
                 Some(run_timeout) if failure.timed_out => format!(
                     "the run deadline (--timeout {} s) was reached{}",

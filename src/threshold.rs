@@ -63,6 +63,10 @@ impl Limit {
     }
 }
 
+/// Bandwidth through a port as a % of its rate, when the profile sets none: NVIDIA ngc_multinode_perf passes a
+/// port at 90 % of its link rate.
+pub const PORT_RATE_PCT: Limit = Limit::new(Some(90.0), Some(75.0));
+
 /// The worst of several statuses (fail > error > warn > skip > pass, the declaration order of [`Status`]).
 pub fn worst(statuses: impl IntoIterator<Item = Status>) -> Status {
     statuses.into_iter().max().unwrap_or(Status::Pass)

@@ -114,6 +114,12 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     Ok(super::emit(&text, Exit::OK))
 }
 
+/// Character and block devices (`/dev/infiniband/uverbs0`, `/dev/nvidia0`) replay as empty stand-ins.
+fn is_device_node(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    meta.file_type().is_char_device() || meta.file_type().is_block_device()
+}
+
 struct Copier {
     dest: PathBuf,
     /// Host paths already created under `dest`.
@@ -169,6 +175,9 @@ impl Copier {
                 self.copy_listing(&here);
             } else if meta.is_file() {
                 self.copy_file(&here);
+            } else if is_device_node(&meta) {
+                // A probe only asks whether `/dev/infiniband/uverbs0` exists; never open a device to copy it.
+                self.placeholder(&here);
             }
         }
     }
@@ -215,7 +224,7 @@ impl Copier {
                 }
             } else if meta.is_dir() {
                 self.make_dir(&path);
-            } else if meta.is_file() {
+            } else if meta.is_file() || is_device_node(&meta) {
                 self.placeholder(&path);
             }
         }
@@ -338,5 +347,20 @@ mod tests {
             "32.0 GT/s PCIe\n"
         );
         assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+    }
+
+    #[test]
+    fn device_nodes_are_recorded_as_empty_stand_ins() {
+        // Seen in the rxe VM: /dev/infiniband/uverbs0 was left out, so the replay failed rdma.devices.
+        let dest = tempfile::tempdir().unwrap();
+        let mut c = Copier {
+            dest: dest.path().to_path_buf(),
+            done: BTreeSet::new(),
+            skipped: vec![],
+        };
+        c.copy_path("/dev/null", 0);
+        let copied = c.target("/dev/null");
+        assert!(copied.is_file(), "{}", copied.display());
+        assert_eq!(fs::read(&copied).unwrap(), b"");
     }
 }

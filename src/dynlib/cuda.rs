@@ -23,7 +23,8 @@ pub use cudarc::driver::sys::CUdevice_attribute as DeviceAttribute;
 pub type CudaResult<T> = Result<T, LibError>;
 
 /// Driver entry points this module calls. Checked at load so an old driver is an error, not a cudarc panic.
-const REQUIRED_SYMBOLS: &[&str] = &[
+/// Every one exists since CUDA 11 (R450); see [`EVENT_ELAPSED`] for the one that changed since.
+pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGetCount",
@@ -56,11 +57,25 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuEventCreate",
     "cuEventRecord",
     "cuEventSynchronize",
-    "cuEventElapsedTime_v2",
     "cuEventDestroy_v2",
     "cuGetErrorName",
     "cuGetErrorString",
 ];
+
+/// `cuEventElapsedTime_v2` arrived with CUDA 12.8 (R570); drivers from R535 (CUDA 12.2) export only the first
+/// version, same prototype. The newest one the driver has is used. cudarc built for CUDA 13 binds only `_v2`,
+/// so the pointer is resolved here.
+const EVENT_ELAPSED: [&str; 2] = ["cuEventElapsedTime_v2", "cuEventElapsedTime"];
+
+type EventElapsedFn = unsafe extern "C" fn(*mut f32, sys::CUevent, sys::CUevent) -> sys::CUresult;
+
+/// The library handle the loader checked, kept open so the pointers resolved from it stay valid.
+struct Resolved {
+    _lib: libloading::Library,
+    event_elapsed: (EventElapsedFn, &'static str),
+}
+
+static RESOLVED: OnceLock<Resolved> = OnceLock::new();
 
 static LOADED: OnceLock<CudaResult<()>> = OnceLock::new();
 
@@ -102,6 +117,11 @@ fn load_uncached() -> CudaResult<()> {
         // SAFETY: only the symbol's presence is checked; it is never called through this handle.
         .filter(|sym| unsafe { lib.get::<*const c_void>(sym.as_bytes()) }.is_err())
         .collect();
+    let event_elapsed = newest_event_elapsed(&lib);
+    let mut missing: Vec<String> = missing.into_iter().map(str::to_string).collect();
+    if event_elapsed.is_none() {
+        missing.push(EVENT_ELAPSED.join(" or "));
+    }
     if !missing.is_empty() {
         let missing = missing.join(", ");
         return Err(LibError::missing_symbol(
@@ -109,6 +129,12 @@ fn load_uncached() -> CudaResult<()> {
             &missing,
             format!("{name} lacks {missing} (driver too old for this tool)"),
         ));
+    }
+    if let Some(event_elapsed) = event_elapsed {
+        let _ = RESOLVED.set(Resolved {
+            _lib: lib,
+            event_elapsed,
+        });
     }
     // SAFETY: presence checked above, so cudarc's loader will not panic.
     if !unsafe { sys::is_culib_present() } {
@@ -119,6 +145,16 @@ fn load_uncached() -> CudaResult<()> {
     }
     breadcrumb("cuInit");
     result::init().map_err(|e| call_error("cuInit", e))
+}
+
+/// The newest `cuEventElapsedTime` the driver exports, and its name.
+fn newest_event_elapsed(lib: &libloading::Library) -> Option<(EventElapsedFn, &'static str)> {
+    EVENT_ELAPSED.iter().find_map(|name| {
+        // SAFETY: EventElapsedFn is the prototype both versions share (cuda.h).
+        unsafe { lib.get::<EventElapsedFn>(name.as_bytes()) }
+            .ok()
+            .map(|f| (*f, *name))
+    })
 }
 
 /// The call, the `CUresult` and `cuGetErrorName (cuGetErrorString)`.
@@ -594,11 +630,24 @@ impl Event {
 
     /// Milliseconds from `start` to `self`, both recorded and completed (GPU clock, ~0.5 µs resolution).
     pub fn elapsed_ms_since(&self, start: &Event) -> CudaResult<f64> {
-        breadcrumb("cuEventElapsedTime_v2");
-        // SAFETY: both events are alive and recorded.
-        unsafe { result::event::elapsed(start.raw, self.raw) }
-            .map(f64::from)
-            .map_err(|e| call_error("cuEventElapsedTime_v2", e))
+        loaded()?;
+        let Some(Resolved {
+            event_elapsed: (elapsed, name),
+            ..
+        }) = RESOLVED.get()
+        else {
+            return Err(LibError::failed(
+                Library::Cuda,
+                "cuda::load",
+                None,
+                "not called before this call",
+            ));
+        };
+        breadcrumb(name);
+        let mut ms: f32 = 0.0;
+        // SAFETY: resolved from the loaded driver with its prototype; both events are alive and recorded.
+        check(name, unsafe { elapsed(&mut ms, start.raw, self.raw) })?;
+        Ok(f64::from(ms))
     }
 }
 
@@ -636,6 +685,35 @@ mod tests {
         }
         let _ = load();
         let _ = device_count();
+    }
+
+    /// A driver of R535-R565 exports only the first `cuEventElapsedTime`: it is found and it times.
+    #[test]
+    fn event_timing_falls_back_to_the_entry_point_older_drivers_export() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("cuda.c");
+        std::fs::write(
+            &src,
+            "int cuEventElapsedTime(float *ms, void *a, void *b) { *ms = 2.5f; return 0; }\n",
+        )
+        .unwrap();
+        let lib = dir.path().join("libcuda-r535.so");
+        let status = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .status()
+            .expect("this test needs a C compiler (`cc`)");
+        assert!(status.success());
+        // SAFETY: a library built above with no initialisers.
+        let lib = unsafe { libloading::Library::new(&lib) }.unwrap();
+        let (elapsed, name) = newest_event_elapsed(&lib).expect("the older entry point");
+        assert_eq!(name, "cuEventElapsedTime");
+        let mut ms = 0.0;
+        // SAFETY: the stub ignores the events and writes one float.
+        let status = unsafe { elapsed(&mut ms, std::ptr::null_mut(), std::ptr::null_mut()) };
+        assert_eq!(status, sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(ms, 2.5);
     }
 
     #[test]

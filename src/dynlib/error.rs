@@ -30,6 +30,24 @@ impl Library {
     }
 }
 
+impl Library {
+    /// The library a call (as named in breadcrumbs) belongs to: `nvmlInit_v2` → NVML, `cuFileRead` → cuFile,
+    /// `cuInit` → CUDA, `ibv_reg_mr` → verbs, `dlopen(libcuda)` → CUDA.
+    pub fn owning(call: &str) -> Option<Library> {
+        if call.starts_with("nvml") || call.contains("libnvidia-ml") {
+            Some(Library::Nvml)
+        } else if call.starts_with("cuFile") || call.contains("libcufile") {
+            Some(Library::Cufile)
+        } else if call.starts_with("cu") || call.contains("libcuda") {
+            Some(Library::Cuda)
+        } else if call.starts_with("ibv") || call.contains("libibverbs") {
+            Some(Library::Verbs)
+        } else {
+            None
+        }
+    }
+}
+
 /// How far the library got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +168,20 @@ mod tests {
             "libcuda.so.1: cannot open shared object file"
         );
         assert!(e.is_not_loaded());
+    }
+
+    #[test]
+    fn calls_belong_to_their_library() {
+        assert_eq!(Library::owning("nvmlInit_v2"), Some(Library::Nvml));
+        assert_eq!(Library::owning("cuFileDriverOpen"), Some(Library::Cufile));
+        assert_eq!(
+            Library::owning("dlopen(libcufile.so.0)"),
+            Some(Library::Cufile)
+        );
+        assert_eq!(Library::owning("cuMemAlloc_v2"), Some(Library::Cuda));
+        assert_eq!(Library::owning("dlopen(libcuda)"), Some(Library::Cuda));
+        assert_eq!(Library::owning("ibv_get_device_list"), Some(Library::Verbs));
+        assert_eq!(Library::owning("mmap"), None);
     }
 
     #[test]

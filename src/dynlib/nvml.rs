@@ -200,9 +200,50 @@ fn open() -> Result<Nvml, LibError> {
         other => {
             let words = words(&other);
             let code = nvml_wrapper_sys::bindings::nvmlReturn_t::from(other);
-            LibError::failed(Library::Nvml, CALL, Some(i64::from(code)), words)
+            let text = format!("{} ({words})", return_name(code));
+            LibError::failed(Library::Nvml, CALL, Some(i64::from(code)), text)
         }
     })
+}
+
+/// `nvmlReturn_t` names from `nvml.h`: the words an operator searches for.
+fn return_name(code: u32) -> &'static str {
+    const NAMES: [&str; 30] = [
+        "NVML_SUCCESS",
+        "NVML_ERROR_UNINITIALIZED",
+        "NVML_ERROR_INVALID_ARGUMENT",
+        "NVML_ERROR_NOT_SUPPORTED",
+        "NVML_ERROR_NO_PERMISSION",
+        "NVML_ERROR_ALREADY_INITIALIZED",
+        "NVML_ERROR_NOT_FOUND",
+        "NVML_ERROR_INSUFFICIENT_SIZE",
+        "NVML_ERROR_INSUFFICIENT_POWER",
+        "NVML_ERROR_DRIVER_NOT_LOADED",
+        "NVML_ERROR_TIMEOUT",
+        "NVML_ERROR_IRQ_ISSUE",
+        "NVML_ERROR_LIBRARY_NOT_FOUND",
+        "NVML_ERROR_FUNCTION_NOT_FOUND",
+        "NVML_ERROR_CORRUPTED_INFOROM",
+        "NVML_ERROR_GPU_IS_LOST",
+        "NVML_ERROR_RESET_REQUIRED",
+        "NVML_ERROR_OPERATING_SYSTEM",
+        "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        "NVML_ERROR_IN_USE",
+        "NVML_ERROR_MEMORY",
+        "NVML_ERROR_NO_DATA",
+        "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+        "NVML_ERROR_INSUFFICIENT_RESOURCES",
+        "NVML_ERROR_FREQ_NOT_SUPPORTED",
+        "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+        "NVML_ERROR_DEPRECATED",
+        "NVML_ERROR_NOT_READY",
+        "NVML_ERROR_GPU_NOT_FOUND",
+        "NVML_ERROR_INVALID_STATE",
+    ];
+    NAMES
+        .get(code as usize)
+        .copied()
+        .unwrap_or("NVML_ERROR_UNKNOWN")
 }
 
 /// Everything the GPU probes need, read once.

@@ -1,13 +1,17 @@
 //! libibverbs through `sideway` (safe API over `rdma-mummy-sys`, whose C shim dlopens libibverbs at run time):
 //! the binary starts on a node without rdma-core and learns it from `ibv_get_device_list`'s errno instead.
-//! Device discovery lives here; transfers through a port are in `measure::rdma_write`.
+//! Device discovery lives here; transfers through a port are in `measure::rdma_loopback`.
 
 use std::error::Error;
 
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
 
+use super::{LibError, Library};
 use crate::isolate::breadcrumb;
+
+/// Vendor-answer key of the device list, shared by every probe that opens verbs.
+pub const DEVICE_LIST_KEY: &str = "verbs.device_list";
 
 /// What `ibv_get_device_list` said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +32,24 @@ pub fn explain_discovery_errno(errno: i32) -> String {
             std::io::Error::from_raw_os_error(e)
         ),
     }
+}
+
+/// A failed device list as a library error: EOPNOTSUPP is rdma-mummy-sys's word for "libibverbs could not be
+/// loaded"; any other errno is the library's own answer.
+pub fn discovery_error(errno: i32) -> LibError {
+    let words = match errno {
+        libc::EOPNOTSUPP => {
+            return LibError::not_loaded(Library::Verbs, explain_discovery_errno(errno))
+        }
+        libc::ENOSYS => explain_discovery_errno(errno),
+        _ => std::io::Error::from_raw_os_error(errno).to_string(),
+    };
+    LibError::failed(
+        Library::Verbs,
+        "ibv_get_device_list",
+        Some(i64::from(errno)),
+        words,
+    )
 }
 
 pub fn discover() -> Discovery {

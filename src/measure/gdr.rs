@@ -1,6 +1,7 @@
-//! The GPUDirect RDMA loopback per GPU and port: the RDMA WRITE loopback of [`rdma_write`] once through GPU
-//! memory (DMA-BUF registration, else `ibv_reg_mr` on the device pointer = peermem) and once through host
-//! memory, so a judge can tell a bad GDR path from a bad link. Recorded as a vendor answer; no verdicts here.
+//! The GPUDirect RDMA loopback per GPU and port: the loopback of [`rdma_loopback`] (WRITE, READ, SEND/RECV)
+//! once through GPU memory (DMA-BUF registration, else `ibv_reg_mr` on the device pointer = peermem) and once
+//! through host memory, so a judge can tell a bad GDR path from a bad link. Recorded as a vendor answer; no
+//! verdicts here.
 
 use std::time::Instant;
 
@@ -8,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
 use crate::dynlib::cuda_dmabuf;
-use crate::measure::rdma_write::{
-    self, guarded, leg_failed, pattern, Leg, Plan, PortTarget, Region,
+use crate::measure::rdma_loopback::{
+    self, guarded, leg_failed, pattern_from, Leg, Plan, PortTarget, Region,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,20 +21,17 @@ pub struct PairRun {
 }
 
 /// Each `(GPU bus id, port)` job in turn; each leg gets half of an equal share of the time left before
-/// `plan.deadline`.
-pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan) -> Vec<PairRun> {
+/// `deadline`.
+pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan, deadline: Instant) -> Vec<PairRun> {
     let share = |i: usize| {
-        let left = plan.deadline.saturating_duration_since(Instant::now());
-        Plan {
-            deadline: Instant::now() + left / (jobs.len() - i).max(1) as u32 / 2,
-            ..plan
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        Instant::now() + left / (jobs.len() - i).max(1) as u32 / 2
     };
     jobs.iter()
         .enumerate()
         .map(|(i, (gpu, target))| {
-            let host_memory = guarded(|| rdma_write::host_memory(target, share(i)));
-            let gpu_memory = guarded(|| gpu_memory(gpu, target, share(i)));
+            let host_memory = guarded(|| rdma_loopback::host_memory(target, plan, share(i)));
+            let gpu_memory = guarded(|| gpu_memory(gpu, target, plan, share(i)));
             PairRun {
                 gpu: gpu.clone(),
                 gpu_memory,
@@ -43,9 +41,12 @@ pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan) -> Vec<PairRun> {
         .collect()
 }
 
-/// The loopback through memory of the GPU at `bdf`.
-pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
-    let half = plan.message_bytes;
+/// The loopback through memory of the GPU at `bdf`. The CPU cannot stamp GPU memory, so the check is the
+/// comparison of every destination slot with its source slot afterwards (written by the WRITEs, fetched again
+/// by the READs).
+pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
+    let len = plan.region_bytes();
+    let sources = plan.depth as usize * plan.message_bytes;
     let ordinal = match gpu_ordinal(bdf) {
         Ok(o) => o,
         Err(e) => return leg_failed("CUDA", e),
@@ -54,15 +55,15 @@ pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
         Ok(c) => c,
         Err(e) => return leg_failed("CUDA", e.to_string()),
     };
-    let (dev, mut staging) = match (
-        DeviceBuffer::alloc(2 * half),
-        PinnedHostBuffer::alloc(2 * half),
-    ) {
+    let (dev, mut staging) = match (DeviceBuffer::alloc(len), PinnedHostBuffer::alloc(len)) {
         (Ok(d), Ok(h)) => (d, h),
         (Err(e), _) | (_, Err(e)) => return leg_failed("CUDA", e.to_string()),
     };
-    staging.as_mut_slice()[..half].copy_from_slice(&pattern(half));
-    staging.as_mut_slice()[half..].fill(0);
+    let host = staging.as_mut_slice();
+    host.fill(0);
+    for (slot, chunk) in host[..sources].chunks_mut(plan.message_bytes).enumerate() {
+        chunk.copy_from_slice(&pattern_from(slot, plan.message_bytes));
+    }
     if let Err(e) = cuda::copy_htod(&dev, &staging) {
         return leg_failed("CUDA", e.to_string());
     }
@@ -75,12 +76,14 @@ pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan) -> Leg {
         addr: dev.ptr(),
         len: dev.len(),
         dmabuf_fd: dmabuf.as_ref().ok().map(|fd| fd.raw()),
+        host_visible: false,
     };
-    let leg = match rdma_write::loopback(target, region, plan) {
+    let leg = match rdma_loopback::loopback(target, region, plan, deadline) {
         Ok(mut outcome) => {
             outcome.registration.refused.splice(0..0, refused_export);
-            let verified = cuda::copy_dtoh(&mut staging, &dev).is_ok()
-                && staging.as_slice()[..half] == staging.as_slice()[half..];
+            let verified = outcome.checks_pass()
+                && cuda::copy_dtoh(&mut staging, &dev).is_ok()
+                && staging.as_slice()[..sources] == staging.as_slice()[sources..2 * sources];
             Leg::Done { outcome, verified }
         }
         Err(f) => {

@@ -1,5 +1,6 @@
 //! `driver.nvidia`: the NVIDIA kernel driver is loaded, which flavour, which version, which GPUs it sees.
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
@@ -51,16 +52,11 @@ impl Probe for DriverNvidia {
         let version_text = cx.host.read(NVIDIA_VERSION);
         let expects_gpus = cx.profile.expect.gpu_count.is_some_and(|n| n > 0);
 
+        let survey = Survey::read(cx.host, Stack::Gpu);
         if !nvidia.is_loaded() && version_text.as_ref().is_err_and(|e| e.is_not_found()) {
-            let mut r = if expects_gpus {
-                CheckResult::fail(
-                    ID,
-                    "NVIDIA kernel driver not loaded, but the profile expects GPUs",
-                )
-            } else {
-                CheckResult::skip(ID, "no NVIDIA kernel driver on this host (no nvidia module, no /proc/driver/nvidia)")
-            };
-            r.evidence.extend(nvidia.evidence());
+            let r = survey.gate(ID, expects_gpus).unwrap_or_else(|| {
+                CheckResult::fail(ID, "NVIDIA kernel driver not loaded, yet it lists GPUs")
+            });
             return vec![r
                 .evidence(NVIDIA_VERSION, "<missing>")
                 .fix("install the NVIDIA driver and load it: `modprobe nvidia nvidia_uvm`")];
@@ -127,6 +123,19 @@ impl Probe for DriverNvidia {
                 "driver version unknown".into()
             }
         };
+        if !survey.unbound.is_empty() {
+            problems.push((
+                true,
+                format!(
+                    "GPU(s) on the PCI bus that the driver has not taken: {}",
+                    survey.unbound.join(", ")
+                ),
+            ));
+            fixes.push(
+                "see `dmesg | grep -i nvrm` for why the driver did not take them (unsupported GPU, vfio-pci binding, a GPU that failed to initialise)"
+                    .into(),
+            );
+        }
         for g in &gpus {
             evidence.push(format!(
                 "{NVIDIA_GPUS}/{}/information = {}, {}{}",
@@ -176,7 +185,7 @@ impl Probe for DriverNvidia {
         if !fixes.is_empty() {
             r = r.fix(fixes.join("; "));
         }
-        vec![r]
+        survey.completed(ID, vec![r])
     }
 }
 

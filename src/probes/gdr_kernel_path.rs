@@ -111,6 +111,13 @@ impl Probe for GdrKernelPath {
             .note("DMA-BUF support is proven only by a registration (gdr.loopback); NCCL uses it from 2.19 on"),
             None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => {
                 let why = match (open_module, kernel_ok) {
+                    // No driver at all is not a driver flavour: say what is missing.
+                    (false, _) if platform.driver.is_none() && !modules.lines.iter().any(|l| l.name == "nvidia") => {
+                        "no NVIDIA kernel driver loaded (no nvidia module, no /proc/driver/nvidia/version)"
+                    }
+                    (false, _) if platform.driver.is_none() => {
+                        "NVIDIA driver flavour unknown (/proc/driver/nvidia/version unrecognised)"
+                    }
                     (false, _) => "proprietary kernel module (DMA-BUF needs the open module)",
                     (true, false) => "kernel older than 5.12 (no DMA-BUF registration)",
                     (true, true) => "no RDMA device to register with",
@@ -138,6 +145,19 @@ mod tests {
     use super::*;
     use crate::probe::Status;
     use crate::probes::testing::{copy_scenario, run_on, run_on_root};
+
+    #[test]
+    fn no_nvidia_driver_is_not_blamed_on_the_proprietary_module() {
+        // The soft-RoCE VM under roce-400g (gdr required): an RDMA device, no NVIDIA driver at all.
+        let r = run_on(&GdrKernelPath, "rxe-vm", "roce-400g");
+        assert_eq!(r[0].status, Status::Fail);
+        assert!(
+            r[0].summary.contains("no NVIDIA kernel driver loaded"),
+            "{}",
+            r[0].summary
+        );
+        assert!(!r[0].summary.contains("proprietary"), "{}", r[0].summary);
+    }
 
     /// Reproduced: with `/proc/driver/nvidia/gpus` unreadable the node looked GPU-less and the FAIL (no
     /// GPUDirect RDMA path) became a SKIP.

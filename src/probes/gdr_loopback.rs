@@ -1,32 +1,37 @@
-//! `gdr.loopback`: for each GPU and its nearest RDMA port, RDMA WRITE between two queue pairs of that port,
-//! once through GPU memory (DMA-BUF registration, else `ibv_reg_mr` on the device pointer = peermem) and once
-//! through host memory. Host fast and GPU slow or refused: the GDR path is the culprit; both slow: the link.
+//! `gdr.loopback`: for each GPU and its nearest RDMA port, the loopback of `rdma.loopback` (RDMA WRITE, RDMA
+//! READ, SEND/RECV between two queue pairs of that port) once through GPU memory (DMA-BUF registration, else
+//! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
+//! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::dynlib::verbs::{self, Discovery};
+use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
+use crate::dynlib::Library;
 use crate::measure::gdr::{self, PairRun};
-use crate::measure::rdma_write::{Leg, Plan, PortTarget};
+use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probes::gpu_facts::gpu_survey;
 use crate::profile::PcieDistance;
-use crate::sysfs::infiniband::{self, PortAttrs, CLASS_INFINIBAND};
+use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
-use crate::threshold::{worst, Limit};
+use crate::threshold::{worst, Limit, PORT_RATE_PCT};
 use crate::topology::PciTree;
 
 pub struct GdrLoopback;
 
 const ID: &str = "gdr.loopback";
-const DEVICES_KEY: &str = "verbs.device_list";
 const LOOPBACK_KEY: &str = "verbs.gdr_loopback";
 const VERBS_ABI: &str = "/sys/class/infiniband_verbs/abi_version";
-/// perftest practice for GDR health checks (Azure `check_ib_bw_gdr`): 8 MiB messages.
-const MESSAGE_BYTES: usize = 8 << 20;
-const BW_MESSAGES: u32 = 256;
-const QUEUE_DEPTH: u32 = 16;
-const LAT_ITERATIONS: u32 = 1000;
-/// NVIDIA ngc_multinode_perf passes a port at 90% of its link rate.
-const DEFAULT_PCT: Limit = Limit::new(Some(90.0), Some(75.0));
+/// perftest practice for GDR health checks (Azure `check_ib_bw_gdr`): 8 MiB messages; 4 in flight (32 MiB)
+/// is far past a 400 Gb/s port's bandwidth-delay product. Up to 256 per phase or 2 s; 1000 round trips.
+const PLAN: Plan = Plan {
+    message_bytes: 8 << 20,
+    depth: 4,
+    bw_messages: 256,
+    phase_time: Duration::from_secs(2),
+    lat_iterations: 1000,
+};
 
 const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, \
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
@@ -36,13 +41,16 @@ impl Probe for GdrLoopback {
         ID
     }
     fn title(&self) -> &'static str {
-        "GPUDirect RDMA loopback per GPU and nearest port: RDMA WRITE Gb/s and latency, GPU vs host memory"
+        "GPUDirect RDMA loopback per GPU and nearest port: WRITE/READ Gb/s and SEND latency, GPU and host memory side by side"
     }
     fn needs(&self) -> &'static [Need] {
         &[Need::Gpu, Need::RdmaDevice]
     }
     fn kind(&self) -> Kind {
         Kind::Active
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Verbs, Library::Cuda]
     }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(60)
@@ -53,7 +61,8 @@ impl Probe for GdrLoopback {
                     /sys/class/infiniband/<dev>/ports/<n>/{state,link_layer,rate,lid,gids,gid_attrs/types}, \
                     the PCIe tree under /sys/devices (nvidia-smi topo distance, to pair each GPU with its nearest port), \
                     libcuda (cuMemAlloc, cuMemGetHandleForAddressRange), ibv_reg_dmabuf_mr / ibv_reg_mr, two RC QPs \
-                    on one port, RDMA WRITE 8 MiB x 256 and 8 B x 1000",
+                    on one port, RDMA WRITE then RDMA READ of 8 MiB x 4 in flight (up to 256 each or 2 s), \
+                    8-byte SEND/RECV x 1000; the same through host memory",
             why: "A GDR path can exist on paper (peermem loaded) and still run at a fraction of the link: wrong \
                   NUMA/PCIe placement, ACS redirecting peer traffic through the root complex, an IOMMU in \
                   translation mode. Only moving bytes shows it; the host-memory run tells a bad GDR path from a bad \
@@ -69,65 +78,51 @@ impl Probe for GdrLoopback {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect_gdr = cx.profile.expect.gdr == Some(true);
-        let absent = if expect_gdr {
-            Status::Fail
-        } else {
-            Status::Skip
-        };
-        let read = || -> Result<_, crate::host::ReadError> {
-            Ok((
-                infiniband::read_device_names(cx.host)?,
-                crate::host::optional(cx.host.read(VERBS_ABI))?,
-            ))
-        };
-        let (sysfs_devices, abi) = match read() {
-            Ok(r) => r,
+        if let Some(r) = gpu_survey(cx).gate_if_unusable(ID, expect_gdr) {
+            return vec![r];
+        }
+        let rdma = Survey::read(cx.host, Stack::Rdma);
+        if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
+            return vec![r];
+        }
+        let abi = match crate::host::optional(cx.host.read(VERBS_ABI)) {
+            Ok(abi) => abi,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let mut evidence = vec![
-            format!(
-                "{CLASS_INFINIBAND} = {}",
-                if sysfs_devices.is_empty() {
-                    "<no devices>".into()
-                } else {
-                    sysfs_devices.join(" ")
-                }
-            ),
-            format!("{VERBS_ABI} = {}", abi.as_deref().unwrap_or("<missing>")),
-        ];
-        let discovery = match cx.answers.obtain(DEVICES_KEY, verbs::discover) {
+        let mut evidence = vec![format!(
+            "{VERBS_ABI} = {}",
+            abi.as_deref().unwrap_or("<missing>")
+        )];
+        let discovery = match cx.answers.obtain(DEVICE_LIST_KEY, verbs::discover) {
             Ok(d) => d.value,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
         let devices = match discovery {
             Discovery::Failed { errno, message } => {
-                evidence.push(format!(
+                let e = verbs::discovery_error(errno);
+                return vec![rdma.library_failed(ID, &e, expect_gdr).note(format!(
                     "ibv_get_device_list = NULL, errno {errno} ({message})"
-                ));
-                let reason = verbs::explain_discovery_errno(errno);
-                let mut r = CheckResult::new(ID, absent, format!("no RDMA device usable: {reason}"))
-                    .fix("install rdma-core (libibverbs1 + provider, e.g. `apt install rdma-core ibverbs-providers`)");
-                r.evidence = evidence;
-                return vec![r];
+                ))];
             }
             Discovery::Devices(d) => d,
         };
-        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
         if devices.is_empty() {
-            let mut r = CheckResult::new(
+            return vec![rdma.library_lists_none(
                 ID,
-                absent,
-                "no RDMA device: GPUDirect RDMA loopback not possible",
-            );
-            if expect_gdr {
-                r = r.fix("the profile requires GDR: install the HCA and its driver (mlx5_core, mlx5_ib); in containers pass /dev/infiniband/uverbs*");
-            }
-            r.evidence = evidence;
-            return vec![r];
+                Library::Verbs,
+                "ibv_get_device_list",
+                expect_gdr,
+            )];
         }
+        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
         let gpus = match nvidia::read_driver_gpus(cx.host) {
             Ok(g) => g,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let absent = if expect_gdr {
+            Status::Fail
+        } else {
+            Status::Skip
         };
         if gpus.is_empty() {
             let mut r = CheckResult::new(
@@ -170,16 +165,7 @@ impl Probe for GdrLoopback {
                     .collect();
                 let i = nearest(&distances)?;
                 let info = ports[i].0.clone();
-                let roce_gid = if info.is_ethernet() {
-                    roce_v2_gid(cx, &info)
-                } else {
-                    None
-                };
-                let t = PortTarget {
-                    device: info.device.clone(),
-                    port: info.port as u8,
-                    roce_gid,
-                };
+                let t = PortTarget::of(cx.host, &info)?;
                 Some((g.bdf.clone(), t, info, distances[i]))
             })
             .collect();
@@ -190,7 +176,7 @@ impl Probe for GdrLoopback {
         let deadline = cx.deadline;
         let obtained = cx
             .answers
-            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, plan(deadline)));
+            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, PLAN, deadline));
         let (runs, replayed) = match obtained {
             Ok(o) => (o.value, o.replayed),
             Err(e) => return vec![CheckResult::error(ID, e)],
@@ -200,7 +186,7 @@ impl Probe for GdrLoopback {
             .thresholds
             .gdr_bandwidth_pct_of_link
             .unwrap_or_default()
-            .or(DEFAULT_PCT);
+            .or(PORT_RATE_PCT);
         let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
         let results = targets
             .iter()
@@ -256,37 +242,15 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
-fn roce_v2_gid(cx: &Context<'_>, port: &PortAttrs) -> Option<(u32, [u8; 16])> {
-    let (dev, p) = (&port.device, port.port);
-    let mut found: Vec<(u32, String)> = infiniband::read_gid_indices(cx.host, dev, p)
-        .into_iter()
-        .filter(|&i| {
-            infiniband::read_gid_type(cx.host, dev, p, i)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t == "RoCE v2")
-        })
-        .filter_map(|i| Some((i, infiniband::read_gid(cx.host, dev, p, i).ok()??)))
-        .collect();
-    found.sort_by_key(|(i, gid)| (infiniband::gid_ipv4(gid).is_none(), *i));
-    found
-        .into_iter()
-        .find_map(|(i, gid)| infiniband::parse_gid_bytes(&gid).map(|raw| (i, raw)))
-}
-
-/// perftest-like sizes, cut off at `deadline` (the whole run's; each leg gets its share).
-fn plan(deadline: Instant) -> Plan {
-    Plan {
-        message_bytes: MESSAGE_BYTES,
-        bw_messages: BW_MESSAGES,
-        queue_depth: QUEUE_DEPTH,
-        lat_iterations: LAT_ITERATIONS,
-        deadline,
+/// The bandwidth a leg is judged by: the slower of its WRITE and READ phases.
+fn leg_gbps(leg: &Leg) -> Option<f64> {
+    match leg {
+        Leg::Done { outcome, .. } => Some(outcome.write.gbps.min(outcome.read.gbps)),
+        Leg::Failed { .. } => None,
     }
 }
 
-/// One pair's verdict.
+/// One pair's verdict: the GPU leg judged, the host leg beside it as the control.
 pub fn judge(
     run: &PairRun,
     rate_gbps: Option<f64>,
@@ -299,50 +263,47 @@ pub fn judge(
     let mut statuses = Vec::new();
     let mut parts = Vec::new();
     let pct_of = |gbps: f64| rate_gbps.filter(|r| *r > 0.0).map(|r| 100.0 * gbps / r);
-    for (label, leg) in [
-        ("GPU memory", &run.gpu_memory),
-        ("host memory", &run.host_memory),
+    for (label, key, leg) in [
+        ("GPU memory", "gdr", &run.gpu_memory),
+        ("host memory", "host", &run.host_memory),
     ] {
-        let key = if label == "GPU memory" { "gdr" } else { "host" };
+        let judged = key == "gdr";
         match leg {
             Leg::Done { outcome, verified } => {
-                measurements.push(
-                    Measurement::new(
-                        &format!("{key}_write_gbits_per_sec"),
-                        outcome.bandwidth_gbps,
-                        "Gb/s",
-                    )
-                    .replayed(replayed),
-                );
-                let share = pct_of(outcome.bandwidth_gbps);
-                if key == "gdr" {
-                    // The limit is a share of the port's rate: without the rate there is nothing to pass.
-                    let status = pct.judge_min_of(share);
-                    if share.is_none() && status == Status::Error {
+                let measure = |name: &str, value: f64, unit: &str| {
+                    Measurement::new(&format!("{key}_{name}"), value, unit).replayed(replayed)
+                };
+                for (name, t) in [("write", &outcome.write), ("read", &outcome.read)] {
+                    measurements.push(measure(&format!("{name}_gbits_per_sec"), t.gbps, "Gb/s"));
+                    let share = pct_of(t.gbps);
+                    if judged && share.is_none() && !pct.is_empty() {
+                        // The limit is a share of the port's rate: without the rate there is nothing to pass.
+                        statuses.push(Status::Error);
                         parts.push(format!(
                             "the port rate was not read, so {:.1} Gb/s cannot be judged against the link",
-                            outcome.bandwidth_gbps
+                            t.gbps
                         ));
                     }
-                    statuses.push(status);
-                }
-                if let Some(p) = share {
-                    let mut m = Measurement::new(&format!("{key}_write_pct_of_link"), p, "%")
-                        .replayed(replayed);
-                    if key == "gdr" {
-                        m = m.judged_by(pct);
+                    if let Some(p) = share {
+                        let mut m = measure(&format!("{name}_pct_of_link"), p, "%");
+                        if judged {
+                            m = m.judged_by(pct);
+                            statuses.push(pct.judge_min(p));
+                        }
+                        measurements.push(m);
                     }
-                    measurements.push(m);
                 }
-                let mut l =
-                    Measurement::new(&format!("{key}_write_latency_us"), outcome.latency_us, "us")
-                        .replayed(replayed);
-                if key == "gdr" {
+                let mut l = measure("send_latency_p50_us", outcome.latency.p50_us, "us");
+                if judged {
                     l = l.judged_by(lat);
-                    statuses.push(lat.judge_max(outcome.latency_us));
+                    statuses.push(lat.judge_max(outcome.latency.p50_us));
                 }
                 measurements.push(l);
-                if !verified {
+                measurements.push(measure("send_latency_p99_us", outcome.latency.p99_us, "us"));
+                let moved = outcome.write.transfers > 0
+                    && outcome.read.transfers > 0
+                    && outcome.latency.samples > 0;
+                if !verified || !moved {
                     statuses.push(Status::Fail);
                 }
                 if outcome.cut_short {
@@ -356,14 +317,20 @@ pub fn judge(
                         .iter()
                         .map(|r| format!("{label}: {r}")),
                 );
-                parts.push(format!(
-                    "{label} {:.1} Gb/s{}, {:.2} us{}",
-                    outcome.bandwidth_gbps,
-                    pct_of(outcome.bandwidth_gbps)
+                let pct_text = |gbps: f64| {
+                    pct_of(gbps)
                         .map(|p| format!(" ({p:.0}% of link)"))
-                        .unwrap_or_default(),
-                    outcome.latency_us,
-                    if *verified { "" } else { ", DATA MISMATCH" }
+                        .unwrap_or_default()
+                };
+                parts.push(format!(
+                    "{label} WRITE {:.1} Gb/s{}, READ {:.1} Gb/s{}, SEND p50 {:.2} us{}{}",
+                    outcome.write.gbps,
+                    pct_text(outcome.write.gbps),
+                    outcome.read.gbps,
+                    pct_text(outcome.read.gbps),
+                    outcome.latency.p50_us,
+                    if *verified { "" } else { ", DATA MISMATCH" },
+                    if moved { "" } else { ", moved no data" }
                 ));
             }
             Leg::Failed {
@@ -377,18 +344,11 @@ pub fn judge(
             }
         }
     }
-    let gpu_gbps = match &run.gpu_memory {
-        Leg::Done { outcome, .. } => Some(outcome.bandwidth_gbps),
-        _ => None,
-    };
-    let host_gbps = match &run.host_memory {
-        Leg::Done { outcome, .. } => Some(outcome.bandwidth_gbps),
-        _ => None,
-    };
+    let host_gbps = leg_gbps(&run.host_memory);
     let host_ok = host_gbps
         .and_then(pct_of)
         .is_some_and(|p| pct.judge_min(p) == Status::Pass);
-    let gpu_ok = gpu_gbps
+    let gpu_ok = leg_gbps(&run.gpu_memory)
         .and_then(pct_of)
         .is_some_and(|p| pct.judge_min(p) == Status::Pass);
     let (culprit, fix) = match (gpu_ok, host_ok, host_gbps.is_some()) {
@@ -400,7 +360,7 @@ pub fn judge(
     let status = worst(statuses);
     let summary = format!(
         "{}{}",
-        parts.join("; "),
+        parts.join(" | "),
         culprit.map(|c| format!(" — {c}")).unwrap_or_default()
     );
     let mut r = CheckResult::new(ID, status, summary);
@@ -415,7 +375,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::rdma_write::{leg_failed, Outcome, Registration};
+    use crate::measure::rdma_loopback::{leg_failed, Latency, Outcome, Registration, Throughput};
 
     #[test]
     fn nearest_port_wins_and_first_of_equals() {
@@ -426,6 +386,17 @@ mod tests {
         assert_eq!(distance(None, "0000:17:00.0", Some("0000:18:00.0")), SYS);
     }
 
+    fn phase(gbps: f64) -> Throughput {
+        Throughput {
+            gbps,
+            bytes: 1 << 31,
+            transfers: 256,
+            checked: 0,
+            mismatched: 0,
+            slots_equal: None,
+        }
+    }
+
     fn done(gbps: f64, lat: f64) -> Leg {
         Leg::Done {
             outcome: Outcome {
@@ -433,10 +404,15 @@ mod tests {
                     call: "ibv_reg_dmabuf_mr".into(),
                     refused: vec![],
                 },
-                bandwidth_gbps: gbps,
-                bytes_written: 1 << 31,
-                latency_us: lat,
-                lat_samples: 1000,
+                path_mtu: 4096,
+                write: phase(gbps),
+                read: phase(gbps + 1.0),
+                latency: Latency {
+                    samples: 1000,
+                    p50_us: lat,
+                    p99_us: lat * 2.0,
+                    mismatched: 0,
+                },
                 cut_short: false,
             },
             verified: true,
@@ -450,7 +426,7 @@ mod tests {
             gpu_memory: done(180.0, 3.0),
             host_memory: done(385.0, 2.0),
         };
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), false);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
         assert_eq!(r.status, Status::Fail);
         assert!(
             r.summary.contains("GPUDirect RDMA path is the culprit"),
@@ -463,31 +439,6 @@ mod tests {
             .any(|m| m.name == "gdr_write_pct_of_link" && (m.value - 45.0).abs() < 1e-9));
     }
 
-    /// Reproduced: with the port `rate` unparsable no share of the link was computed and 12 Gb/s passed under
-    /// `hgx-h100-ib`.
-    #[test]
-    fn unknown_port_rate_is_an_error_not_a_pass() {
-        let profile = crate::profile::load("hgx-h100-ib", &crate::probes::ids()).unwrap();
-        let pct = profile
-            .thresholds
-            .gdr_bandwidth_pct_of_link
-            .unwrap_or_default()
-            .or(DEFAULT_PCT);
-        let lat = profile.thresholds.gdr_latency_us.unwrap_or_default();
-        let run = PairRun {
-            gpu: "g".into(),
-            gpu_memory: done(12.0, 2.0),
-            host_memory: done(12.0, 2.0),
-        };
-        let r = judge(&run, None, &pct, &lat, true);
-        assert_eq!(r.status, Status::Error, "{}", r.summary);
-        assert!(
-            r.summary.contains("port rate was not read"),
-            "{}",
-            r.summary
-        );
-    }
-
     #[test]
     fn both_slow_blames_link() {
         let run = PairRun {
@@ -495,7 +446,7 @@ mod tests {
             gpu_memory: done(300.0, 3.0),
             host_memory: done(310.0, 2.0),
         };
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), false);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
         assert_eq!(r.status, Status::Warn);
         assert!(r.summary.contains("port or link"), "{}", r.summary);
     }
@@ -510,12 +461,12 @@ mod tests {
         let r = judge(
             &run,
             Some(400.0),
-            &DEFAULT_PCT,
+            &PORT_RATE_PCT,
             &Limit::new(None, Some(3.0)),
             true,
         );
         assert_eq!(r.status, Status::Fail, "latency 4 us over a 3 us ceiling");
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), true);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), true);
         assert_eq!(r.status, Status::Pass, "{}", r.summary);
         assert!(r.measurements.iter().all(|m| m.replayed));
     }
@@ -531,7 +482,7 @@ mod tests {
             },
             host_memory: done(385.0, 2.0),
         };
-        let r = judge(&run, Some(400.0), &DEFAULT_PCT, &Limit::default(), false);
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
         assert_eq!(r.status, Status::Fail);
         assert!(
             r.summary.contains("GPU memory failed at register memory"),
@@ -554,5 +505,21 @@ mod tests {
         };
         let back: PairRun = serde_json::from_value(serde_json::to_value(&run).unwrap()).unwrap();
         assert_eq!(back, run);
+    }
+
+    #[test]
+    fn unknown_port_rate_is_an_error_not_a_pass() {
+        let run = PairRun {
+            gpu: "g".into(),
+            gpu_memory: done(12.0, 2.0),
+            host_memory: done(12.0, 2.0),
+        };
+        let r = judge(&run, None, &PORT_RATE_PCT, &Limit::default(), true);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains("port rate was not read"),
+            "{}",
+            r.summary
+        );
     }
 }

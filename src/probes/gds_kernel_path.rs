@@ -1,6 +1,7 @@
 //! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
 
 use crate::host::optional;
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
@@ -94,6 +95,12 @@ impl Probe for GdsKernelPath {
             return vec![r];
         }
 
+        // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
+        let survey = Survey::read(cx.host, Stack::Gpu);
+        if let Some(mut r) = survey.gate_if_unusable(ID, cx.profile.expect.gds == Some(true)) {
+            r.evidence.extend(evidence);
+            return vec![r];
+        }
         let gpus = match nvidia::read_driver_gpus(cx.host) {
             Ok(g) => g,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
@@ -114,7 +121,7 @@ impl Probe for GdsKernelPath {
             None => CheckResult::warn(ID, summary).fix(FIX),
         };
         r.evidence.splice(0..0, evidence);
-        vec![r]
+        survey.completed(ID, vec![r])
     }
 }
 

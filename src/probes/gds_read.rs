@@ -5,10 +5,12 @@
 use std::time::Duration;
 
 use crate::dynlib::cufile;
-use crate::dynlib::LibError;
+use crate::dynlib::{LibError, Library};
 use crate::gds_target::{self, FsSupport, Target};
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
+use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::NVFS_STATS;
 use crate::threshold::Limit;
 
@@ -37,6 +39,9 @@ impl Probe for GdsRead {
     }
     fn kind(&self) -> Kind {
         Kind::Active
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Cufile, Library::Cuda]
     }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(120)
@@ -96,6 +101,9 @@ impl Probe for GdsRead {
             .scratch
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or(dir);
+        if let Some(r) = presence(cx, &run) {
+            return vec![mark_replayed(r, replayed).subject(subject)];
+        }
         let target = gds_target::inspect(cx.host, &where_);
         let limit = cx
             .profile
@@ -153,6 +161,39 @@ pub fn detect_path(run: &ReadRun) -> Option<(ReadPath, &'static str)> {
     }
 }
 
+/// The presence rule (`presence.rs`) when the run stopped before cuFile or CUDA could be used: no GPU → skip;
+/// a GPU without its driver → fail; the CUDA driver broken or absent → its verdict; libcufile absent while
+/// nvidia_fs is loaded → error (GDS installed on the kernel side only).
+fn presence(cx: &Context<'_>, run: &ReadRun) -> Option<CheckResult> {
+    if !matches!(run.failed_at, Some(Stage::LoadCufile | Stage::Cuda)) {
+        return None;
+    }
+    let survey = gpu_survey(cx);
+    let expected = cx.profile.expect.gds == Some(true) || expects_gpus(cx);
+    if let Some(r) = survey.gate(ID, expected) {
+        return Some(r);
+    }
+    if let Some(e) = &run.cuda_error {
+        return Some(survey.library_failed(ID, e, expected));
+    }
+    let nvfs_loaded = Modules::read(cx.host)
+        .is_ok_and(|m| m.state(cx.host, "nvidia_fs").is_ok_and(|s| s.is_loaded()));
+    (nvfs_loaded && !run.load_attempts.is_empty()).then(|| {
+        let tried: Vec<String> = run
+            .load_attempts
+            .iter()
+            .map(|(n, e)| format!("{n}: {e}"))
+            .collect();
+        survey
+            .library_failed(
+                ID,
+                &LibError::not_loaded(Library::Cufile, tried.join("; ")),
+                expected,
+            )
+            .note("/proc/modules [nvidia_fs] = loaded")
+    })
+}
+
 /// A failed run's verdict: what broke, why, and the fix.
 pub fn diagnose(
     run: &ReadRun,
@@ -190,13 +231,6 @@ pub fn diagnose(
             Status::Error,
             error,
             Some("run a fabric-preflight release that knows this libcufile, or point the loader at a cuFile 1.x".into()),
-        );
-    }
-    if stage == Stage::Cuda && run.cuda_error.as_ref().is_some_and(LibError::is_not_loaded) {
-        return (
-            absent,
-            format!("no CUDA driver: {error}"),
-            Some("install the NVIDIA driver (libcuda.so.1)".into()),
         );
     }
     if stage == Stage::DriverOpen && code == Some(cufile::DRIVER_NOT_INITIALIZED) {
@@ -777,27 +811,6 @@ mod tests {
             judge(&run, &t, Some(true), &Limit::default(), false).status,
             Status::Fail
         );
-    }
-
-    #[test]
-    fn absent_cuda_driver_is_told_by_the_error_kind_not_its_text() {
-        use crate::dynlib::Library;
-        let (_d, t) = h200_target(None);
-        let mut run = ReadRun::empty();
-        run.fail_cuda(LibError::not_loaded(
-            Library::Cuda,
-            "libcuda.so.1: cannot open shared object file: No such file or directory",
-        ));
-        assert_eq!(diagnose(&run, &t, None).0, Status::Skip);
-        // A call that failed is a failure, whatever words it used.
-        let mut run = ReadRun::empty();
-        run.fail_cuda(LibError::failed(
-            Library::Cuda,
-            "cuInit",
-            Some(999),
-            "CUDA_ERROR_UNKNOWN (cannot open shared object)",
-        ));
-        assert_eq!(diagnose(&run, &t, None).0, Status::Fail);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `gpu.bar1`: each GPU's BAR1 aperture, against `expect.gpu_bar1_min_mib`.
 
 use crate::dynlib::nvml::GpuFacts;
+use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings};
 use crate::threshold::Limit;
@@ -22,6 +23,9 @@ impl Probe for GpuBar1 {
     fn kind(&self) -> Kind {
         Kind::Library
     }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Nvml]
+    }
     fn explain(&self) -> Explain {
         Explain {
             reads: "NVML nvmlDeviceGetBAR1MemoryInfo (total, used) per GPU",
@@ -42,12 +46,6 @@ impl Probe for GpuBar1 {
             Ok(o) => o,
             Err(r) => return vec![*r],
         };
-        if obtained.value.gpus.is_empty() {
-            return vec![mark_replayed(
-                CheckResult::skip(ID, "NVML lists no GPU"),
-                obtained.replayed,
-            )];
-        }
         obtained
             .value
             .gpus

@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use crate::dynlib::nvml::Answer;
+use crate::dynlib::Library;
 use crate::host::{optional, Host, ReadError, ReadErrorKind};
 use crate::measure::copy::{
     self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
 };
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
-use crate::probes::gpu_facts::{mark_replayed, Findings};
+use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci::{parse_hex, VENDOR_NVIDIA};
 use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
@@ -47,6 +48,9 @@ impl Probe for GpuCopyBandwidth {
     }
     fn kind(&self) -> Kind {
         Kind::Active
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Cuda]
     }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(90)
@@ -93,7 +97,21 @@ impl Probe for GpuCopyBandwidth {
             Ok(o) => o,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
-        judge(&obtained.value, cx.profile, &locality, obtained.replayed)
+        let facts = &obtained.value;
+        let presence = match &facts.cuda_error {
+            Some(e) => Some(gpu_survey(cx).library_failed(ID, e, expects_gpus(cx))),
+            None if facts.gpus.is_empty() => Some(gpu_survey(cx).library_lists_none(
+                ID,
+                Library::Cuda,
+                "cuDeviceGetCount",
+                expects_gpus(cx),
+            )),
+            None => None,
+        };
+        if let Some(r) = presence {
+            return vec![mark_replayed(r, obtained.replayed)];
+        }
+        judge(facts, cx.profile, &locality, obtained.replayed)
             .into_iter()
             .map(|r| mark_replayed(r, obtained.replayed))
             .collect()
@@ -163,21 +181,6 @@ pub fn judge(
     locality: &[Locality],
     replayed: bool,
 ) -> Vec<CheckResult> {
-    if let Some(e) = &facts.cuda_error {
-        let r = match profile.expect.gpu_count.filter(|n| *n > 0) {
-            Some(n) => CheckResult::fail(
-                ID,
-                format!("CUDA driver unavailable but the profile expects {n} GPU(s): {e}"),
-            ),
-            None => CheckResult::skip(ID, format!("no CUDA driver: {e}")),
-        };
-        return vec![r.evidence("cuInit", e).fix(FIX_NO_CUDA)];
-    }
-    if facts.gpus.is_empty() {
-        return vec![
-            CheckResult::skip(ID, "the CUDA driver lists no GPU").evidence("cuDeviceGetCount", 0)
-        ];
-    }
     let t = &profile.thresholds;
     let h2d = t.h2d_gbytes_per_sec.unwrap_or_default();
     let d2h = t.d2h_gbytes_per_sec.unwrap_or_default();
@@ -519,21 +522,6 @@ mod tests {
         assert!(out[0]
             .summary
             .contains("round-trip data corrupted: first difference at byte 4096"));
-    }
-
-    #[test]
-    fn no_cuda_skips_generic_and_fails_gpu_profile() {
-        let mut f = facts(vec![], vec![]);
-        f.cuda_error = Some(crate::dynlib::LibError::not_loaded(
-            crate::dynlib::Library::Cuda,
-            "libcuda.so.1: cannot open shared object file: No such file or directory",
-        ));
-        let generic = crate::profile::load("generic", &crate::probes::ids()).unwrap();
-        assert_eq!(judge(&f, &generic, &[], false)[0].status, Status::Skip);
-        assert_eq!(
-            judge(&f, &h100_profile(), &[], false)[0].status,
-            Status::Fail
-        );
     }
 
     #[test]

@@ -5,38 +5,44 @@ use std::fmt::Display;
 
 use crate::answers::Obtained;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
+use crate::dynlib::Library;
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Status};
 use crate::threshold::worst;
-
-pub const FIX_NO_NVML: &str =
-    "install the NVIDIA driver (it ships libnvidia-ml.so.1) and load it: `modprobe nvidia`; \
-in a container, run with the NVIDIA container toolkit (`--gpus all`) so the library is mounted";
 
 /// Note added to results built from recorded answers.
 pub const REPLAYED_NOTE: &str =
     "vendor answers replayed from recording (vendor-answers.json), not measured on this host";
 
-/// NVML's facts, or the one result the probe returns when there are none: NVML absent → skip (fail when the
-/// profile expects GPUs); a recording without NVML answers → error.
+/// NVML's facts, or the one result the probe returns when there are none: NVML failed or lists no GPU →
+/// the presence rule (`presence.rs`); a recording without NVML answers → error.
 pub fn obtain_nvml(cx: &Context<'_>, id: &str) -> Result<Obtained<NvmlFacts>, Box<CheckResult>> {
     let obtained = cx
         .answers
         .obtain(nvml::ANSWERS_KEY, nvml::collect)
         .map_err(|e| Box::new(CheckResult::error(id, e)))?;
-    let Some(err) = &obtained.value.nvml_error else {
-        return Ok(obtained);
-    };
-    let expected = cx.profile.expect.gpu_count.filter(|n| *n > 0);
-    let r = match expected {
-        Some(n) => CheckResult::fail(
+    let facts = &obtained.value;
+    let verdict = match &facts.nvml_error {
+        Some(err) => gpu_survey(cx).library_failed(id, err, expects_gpus(cx)),
+        None if facts.gpus.is_empty() => gpu_survey(cx).library_lists_none(
             id,
-            format!("NVML unavailable but the profile expects {n} GPU(s): {err}"),
+            Library::Nvml,
+            "nvmlDeviceGetCount_v2",
+            expects_gpus(cx),
         ),
-        None => CheckResult::skip(id, format!("no NVIDIA driver library (NVML): {err}")),
+        None => return Ok(obtained),
     };
-    Err(Box::new(
-        mark_replayed(r.evidence("nvmlInit_v2", err), obtained.replayed).fix(FIX_NO_NVML),
-    ))
+    Err(Box::new(mark_replayed(verdict, obtained.replayed)))
+}
+
+/// The GPUs, their driver and what it lists (`presence.rs`).
+pub fn gpu_survey(cx: &Context<'_>) -> Survey {
+    Survey::read(cx.host, Stack::Gpu)
+}
+
+/// The profile counts on GPUs being there.
+pub fn expects_gpus(cx: &Context<'_>) -> bool {
+    cx.profile.expect.gpu_count.is_some_and(|n| n > 0)
 }
 
 /// Adds the replay note when the answers came from a recording.

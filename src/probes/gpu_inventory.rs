@@ -2,6 +2,7 @@
 //! MIG, ECC, retired pages and remapped rows.
 
 use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
+use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Expect;
@@ -23,6 +24,9 @@ impl Probe for GpuInventory {
     }
     fn kind(&self) -> Kind {
         Kind::Library
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Nvml]
     }
     fn explain(&self) -> Explain {
         Explain {

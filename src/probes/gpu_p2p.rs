@@ -2,6 +2,7 @@
 //! profile that expects NVLink, a pair without it fails.
 
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
+use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings};
 
@@ -27,6 +28,9 @@ impl Probe for GpuP2p {
     }
     fn kind(&self) -> Kind {
         Kind::Library
+    }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Nvml]
     }
     fn explain(&self) -> Explain {
         Explain {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample};
+use crate::dynlib::Library;
 use crate::host::Host;
 use crate::measure::copy::while_busy;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
@@ -50,6 +51,9 @@ impl Probe for GpuPcie {
     fn kind(&self) -> Kind {
         Kind::Active
     }
+    fn libraries(&self) -> &'static [Library] {
+        &[Library::Nvml, Library::Cuda]
+    }
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(30)
     }
@@ -76,12 +80,6 @@ impl Probe for GpuPcie {
             Err(r) => return vec![*r],
         };
         let facts = &obtained.value;
-        if facts.gpus.is_empty() {
-            return vec![mark_replayed(
-                CheckResult::skip(ID, "NVML lists no GPU"),
-                obtained.replayed,
-            )];
-        }
         let idle_sysfs: Vec<(String, LinkAttrs)> = facts
             .gpus
             .iter()

@@ -24,6 +24,7 @@ mod pcie_link;
 mod rdma_counters;
 mod rdma_devices;
 mod rdma_link;
+mod rdma_loopback;
 mod rdma_memlock;
 mod rdma_roce;
 #[cfg(test)]
@@ -53,6 +54,7 @@ static ALL: &[&dyn Probe] = &[
     &gpu_pcie::GpuPcie,
     &gpu_copy_bandwidth::GpuCopyBandwidth,
     &gds_read::GdsRead,
+    &rdma_loopback::RdmaLoopback,
     &gdr_loopback::GdrLoopback,
 ];
 

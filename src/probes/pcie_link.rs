@@ -1,4 +1,4 @@
-//! `pcie.link`: every GPU, NIC and NVMe drive, and every link on its path to the root port, runs at the speed
+//! `pcie.link`: every GPU, RDMA NIC and NVMe drive, and every link on its path to the root port, runs at the speed
 //! and width both ends of that link support.
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe};
@@ -17,12 +17,14 @@ impl Probe for PcieLink {
         ID
     }
     fn title(&self) -> &'static str {
-        "PCIe links of GPUs, NICs and NVMe drives (and every bridge above them) at the speed and width both ends support"
+        "PCIe links of GPUs, RDMA NICs and NVMe drives (and every bridge above them) at the speed and width both ends support"
     }
     fn explain(&self) -> Explain {
         Explain {
             reads: "/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width} for each device and each port on its \
-                    canonical sysfs path to the root port; class/vendor to find GPUs (0x03xxxx of 0x10de), NICs and NVMe",
+                    canonical sysfs path to the root port; class/vendor to find GPUs (0x03xxxx of 0x10de), RDMA NICs \
+                    (a network function with an RDMA device on it, or a Mellanox one) and NVMe. Other network \
+                    functions (virtio-net, management ports) carry no GPU data path and are named, not judged",
             why: "A GPU or NIC trained to x8 or a lower generation halves its host bandwidth: GPUDirect RDMA, host copies \
                   and NCCL all slow down while every functional test still passes. A link is judged by its own two \
                   ends: a Gen4 drive in a Gen5 slot is not degraded.",
@@ -43,10 +45,17 @@ impl Probe for PcieLink {
             .flat_map(|role| tree.with_role(role))
             .collect();
         if devices.is_empty() {
-            return vec![tree.nothing_found(
-                ID,
-                CheckResult::skip(ID, "no GPU, NIC or NVMe drive on the PCI bus"),
-            )];
+            let mut nothing =
+                CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
+            // A plain Ethernet function (virtio-net under soft-RoCE, a management port) carries no GPU data
+            // path: name it, so "nothing judged" is not read as "no NIC seen".
+            for node in tree.nodes.iter().filter(|n| n.attrs.is_network()) {
+                nothing = nothing.note(format!(
+                    "{} network function {:04x}:{:04x} not judged: no RDMA device on it",
+                    node.bdf, node.attrs.vendor, node.attrs.device
+                ));
+            }
+            return vec![tree.nothing_found(ID, nothing)];
         }
         let results: Vec<CheckResult> = devices
             .into_iter()
@@ -241,6 +250,25 @@ mod tests {
         );
         assert!(
             r[0].evidence[0].ends_with("/class = <not a hex number: \"\">"),
+            "{:?}",
+            r[0].evidence
+        );
+    }
+
+    #[test]
+    fn plain_ethernet_function_is_named_not_judged() {
+        // The soft-RoCE VM: rxe0 rides a virtio-net function that no RDMA device sits on.
+        let r = run_on(&PcieLink, "rxe-vm", "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Skip)]);
+        assert!(
+            r[0].summary.contains("no GPU, RDMA NIC or NVMe drive"),
+            "{}",
+            r[0].summary
+        );
+        assert!(
+            r[0].evidence
+                .iter()
+                .any(|e| e.contains("0000:00:02.0 network function 1af4:1000 not judged")),
             "{:?}",
             r[0].evidence
         );

@@ -1,5 +1,6 @@
-//! `rdma.counters`: port error counters (PMA `counters/` and the mlx5 `hw_counters/` that matter) against the
-//! profile's limits; a counter stuck at its bit-width maximum is saturated and says so.
+//! `rdma.counters`: port error counters (PMA `counters/`, and the `hw_counters/` of mlx5 and rxe judged by name)
+//! against the profile's limits; a counter stuck at its bit-width maximum is saturated and says so. A port whose
+//! counters hold none of these names is not called healthy: it is skipped, saying nothing was judged.
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
 use crate::sysfs::infiniband::{
@@ -11,7 +12,9 @@ pub struct RdmaCounters;
 
 const ID: &str = "rdma.counters";
 
-/// Counters that only move when something is wrong with the link or the transport.
+/// Counters that only move when something is wrong with the link or the transport. `hw_counters/` names are the
+/// driver's own: mlx5 (ConnectX) and rxe (soft-RoCE, which has no PMA `counters/` at all) name the same events
+/// differently (mlx5 `local_ack_timeout_err` = rxe `completer_retry_err`, `packet_seq_err` = `rcvd_seq_err`).
 const ERROR_COUNTERS: &[&str] = &[
     "counters/symbol_error",
     "counters/link_downed",
@@ -26,6 +29,16 @@ const ERROR_COUNTERS: &[&str] = &[
     "hw_counters/req_cqe_error",
     "hw_counters/resp_cqe_error",
     "hw_counters/rnr_nak_retry_err",
+    "hw_counters/out_of_sequence",
+    "hw_counters/implied_nak_seq_err",
+    // rxe (drivers/infiniband/sw/rxe/rxe_hw_counters.c)
+    "hw_counters/link_downed",
+    "hw_counters/rcvd_seq_err",
+    "hw_counters/out_of_seq_request",
+    "hw_counters/completer_retry_err",
+    "hw_counters/retry_exceeded_err",
+    "hw_counters/retry_rnr_exceeded_err",
+    "hw_counters/send_err",
 ];
 
 /// Without a profile limit: any error is worth a warning, none is worth a failure on its own.
@@ -84,6 +97,22 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
         return CheckResult::skip(ID, "no counters exposed (driver without a PMA)")
             .subject(subject);
     }
+    let known = counters
+        .iter()
+        .filter(|c| ERROR_COUNTERS.contains(&c.name.as_str()))
+        .count();
+    if known == 0 {
+        let names: Vec<&str> = counters.iter().map(|c| c.name.as_str()).collect();
+        return CheckResult::skip(
+            ID,
+            format!(
+                "nothing judged: none of the {} counters exposed is an error counter this check knows by name",
+                counters.len()
+            ),
+        )
+        .subject(subject)
+        .note(format!("counters exposed: {}", names.join(" ")));
+    }
     let mut statuses = vec![Status::Pass];
     let mut findings: Vec<String> = Vec::new();
     let mut r = CheckResult::pass(ID, "").subject(subject.clone());
@@ -136,10 +165,7 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
                 .iter()
                 .filter(|c| !matches!(c.value, CounterValue::Unreadable(_)))
                 .count(),
-            counters
-                .iter()
-                .filter(|c| ERROR_COUNTERS.contains(&c.name.as_str()))
-                .count()
+            known
         )
     } else {
         findings.join(", ")
@@ -209,5 +235,48 @@ mod tests {
             .iter()
             .any(|e| e.ends_with("symbol_error = <is a directory>")));
         assert_eq!(r[1].status, Status::Pass);
+    }
+
+    #[test]
+    fn rxe_hw_counters_are_judged_by_name() {
+        // Recorded in the soft-RoCE VM after ibv_rc_pingpong traffic: no counters/ directory, rxe's own names.
+        let r = run_on(&RdmaCounters, "rxe-vm", "generic");
+        assert_eq!(verdicts(&r), [("rxe0/1".to_string(), Status::Warn)]);
+        assert!(
+            r[0].summary.contains("completer_retry_err = 40"),
+            "{}",
+            r[0].summary
+        );
+        assert!(r[0]
+            .measurements
+            .iter()
+            .any(|m| m.name == "completer_retry_err"));
+    }
+
+    #[test]
+    fn counters_of_unknown_names_are_not_called_healthy() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let hw = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1/hw_counters");
+        for entry in std::fs::read_dir(&hw).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if ERROR_COUNTERS.contains(&format!("hw_counters/{name}").as_str()) {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        let r = crate::probes::testing::run_on_root(&RdmaCounters, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Skip, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.starts_with("nothing judged"),
+            "{}",
+            r[0].summary
+        );
+        assert!(
+            r[0].evidence[0].contains("hw_counters/rdma_sends"),
+            "{:?}",
+            r[0].evidence
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! `rdma.devices`: RDMA devices under /sys/class/infiniband, what they are, and whether this process can open
 //! them (the uverbs character device exists under /dev/infiniband).
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::infiniband::{
     self, read_device, read_device_names, read_uverbs_map, CLASS_INFINIBAND, DEV_INFINIBAND,
@@ -44,6 +45,10 @@ impl Probe for RdmaDevices {
         };
         let expected = cx.profile.expect.rdma_device_count;
         if names.is_empty() {
+            let required = expected.is_some_and(|n| n > 0);
+            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, required) {
+                return vec![r];
+            }
             let r = match expected {
                 Some(n) if n > 0 => CheckResult::fail(
                     ID,
@@ -84,10 +89,14 @@ impl Probe for RdmaDevices {
                 Some(u) if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) => CheckResult::pass(
                     ID,
                     format!(
-                        "{} on {}, firmware {}, {} port(s), opened through {DEV_INFINIBAND}/{u}",
+                        "{} on {}, {}, {} port(s), opened through {DEV_INFINIBAND}/{u}",
                         dev.node_type.as_deref().unwrap_or("unknown node type"),
                         dev.pci_bdf.as_deref().unwrap_or("no PCI function"),
-                        dev.fw_ver.as_deref().unwrap_or("unknown"),
+                        match dev.fw_ver.as_deref() {
+                            Some("") => "no firmware version (empty fw_ver, as software devices report)".to_string(),
+                            Some(v) => format!("firmware {v}"),
+                            None => "firmware unknown".to_string(),
+                        },
                         dev.ports.len()
                     ),
                 ),
@@ -126,7 +135,11 @@ impl Probe for RdmaDevices {
             ] {
                 r = r.evidence(
                     &format!("{dir}/{file}"),
-                    value.as_deref().unwrap_or("<missing>"),
+                    match value.as_deref() {
+                        Some("") => "<empty>",
+                        Some(v) => v,
+                        None => "<missing>",
+                    },
                 );
             }
             if let Some(u) = &char_dev {
@@ -243,5 +256,20 @@ mod tests {
                 x.evidence
             );
         }
+    }
+
+    #[test]
+    fn empty_firmware_of_a_software_device_is_not_missing() {
+        let r = run_on(&RdmaDevices, "rxe-vm", "generic");
+        assert_eq!(r[1].subject.as_deref(), Some("rxe0"));
+        assert_eq!(r[1].status, Status::Pass, "{:#?}", r[1]);
+        assert!(r[1].summary.contains("empty fw_ver"), "{}", r[1].summary);
+        assert!(
+            r[1].evidence
+                .iter()
+                .any(|e| e.ends_with("rxe0/fw_ver = <empty>")),
+            "{:?}",
+            r[1].evidence
+        );
     }
 }

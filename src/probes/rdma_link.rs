@@ -1,6 +1,7 @@
 //! `rdma.link`: every RDMA port ACTIVE/LinkUp, at the expected rate and link layer, with a valid LID and SM LID
 //! on InfiniBand.
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
 use crate::profile::LinkLayer;
 use crate::sysfs::infiniband::{parse_lid, read_all_ports, PortAttrs, CLASS_INFINIBAND};
@@ -48,6 +49,12 @@ impl Probe for RdmaLink {
             .iter()
             .flat_map(|(dev, ports)| ports.iter().map(move |p| (dev.hca_type.clone(), p)))
             .collect();
+        if devices.is_empty() {
+            let expected = expect.rdma_port_count.is_some_and(|n| n > 0);
+            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, expected) {
+                return vec![r];
+            }
+        }
         if ports.is_empty() {
             let r = match expect.rdma_port_count {
                 Some(n) if n > 0 => {

@@ -1,6 +1,8 @@
 //! `rdma.memlock`: this process may lock enough memory to register RDMA buffers.
 
+use super::rdma_loopback::registered_bytes;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe};
+use crate::profile::Expect;
 use crate::sysfs::infiniband::read_device_names;
 
 pub struct RdmaMemlock;
@@ -44,82 +46,134 @@ impl Probe for RdmaMemlock {
             }
         };
         let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
-        let show = |l: Option<u64>| {
-            l.map(|b| format!("{b} bytes ({} MiB)", b / (1024 * 1024)))
-                .unwrap_or("unlimited".into())
-        };
-        let evidence = [
-            format!(
-                "getrlimit(RLIMIT_MEMLOCK) = soft {}, hard {}",
-                show(soft),
-                show(hard)
-            ),
-            format!(
-                "/proc/self/status CapEff CAP_IPC_LOCK = {}",
-                match &cap_ipc_lock {
-                    Ok(true) => "set".to_string(),
-                    Ok(false) => "not set".to_string(),
-                    Err(e) => format!("<{e}>"),
-                }
-            ),
-        ];
-        let expect = &cx.profile.expect;
-        let min_mib = expect.memlock_min_mib.unwrap_or(DEFAULT_MIN_MIB);
-        let has_cap = cap_ipc_lock == Ok(true);
         let has_rdma = read_device_names(cx.host)
             .map(|d| !d.is_empty())
             .unwrap_or(false);
-        let profile_cares = expect.memlock_min_mib.is_some()
-            || expect.memlock_unlimited == Some(true)
-            || expect.gdr == Some(true);
-
-        let mut r = match soft {
-            None => CheckResult::pass(ID, "memlock unlimited"),
-            Some(_) if has_cap => CheckResult::pass(
-                ID,
-                format!(
-                    "memlock {} but CAP_IPC_LOCK is set, so the limit does not apply",
-                    show(soft)
-                ),
-            ),
-            Some(_) if expect.memlock_unlimited == Some(true) => CheckResult::fail(
-                ID,
-                format!(
-                    "memlock {} and no CAP_IPC_LOCK; the profile requires unlimited",
-                    show(soft)
-                ),
-            )
-            .fix(FIX),
-            Some(bytes) if bytes < min_mib * 1024 * 1024 => {
-                let summary = format!(
-                    "memlock {} without CAP_IPC_LOCK, below {min_mib} MiB: RDMA registration fails and NCCL falls back to sockets",
-                    show(soft)
-                );
-                if !has_rdma && !profile_cares {
-                    CheckResult::skip(
-                        ID,
-                        format!(
-                            "no RDMA device, so memlock does not limit anything here ({})",
-                            show(soft)
-                        ),
-                    )
-                } else if profile_cares {
-                    CheckResult::fail(ID, summary).fix(FIX)
-                } else {
-                    CheckResult::warn(ID, summary).fix(FIX)
-                }
-            }
-            Some(_) => CheckResult::pass(
-                ID,
-                format!("memlock {} (at least {min_mib} MiB)", show(soft)),
-            ),
-        };
-        r.evidence.extend(evidence);
-        if let Some(bytes) = soft {
-            r = r.measure(Measurement::new("memlock_soft", bytes as f64, "bytes"));
-        }
-        vec![r]
+        vec![judge(
+            Limits { soft, hard },
+            cap_ipc_lock,
+            has_rdma,
+            &cx.profile.expect,
+        )]
     }
+}
+
+/// RLIMIT_MEMLOCK in bytes; `None` = unlimited.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
+/// `64 KiB`, `2 MiB`, `1.5 KiB`, `512 bytes`: the largest binary unit the value reaches.
+pub fn size_text(b: u64) -> String {
+    match [(30, "GiB"), (20, "MiB"), (10, "KiB")]
+        .into_iter()
+        .find(|(shift, _)| b >= 1 << shift)
+    {
+        Some((shift, unit)) if b.is_multiple_of(1 << shift) => format!("{} {unit}", b >> shift),
+        Some((shift, unit)) => format!("{:.1} {unit}", b as f64 / (1u64 << shift) as f64),
+        None => format!("{b} bytes"),
+    }
+}
+
+/// `65536 bytes (64 KiB)`, or `unlimited`.
+fn show_bytes(limit: Option<u64>) -> String {
+    match limit {
+        None => "unlimited".into(),
+        Some(b) if b < 1024 => format!("{b} bytes"),
+        Some(b) => format!("{b} bytes ({})", size_text(b)),
+    }
+}
+
+/// The verdict for this process's limits. Below what one registration of rdma.loopback pins, the stack refuses
+/// the registration outright (seen on rxe: 64 KiB refuses a 1 MiB `ibv_reg_mr`): a failure under any profile.
+/// Between that and the profile's minimum, NCCL's many registrations run out: a warning, or a failure where the
+/// profile asks for RDMA.
+pub fn judge(
+    limits: Limits,
+    cap_ipc_lock: Result<bool, String>,
+    has_rdma: bool,
+    expect: &Expect,
+) -> CheckResult {
+    let show = show_bytes;
+    let evidence = [
+        format!(
+            "getrlimit(RLIMIT_MEMLOCK) = soft {}, hard {}",
+            show(limits.soft),
+            show(limits.hard)
+        ),
+        format!(
+            "/proc/self/status CapEff CAP_IPC_LOCK = {}",
+            match &cap_ipc_lock {
+                Ok(true) => "set".to_string(),
+                Ok(false) => "not set".to_string(),
+                Err(e) => format!("<{e}>"),
+            }
+        ),
+    ];
+    let min_mib = expect.memlock_min_mib.unwrap_or(DEFAULT_MIN_MIB);
+    let has_cap = cap_ipc_lock == Ok(true);
+    let profile_cares = expect.memlock_min_mib.is_some()
+        || expect.memlock_unlimited == Some(true)
+        || expect.gdr == Some(true);
+    let soft = limits.soft;
+
+    let mut r = match soft {
+        None => CheckResult::pass(ID, "memlock unlimited"),
+        Some(_) if has_cap => CheckResult::pass(
+            ID,
+            format!(
+                "memlock {} but CAP_IPC_LOCK is set, so the limit does not apply",
+                show(soft)
+            ),
+        ),
+        Some(_) if !has_rdma && !profile_cares => CheckResult::skip(
+            ID,
+            format!(
+                "no RDMA device, so memlock does not limit anything here ({})",
+                show(soft)
+            ),
+        ),
+        Some(bytes) if bytes < registered_bytes() => CheckResult::fail(
+            ID,
+            format!(
+                "memlock {} without CAP_IPC_LOCK, below the {} that one rdma.loopback registration pins: \
+                 ibv_reg_mr fails, RDMA cannot run",
+                show(soft),
+                size_text(registered_bytes())
+            ),
+        )
+        .fix(FIX),
+        Some(_) if expect.memlock_unlimited == Some(true) => CheckResult::fail(
+            ID,
+            format!(
+                "memlock {} and no CAP_IPC_LOCK; the profile requires unlimited",
+                show(soft)
+            ),
+        )
+        .fix(FIX),
+        Some(bytes) if bytes < min_mib * 1024 * 1024 => {
+            let summary = format!(
+                "memlock {} without CAP_IPC_LOCK, below {min_mib} MiB: NCCL's registrations run out and it falls back to sockets",
+                show(soft)
+            );
+            if profile_cares {
+                CheckResult::fail(ID, summary).fix(FIX)
+            } else {
+                CheckResult::warn(ID, summary).fix(FIX)
+            }
+        }
+        Some(_) => CheckResult::pass(
+            ID,
+            format!("memlock {} (at least {min_mib} MiB)", show(soft)),
+        ),
+    };
+    r.evidence.extend(evidence);
+    if let Some(bytes) = soft {
+        r = r.measure(Measurement::new("memlock_soft", bytes as f64, "bytes"));
+    }
+    r
 }
 
 /// (soft, hard); `None` = unlimited.
@@ -142,4 +196,61 @@ fn cap_effective() -> Result<u64, String> {
     let status = <procfs_core::process::Status as procfs_core::FromRead>::from_read(file)
         .map_err(|e| e.to_string())?;
     Ok(status.capeff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(bytes: u64) -> Limits {
+        Limits {
+            soft: Some(bytes),
+            hard: Some(bytes),
+        }
+    }
+
+    #[test]
+    fn limit_below_one_registration_fails_under_any_profile() {
+        // Seen on rxe: as `nobody` with `ulimit -l 64`, a 1 MiB ibv_reg_mr is refused.
+        let r = judge(limited(64 << 10), Ok(false), true, &Expect::default());
+        assert_eq!(r.status, crate::probe::Status::Fail, "{}", r.summary);
+        assert!(r.summary.contains("65536 bytes (64 KiB)"), "{}", r.summary);
+        assert!(
+            r.evidence[0].contains("soft 65536 bytes (64 KiB)"),
+            "{:?}",
+            r.evidence
+        );
+    }
+
+    #[test]
+    fn limit_above_one_registration_but_below_the_minimum_warns_unless_the_profile_cares() {
+        let r = judge(limited(8 << 20), Ok(false), true, &Expect::default());
+        assert_eq!(r.status, crate::probe::Status::Warn, "{}", r.summary);
+        assert!(r.summary.contains("(8 MiB)"), "{}", r.summary);
+        let gdr = Expect {
+            gdr: Some(true),
+            ..Expect::default()
+        };
+        assert_eq!(
+            judge(limited(8 << 20), Ok(false), true, &gdr).status,
+            crate::probe::Status::Fail
+        );
+    }
+
+    #[test]
+    fn capability_or_no_rdma_device_lifts_the_limit() {
+        let r = judge(limited(64 << 10), Ok(true), true, &Expect::default());
+        assert_eq!(r.status, crate::probe::Status::Pass);
+        let r = judge(limited(64 << 10), Ok(false), false, &Expect::default());
+        assert_eq!(r.status, crate::probe::Status::Skip);
+    }
+
+    #[test]
+    fn sizes_read_in_their_unit() {
+        assert_eq!(size_text(65536), "64 KiB");
+        assert_eq!(size_text(8 << 20), "8 MiB");
+        assert_eq!(size_text(1536), "1.5 KiB");
+        assert_eq!(size_text(512), "512 bytes");
+        assert_eq!(show_bytes(None), "unlimited");
+    }
 }

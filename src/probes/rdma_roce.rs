@@ -1,6 +1,7 @@
 //! `rdma.roce`: for Ethernet (RoCE) ports, a RoCE v2 GID on an up netdev whose MTU carries the RoCE MTU the
 //! profile wants; reports the GID index NCCL should use.
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe};
 use crate::sysfs::infiniband::{
     gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid, read_gid_indices,
@@ -91,6 +92,11 @@ impl Probe for RdmaRoce {
             .collect();
         if ethernet.is_empty() && !unknown.is_empty() {
             return unknown;
+        }
+        if devices.is_empty() {
+            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
+                return vec![r];
+            }
         }
         if ethernet.is_empty() {
             let why = if devices.is_empty() {

@@ -19,6 +19,15 @@ pub fn read_device_names(host: &Host) -> Result<Vec<String>, ReadError> {
     }
 }
 
+/// `/sys/class/infiniband = mlx5_0 mlx5_1` (or `<no devices>`): the evidence line naming what the kernel lists.
+pub fn device_list_evidence(names: &[String]) -> String {
+    if names.is_empty() {
+        format!("{CLASS_INFINIBAND} = <no devices>")
+    } else {
+        format!("{CLASS_INFINIBAND} = {}", names.join(" "))
+    }
+}
+
 /// `mlx5_2` before `mlx5_10`: digit runs compare as numbers.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn chunks(s: &str) -> Vec<(bool, &str)> {
@@ -57,7 +66,8 @@ pub fn port_dir(dev: &str, port: u32) -> String {
     format!("{CLASS_INFINIBAND}/{dev}/ports/{port}")
 }
 
-/// Device-level attributes. Optional files that are missing are `None`.
+/// Device-level attributes. Optional files that are missing or empty are `None`, except `fw_ver`, which keeps an
+/// empty file as `Some("")` (soft-RoCE has one: no firmware) apart from a missing one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaDevice {
     pub name: String,
@@ -94,11 +104,8 @@ pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
 
 pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let dir = real_dir(host, &device_dir(name));
-    let opt = |file: &str| {
-        host.read(&format!("{dir}/{file}"))
-            .ok()
-            .filter(|s| !s.is_empty())
-    };
+    let read = |file: &str| host.read(&format!("{dir}/{file}")).ok();
+    let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     let pci_bdf = read_device_bdf(host, name);
     let mut ports: Vec<u32> = host
         .read_dir(&format!("{dir}/ports"))
@@ -110,7 +117,7 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     RdmaDevice {
         name: name.to_string(),
         node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
-        fw_ver: opt("fw_ver"),
+        fw_ver: read("fw_ver"),
         board_id: opt("board_id"),
         hca_type: opt("hca_type"),
         pci_bdf,
@@ -363,6 +370,24 @@ pub fn gid_ipv4(gid: &str) -> Option<String> {
         lo >> 8,
         lo & 0xff
     ))
+}
+
+/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
+pub fn roce_v2_gid(host: &Host, dev: &str, port: u32) -> Option<(u32, [u8; 16])> {
+    let mut found: Vec<(u32, String)> = read_gid_indices(host, dev, port)
+        .into_iter()
+        .filter(|&i| {
+            read_gid_type(host, dev, port, i)
+                .ok()
+                .flatten()
+                .is_some_and(|t| t == "RoCE v2")
+        })
+        .filter_map(|i| Some((i, read_gid(host, dev, port, i).ok()??)))
+        .collect();
+    found.sort_by_key(|(i, gid)| (gid_ipv4(gid).is_none(), *i));
+    found
+        .into_iter()
+        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw)))
 }
 
 pub fn gid_is_link_local(gid: &str) -> bool {

@@ -432,7 +432,7 @@ fn summary_of(report: &serde_json::Value, id: &str, subject: &str) -> String {
 #[test]
 fn h200_vm_reports_no_rdma_gen5_x16_gpu_and_acs_not_applicable() {
     let (_, r) = run_json(&host("h200-vm-no-rdma"), "generic", &["--only", ONLY]);
-    assert!(summary_of(&r, "rdma.devices", "").contains("no RDMA device"));
+    assert!(summary_of(&r, "rdma.devices", "").contains("no RDMA-capable NIC on this host"));
     assert!(summary_of(&r, "pcie.link", "GPU0 0000:00:06.0").contains("32.0 GT/s x16"));
     assert!(summary_of(&r, "pcie.acs", "").contains("VM"));
     let acs = result_of(&r, "pcie.acs");

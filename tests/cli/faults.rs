@@ -119,7 +119,7 @@ void ibv_free_device_list(void **l) {}
 
 /// Compiles each `(file name, C source)` into a shared library in a fresh directory. Panics, loudly, when
 /// there is no C compiler: the test must not pass without having injected anything.
-fn shims(libs: &[(&str, &str)]) -> tempfile::TempDir {
+pub(super) fn shims(libs: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     for (name, source) in libs {
         let src = dir.path().join(format!("{name}.c"));
@@ -142,7 +142,7 @@ fn shims(libs: &[(&str, &str)]) -> tempfile::TempDir {
 }
 
 /// A profile file extending `generic` with the given per-check timeouts.
-fn profile(dir: &Path, timeouts: &[(&str, u32)]) -> PathBuf {
+pub(super) fn profile(dir: &Path, timeouts: &[(&str, u32)]) -> PathBuf {
     let mut yaml = String::from("name: faults\nextends: generic\nchecks:\n");
     for (id, secs) in timeouts {
         yaml.push_str(&format!("  {id}:\n    timeout: {secs}\n"));
@@ -312,8 +312,9 @@ fn verbs_discovery_error_is_reported_with_its_errno() {
     let p = profile(libs.path(), &[("gdr.loopback", 5)]);
     let run = run_with(libs.path(), &p, &checks_with("gdr.loopback"), &[]);
     let r = result_of(&run.report, "gdr.loopback");
-    // Not a crash and not a pass: the library answered, and its answer is the evidence.
-    assert_eq!(r["status"], "skip", "{r:#}");
+    // The node has NICs bound to their driver and a library that refuses: a failure, with the library's
+    // answer as evidence (it was a skip, exit 0, before the presence rule).
+    assert_eq!(r["status"], "fail", "{r:#}");
     assert!(
         r["evidence"].to_string().contains(&format!(
             "ibv_get_device_list = NULL, errno {}",
@@ -325,10 +326,11 @@ fn verbs_discovery_error_is_reported_with_its_errno() {
         r["summary"]
             .as_str()
             .unwrap()
-            .contains("no RDMA device usable"),
+            .contains("libibverbs.so.1 failed: ibv_get_device_list: Permission denied"),
         "{r:#}"
     );
-    assert_eq!(run.code, Exit::OK);
+    assert!(r["remediation"].as_str().unwrap().contains("EACCES"));
+    assert_eq!(run.code, Exit::CHECK_FAILED);
 }
 
 #[test]
@@ -600,12 +602,13 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
     }
 }
 
-/// An NVML that answers, with a driver version no recording has.
+/// An NVML that answers, with a driver version no recording has. It counts one GPU (no handle to it): counting
+/// none while `hgx-healthy` has eight on the bus would be the presence rule's failure, not this test's subject.
 const NVML_ANSWERS_999: &str = r#"
 #include <string.h>
 int nvmlInit_v2(void) { return 0; }
 int nvmlShutdown(void) { return 0; }
-int nvmlDeviceGetCount_v2(unsigned int *count) { *count = 0; return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) { *count = 1; return 0; }
 int nvmlSystemGetDriverVersion(char *v, unsigned int n) { strncpy(v, "999.1.2", n); return 0; }
 "#;
 

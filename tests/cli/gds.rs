@@ -55,7 +55,7 @@ fn h200_before_udev_fix_names_the_missing_record_everywhere() {
     assert!(gdr["summary"]
         .as_str()
         .unwrap()
-        .starts_with("no RDMA device"));
+        .starts_with("no RDMA-capable NIC on this host"));
 }
 
 #[test]

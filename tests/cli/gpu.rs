@@ -44,16 +44,16 @@ fn cpu_only_host_gpu_checks_skip_naming_the_missing_library() {
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let v = verdicts(&report);
     assert_eq!(v.len(), 5, "{v:?}");
+    // No GPU on the bus decides (presence.rs); the library's own message stays in the evidence.
     for c in report["checks"].as_array().unwrap() {
         assert_eq!(c["status"], "skip", "{c}");
         let summary = c["summary"].as_str().unwrap();
+        assert!(summary.contains("no NVIDIA GPU on this host"), "{summary}");
         assert!(
-            summary.contains("libnvidia-ml.so.1") || summary.contains("libcuda.so.1"),
-            "{summary}"
-        );
-        assert!(
-            summary.contains("cannot open shared object file"),
-            "{summary}"
+            c["evidence"]
+                .to_string()
+                .contains("cannot open shared object file"),
+            "{c}"
         );
     }
 }

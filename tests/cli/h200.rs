@@ -38,6 +38,7 @@ fn h200_snapshot_replays_what_the_machine_reported() {
         ("gpu.pcie", "0000:00:06.0", "pass"),
         ("gpu.copy_bandwidth", "0000:00:06.0", "pass"),
         ("gds.read", "/tmp -> GPU 0", "warn"),
+        ("rdma.loopback", "", "skip"),
         ("gdr.loopback", "", "skip"),
     ];
     let want: Vec<(String, String, String)> = want

@@ -7,6 +7,7 @@ mod gds;
 mod gpu;
 mod h200;
 mod nccl;
+mod presence;
 mod robustness;
 mod usage;
 mod util;

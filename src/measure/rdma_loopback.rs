@@ -1,0 +1,959 @@
+//! An RDMA loopback through one port: one device, one protection domain, one memory region, two RC queue pairs
+//! on the same port connected to each other (IB: by LID; RoCE: by the RoCE v2 GID). Queue pair A RDMA-WRITEs
+//! source slots into destination slots, then RDMA-READs them back, `depth` transfers in flight; then A and B
+//! ping-pong small SENDs for the latency. The caller owns the memory (host or GPU); in host memory every
+//! transfer is checked (a sequence stamp at both ends of each message) and every slot compared in full after
+//! each phase. No verdicts here: a judge reads the [`Outcome`].
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::completion::{
+    BasicCompletionQueue, PollCompletionQueueError, WorkCompletionStatus,
+};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::Mtu;
+use sideway::ibverbs::memory_region::MemoryRegion;
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::queue_pair::{
+    BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
+    SetScatterGatherEntry, WorkRequestFlags,
+};
+use sideway::ibverbs::AccessFlags;
+
+use crate::dynlib::verbs::chain;
+use crate::isolate::breadcrumb;
+
+/// Which port and how to address it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortTarget {
+    pub device: String,
+    pub port: u8,
+    /// RoCE: the RoCE v2 GID index and value. IB: `None` (LID addressing).
+    pub roce_gid: Option<(u32, [u8; 16])>,
+}
+
+impl PortTarget {
+    /// How to address `port`: InfiniBand by LID, RoCE by its RoCE v2 GID; `None` for a RoCE port without one.
+    pub fn of(
+        host: &crate::host::Host,
+        port: &crate::sysfs::infiniband::PortAttrs,
+    ) -> Option<Self> {
+        let roce_gid = if port.is_ethernet() {
+            Some(crate::sysfs::infiniband::roce_v2_gid(
+                host,
+                &port.device,
+                port.port,
+            )?)
+        } else {
+            None
+        };
+        Some(PortTarget {
+            device: port.device.clone(),
+            port: port.port as u8,
+            roce_gid,
+        })
+    }
+}
+
+/// What one loopback moves (a probe's constant); the memory it needs is [`Plan::region_bytes`].
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Bytes per RDMA WRITE/READ in the bandwidth phases.
+    pub message_bytes: usize,
+    /// Transfers in flight; each has its own source and destination slot, so none overwrites another.
+    pub depth: u32,
+    /// Each bandwidth phase ends after this many transfers or `phase_time`, whichever comes first.
+    pub bw_messages: u32,
+    pub phase_time: Duration,
+    /// SEND/RECV round trips for the latency (also bounded by `phase_time`).
+    pub lat_iterations: u32,
+}
+
+/// Bytes of one latency message: its sequence number.
+const PING_BYTES: usize = 8;
+
+impl Plan {
+    /// Source slots, destination slots, then four ping buffers (A send, B receive, B send, A receive).
+    pub const fn region_bytes(&self) -> usize {
+        let slots = if self.depth == 0 {
+            1
+        } else {
+            self.depth as usize
+        };
+        2 * slots * self.message_bytes + 4 * PING_BYTES
+    }
+    fn slots(&self) -> usize {
+        self.depth.max(1) as usize
+    }
+    fn src(&self, base: u64, slot: usize) -> u64 {
+        base + (slot * self.message_bytes) as u64
+    }
+    fn dst(&self, base: u64, slot: usize) -> u64 {
+        base + ((self.slots() + slot) * self.message_bytes) as u64
+    }
+    fn ping(&self, base: u64, which: usize) -> u64 {
+        base + (2 * self.slots() * self.message_bytes + which * PING_BYTES) as u64
+    }
+}
+
+/// Memory to register: `len` bytes at `addr`, laid out as [`Plan::region_bytes`] says.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    pub addr: u64,
+    pub len: usize,
+    /// A DMA-BUF fd exporting exactly this range (GPU memory on the DMA-BUF path).
+    pub dmabuf_fd: Option<i32>,
+    /// The CPU can read and write it (host memory): every transfer is then checked as it completes.
+    pub host_visible: bool,
+}
+
+/// How the memory got registered, and each refused attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// `ibv_reg_dmabuf_mr` or `ibv_reg_mr`.
+    pub call: String,
+    pub refused: Vec<String>,
+}
+
+/// One bandwidth phase (RDMA WRITE or RDMA READ).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub gbps: f64,
+    pub bytes: u64,
+    pub transfers: u32,
+    /// Transfers whose stamps were checked on completion (host memory: all of them; GPU memory: none).
+    pub checked: u32,
+    /// Checked transfers whose destination did not hold what was sent.
+    pub mismatched: u32,
+    /// Every destination slot equals its source slot after the phase (host memory only; `None` = not compared
+    /// here, the caller compares GPU memory).
+    pub slots_equal: Option<bool>,
+}
+
+/// SEND/RECV ping-pong between the two queue pairs: half of each round trip, as perftest's `ib_send_lat` does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub samples: u32,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Round trips whose receives completed with the wrong id or length, or (host memory) carried the wrong
+    /// sequence number.
+    pub mismatched: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub registration: Registration,
+    /// RoCE/IB path MTU the queue pairs used, in bytes.
+    pub path_mtu: u32,
+    pub write: Throughput,
+    pub read: Throughput,
+    pub latency: Latency,
+    /// The deadline ended a phase before its transfer count or time.
+    pub cut_short: bool,
+}
+
+/// Where the loopback stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// `ibv_open_device`, `register memory`, `ibv_modify_qp(RTR)`, `RDMA WRITE completion`, …
+    pub stage: String,
+    pub message: String,
+    /// Registration attempts made before the failure (to say which path was refused).
+    pub refused_registrations: Vec<String>,
+}
+
+fn fail(stage: &str, message: impl Into<String>) -> Failure {
+    Failure {
+        stage: stage.into(),
+        message: message.into(),
+        refused_registrations: Vec::new(),
+    }
+}
+
+const PSN_A: u32 = 0x1000;
+const PSN_B: u32 = 0x2000;
+/// Work request ids of the ping-pong (the bandwidth phases use the transfer number).
+const WR_PING: u64 = u64::MAX - 1;
+const WR_PONG: u64 = u64::MAX - 2;
+
+/// Runs the loopback on `target` over `region`, ending by `deadline` (a phase cut by it is `cut_short`). For GPU
+/// memory the caller fills the source slots before and compares the slots after; host memory is filled and
+/// checked here.
+pub fn loopback(
+    target: &PortTarget,
+    region: Region,
+    plan: Plan,
+    deadline: Instant,
+) -> Result<Outcome, Failure> {
+    if plan.message_bytes < 2 * STAMP
+        || plan.message_bytes > u32::MAX as usize
+        || region.len < plan.region_bytes()
+    {
+        return Err(fail(
+            "plan",
+            format!(
+                "{} slots of {} bytes need a {}-byte region, got {} bytes",
+                plan.slots(),
+                plan.message_bytes,
+                plan.region_bytes(),
+                region.len
+            ),
+        ));
+    }
+    let list = DeviceList::new().map_err(|e| fail("ibv_get_device_list", chain(&e)))?;
+    let device = list
+        .iter()
+        .find(|d| d.name() == target.device)
+        .ok_or_else(|| {
+            fail(
+                "find device",
+                format!("{} not in the device list", target.device),
+            )
+        })?;
+    breadcrumb("ibv_open_device");
+    let ctx = device
+        .open()
+        .map_err(|e| fail("ibv_open_device", chain(&e)))?;
+    breadcrumb("ibv_query_device");
+    let attr = ctx
+        .query_device()
+        .map_err(|e| fail("ibv_query_device", chain(&e)))?;
+    // Reads in flight: what both ends of a queue pair allow, at most the plan's depth.
+    let reads = attr
+        .max_qp_rd_atom()
+        .min(attr.max_qp_init_rd_atom())
+        .clamp(1, plan.depth.clamp(1, 16) as i32) as u8;
+    breadcrumb("ibv_query_port");
+    let port = ctx
+        .query_port(target.port)
+        .map_err(|e| fail("ibv_query_port", chain(&e)))?;
+    let lid = port.lid();
+    let mtu = active_mtu(&port);
+    breadcrumb("ibv_alloc_pd");
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| fail("ibv_alloc_pd", chain(&e)))?;
+    let (mr, registration) = register(&pd, region)?;
+    breadcrumb("ibv_create_cq");
+    let depth = plan.depth.max(1);
+    let send_cq = ctx
+        .create_cq_builder()
+        .setup_cqe(2 * depth + 4)
+        .build()
+        .map_err(|e| fail("ibv_create_cq", chain(&e)))?;
+    let recv_cq = ctx
+        .create_cq_builder()
+        .setup_cqe(4)
+        .build()
+        .map_err(|e| fail("ibv_create_cq", chain(&e)))?;
+    let mut qp_a = create_qp(&pd, &send_cq, &recv_cq, depth)?;
+    let mut qp_b = create_qp(&pd, &send_cq, &recv_cq, depth)?;
+    let (qpn_a, qpn_b) = (qp_a.qp_number(), qp_b.qp_number());
+    let link = Link {
+        target,
+        lid,
+        mtu,
+        reads,
+    };
+    connect(&mut qp_a, &link, qpn_b, PSN_A, PSN_B)?;
+    connect(&mut qp_b, &link, qpn_a, PSN_B, PSN_A)?;
+
+    let mut run = Run {
+        plan,
+        deadline,
+        region,
+        lkey: mr.lkey(),
+        rkey: mr.rkey(),
+        send_cq: &send_cq,
+        recv_cq: &recv_cq,
+        cut_short: false,
+    };
+    if region.host_visible {
+        run.fill_sources();
+    }
+    let write = run.bandwidth(&mut qp_a, Op::Write)?;
+    let read = run.bandwidth(&mut qp_a, Op::Read)?;
+    let latency = run.latency(&mut qp_a, &mut qp_b)?;
+    let cut_short = run.cut_short;
+    breadcrumb("ibv_dereg_mr");
+    drop(mr);
+    // The QPs, CQs, PD and device context go when this returns (ibv_destroy_qp … ibv_close_device).
+    breadcrumb("ibv teardown (ibv_destroy_qp, ibv_destroy_cq, ibv_dealloc_pd, ibv_close_device)");
+    Ok(Outcome {
+        registration,
+        path_mtu: mtu_bytes(mtu),
+        write,
+        read,
+        latency,
+        cut_short,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    Write,
+    Read,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Write => "RDMA WRITE",
+            Op::Read => "RDMA READ",
+        }
+    }
+}
+
+/// Bytes at each end of a message that carry its transfer number.
+const STAMP: usize = 8;
+
+struct Run<'a> {
+    plan: Plan,
+    deadline: Instant,
+    region: Region,
+    lkey: u32,
+    rkey: u32,
+    send_cq: &'a BasicCompletionQueue,
+    recv_cq: &'a BasicCompletionQueue,
+    cut_short: bool,
+}
+
+impl Run<'_> {
+    fn base(&self) -> u64 {
+        self.region.addr
+    }
+
+    /// Host memory: each source slot gets the pattern (shifted per slot), each destination slot zeros.
+    fn fill_sources(&self) {
+        let p = &self.plan;
+        for slot in 0..p.slots() {
+            let body = pattern_from(slot, p.message_bytes);
+            // SAFETY: host_visible regions are ordinary memory of at least region_bytes(), owned by the caller.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    body.as_ptr(),
+                    p.src(self.base(), slot) as *mut u8,
+                    body.len(),
+                );
+                std::ptr::write_bytes(p.dst(self.base(), slot) as *mut u8, 0, p.message_bytes);
+            }
+        }
+    }
+
+    /// Writes transfer `n`'s number at both ends of the source slot (host memory only).
+    fn stamp(&self, slot: usize, n: u64) {
+        let p = &self.plan;
+        let at = p.src(self.base(), slot);
+        // SAFETY: both stamps lie inside the slot; no transfer reads this slot while it is being stamped.
+        unsafe {
+            std::ptr::write_volatile(at as *mut u64, n);
+            std::ptr::write_volatile((at + (p.message_bytes - STAMP) as u64) as *mut u64, n);
+        }
+    }
+
+    /// The destination slot carries transfer `n`'s number at both ends. A completion is written after the data
+    /// it reports, so the first look normally decides; a mismatch is looked at again for up to a millisecond
+    /// before it counts, so a platform that reorders the two writes does not report a false mismatch.
+    fn stamped(&self, slot: usize, n: u64) -> bool {
+        let p = &self.plan;
+        let at = p.dst(self.base(), slot);
+        let tail = at + (p.message_bytes - STAMP) as u64;
+        let look = || {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: both stamps lie inside the slot; the transfer into it has completed.
+            unsafe {
+                std::ptr::read_volatile(at as *const u64) == n
+                    && std::ptr::read_volatile(tail as *const u64) == n
+            }
+        };
+        let until = Instant::now() + Duration::from_millis(1);
+        loop {
+            if look() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn slots_equal(&self) -> bool {
+        let p = &self.plan;
+        (0..p.slots()).all(|slot| {
+            // SAFETY: both slots lie in the caller's host memory; no transfer is in flight.
+            let (s, d) = unsafe {
+                (
+                    std::slice::from_raw_parts(
+                        p.src(self.base(), slot) as *const u8,
+                        p.message_bytes,
+                    ),
+                    std::slice::from_raw_parts(
+                        p.dst(self.base(), slot) as *const u8,
+                        p.message_bytes,
+                    ),
+                )
+            };
+            s == d
+        })
+    }
+
+    fn clear_destinations(&self) {
+        let p = &self.plan;
+        for slot in 0..p.slots() {
+            // SAFETY: as in fill_sources.
+            unsafe {
+                std::ptr::write_bytes(p.dst(self.base(), slot) as *mut u8, 0, p.message_bytes)
+            };
+        }
+    }
+
+    /// Keeps `depth` transfers of one kind in flight until the count, the phase time or the deadline.
+    fn bandwidth(&mut self, qp: &mut BasicQueuePair, op: Op) -> Result<Throughput, Failure> {
+        let p = self.plan;
+        let host = self.region.host_visible;
+        if host && op == Op::Read {
+            self.clear_destinations();
+        }
+        let depth = p.depth.max(1);
+        let (mut posted, mut completed, mut mismatched) = (0u32, 0u32, 0u32);
+        let started = Instant::now();
+        let phase_end = (started + p.phase_time).min(self.deadline);
+        loop {
+            while posted < p.bw_messages && posted - completed < depth && Instant::now() < phase_end
+            {
+                let slot = posted as usize % p.slots();
+                if host {
+                    self.stamp(slot, u64::from(posted));
+                }
+                post_rdma(
+                    qp,
+                    op,
+                    u64::from(posted),
+                    self.lkey,
+                    self.rkey,
+                    &p,
+                    self.base(),
+                    slot,
+                )?;
+                posted += 1;
+            }
+            if posted == completed {
+                break;
+            }
+            for wr_id in poll(self.send_cq, self.deadline, op.name())? {
+                if host && !self.stamped(wr_id as usize % p.slots(), wr_id) {
+                    mismatched += 1;
+                }
+                completed += 1;
+            }
+        }
+        if Instant::now() >= self.deadline && completed < p.bw_messages {
+            self.cut_short = true;
+        }
+        let elapsed = started.elapsed();
+        let bytes = u64::from(completed) * p.message_bytes as u64;
+        Ok(Throughput {
+            gbps: bits_per_sec_gbps(bytes, elapsed),
+            bytes,
+            transfers: completed,
+            checked: if host { completed } else { 0 },
+            mismatched,
+            slots_equal: host.then(|| self.slots_equal()),
+        })
+    }
+
+    /// A sends its number to B, B sends it back; half of each round trip is one sample.
+    fn latency(
+        &mut self,
+        a: &mut BasicQueuePair,
+        b: &mut BasicQueuePair,
+    ) -> Result<Latency, Failure> {
+        let p = self.plan;
+        let host = self.region.host_visible;
+        let [a_send, b_recv, b_send, a_recv] = [0, 1, 2, 3].map(|i| p.ping(self.base(), i));
+        let started = Instant::now();
+        let phase_end = (started + p.phase_time).min(self.deadline);
+        let mut samples = Vec::with_capacity(p.lat_iterations as usize);
+        let mut mismatched = 0u32;
+        for n in 0..u64::from(p.lat_iterations) {
+            if Instant::now() >= phase_end {
+                self.cut_short |= Instant::now() >= self.deadline;
+                break;
+            }
+            post_recv(b, WR_PING, self.lkey, b_recv)?;
+            post_recv(a, WR_PONG, self.lkey, a_recv)?;
+            if host {
+                // SAFETY: the ping buffers lie in the caller's host memory; nothing is in flight.
+                unsafe { std::ptr::write_volatile(a_send as *mut u64, n) };
+            }
+            let t = Instant::now();
+            post_send(a, WR_PING, self.lkey, a_send)?;
+            let got = recv_one(self.recv_cq, self.deadline)?;
+            if host {
+                // SAFETY: as above; B's receive has completed.
+                let echo = unsafe { std::ptr::read_volatile(b_recv as *const u64) };
+                unsafe { std::ptr::write_volatile(b_send as *mut u64, echo) };
+            }
+            post_send(b, WR_PONG, self.lkey, b_send)?;
+            let back = recv_one(self.recv_cq, self.deadline)?;
+            samples.push(t.elapsed() / 2);
+            // SAFETY: as above; A's receive has completed.
+            let wrong_data = host && unsafe { std::ptr::read_volatile(a_recv as *const u64) } != n;
+            let wrong_completion =
+                got != (WR_PING, PING_BYTES as u32) || back != (WR_PONG, PING_BYTES as u32);
+            mismatched += u32::from(wrong_data || wrong_completion);
+            // Both SENDs' own completions, so the send queue never fills.
+            let mut sends = 0;
+            while sends < 2 {
+                sends += poll(self.send_cq, self.deadline, "SEND")?.len();
+            }
+        }
+        samples.sort_unstable();
+        Ok(Latency {
+            samples: samples.len() as u32,
+            p50_us: percentile_us(&samples, 50),
+            p99_us: percentile_us(&samples, 99),
+            mismatched,
+        })
+    }
+}
+
+/// The `pct`th percentile (nearest rank) of sorted samples, in µs; 0 for none.
+pub fn percentile_us(sorted: &[Duration], pct: usize) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (pct * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1e6
+}
+
+/// Gb/s (10^9 bits) for `bytes` in `elapsed`.
+pub fn bits_per_sec_gbps(bytes: u64, elapsed: Duration) -> f64 {
+    let s = elapsed.as_secs_f64();
+    if s <= 0.0 {
+        0.0
+    } else {
+        bytes as f64 * 8.0 / s / 1e9
+    }
+}
+
+fn active_mtu(port: &sideway::ibverbs::device_context::PortAttr) -> Mtu {
+    // `active_mtu()` converts with a panic on unknown codes; 1024 is safe on every link layer.
+    catch_unwind(AssertUnwindSafe(|| port.active_mtu())).unwrap_or(Mtu::Mtu1024)
+}
+
+fn mtu_bytes(mtu: Mtu) -> u32 {
+    match mtu {
+        Mtu::Mtu256 => 256,
+        Mtu::Mtu512 => 512,
+        Mtu::Mtu1024 => 1024,
+        Mtu::Mtu2048 => 2048,
+        Mtu::Mtu4096 => 4096,
+    }
+}
+
+fn access() -> AccessFlags {
+    AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead
+}
+
+/// DMA-BUF first where an fd is given (no peer-memory module needed), then the plain pointer (host memory,
+/// or GPU memory with nvidia_peermem loaded).
+fn register(
+    pd: &Arc<ProtectionDomain>,
+    region: Region,
+) -> Result<(Arc<MemoryRegion>, Registration), Failure> {
+    let mut refused = Vec::new();
+    if let Some(fd) = region.dmabuf_fd {
+        breadcrumb("ibv_reg_dmabuf_mr");
+        // SAFETY: `fd` exports exactly [addr, addr+len) (the caller got it for that range) and stays open.
+        match unsafe { pd.reg_dmabuf_mr(0, region.len, region.addr, fd, access()) } {
+            Ok(mr) => {
+                return Ok((
+                    mr,
+                    Registration {
+                        call: "ibv_reg_dmabuf_mr".into(),
+                        refused,
+                    },
+                ))
+            }
+            Err(e) => refused.push(format!("ibv_reg_dmabuf_mr = {}", chain(&e))),
+        }
+    }
+    breadcrumb("ibv_reg_mr");
+    // SAFETY: the caller's allocation spans `len` bytes at `addr` and outlives the memory region.
+    match unsafe { pd.reg_mr(region.addr as usize, region.len, access()) } {
+        Ok(mr) => Ok((
+            mr,
+            Registration {
+                call: "ibv_reg_mr".into(),
+                refused,
+            },
+        )),
+        Err(e) => {
+            refused.push(format!("ibv_reg_mr = {}", chain(&e)));
+            Err(Failure {
+                stage: "register memory".into(),
+                message: refused.join("; "),
+                refused_registrations: refused,
+            })
+        }
+    }
+}
+
+fn create_qp(
+    pd: &Arc<ProtectionDomain>,
+    send_cq: &Arc<BasicCompletionQueue>,
+    recv_cq: &Arc<BasicCompletionQueue>,
+    depth: u32,
+) -> Result<BasicQueuePair, Failure> {
+    breadcrumb("ibv_create_qp");
+    pd.create_qp_builder()
+        .setup_send_cq(Arc::clone(send_cq))
+        .setup_recv_cq(Arc::clone(recv_cq))
+        .setup_max_send_wr(depth + 2)
+        .setup_max_recv_wr(2)
+        .setup_max_send_sge(1)
+        .setup_max_recv_sge(1)
+        .build()
+        .map_err(|e| fail("ibv_create_qp", chain(&e)))
+}
+
+/// What both queue pairs share on the port.
+struct Link<'a> {
+    target: &'a PortTarget,
+    lid: u16,
+    mtu: Mtu,
+    /// RDMA READs in flight.
+    reads: u8,
+}
+
+/// INIT → RTR → RTS towards `remote_qpn` on the same port.
+fn connect(
+    qp: &mut BasicQueuePair,
+    link: &Link<'_>,
+    remote_qpn: u32,
+    own_psn: u32,
+    remote_psn: u32,
+) -> Result<(), Failure> {
+    let port = link.target.port;
+    breadcrumb("ibv_modify_qp(INIT)");
+    let mut init = QueuePairAttribute::new();
+    init.setup_state(QueuePairState::Init)
+        .setup_pkey_index(0)
+        .setup_port(port)
+        .setup_access_flags(access());
+    qp.modify(&init)
+        .map_err(|e| fail("ibv_modify_qp(INIT)", chain(&e)))?;
+
+    let mut av = AddressHandleAttribute::new();
+    av.setup_port(port).setup_service_level(0);
+    match link.target.roce_gid {
+        Some((index, raw)) => {
+            av.setup_dest_lid(0)
+                .setup_grh_dest_gid(&Gid { raw })
+                .setup_grh_src_gid_index(index as u8)
+                .setup_grh_hop_limit(1);
+        }
+        None => {
+            av.setup_dest_lid(link.lid);
+        }
+    }
+    breadcrumb("ibv_modify_qp(RTR)");
+    let mut rtr = QueuePairAttribute::new();
+    rtr.setup_state(QueuePairState::ReadyToReceive)
+        .setup_path_mtu(link.mtu)
+        .setup_dest_qp_num(remote_qpn)
+        .setup_rq_psn(remote_psn)
+        .setup_max_dest_read_atomic(link.reads)
+        .setup_min_rnr_timer(12)
+        .setup_address_vector(&av);
+    qp.modify(&rtr)
+        .map_err(|e| fail("ibv_modify_qp(RTR)", chain(&e)))?;
+
+    breadcrumb("ibv_modify_qp(RTS)");
+    let mut rts = QueuePairAttribute::new();
+    rts.setup_state(QueuePairState::ReadyToSend)
+        .setup_sq_psn(own_psn)
+        .setup_timeout(14)
+        .setup_retry_cnt(7)
+        .setup_rnr_retry(7)
+        .setup_max_read_atomic(link.reads);
+    qp.modify(&rts)
+        .map_err(|e| fail("ibv_modify_qp(RTS)", chain(&e)))
+}
+
+/// WRITE: source slot → destination slot. READ: the destination slot fetches the source slot.
+#[allow(clippy::too_many_arguments)]
+fn post_rdma(
+    qp: &mut BasicQueuePair,
+    op: Op,
+    wr_id: u64,
+    lkey: u32,
+    rkey: u32,
+    plan: &Plan,
+    base: u64,
+    slot: usize,
+) -> Result<(), Failure> {
+    let (src, dst) = (plan.src(base, slot), plan.dst(base, slot));
+    let mut guard = qp.start_post_send();
+    let wr = guard.construct_wr(wr_id, WorkRequestFlags::Signaled);
+    let (local, wr) = match op {
+        Op::Write => (src, wr.setup_write(rkey, dst)),
+        Op::Read => (dst, wr.setup_read(rkey, src)),
+    };
+    // SAFETY: the slot lies in the registered region, which outlives the work request.
+    unsafe { wr.setup_sge(lkey, local, plan.message_bytes as u32) };
+    guard
+        .post()
+        .map_err(|e| fail(&format!("ibv_post_send({})", op.name()), chain(&e)))
+}
+
+fn post_send(qp: &mut BasicQueuePair, wr_id: u64, lkey: u32, addr: u64) -> Result<(), Failure> {
+    let mut guard = qp.start_post_send();
+    let wr = guard
+        .construct_wr(wr_id, WorkRequestFlags::Signaled)
+        .setup_send();
+    // SAFETY: the ping buffer lies in the registered region.
+    unsafe { wr.setup_sge(lkey, addr, PING_BYTES as u32) };
+    guard
+        .post()
+        .map_err(|e| fail("ibv_post_send(SEND)", chain(&e)))
+}
+
+fn post_recv(qp: &mut BasicQueuePair, wr_id: u64, lkey: u32, addr: u64) -> Result<(), Failure> {
+    let mut guard = qp.start_post_recv();
+    let wr = guard.construct_wr(wr_id);
+    // SAFETY: the ping buffer lies in the registered region.
+    unsafe { wr.setup_sge(lkey, addr, PING_BYTES as u32) };
+    guard.post().map_err(|e| fail("ibv_post_recv", chain(&e)))
+}
+
+/// One receive completion: its work request id and length.
+fn recv_one(cq: &BasicCompletionQueue, deadline: Instant) -> Result<(u64, u32), Failure> {
+    loop {
+        match cq.start_poll() {
+            Ok(poller) => {
+                if let Some(wc) = poller.into_iter().next() {
+                    check_status(wc.status(), wc.vendor_err(), "RECV")?;
+                    return Ok((wc.wr_id(), wc.byte_len()));
+                }
+            }
+            Err(PollCompletionQueueError::CompletionQueueEmpty) => idle(deadline, "RECV")?,
+            Err(e) => return Err(fail("ibv_poll_cq", chain(&e))),
+        }
+    }
+}
+
+/// The work request ids of the completions that have arrived (at least one); an error status or the
+/// deadline is a failure of `what`.
+fn poll(cq: &BasicCompletionQueue, deadline: Instant, what: &str) -> Result<Vec<u64>, Failure> {
+    loop {
+        match cq.start_poll() {
+            Ok(poller) => {
+                let mut ids = Vec::new();
+                for wc in poller {
+                    check_status(wc.status(), wc.vendor_err(), what)?;
+                    ids.push(wc.wr_id());
+                }
+                return Ok(ids);
+            }
+            Err(PollCompletionQueueError::CompletionQueueEmpty) => idle(deadline, what)?,
+            Err(e) => return Err(fail("ibv_poll_cq", chain(&e))),
+        }
+    }
+}
+
+fn idle(deadline: Instant, what: &str) -> Result<(), Failure> {
+    if Instant::now() >= deadline {
+        return Err(fail(
+            &format!("{what} completion"),
+            "no completion before the deadline (port down, or the path drops packets)",
+        ));
+    }
+    std::hint::spin_loop();
+    Ok(())
+}
+
+fn check_status(status: u32, vendor_err: u32, what: &str) -> Result<(), Failure> {
+    if status == WorkCompletionStatus::Success as u32 {
+        return Ok(());
+    }
+    Err(fail(
+        &format!("{what} completion"),
+        format!(
+            "work completion status {status} ({}, vendor error {vendor_err:#x})",
+            status_name(status)
+        ),
+    ))
+}
+
+/// `ibv_wc_status_str` for the statuses a loopback meets.
+fn status_name(status: u32) -> &'static str {
+    match status {
+        1 => "local length error",
+        2 => "local QP operation error",
+        4 => "local protection error",
+        5 => "work request flushed: the queue pair went to error",
+        9 => "remote invalid request",
+        10 => "remote access error",
+        11 => "remote operation error",
+        12 => "transport retry counter exceeded: no ACK from the peer",
+        13 => "RNR retry counter exceeded",
+        _ => "see ibv_wc_status_str",
+    }
+}
+
+/// One loopback through one kind of memory, with its data check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Leg {
+    Done {
+        outcome: Outcome,
+        /// Every destination equals its source afterwards, and no checked transfer mismatched.
+        verified: bool,
+    },
+    Failed {
+        stage: String,
+        message: String,
+        refused: Vec<String>,
+    },
+}
+
+pub fn leg_failed(stage: &str, message: impl Into<String>) -> Leg {
+    Leg::Failed {
+        stage: stage.into(),
+        message: message.into(),
+        refused: Vec::new(),
+    }
+}
+
+impl From<Failure> for Leg {
+    fn from(f: Failure) -> Leg {
+        Leg::Failed {
+            stage: f.stage,
+            message: f.message,
+            refused: f.refused_registrations,
+        }
+    }
+}
+
+/// sideway converts some unknown enum values with a panic; a panic is one failed leg, not a lost probe.
+pub fn guarded(f: impl FnOnce() -> Leg) -> Leg {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        leg_failed(
+            "verbs",
+            "the verbs wrapper panicked (unexpected value from the device)",
+        )
+    })
+}
+
+/// A slot's contents: no two neighbouring bytes equal and each slot shifted, so a shifted, partial or
+/// misdirected transfer shows.
+pub fn pattern_from(slot: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i + slot * 7) as u8).wrapping_mul(31).wrapping_add(7))
+        .collect()
+}
+
+impl Outcome {
+    /// Nothing this run could check mismatched (in GPU memory the caller also compares the slots itself).
+    pub fn checks_pass(&self) -> bool {
+        [&self.write, &self.read]
+            .iter()
+            .all(|t| t.mismatched == 0 && t.slots_equal != Some(false))
+            && self.latency.mismatched == 0
+    }
+}
+
+/// The loopback through ordinary host memory (`ibv_reg_mr` on a heap buffer): the port and link alone.
+pub fn host_memory(target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
+    let mut buf = vec![0u8; plan.region_bytes()];
+    let region = Region {
+        addr: buf.as_mut_ptr() as u64,
+        len: buf.len(),
+        dmabuf_fd: None,
+        host_visible: true,
+    };
+    match loopback(target, region, plan, deadline) {
+        Ok(outcome) => Leg::Done {
+            verified: outcome.checks_pass(),
+            outcome,
+        },
+        Err(f) => f.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            message_bytes: 4096,
+            depth: 4,
+            bw_messages: 1,
+            phase_time: Duration::from_secs(1),
+            lat_iterations: 1,
+        }
+    }
+
+    #[test]
+    fn slots_and_ping_buffers_do_not_overlap() {
+        let p = plan();
+        assert_eq!(p.region_bytes(), 2 * 4 * 4096 + 32);
+        assert_eq!(p.src(0, 3), 3 * 4096);
+        assert_eq!(p.dst(0, 0), 4 * 4096);
+        assert_eq!(p.dst(0, 3) + 4096, p.ping(0, 0));
+        assert_eq!(p.ping(0, 3) + PING_BYTES as u64, p.region_bytes() as u64);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let us = |n: u64| Duration::from_micros(n);
+        let sorted: Vec<Duration> = (1..=100).map(us).collect();
+        assert_eq!(percentile_us(&sorted, 50), 50.0);
+        assert_eq!(percentile_us(&sorted, 99), 99.0);
+        assert_eq!(percentile_us(&[us(7)], 99), 7.0);
+        assert_eq!(percentile_us(&[], 50), 0.0);
+    }
+
+    #[test]
+    fn gbps_from_bytes_and_time() {
+        let g = bits_per_sec_gbps(50_000_000_000, Duration::from_secs(1));
+        assert!((g - 400.0).abs() < 1e-9);
+        assert_eq!(bits_per_sec_gbps(1, Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn region_smaller_than_the_plan_is_refused_before_any_call() {
+        let target = PortTarget {
+            device: "mlx5_0".into(),
+            port: 1,
+            roce_gid: None,
+        };
+        let region = Region {
+            addr: 0x1000,
+            len: 4096,
+            dmabuf_fd: None,
+            host_visible: false,
+        };
+        assert_eq!(
+            loopback(&target, region, plan(), Instant::now())
+                .unwrap_err()
+                .stage,
+            "plan"
+        );
+    }
+
+    #[test]
+    fn slot_patterns_differ_and_neighbours_differ() {
+        let (a, b) = (pattern_from(0, 64), pattern_from(1, 64));
+        assert_ne!(a, b);
+        assert!(a.windows(2).all(|w| w[0] != w[1]));
+    }
+}

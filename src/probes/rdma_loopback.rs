@@ -1,0 +1,582 @@
+//! `rdma.loopback`: on every ACTIVE RDMA port, with or without GPUs, two RC queue pairs of that port move data
+//! through host memory: RDMA WRITE and RDMA READ bandwidth, SEND/RECV latency (p50, p99), every transfer
+//! checked. Bandwidth is judged against the port's rate where the rate is the hardware's (a soft-RoCE port
+//! reports a fixed 2.5 Gb/s placeholder). It is the control run of `gdr.loopback`: a port fault shows here too.
+
+use std::time::{Duration, Instant};
+
+use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
+use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
+use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::sysfs::infiniband::{self, PortAttrs};
+use crate::threshold::{worst, Limit, PORT_RATE_PCT};
+
+pub struct RdmaLoopback;
+
+const ID: &str = "rdma.loopback";
+const LOOPBACK_KEY: &str = "verbs.rdma_loopback";
+/// 256 KiB transfers, 8 in flight: past the bandwidth-delay product of a 400 Gb/s port (perftest reaches line
+/// rate from 64 KiB), and 4 MiB to register, which an 8 MiB memlock limit still allows. Up to 4096 per phase
+/// (1 GiB, 21 ms at 400 Gb/s) or one second on slow ports; 1000 round trips.
+const PLAN: Plan = Plan {
+    message_bytes: 256 << 10,
+    depth: 8,
+    bw_messages: 4096,
+    phase_time: Duration::from_secs(1),
+    lat_iterations: 1000,
+};
+
+/// What one host-memory loopback registers: below this memlock limit (without CAP_IPC_LOCK) it cannot run.
+pub(super) fn registered_bytes() -> u64 {
+    PLAN.region_bytes() as u64
+}
+
+impl Probe for RdmaLoopback {
+    fn id(&self) -> &'static str {
+        ID
+    }
+    fn title(&self) -> &'static str {
+        "RDMA loopback per ACTIVE port in host memory: WRITE/READ Gb/s, SEND/RECV latency p50/p99, data checked"
+    }
+    fn needs(&self) -> &'static [Need] {
+        &[Need::RdmaDevice]
+    }
+    fn kind(&self) -> Kind {
+        Kind::Active
+    }
+    fn default_timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn explain(&self) -> Explain {
+        Explain {
+            reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \
+                    /sys/class/infiniband/<dev>/{device,ports/<n>/{state,link_layer,rate,gids,gid_attrs/types}}; \
+                    then per ACTIVE port: ibv_reg_mr on 4 MiB of host memory, two RC QPs connected to each other \
+                    (RoCE v2 GID or LID), RDMA WRITE and RDMA READ of 256 KiB x 8 in flight (up to 4096 each or \
+                    1 s), 8-byte SEND/RECV ping-pong x 1000 (half the round trip, as ib_send_lat); every \
+                    transfer's sequence stamps checked on completion and every slot compared after each phase",
+            why: "A port can be ACTIVE and still not move data: a missing provider library, a memlock limit that \
+                  refuses registration, a RoCE GID on a dead netdev, a firmware that drops RDMA READs. Only \
+                  moving bytes proves the path; the host-memory run is also the control that tells a GPUDirect \
+                  fault (gdr.loopback) from a port fault.",
+            fixes: &[
+                ("registration refused", "raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK (see rdma.memlock)"),
+                ("no completion / transport retry exceeded", "the port drops RDMA traffic: check rdma.link, rdma.roce (GID, MTU, PFC), cable and firmware"),
+                ("bandwidth below the profile's fraction of the port rate", "check the PCIe link of the NIC (pcie.link), NUMA placement, firmware; compare with `ib_write_bw` between two ports"),
+                ("data mismatch", "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"),
+            ],
+        }
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let sysfs_devices = infiniband::read_device_names(cx.host).unwrap_or_default();
+        let listed = infiniband::device_list_evidence(&sysfs_devices);
+        let discovery = match cx.answers.obtain(DEVICE_LIST_KEY, verbs::discover) {
+            Ok(d) => d.value,
+            Err(e) => return vec![CheckResult::error(ID, e)],
+        };
+        let devices = match discovery {
+            Discovery::Failed { errno, message } if !sysfs_devices.is_empty() => {
+                return vec![CheckResult::error(
+                    ID,
+                    format!("ibv_get_device_list failed: {}", verbs::explain_discovery_errno(errno)),
+                )
+                .note(listed)
+                .evidence("ibv_get_device_list", format!("NULL, errno {errno} ({message})"))
+                .fix("install rdma-core and the provider (`apt install rdma-core ibverbs-providers`); in containers mount /dev/infiniband")]
+            }
+            Discovery::Failed { errno, message } => {
+                return vec![CheckResult::skip(ID, "no RDMA device: nothing to loop back through")
+                    .note(listed)
+                    .evidence("ibv_get_device_list", format!("NULL, errno {errno} ({message})"))]
+            }
+            Discovery::Devices(d) => d,
+        };
+        if devices.is_empty() {
+            if sysfs_devices.is_empty() {
+                return vec![
+                    CheckResult::skip(ID, "no RDMA device: nothing to loop back through")
+                        .note(listed)
+                        .evidence("ibv_get_device_list", "[]"),
+                ];
+            }
+            return vec![CheckResult::fail(
+                ID,
+                "the kernel lists RDMA devices but libibverbs opens none (no user-space provider, or no uverbs device)",
+            )
+            .note(listed)
+            .evidence("ibv_get_device_list", "[]")
+            .fix("install the provider (`apt install ibverbs-providers`), load ib_uverbs, and in containers mount /dev/infiniband")];
+        }
+        let ports: Vec<(PortAttrs, bool)> = infiniband::read_all_ports(cx.host)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(d, _)| devices.contains(&d.name))
+            .flat_map(|(d, ports)| {
+                let software = d.pci_bdf.is_none();
+                ports.into_iter().map(move |p| (p, software))
+            })
+            .collect();
+        let active: Vec<&(PortAttrs, bool)> = ports.iter().filter(|(p, _)| p.is_active()).collect();
+        if active.is_empty() {
+            let mut r = CheckResult::fail(
+                ID,
+                format!(
+                    "{} RDMA port(s), none ACTIVE: no RDMA transfer is possible",
+                    ports.len()
+                ),
+            )
+            .note(listed)
+            .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)");
+            for (p, _) in &ports {
+                for (k, v) in p.evidence().into_iter().take(2) {
+                    r = r.evidence(&k, v);
+                }
+            }
+            return vec![r];
+        }
+        // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
+        let targets: Vec<Option<PortTarget>> = active
+            .iter()
+            .map(|(p, _)| PortTarget::of(cx.host, p))
+            .collect();
+        let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
+        let deadline = cx.deadline;
+        let obtained = cx
+            .answers
+            .obtain(LOOPBACK_KEY, || run_ports(&jobs, deadline));
+        let (runs, replayed) = match obtained {
+            Ok(o) => (o.value, o.replayed),
+            Err(e) => return vec![CheckResult::error(ID, e)],
+        };
+        let pct = cx
+            .profile
+            .thresholds
+            .rdma_bandwidth_pct_of_link
+            .unwrap_or_default()
+            .or(PORT_RATE_PCT);
+        let mut runs = runs.into_iter();
+        active
+            .iter()
+            .zip(targets)
+            .map(|((port, software), target)| {
+                let mut r = match (target, runs.next()) {
+                    (Some(_), Some(leg)) => {
+                        judge(&leg, rate_to_judge(port, *software), &pct, replayed)
+                    }
+                    (Some(_), None) => {
+                        CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
+                    }
+                    (None, _) => CheckResult::fail(
+                        ID,
+                        "RoCE port without a RoCE v2 GID: queue pairs cannot be addressed",
+                    )
+                    .fix("give the netdev an IP address and bring it up (see rdma.roce)"),
+                };
+                r.subject = Some(port.subject());
+                let mut ev: Vec<String> = port
+                    .evidence()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect();
+                ev.append(&mut r.evidence);
+                r.evidence = ev;
+                r
+            })
+            .collect()
+    }
+}
+
+/// The port's rate where it is the hardware's; soft-RoCE (no PCI function behind the device) reports a fixed
+/// placeholder, so its bandwidth is shown but not judged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RateToJudge {
+    Gbps(f64),
+    Placeholder(String),
+    Unreadable(String),
+}
+
+fn rate_to_judge(port: &PortAttrs, software: bool) -> RateToJudge {
+    let text = match &port.rate {
+        Ok(t) => t.clone(),
+        Err(e) => return RateToJudge::Unreadable(e.reason()),
+    };
+    match port.parsed_rate() {
+        _ if software => RateToJudge::Placeholder(text),
+        Some(r) if r.gbps > 0.0 => RateToJudge::Gbps(r.gbps),
+        _ => RateToJudge::Unreadable(text),
+    }
+}
+
+/// Ports one after the other (two loopbacks never share a link), each with an equal share of the time left.
+fn run_ports(jobs: &[PortTarget], deadline: Instant) -> Vec<Leg> {
+    jobs.iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let share = Instant::now() + left / (jobs.len() - i) as u32;
+            guarded(|| rdma_loopback::host_memory(target, PLAN, share))
+        })
+        .collect()
+}
+
+/// One port's verdict. Never a pass without data moved in both directions and the latency measured.
+pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> CheckResult {
+    let (outcome, verified) = match leg {
+        Leg::Failed {
+            stage,
+            message,
+            refused,
+        } => {
+            let mut r = CheckResult::fail(ID, format!("failed at {stage}: {message}"))
+                .fix(if stage == "register memory" {
+                    "raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK (see rdma.memlock)"
+                } else {
+                    "check rdma.link and rdma.roce for this port (state, GID, MTU), then the cable and the firmware"
+                });
+            for line in refused {
+                r = r.note(line.clone());
+            }
+            return r;
+        }
+        Leg::Done { outcome, verified } => (outcome, *verified),
+    };
+    let (w, rd, lat) = (&outcome.write, &outcome.read, &outcome.latency);
+    let measure =
+        |name: &str, value: f64, unit: &str| Measurement::new(name, value, unit).replayed(replayed);
+    let mut r = CheckResult::pass(ID, "");
+    r.measurements = vec![
+        measure("write_gbits_per_sec", w.gbps, "Gb/s"),
+        measure("read_gbits_per_sec", rd.gbps, "Gb/s"),
+        measure("send_latency_p50_us", lat.p50_us, "us"),
+        measure("send_latency_p99_us", lat.p99_us, "us"),
+    ];
+    let mut statuses = vec![Status::Pass];
+    let mut notes = Vec::new();
+    let moved = w.transfers > 0 && rd.transfers > 0 && lat.samples > 0;
+    if !moved {
+        statuses.push(Status::Fail);
+        notes.push(format!(
+            "moved too little to judge ({} WRITEs, {} READs, {} SEND round trips)",
+            w.transfers, rd.transfers, lat.samples
+        ));
+    }
+    if !verified {
+        statuses.push(Status::Fail);
+        notes.push(format!(
+            "DATA MISMATCH: {} WRITE, {} READ, {} SEND transfer(s) did not deliver what was sent",
+            w.mismatched, rd.mismatched, lat.mismatched
+        ));
+    }
+    match &rate {
+        RateToJudge::Gbps(link) => {
+            for (name, t) in [("write", w), ("read", rd)] {
+                let p = 100.0 * t.gbps / link;
+                statuses.push(pct.judge_min(p));
+                r.measurements
+                    .push(measure(&format!("{name}_pct_of_link"), p, "%").judged_by(pct));
+            }
+        }
+        RateToJudge::Placeholder(text) => r = r.note(format!(
+            "bandwidth not judged: rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
+        )),
+        // Never a pass on a reading that was not taken: with a limit set, an unknown rate is an error.
+        RateToJudge::Unreadable(why) if !pct.is_empty() => {
+            statuses.push(Status::Error);
+            notes.push(format!("bandwidth not judged: the port rate is unreadable ({why})"));
+        }
+        RateToJudge::Unreadable(why) => {
+            r = r.note(format!("bandwidth not judged: the port rate is unreadable ({why})"))
+        }
+    }
+    if outcome.cut_short {
+        statuses.push(Status::Warn);
+        notes.push("the deadline cut a phase short".into());
+    }
+    let pct_text = |gbps: f64| match rate {
+        RateToJudge::Gbps(link) => format!(" ({:.0}% of {link} Gb/s)", 100.0 * gbps / link),
+        _ => String::new(),
+    };
+    let status = worst(statuses);
+    r.status = status;
+    r.summary = format!(
+        "WRITE {:.2} Gb/s{}, READ {:.2} Gb/s{}, SEND/RECV p50 {:.1} us p99 {:.1} us; {} transfers{}{}",
+        w.gbps,
+        pct_text(w.gbps),
+        rd.gbps,
+        pct_text(rd.gbps),
+        lat.p50_us,
+        lat.p99_us,
+        u64::from(w.transfers) + u64::from(rd.transfers) + u64::from(lat.samples),
+        if verified { ", every one checked" } else { "" },
+        if notes.is_empty() { String::new() } else { format!(" — {}", notes.join("; ")) }
+    );
+    r = r
+        .evidence(
+            "registration",
+            format!("{} = ok", outcome.registration.call),
+        )
+        .evidence(
+            "RDMA WRITE",
+            format!(
+                "{} x {} bytes, {} stamped transfers checked, {} mismatched, slots equal after: {}",
+                w.transfers,
+                PLAN.message_bytes,
+                w.checked,
+                w.mismatched,
+                yes_no(w.slots_equal)
+            ),
+        )
+        .evidence(
+            "RDMA READ",
+            format!(
+                "{} x {} bytes, {} stamped transfers checked, {} mismatched, slots equal after: {}",
+                rd.transfers,
+                PLAN.message_bytes,
+                rd.checked,
+                rd.mismatched,
+                yes_no(rd.slots_equal)
+            ),
+        )
+        .evidence(
+            "SEND/RECV",
+            format!(
+                "{} round trips of 8 bytes, {} mismatched, path MTU {}",
+                lat.samples, lat.mismatched, outcome.path_mtu
+            ),
+        );
+    if status != Status::Pass {
+        r = r.fix(if !verified {
+            "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"
+        } else if !moved {
+            "the port moves almost nothing: check rdma.link and rdma.roce, the cable and the firmware"
+        } else if matches!(rate, RateToJudge::Unreadable(_)) {
+            "the port's rate could not be read: see rdma.link for /sys/class/infiniband/<dev>/ports/<n>/rate"
+        } else if outcome.cut_short {
+            "the run's deadline ended a phase: raise the check's timeout in the profile"
+        } else {
+            "check the NIC's PCIe link (pcie.link), NUMA placement and firmware; compare with `ib_write_bw`"
+        });
+    }
+    r
+}
+
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "not compared",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::rdma_loopback::{Latency, Outcome, Registration, Throughput};
+    use crate::probes::testing::{run_on, verdicts};
+
+    fn phase(gbps: f64, transfers: u32) -> Throughput {
+        Throughput {
+            gbps,
+            bytes: u64::from(transfers) * PLAN.message_bytes as u64,
+            transfers,
+            checked: transfers,
+            mismatched: 0,
+            slots_equal: Some(true),
+        }
+    }
+
+    fn done(write: f64, read: f64) -> Leg {
+        Leg::Done {
+            outcome: Outcome {
+                registration: Registration {
+                    call: "ibv_reg_mr".into(),
+                    refused: vec![],
+                },
+                path_mtu: 4096,
+                write: phase(write, 4096),
+                read: phase(read, 4096),
+                latency: Latency {
+                    samples: 1000,
+                    p50_us: 2.1,
+                    p99_us: 3.5,
+                    mismatched: 0,
+                },
+                cut_short: false,
+            },
+            verified: true,
+        }
+    }
+
+    #[test]
+    fn recorded_rxe_port_passes_with_bandwidth_shown_not_judged() {
+        // Recorded in the soft-RoCE VM: real transfers, rate 2.5 Gb/s is rxe's placeholder.
+        let r = run_on(&RdmaLoopback, "rxe-vm", "roce-400g");
+        assert_eq!(verdicts(&r), [("rxe0/1".to_string(), Status::Pass)]);
+        assert!(
+            r[0].summary.contains("every one checked"),
+            "{}",
+            r[0].summary
+        );
+        assert!(
+            r[0].evidence
+                .iter()
+                .any(|e| e.contains("fixed placeholder")),
+            "{:?}",
+            r[0].evidence
+        );
+        assert!(r[0]
+            .measurements
+            .iter()
+            .all(|m| m.replayed && !m.name.contains("pct")));
+        let names: Vec<&str> = r[0].measurements.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "write_gbits_per_sec",
+                "read_gbits_per_sec",
+                "send_latency_p50_us",
+                "send_latency_p99_us"
+            ]
+        );
+    }
+
+    #[test]
+    fn hardware_rate_judges_the_slower_direction() {
+        let r = judge(
+            &done(390.0, 280.0),
+            RateToJudge::Gbps(400.0),
+            &PORT_RATE_PCT,
+            false,
+        );
+        assert_eq!(
+            r.status,
+            Status::Fail,
+            "READ at 70% of the link: {}",
+            r.summary
+        );
+        assert!(
+            r.summary.contains("READ 280.00 Gb/s (70% of 400 Gb/s)"),
+            "{}",
+            r.summary
+        );
+        let r = judge(
+            &done(390.0, 380.0),
+            RateToJudge::Gbps(400.0),
+            &PORT_RATE_PCT,
+            false,
+        );
+        assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        assert!(r
+            .measurements
+            .iter()
+            .any(|m| m.name == "read_pct_of_link" && m.fail == Some(75.0)));
+    }
+
+    #[test]
+    fn unreadable_rate_of_a_hardware_port_is_an_error() {
+        let r = judge(
+            &done(390.0, 380.0),
+            RateToJudge::Unreadable("<missing>".into()),
+            &PORT_RATE_PCT,
+            false,
+        );
+        assert_eq!(r.status, Status::Error);
+        assert!(r.summary.contains("rate is unreadable"), "{}", r.summary);
+    }
+
+    #[test]
+    fn never_a_pass_without_moving_data() {
+        let mut leg = done(1.0, 1.0);
+        if let Leg::Done { outcome, .. } = &mut leg {
+            outcome.read.transfers = 0;
+        }
+        let r = judge(
+            &leg,
+            RateToJudge::Placeholder("2.5 Gb/sec (1X SDR)".into()),
+            &PORT_RATE_PCT,
+            false,
+        );
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("moved too little"), "{}", r.summary);
+    }
+
+    #[test]
+    fn a_mismatched_transfer_fails() {
+        let mut leg = done(390.0, 380.0);
+        if let Leg::Done { outcome, verified } = &mut leg {
+            outcome.write.mismatched = 1;
+            *verified = false;
+        }
+        let r = judge(&leg, RateToJudge::Gbps(400.0), &PORT_RATE_PCT, false);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.summary.contains("DATA MISMATCH: 1 WRITE"),
+            "{}",
+            r.summary
+        );
+    }
+
+    #[test]
+    fn refused_registration_points_at_memlock() {
+        let leg = Leg::Failed {
+            stage: "register memory".into(),
+            message: "ibv_reg_mr = failed to register memory region: Cannot allocate memory (os error 12)".into(),
+            refused: vec![],
+        };
+        let r = judge(&leg, RateToJudge::Gbps(400.0), &PORT_RATE_PCT, false);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.remediation.as_deref().unwrap().contains("rdma.memlock"));
+    }
+
+    #[test]
+    fn ports_without_an_active_one_fail_and_no_device_skips() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let state = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1/state");
+        std::fs::write(&state, "1: DOWN\n").unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaLoopback, dir.path(), "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Fail)]);
+        assert!(r[0].summary.contains("none ACTIVE"), "{}", r[0].summary);
+        let r = run_on(&RdmaLoopback, "h200-vm-snapshot", "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Skip)]);
+    }
+
+    /// The rxe recording with its `verbs.device_list` answer replaced.
+    fn rxe_with_device_list(answer: serde_json::Value) -> tempfile::TempDir {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let path = dir.path().join(crate::answers::ANSWERS_FILE);
+        let mut answers: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        answers[DEVICE_LIST_KEY] = answer;
+        std::fs::write(&path, answers.to_string()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn kernel_devices_that_libibverbs_cannot_open_fail() {
+        let dir = rxe_with_device_list(serde_json::json!({"Devices": []}));
+        let r = crate::probes::testing::run_on_root(&RdmaLoopback, dir.path(), "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Fail)]);
+        assert!(
+            r[0].summary.contains("libibverbs opens none"),
+            "{}",
+            r[0].summary
+        );
+    }
+
+    #[test]
+    fn libibverbs_that_cannot_load_next_to_a_device_is_an_error_naming_the_call() {
+        let dir =
+            rxe_with_device_list(serde_json::json!({"Failed": {"errno": 95, "message": "x"}}));
+        let r = crate::probes::testing::run_on_root(&RdmaLoopback, dir.path(), "generic");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Error)]);
+        assert!(
+            r[0].summary
+                .contains("ibv_get_device_list failed: rdma-core is not installed"),
+            "{}",
+            r[0].summary
+        );
+    }
+}
