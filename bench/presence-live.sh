@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-CHECKS=driver.nvidia,gpu.inventory,gpu.bar1,gpu.p2p,gpu.pcie,gpu.copy_bandwidth,gds.kernel_path,gds.read,gdr.loopback,rdma.devices,rdma.link
+CHECKS=driver.nvidia,gpu.inventory,gpu.bar1,gpu.p2p,gpu.pcie,gpu.copy_bandwidth,gds.kernel_path,gds.read,rdma.loopback,gdr.loopback,rdma.devices,rdma.link
 REPORT=$(mktemp)
 trap 'rm -f "$REPORT"' EXIT
 set +e

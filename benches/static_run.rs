@@ -107,7 +107,7 @@ fn main() {
             // A fresh host each time: a host builds its PCIe tree once and shares it.
             let host = Host::at(&root).expect("tree");
             let t = PciTree::read(&host).expect("tree");
-            assert!(!render_table(&t).is_empty());
+            assert!(!render_table(&t, 80).is_empty());
         }),
     );
     report(

@@ -10,7 +10,7 @@ use crate::report::Format;
 #[derive(Debug, Parser)]
 #[command(
     name = "fabric-preflight",
-    version,
+    version = crate::build_info::VERSION,
     about = "Checks a GPU node's data paths (GPUDirect RDMA, GPUDirect Storage, IB/RoCE, PCIe, NCCL transport) before work lands on it",
     after_help = crate::exit::HELP
 )]
@@ -40,6 +40,13 @@ pub enum Cmd {
     Nccl(NcclArgs),
     /// Run the checks live and record what they read (host files, vendor answers) into DIR for `run --root DIR`
     Snapshot(SnapshotArgs),
+    /// Shell completion script on stdout (e.g. `fabric-preflight completions bash > /etc/bash_completion.d/fabric-preflight`)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on stdout (e.g. `fabric-preflight man | man -l -`)
+    Man,
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
@@ -54,8 +61,9 @@ pub enum ColorChoice {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Profile: a built-in name (see `profiles`) or a path to a YAML file
-    #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
+    /// Profile: a built-in name (see `profiles`), `auto` (chosen from the GPUs and RDMA ports the host
+    /// shows), or a path to a YAML file
+    #[arg(long, value_name = "NAME|auto|PATH", default_value = "generic")]
     pub profile: String,
 
     /// Run only these checks (comma-separated ids)
@@ -90,6 +98,15 @@ pub struct RunArgs {
     /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
     #[arg(long, value_enum, default_value = "auto")]
     pub color: ColorChoice,
+
+    /// The table on stdout shows only what fails the run (nothing when it passes); files are complete
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Report this host by NAME (JSON `host.hostname` and `host.node_name`, the JUnit suite, Prometheus'
+    /// `host` label); Kubernetes: the node name from the downward API. Default: the host name
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
 
     /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
     #[arg(long, value_name = "PATH")]
@@ -135,7 +152,8 @@ pub struct NcclArgs {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Transport the job must have used (gdrdma: IB or OFI family with GDRDMA on every NET channel)
+    /// Transport the job must have used (gdrdma: IB, OFI or another non-socket plugin with GDRDMA on every NET
+    /// channel)
     #[arg(long, value_enum, default_value = "gdrdma")]
     pub expect: NcclExpect,
 

@@ -2,6 +2,7 @@
 //! targets all use these modules.
 
 pub mod answers;
+pub mod build_info;
 pub mod cli;
 pub mod commands;
 pub mod dynlib;
@@ -16,6 +17,8 @@ pub mod presence;
 pub mod probe;
 pub mod probes;
 pub mod profile;
+pub mod profile_match;
+pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod sysfs;

@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         Cmd::Topo(args) => commands::topo::main(args),
         Cmd::Nccl(args) => commands::nccl::main(args),
         Cmd::Snapshot(args) => commands::snapshot::main(args),
+        Cmd::Completions { shell } => commands::docs::completions(shell),
+        Cmd::Man => commands::docs::man(),
     };
     ExitCode::from(code.unwrap_or_else(|err| {
         eprintln!("fabric-preflight: {err:#}");

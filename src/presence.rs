@@ -4,6 +4,7 @@
 //! | hardware on the bus | kernel driver          | user-space library              | verdict                          |
 //! |---------------------|------------------------|---------------------------------|----------------------------------|
 //! | none                | –                      | –                               | SKIP (FAIL if the profile expects it) |
+//! | unreadable (bus or driver list) | –           | –                               | ERROR naming what was not read   |
 //! | present             | not loaded / not bound | –                               | FAIL, naming the devices         |
 //! | present             | bound                  | cannot be loaded                | ERROR: what to mount or install  |
 //! | present             | bound                  | loads but fails or lists nothing| FAIL, the library's words + fix  |
@@ -13,7 +14,8 @@
 //!
 //! A hang is the runner's to report (`runner.rs`): the library is then marked hung for the rest of the run.
 
-use crate::dynlib::{ErrorKind, LibError, Library};
+use crate::answers::Answers;
+use crate::dynlib::{verbs, ErrorKind, LibError, Library};
 use crate::host::Host;
 use crate::probe::{CheckResult, Status};
 use crate::sysfs::infiniband;
@@ -62,6 +64,17 @@ fn add_gap(gap: &mut Option<CheckResult>, e: &crate::host::ReadError) {
     }
 }
 
+/// Makes the driver's own unreadable list the gap's headline (it is what decides presence), keeping what was
+/// there as evidence.
+fn add_gap_first(gap: &mut Option<CheckResult>, e: &crate::host::ReadError) {
+    let mut r = CheckResult::read_error("", e);
+    if let Some(old) = gap.take() {
+        r.evidence.push(old.summary);
+        r.evidence.extend(old.evidence);
+    }
+    *gap = Some(r);
+}
+
 /// What the host shows for one stack, read once per check.
 #[derive(Debug, Clone)]
 pub struct Survey {
@@ -75,7 +88,7 @@ pub struct Survey {
     pub evidence: Vec<String>,
     /// The bus, the module table or the driver's own list could not be read in full: neither absence nor
     /// "all bound" can be concluded (the error result to return then).
-    tree_gap: Option<CheckResult>,
+    gap: Option<CheckResult>,
 }
 
 impl Survey {
@@ -131,7 +144,7 @@ impl Survey {
                 let listed: Result<Vec<String>, _> = nvidia::read_driver_gpus(host)
                     .map(|g| g.into_iter().map(|g| g.bdf.to_ascii_lowercase()).collect());
                 if let Err(e) = &listed {
-                    add_gap(&mut tree_gap, e);
+                    add_gap_first(&mut tree_gap, e);
                 }
                 evidence.push(match &listed {
                     Ok(l) => format!("{NVIDIA_GPUS} = [{}]", l.join(", ")),
@@ -151,7 +164,7 @@ impl Survey {
                         None => None,
                     })
                     .collect();
-                (listed.unwrap_or_default(), unbound)
+                (listed, unbound)
             }
             Stack::Rdma => {
                 if let Ok(m) = Modules::read(host).and_then(|m| m.state(host, "mlx5_ib")) {
@@ -159,7 +172,7 @@ impl Survey {
                 }
                 let names = infiniband::read_device_names(host);
                 if let Err(e) = &names {
-                    add_gap(&mut tree_gap, e);
+                    add_gap_first(&mut tree_gap, e);
                 }
                 evidence.push(match &names {
                     Ok(n) => format!("{} = [{}]", infiniband::CLASS_INFINIBAND, n.join(", ")),
@@ -178,16 +191,18 @@ impl Survey {
                         .collect(),
                     _ => vec![],
                 };
-                (names.unwrap_or_default(), unbound)
+                (names, unbound)
             }
         };
+        // An unreadable list is already in the gap.
+        let driver_devices = driver_devices.unwrap_or_default();
         Survey {
             stack,
             on_bus: nodes.into_iter().map(|(s, _, _)| s).collect(),
             unbound,
             driver_devices,
             evidence,
-            tree_gap,
+            gap: tree_gap,
         }
     }
 
@@ -205,7 +220,7 @@ impl Survey {
         let node_error = results
             .iter()
             .any(|r| r.subject.is_none() && r.status == Status::Error);
-        if let (Some(gap), false) = (&self.tree_gap, node_error) {
+        if let (Some(gap), false) = (&self.gap, node_error) {
             let mut r = gap.clone();
             r.id = id.to_string();
             results.push(r);
@@ -222,7 +237,7 @@ impl Survey {
     /// `expected`: the profile expects this hardware (absence is then a failure).
     pub fn gate(&self, id: &str, expected: bool) -> Option<CheckResult> {
         let r = if self.hardware_absent() {
-            if let Some(gap) = &self.tree_gap {
+            if let Some(gap) = &self.gap {
                 let mut r = gap.clone();
                 r.id = id.to_string();
                 return Some(r);
@@ -255,7 +270,7 @@ impl Survey {
             )
             .evidence("without a driver", self.unbound.join(", "))
             .fix(self.stack.driver_fix())
-        } else if let Some(gap) = &self.tree_gap {
+        } else if let Some(gap) = &self.gap {
             // Present and bound as far as could be read; what could not be read may hide an unbound device.
             let mut r = gap.clone();
             r.id = id.to_string();
@@ -296,6 +311,48 @@ impl Survey {
             }
         };
         self.with_evidence(r.evidence(&err.call, &err.text))
+    }
+
+    /// The devices a library lists, or the verdict when it failed (with the call's own answer as a note) or
+    /// listed none.
+    fn library_devices(
+        &self,
+        id: &str,
+        library: Library,
+        call: &str,
+        listed: Result<Vec<String>, (LibError, String)>,
+        expected: bool,
+    ) -> Result<Vec<String>, Box<CheckResult>> {
+        match listed {
+            Err((err, answer)) => Err(Box::new(
+                self.library_failed(id, &err, expected).note(answer),
+            )),
+            Ok(devices) if devices.is_empty() => Err(Box::new(
+                self.library_lists_none(id, library, call, expected),
+            )),
+            Ok(devices) => Ok(devices),
+        }
+    }
+
+    /// The devices libibverbs lists (recorded or live), or the verdict when it cannot be asked, fails or lists
+    /// none.
+    pub fn verbs_devices(
+        &self,
+        answers: &Answers,
+        id: &str,
+        expected: bool,
+    ) -> Result<Vec<String>, Box<CheckResult>> {
+        let discovery = answers
+            .obtain(verbs::DEVICE_LIST_KEY, verbs::discover)
+            .map_err(|e| Box::new(CheckResult::error(id, e)))?
+            .value;
+        self.library_devices(
+            id,
+            Library::Verbs,
+            "ibv_get_device_list",
+            discovery.into_result(),
+            expected,
+        )
     }
 
     /// The verdict for a library that works but lists none of the devices the bus and the driver show.
@@ -393,8 +450,24 @@ mod tests {
             unbound: unbound.iter().map(|s| s.to_string()).collect(),
             driver_devices: driver.iter().map(|s| s.to_string()).collect(),
             evidence: vec![],
-            tree_gap: None,
+            gap: None,
         }
+    }
+
+    /// An RDMA class directory that cannot be listed on a host with no NIC on the bus proves no absence: an
+    /// error naming it, not "no RDMA-capable NIC on this host" (it was a SKIP).
+    #[test]
+    fn an_unreadable_driver_list_is_no_proof_of_absence() {
+        let dir = crate::probes::testing::copy_scenario("h200-vm-snapshot");
+        std::os::unix::fs::symlink("infiniband", dir.path().join("sys/class/infiniband")).unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let r = Survey::read(&host, Stack::Rdma).gate("x", false).unwrap();
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains(infiniband::CLASS_INFINIBAND),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]

@@ -175,12 +175,15 @@ pub enum PcieDistance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum NcclExpect {
-    /// IB or OFI family with GDRDMA on every NET channel.
+    /// IB, OFI or another (non-socket) plugin with GDRDMA on every NET channel.
     Gdrdma,
     IbGdrdma,
     OfiGdrdma,
+    /// A plugin neither IB/RoCE verbs, libfabric nor sockets (GPUDirect-TCPX/TCPXO, vendors' own), with GDRDMA.
+    PluginGdrdma,
     Ib,
     Ofi,
+    Plugin,
     Socket,
     Any,
 }

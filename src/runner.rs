@@ -17,6 +17,7 @@ use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
 use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
 use crate::profile::Profile;
+use crate::progress::Progress;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
@@ -62,8 +63,14 @@ struct Scheduled {
     cut_by_run_deadline: bool,
 }
 
-/// Runs `probes`: static and library probes concurrently, then active probes one at a time.
-pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Duration) -> RunOutcome {
+/// Runs `probes`: static and library probes concurrently, then active probes one at a time, each named on
+/// `progress` as it starts.
+pub fn run(
+    probes: &[&'static dyn Probe],
+    shared: RunInputs,
+    run_timeout: Duration,
+    progress: &Progress,
+) -> RunOutcome {
     let run_deadline = Instant::now() + run_timeout;
     let shared = Arc::new(shared);
     let hung = HungLibraries::default();
@@ -80,7 +87,8 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
         run_timeout,
         &mut slots,
     );
-    for i in active {
+    for (n, &i) in active.iter().enumerate() {
+        progress.active(probes[i].id(), n + 1, active.len());
         run_batch(
             probes,
             &[i],
@@ -90,6 +98,9 @@ pub fn run(probes: &[&'static dyn Probe], shared: RunInputs, run_timeout: Durati
             run_timeout,
             &mut slots,
         );
+    }
+    if !active.is_empty() {
+        progress.clear();
     }
 
     let mut results = Vec::new();
@@ -469,6 +480,21 @@ mod tests {
     use super::*;
     use crate::probe::Explain;
 
+    /// After a libibverbs hang, every check that calls libibverbs reports at once instead of hanging again.
+    #[test]
+    fn a_verbs_hang_stops_every_check_that_calls_verbs() {
+        let hung: HungLibraries = Arc::new(Mutex::new(vec![Hung {
+            library: Library::Verbs,
+            call: "ibv_get_device_list".into(),
+            probe: "gdr.loopback",
+            after: Duration::from_secs(2),
+        }]));
+        for id in ["rdma.loopback", "gdr.loopback"] {
+            let probe = crate::probes::find(id).unwrap();
+            assert!(hung_library_needed(probe, &hung).is_some(), "{id}");
+        }
+    }
+
     struct Sleeper;
     impl Probe for Sleeper {
         fn id(&self) -> &'static str {
@@ -550,6 +576,7 @@ mod tests {
             &[&Sleeper, &Panicker, &Skipper],
             inputs(Profile::default()),
             Duration::from_secs(30),
+            &Progress::OFF,
         );
         assert!(started.elapsed() < Duration::from_secs(2));
         let statuses: Vec<(&str, Status)> = out
@@ -578,6 +605,7 @@ mod tests {
             &[&Sleeper],
             inputs(Profile::default()),
             Duration::from_millis(20),
+            &Progress::OFF,
         );
         assert!(
             out.results[0].summary.contains("run deadline"),
@@ -596,7 +624,12 @@ mod tests {
                 ..Default::default()
             },
         );
-        let out = run(&[&Skipper], inputs(profile), Duration::from_secs(5));
+        let out = run(
+            &[&Skipper],
+            inputs(profile),
+            Duration::from_secs(5),
+            &Progress::OFF,
+        );
         assert_eq!(out.results[0].status, Status::Fail);
         assert!(out.results[0].summary.contains("no hardware"));
     }

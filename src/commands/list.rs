@@ -20,7 +20,7 @@ pub fn main() -> anyhow::Result<u8> {
         table.add_row([p.id(), p.title(), &needs.join(", ")]);
     }
     let _ = writeln!(out, "{table}");
-    Ok(super::emit(&out, Exit::OK))
+    Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
 pub fn explain(id: &str) -> anyhow::Result<u8> {
@@ -54,17 +54,13 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
             needs.join(", ")
         }
     );
-    let _ = writeln!(out, "Reads:\n  {}\n", wrap(e.reads));
-    let _ = writeln!(out, "Why it matters:\n  {}\n", wrap(e.why));
+    let _ = writeln!(out, "Reads:\n  {}\n", one_line(e.reads));
+    let _ = writeln!(out, "Why it matters:\n  {}\n", one_line(e.why));
     let _ = writeln!(out, "Failures and fixes:");
     for (failure, fix) in e.fixes {
-        let _ = writeln!(
-            out,
-            "  - {failure}\n      fix: {}",
-            wrap(fix).replace("\n  ", "\n           ")
-        );
+        let _ = writeln!(out, "  - {failure}\n      fix: {}", one_line(fix));
     }
-    Ok(super::emit(&out, Exit::OK))
+    Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
 pub fn profiles() -> anyhow::Result<u8> {
@@ -72,11 +68,11 @@ pub fn profiles() -> anyhow::Result<u8> {
     let ids = crate::probes::ids();
     for (name, _) in BUILTIN {
         let p = profile::load(name, &ids)?;
-        let _ = writeln!(out, "{name}\n  {}", wrap(&p.description));
+        let _ = writeln!(out, "{name}\n  {}", one_line(&p.description));
         let expect = serde_yaml::to_string(&p.expect).unwrap_or_default();
         let set: Vec<&str> = expect.lines().filter(|l| !l.ends_with(": null")).collect();
         if !set.is_empty() {
-            let _ = writeln!(out, "  expects: {}", wrap(&set.join(", ")));
+            let _ = writeln!(out, "  expects: {}", set.join(", "));
         }
         let required: Vec<&str> = p
             .checks
@@ -89,23 +85,15 @@ pub fn profiles() -> anyhow::Result<u8> {
         }
         let _ = writeln!(out,);
     }
-    Ok(super::emit(&out, Exit::OK))
+    Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
-/// Collapses the whitespace of multi-line string literals and wraps at ~100 columns.
-fn wrap(text: &str) -> String {
-    let mut out = String::new();
-    let mut line_len = 0;
-    for word in text.split_whitespace() {
-        if line_len > 0 && line_len + word.len() > 100 {
-            out.push_str("\n  ");
-            line_len = 0;
-        } else if line_len > 0 {
-            out.push(' ');
-            line_len += 1;
-        }
-        out.push_str(word);
-        line_len += word.len();
-    }
-    out
+/// Collapses the whitespace of multi-line string literals; [`fitted`] wraps to the terminal.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The text wrapped to the terminal's width.
+fn fitted(text: &str) -> String {
+    crate::report::fit(text, crate::report::terminal_width())
 }

@@ -31,11 +31,16 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         args.files
     };
     for f in &files {
-        if f.as_os_str() != "-" && !f.is_file() {
-            bail!("{}: no such file", f.display());
-        }
+        nccl::check_log_path(f).map_err(anyhow::Error::msg)?;
     }
-    let summary = nccl::analyze_paths(&files, None)?;
+    // The paths were checked: failing to read one now (EIO, a pipe torn down) is "could not run", not usage.
+    let summary = match nccl::analyze_paths(&files, None) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fabric-preflight: {e}");
+            return Ok(Exit::COULD_NOT_RUN);
+        }
+    };
     let judgement = judge(&summary, args.expect);
     let code = exit_code(&judgement);
     let text = match args.format {
@@ -48,7 +53,10 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
             };
             serde_json::to_string_pretty(&report)? + "\n"
         }
-        ViewFormat::Table => render_table(&summary, args.expect, &judgement, code),
+        ViewFormat::Table => crate::report::fit(
+            &render_table(&summary, args.expect, &judgement, code),
+            crate::report::terminal_width(),
+        ),
     };
     Ok(super::emit(&text, code))
 }
@@ -77,7 +85,7 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
         Judgement::Undetermined(why) => format!("undetermined: {why}"),
     };
     let mut field = |name: &str, value: String| out.push_str(&format!("{name:<15}{value}\n"));
-    field("verdict", s.verdict.to_string());
+    field("verdict", s.verdict_named());
     field(
         "expected",
         format!("{} ({judged}; exit {code})", expect_name(expect)),
@@ -107,7 +115,11 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
     }
     if !s.transports.is_empty() {
         let mut table = comfy_table::Table::new();
-        table.load_style(comfy_table::presets::NOTHING);
+        table
+            .load_style(comfy_table::presets::NOTHING)
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(crate::report::terminal_width())
+            .force_no_tty();
         table.set_header([
             "TRANSPORT",
             "CHANNELS",
@@ -157,22 +169,23 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
             ));
         }
     }
-    if s.warnings_total > 0 {
-        out.push_str(&format!("\nNCCL WARN ({}):\n", s.warnings_total));
-        for w in &s.warnings {
+    if s.errors_total > 0 {
+        out.push_str(&format!("\nerrors ({}):\n", s.errors_total));
+        for e in &s.errors {
             out.push_str(&format!(
-                "  {}:{} {} {} {}\n",
-                w.source,
-                w.line,
-                w.host.as_deref().unwrap_or("-"),
-                w.location.as_deref().unwrap_or("-"),
-                w.message
+                "  {}:{} {} {} {} {}\n",
+                e.source,
+                e.line,
+                e.kind.as_str(),
+                e.host.as_deref().unwrap_or("-"),
+                e.location.as_deref().unwrap_or("-"),
+                e.message
             ));
         }
-        if s.warnings_total > s.warnings.len() as u64 {
+        if s.errors_total > s.errors.len() as u64 {
             out.push_str(&format!(
                 "  … {} more\n",
-                s.warnings_total - s.warnings.len() as u64
+                s.errors_total - s.errors.len() as u64
             ));
         }
     }

@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
@@ -12,7 +12,9 @@ use crate::exit;
 use crate::host::Host;
 use crate::probe::{AnswerSource, Inputs, Probe};
 use crate::profile::Profile;
-use crate::report::{self, termination, Format, HostInfo, RunReport, Style};
+use crate::profile_match;
+use crate::progress::Progress;
+use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 
@@ -31,6 +33,10 @@ pub struct Plan {
     pub inputs: Inputs,
     pub answers: Answers,
     pub timeout: Duration,
+    /// How `--profile auto` chose; None when a profile was named.
+    pub selection: Option<Selection>,
+    /// Where the running active check is named (off unless `run` turns it on for a terminal).
+    pub progress: Progress,
 }
 
 pub struct Executed {
@@ -51,13 +57,22 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     };
     runner::install_panic_hook();
     crate::interrupt::install();
-    let mut executed = execute(plan);
-    executed.report.strict = args.strict;
+    let mut executed = execute(Plan {
+        progress: Progress::on_terminal(args.quiet),
+        ..plan
+    });
+    executed.report = executed.report.with_strict(args.strict);
+    // In a pod the kernel's hostname is the pod's: the node's name (downward API) is the host to report.
+    if let Some(name) = args.node_name.clone().filter(|n| !n.is_empty()) {
+        executed.report.host.hostname = name.clone();
+        executed.report.host.node_name = name;
+    }
     let style = Style {
         color: use_color(args.color),
         width: report::terminal_width(),
+        quiet: args.quiet,
     };
-    let mut code = exit::for_run(&executed.report, args.strict);
+    let mut code = executed.report.exit_code;
 
     let mut written = true;
     for (format, target) in &outputs {
@@ -129,7 +144,7 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
 fn write_report(target: &Target, text: &str) -> std::io::Result<()> {
     match target {
         Target::Stdout => super::write_stdout(text),
-        Target::File(path) => std::fs::write(path, text),
+        Target::File(path) => report::file::replace(path, text),
     }
 }
 
@@ -155,7 +170,12 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let profile = crate::profile::load(profile, &ids)?;
+    let (profile, selection) = if profile == profile_match::AUTO {
+        let (name, selection) = profile_match::choose(&host, &ids)?;
+        (crate::profile::load(&name, &ids)?, Some(selection))
+    } else {
+        (crate::profile::load(profile, &ids)?, None)
+    };
     for id in only.iter().chain(skip) {
         if crate::probes::find(id).is_none() {
             bail!("unknown check id `{id}` (see `fabric-preflight list`)");
@@ -164,9 +184,7 @@ pub fn prepare(
     let timeout = crate::profile::timeout_duration(timeout_secs)
         .map_err(|e| anyhow::anyhow!("--timeout {e}"))?;
     for log in &inputs.nccl_logs {
-        if log.as_os_str() != "-" && !log.is_file() {
-            bail!("--nccl-log {}: no such file", log.display());
-        }
+        crate::nccl::check_log_path(log).map_err(|e| anyhow::anyhow!("--nccl-log {e}"))?;
     }
     let probes = crate::probes::all()
         .iter()
@@ -205,16 +223,24 @@ pub fn prepare(
         inputs,
         answers,
         timeout,
+        selection,
+        progress: Progress::OFF,
     })
 }
 
 pub fn execute(plan: Plan) -> Executed {
     let started = Instant::now();
+    let timestamp = report::rfc3339(SystemTime::now());
+    // An empty hostname file names nobody: reports still need a name to be filed under.
+    let hostname = plan
+        .host
+        .read(HOSTNAME)
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
     let host_info = HostInfo {
-        hostname: plan
-            .host
-            .read(HOSTNAME)
-            .unwrap_or_else(|_| "unknown".into()),
+        node_name: hostname.clone(),
+        hostname,
         kernel: plan
             .host
             .read(OSRELEASE)
@@ -232,6 +258,7 @@ pub fn execute(plan: Plan) -> Executed {
             answers: plan.answers,
         },
         plan.timeout,
+        &plan.progress,
     );
     let mut report = RunReport::new(
         host_info,
@@ -239,6 +266,8 @@ pub fn execute(plan: Plan) -> Executed {
         started.elapsed().as_millis() as u64,
         outcome.results,
     );
+    report.timestamp = timestamp;
+    report.profile_selection = plan.selection;
     report.library_answers = Some(library_answers);
     report.interrupted = crate::interrupt::requested().map(str::to_string);
     Executed {

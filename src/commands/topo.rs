@@ -15,7 +15,7 @@ pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
     };
     let tree = PciTree::read(&host)?;
     let text = match args.format {
-        ViewFormat::Table => render_table(&tree),
+        ViewFormat::Table => render_table(&tree, crate::report::terminal_width()),
         ViewFormat::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(&tree, &host))?;
             s.push('\n');
@@ -49,35 +49,38 @@ fn link_text(tree: &PciTree, link: Option<PathLink>) -> String {
     }
 }
 
-pub fn render_table(tree: &PciTree) -> String {
+/// The matrix with NUMA node and narrowest link per row when it fits `width`; otherwise the matrix in blocks
+/// of columns that fit, and the narrowest link of each device in the legend.
+pub fn render_table(tree: &PciTree, width: u16) -> String {
     let members = members(tree);
     if members.is_empty() {
         return "no GPU, RDMA NIC or NVMe drive on the PCI bus\n".into();
     }
-    let mut table = comfy_table::Table::new();
-    table.load_style(comfy_table::presets::NOTHING);
-    let mut header: Vec<String> = vec![String::new()];
-    header.extend(members.iter().map(|&i| tree.short_name(i)));
-    header.extend(["NUMA".into(), "NARROWEST LINK".into()]);
-    table.set_header(header);
-    for &a in &members {
-        let mut row = vec![tree.short_name(a)];
-        for &b in &members {
-            row.push(if a == b {
-                "X".into()
-            } else {
-                format!("{:?}", tree.distance(a, b))
-            });
+    let width = usize::from(width.max(crate::report::table::MIN_WIDTH));
+    let whole = matrix(tree, &members, &members, true);
+    let (body, links_in_legend) = if widest(&whole) <= width {
+        (whole, false)
+    } else {
+        let mut blocks = Vec::new();
+        let mut rest = &members[..];
+        while !rest.is_empty() {
+            // The most columns that fit, at least one.
+            let mut take = rest.len();
+            let mut block = matrix(tree, &members, &rest[..take], false);
+            while take > 1 && widest(&block) > width {
+                take -= 1;
+                block = matrix(tree, &members, &rest[..take], false);
+            }
+            blocks.push(block);
+            rest = &rest[take..];
         }
-        row.push(numa_label(&tree.nodes[a]));
-        row.push(link_text(tree, tree.narrowest_link(a)));
-        table.add_row(row);
-    }
-    let mut out = format!("{table}\n\nLegend:\n");
+        (blocks.join("\n\n"), true)
+    };
+    let mut out = format!("{body}\n\nLegend:\n");
     for &i in &members {
         let n = &tree.nodes[i];
         out.push_str(&format!(
-            "  {:<6} {} {}{}\n",
+            "  {:<6} {} {}{}{}\n",
             tree.short_name(i),
             n.bdf,
             n.role.as_str(),
@@ -85,6 +88,15 @@ pub fn render_table(tree: &PciTree) -> String {
                 String::new()
             } else {
                 format!(" ({})", n.rdma_devices.join(", "))
+            },
+            if links_in_legend {
+                format!(
+                    ", NUMA {}\n         narrowest link {}",
+                    numa_label(n),
+                    link_text(tree, tree.narrowest_link(i))
+                )
+            } else {
+                String::new()
             }
         ));
     }
@@ -93,7 +105,39 @@ pub fn render_table(tree: &PciTree) -> String {
          PHB  = through a PCIe host bridge (root complex)\n  NODE = across host bridges within one NUMA node\n  \
          SYS  = across the CPU interconnect (another NUMA node)\n",
     );
-    out
+    crate::report::fit(&out, width as u16)
+}
+
+/// Rows for every member, columns for `columns`; the NUMA and narrowest-link columns when `with_links`.
+fn matrix(tree: &PciTree, rows: &[usize], columns: &[usize], with_links: bool) -> String {
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let mut header: Vec<String> = vec![String::new()];
+    header.extend(columns.iter().map(|&i| tree.short_name(i)));
+    if with_links {
+        header.extend(["NUMA".into(), "NARROWEST LINK".into()]);
+    }
+    table.set_header(header);
+    for &a in rows {
+        let mut row = vec![tree.short_name(a)];
+        for &b in columns {
+            row.push(if a == b {
+                "X".into()
+            } else {
+                format!("{:?}", tree.distance(a, b))
+            });
+        }
+        if with_links {
+            row.push(numa_label(&tree.nodes[a]));
+            row.push(link_text(tree, tree.narrowest_link(a)));
+        }
+        table.add_row(row);
+    }
+    table.to_string()
+}
+
+fn widest(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
 
 pub fn to_json(tree: &PciTree, host: &Host) -> Value {
@@ -179,8 +223,29 @@ mod tests {
     #[test]
     fn table_has_legend_and_numa() {
         let (_h, tree) = hgx();
-        let t = render_table(&tree);
-        assert!(t.contains("NIC0   0000:19:00.0 NIC (mlx5_0)"), "{t}");
+        let t = render_table(&tree, 250);
+        assert!(t.contains("NIC0   0000:19:00.0 NIC (mlx5_0)\n"), "{t}");
         assert!(t.contains("NARROWEST LINK"));
+    }
+
+    #[test]
+    fn narrow_table_splits_the_matrix_and_moves_links_to_the_legend() {
+        let (_h, tree) = hgx();
+        let t = render_table(&tree, 80);
+        assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
+        // Every pair is still there: 20 rows in each block, every column header once.
+        for name in ["GPU0", "NIC7", "NVMe3"] {
+            let headers = t
+                .lines()
+                .filter(|l| l.starts_with(' ') && l.contains(&format!(" {name} ")))
+                .count();
+            assert!(headers >= 1, "{name}\n{t}");
+        }
+        assert!(
+            t.contains(
+                "NIC0   0000:19:00.0 NIC (mlx5_0), NUMA 0\n         narrowest link 32.0 GT/s x16"
+            ),
+            "{t}"
+        );
     }
 }

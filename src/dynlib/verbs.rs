@@ -22,6 +22,19 @@ pub enum Discovery {
     Failed { errno: i32, message: String },
 }
 
+impl Discovery {
+    /// The names, or the failure as a library error beside the call's own answer (evidence).
+    pub fn into_result(self) -> Result<Vec<String>, (LibError, String)> {
+        match self {
+            Discovery::Devices(d) => Ok(d),
+            Discovery::Failed { errno, message } => Err((
+                discovery_error(errno),
+                format!("ibv_get_device_list = NULL, errno {errno} ({message})"),
+            )),
+        }
+    }
+}
+
 /// The reason behind a failed device list, in words an operator acts on.
 pub fn explain_discovery_errno(errno: i32) -> String {
     match errno {

@@ -83,6 +83,15 @@ pub enum Event<'a> {
     /// aws-ofi-nccl refused its provider (`No eligible providers were found`, `Couldn't find any optimal
     /// provider`, `Only EFA provider is supported`); NCCL falls back to another network.
     OfiRefused(&'a str),
+    /// `transport/net_ib.cc:911 -> 2`: a call returned an error code up the stack (one line per frame).
+    ErrorReturn {
+        location: &'a str,
+        code: u32,
+    },
+    /// `NET/IB : Got completion from peer … with status=12 …`: an RDMA work request failed.
+    CompletionError(&'a str),
+    /// `ncclSystemError: …`, PyTorch's `NCCL error in: …`: a NCCL call failed (outside the NCCL prefix).
+    NcclError(&'a str),
     /// `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 …` (2.20+).
     CommTopology {
         nranks: u32,
@@ -162,39 +171,41 @@ pub enum Transport<'a> {
     Other(&'a str),
 }
 
-/// The family of a NET plugin, by its name.
+/// The family of a NET plugin, by its name. Only names known to be InfiniBand/RoCE verbs are IB: any other
+/// plugin is `Plugin`, named in the verdict, never taken for IB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NetFamily {
-    /// NCCL's internal `IB`, `IBext*`, `UCX`, `SHARP` and other vendors' RDMA plugins.
+    /// NCCL's internal `IB`, nccl-rdma-sharp-plugins' `IBext*`, `UCX*` and `SHARP` (CollNet): verbs.
     Ib,
     /// aws-ofi-nccl and other libfabric plugins (`AWS Libfabric`, `Libfabric`, `OFI`).
     Ofi,
-    /// NCCL's internal TCP transport, whatever interface it runs over (`ib0` included).
+    /// TCP: NCCL's internal `Socket` (whatever interface it runs over, `ib0` included), `FastSocket` and other
+    /// socket/TCP plugins.
     Socket,
+    /// Any other plugin (GPUDirect-TCPX/TCPXO, vendors' own): its name is all the log says about it.
+    Plugin,
 }
 
 impl NetFamily {
     pub fn of(plugin: &str) -> NetFamily {
         let p = plugin.trim();
-        if p.eq_ignore_ascii_case("socket") {
+        let has = |needle: &str| contains_ignore_case(p, needle);
+        let starts = |prefix: &str| {
+            p.get(..prefix.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(prefix))
+        };
+        // GPUDirect over TCP moves GPU memory itself: not the socket transport, though it runs over TCP.
+        if has("gpudirect") || has("tcpx") || has("fastrak") {
+            NetFamily::Plugin
+        } else if has("socket") || has("tcp") {
             NetFamily::Socket
-        } else if contains_ignore_case(p, "libfabric") || contains_ignore_case(p, "ofi") {
+        } else if has("libfabric") || has("ofi") {
             NetFamily::Ofi
-        } else {
+        } else if starts("IB") || starts("UCX") || p.eq_ignore_ascii_case("SHARP") {
             NetFamily::Ib
+        } else {
+            NetFamily::Plugin
         }
-    }
-
-    /// True for names NCCL and the known RDMA plugins use; anything else is counted with IB but flagged.
-    pub fn is_known_name(plugin: &str) -> bool {
-        let p = plugin.trim();
-        let upper = p.to_ascii_uppercase();
-        upper == "SOCKET"
-            || upper.starts_with("IB")
-            || upper.starts_with("UCX")
-            || upper == "SHARP"
-            || upper.contains("RDMA")
-            || NetFamily::of(p) == NetFamily::Ofi
     }
 
     pub fn as_str(self) -> &'static str {
@@ -202,6 +213,7 @@ impl NetFamily {
             NetFamily::Ib => "ib",
             NetFamily::Ofi => "ofi",
             NetFamily::Socket => "socket",
+            NetFamily::Plugin => "plugin",
         }
     }
 }
@@ -255,6 +267,12 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
     } else {
         parse_clean(line, &mut emit);
     }
+}
+
+/// [`parse_line_from`] for a line the caller knows holds no escape, carriage return or newline (it scanned
+/// the whole block at once).
+pub fn parse_plain_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Record<'_>)) {
+    parse_segment(line, first_nccl, &mut emit)
 }
 
 /// A line without ANSI codes: its records borrow from it.
@@ -316,6 +334,18 @@ fn parse_segment<'a>(segment: &'a str, first_nccl: usize, emit: &mut impl FnMut(
             pid: None,
             repeat,
             event: Event::Version(version),
+        });
+    }
+    // PyTorch's `NCCL error in: …` also holds an `NCCL ` that is not a token.
+    if let Some(text) = may_hold_version
+        .then(|| nccl_error(&segment[..head_end]))
+        .flatten()
+    {
+        emit(Record {
+            host: None,
+            pid: None,
+            repeat,
+            event: Event::NcclError(text),
         });
     }
     let mut region_start = 0;
@@ -643,6 +673,11 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
         }
         _ => {}
     }
+    // Topology dumps are most of what is left, and no other message starts like them: decided before any
+    // search through the message.
+    if is_graph(msg) {
+        return Event::Graph;
+    }
     // Both GDR messages start alike: one scan rules them out on most lines.
     if has(&GDR, msg) {
         if has(&GDR_DISABLED, msg) {
@@ -668,13 +703,13 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
         }
         _ => {}
     }
+    if let Some(event) = parse_error_return(msg) {
+        return event;
+    }
     if msg.starts_with("comm 0x") || has(&COMM, msg) {
         if let Some(topology) = parse_comm_topology(msg) {
             return topology;
         }
-    }
-    if is_graph(msg) {
-        return Event::Graph;
     }
     Event::Other
 }
@@ -697,11 +732,8 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     if text.starts_with("No device found") {
         return Event::NoDevice(net);
     }
-    if has(&GDR_DISABLED, text) {
-        return Event::GdrDisabled(msg);
-    }
-    if has(&GDR_ENABLED, text) {
-        return Event::GdrEnabled;
+    if text.starts_with("Got completion") {
+        return Event::CompletionError(msg);
     }
     if let Some(list) = text.strip_prefix("Using") {
         // `[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:…<0>`: keep the device list only.
@@ -715,6 +747,12 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     if text.starts_with('[') {
         // 2.3: `NET/IB: [0] mlx5_0:1/IB `.
         return Event::NetDevices { net, devices: text };
+    }
+    if has(&GDR_DISABLED, text) {
+        return Event::GdrDisabled(msg);
+    }
+    if has(&GDR_ENABLED, text) {
+        return Event::GdrEnabled;
     }
     Event::Other
 }
@@ -746,6 +784,57 @@ pub fn is_ofi_refusal(msg: &str) -> bool {
         "Unable to find a protocol",
     ];
     REFUSALS.iter().any(|r| msg.contains(r))
+}
+
+/// `<file>:<line> -> <code>[ [Async thread]]`, NCCLCHECK's trace of an error returned through a frame. The
+/// first word must end in `:<digits>`, which no topology line's does (`Ring 00 : 7 -> 0 -> 1`).
+fn parse_error_return(msg: &str) -> Option<Event<'_>> {
+    let space = memchr::memchr(b' ', msg.as_bytes())?;
+    let (location, rest) = (&msg[..space], &msg[space..]);
+    let (file, line) = location.rsplit_once(':')?;
+    if file.is_empty() || line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let code = rest.strip_prefix(" -> ")?;
+    let digits = code.bytes().take_while(u8::is_ascii_digit).count();
+    let code = code[..digits].parse().ok()?;
+    Some(Event::ErrorReturn { location, code })
+}
+
+/// NCCL's name for an `ncclResult_t` code.
+pub fn result_name(code: u32) -> &'static str {
+    match code {
+        0 => "ncclSuccess",
+        1 => "ncclUnhandledCudaError",
+        2 => "ncclSystemError",
+        3 => "ncclInternalError",
+        4 => "ncclInvalidArgument",
+        5 => "ncclInvalidUsage",
+        6 => "ncclRemoteError",
+        7 => "ncclInProgress",
+        _ => "unknown ncclResult_t",
+    }
+}
+
+/// Error names as frameworks print them (`ncclSystemError: System call … failed`).
+const ERROR_NAMES: [&str; 6] = [
+    "ncclUnhandledCudaError",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclInvalidArgument",
+    "ncclInvalidUsage",
+    "ncclRemoteError",
+];
+
+/// The text of a failed NCCL call reported outside NCCL's own lines, from the error's name on: an error name,
+/// or PyTorch's `NCCL error in: <file>:<line>, <text>`.
+pub fn nccl_error(text: &str) -> Option<&str> {
+    let at = ERROR_NAMES
+        .iter()
+        .filter_map(|n| text.find(n))
+        .chain(text.find("NCCL error in:"))
+        .min()?;
+    Some(trim(&text[at..]))
 }
 
 fn parse_pxn_gdr(rest: &str) -> Option<Event<'static>> {
@@ -964,8 +1053,7 @@ fn parse_transport(path: &str) -> Transport<'_> {
     Transport::Other(path)
 }
 
-/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3). Text after the last known
-/// suffix (a torn line) is ignored.
+/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3), and nothing after it.
 fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
     let (plugin, tail) = split_byte(rest, b'/')?;
     let plugin = trim(plugin);
@@ -998,6 +1086,11 @@ fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
         } else {
             break;
         }
+    }
+    // Anything left is a line cut or glued mid-path (`NET/IB/0/GD`, `NET/IB/0/GDRDMAgpu-a01:…`): what it
+    // said about GDRDMA is lost, so it proves nothing.
+    if !tail.is_empty() {
+        return None;
     }
     Some(Transport::Net {
         collnet,
@@ -1101,9 +1194,24 @@ mod tests {
             "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA",
         );
         assert_eq!(net(&c).0, "AWS Libfabric");
-        assert_eq!(NetFamily::of("AWS Libfabric"), NetFamily::Ofi);
-        assert_eq!(NetFamily::of("NCCL RDMA Plugin v6"), NetFamily::Ib);
-        assert_eq!(NetFamily::of("Socket"), NetFamily::Socket);
+        for (name, family) in [
+            ("AWS Libfabric", NetFamily::Ofi),
+            ("Libfabric", NetFamily::Ofi),
+            ("IB", NetFamily::Ib),
+            ("IBext_v8", NetFamily::Ib),
+            ("UCX", NetFamily::Ib),
+            ("SHARP", NetFamily::Ib),
+            ("Socket", NetFamily::Socket),
+            ("FastSocket", NetFamily::Socket),
+            ("TCP", NetFamily::Socket),
+            ("GPUDirectTCPX", NetFamily::Plugin),
+            ("GPUDirectTCPXO_v7", NetFamily::Plugin),
+            ("FasTrak", NetFamily::Plugin),
+            ("NCCL RDMA Plugin v6", NetFamily::Plugin),
+            ("bnxt_re", NetFamily::Plugin),
+        ] {
+            assert_eq!(NetFamily::of(name), family, "{name}");
+        }
     }
 
     #[test]
@@ -1264,7 +1372,8 @@ mod tests {
             one("vm:506:506 [0] NCCL INFO NCCL version 2.28.9+cuda13.0").event,
             Event::Version("2.28.9+cuda13.0")
         );
-        assert!(records("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.21.5").is_empty());
+        let line = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error, NCCL version 2.21.5";
+        assert_eq!(one(line).event, Event::NcclError(&line[14..]));
     }
 
     #[test]
@@ -1361,6 +1470,56 @@ mod tests {
                 want,
                 "{msg}"
             );
+        }
+    }
+
+    #[test]
+    fn error_returns_and_completion_errors_parse_graph_lines_do_not() {
+        for (msg, want) in [
+            (
+                "transport/net_ib.cc:911 -> 2",
+                Event::ErrorReturn {
+                    location: "transport/net_ib.cc:911",
+                    code: 2,
+                },
+            ),
+            (
+                "init.cc:1312 -> 6 [Async thread]",
+                Event::ErrorReturn {
+                    location: "init.cc:1312",
+                    code: 6,
+                },
+            ),
+            (
+                "NET/IB : Got completion from peer 10.9.0.12<51011> with error 12, opcode 0, len 0, vendor err 129",
+                Event::CompletionError("NET/IB : Got completion from peer 10.9.0.12<51011> with error 12, opcode 0, len 0, vendor err 129"),
+            ),
+            ("Ring 00 : 7 -> 0 -> 1", Event::Graph),
+            ("Tree 0 : -1 -> 0 -> 1/-1/-1", Event::Graph),
+            ("a:b -> 2", Event::Other),
+        ] {
+            assert_eq!(one(&format!("h:1:2 [0] NCCL INFO {msg}")).event, want, "{msg}");
+        }
+        assert_eq!(
+            nccl_error("[rank8]: ncclRemoteError: A call failed"),
+            Some("ncclRemoteError: A call failed")
+        );
+        assert_eq!(nccl_error("export TORCH_NCCL_ASYNC_ERROR_HANDLING=1"), None);
+    }
+
+    #[test]
+    fn torn_net_transports_are_rejected_not_counted_without_gdrdma() {
+        for path in [
+            "NET/IB/0/GD",
+            "NET/IB/0/GDRDMAgpu-a01:1:3",
+            "NET/IB/0x",
+            "NET/IB/",
+            "NET/IB",
+        ] {
+            let c = channel(&format!(
+                "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via {path}"
+            ));
+            assert_eq!(c.transport, Transport::Other(path), "{path}");
         }
     }
 

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use crate::dynlib::verbs::{self, Discovery, DEVICE_LIST_KEY};
 use crate::dynlib::Library;
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
@@ -93,27 +92,10 @@ impl Probe for GdrLoopback {
             "{VERBS_ABI} = {}",
             abi.as_deref().unwrap_or("<missing>")
         )];
-        let discovery = match cx.answers.obtain(DEVICE_LIST_KEY, verbs::discover) {
-            Ok(d) => d.value,
-            Err(e) => return vec![CheckResult::error(ID, e)],
+        let devices = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
+            Ok(d) => d,
+            Err(r) => return vec![*r],
         };
-        let devices = match discovery {
-            Discovery::Failed { errno, message } => {
-                let e = verbs::discovery_error(errno);
-                return vec![rdma.library_failed(ID, &e, expect_gdr).note(format!(
-                    "ibv_get_device_list = NULL, errno {errno} ({message})"
-                ))];
-            }
-            Discovery::Devices(d) => d,
-        };
-        if devices.is_empty() {
-            return vec![rdma.library_lists_none(
-                ID,
-                Library::Verbs,
-                "ibv_get_device_list",
-                expect_gdr,
-            )];
-        }
         evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
         let gpus = match nvidia::read_driver_gpus(cx.host) {
             Ok(g) => g,

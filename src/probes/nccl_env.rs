@@ -1,9 +1,9 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
 use crate::host::ReadError;
-use crate::nccl::analysis::allowed_families;
 use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
+use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
 use crate::probe::{CheckResult, Context, Explain, Probe, Status};
 use crate::profile::NcclExpect;
@@ -88,9 +88,12 @@ impl Wants {
     fn from(expect: Option<NcclExpect>) -> Self {
         use NcclExpect::*;
         Wants {
-            rdma: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma | Ib | Ofi)),
+            rdma: matches!(
+                expect,
+                Some(Gdrdma | IbGdrdma | OfiGdrdma | PluginGdrdma | Ib | Ofi | Plugin)
+            ),
             ib: matches!(expect, Some(Gdrdma | IbGdrdma | Ib)),
-            gdr: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma)),
+            gdr: matches!(expect, Some(Gdrdma | IbGdrdma | OfiGdrdma | PluginGdrdma)),
         }
     }
 }
@@ -193,15 +196,17 @@ fn gdr_settings(cx: &Context<'_>, wants: &Wants) -> Vec<CheckResult> {
 }
 
 /// `(device, port)` pairs present on this host.
-fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Vec<(String, u32)> {
-    devs.iter()
-        .flat_map(|d| {
+fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Result<Vec<(String, u32)>, ReadError> {
+    let mut out = Vec::new();
+    for d in devs {
+        out.extend(
             read_device(cx.host, d)
-                .ports
+                .ports?
                 .into_iter()
-                .map(move |p| (d.clone(), p))
-        })
-        .collect()
+                .map(|p| (d.clone(), p)),
+        );
+    }
+    Ok(out)
 }
 
 fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
@@ -215,7 +220,10 @@ fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
         Ok(d) => d,
         Err(e) => return Some(unreadable(VAR, &e)),
     };
-    let ports = ib_ports(cx, &devs);
+    let ports = match ib_ports(cx, &devs) {
+        Ok(p) => p,
+        Err(e) => return Some(unreadable(VAR, &e)),
+    };
     let kept: Vec<String> = ports
         .iter()
         .filter(|(d, p)| list.keeps(d, Some(*p)))
@@ -326,7 +334,10 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
         Ok(d) => d,
         Err(e) => return vec![unreadable(VAR, &e)],
     };
-    let ports = ib_ports(cx, &devs);
+    let ports = match ib_ports(cx, &devs) {
+        Ok(p) => p,
+        Err(e) => return vec![unreadable(VAR, &e)],
+    };
     let mut out = Vec::new();
     for (dev, port) in ports {
         if hca.as_ref().is_some_and(|l| !l.keeps(&dev, Some(port))) {

@@ -30,7 +30,8 @@ impl Probe for NcclTransport {
         Explain {
             reads: "the NCCL_DEBUG=INFO logs given with --nccl-log (user files, read directly, streamed): channel lines \
                     (`Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA` and every older shape), selection lines \
-                    (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines",
+                    (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines, error \
+                    return codes and error names; Docker json-file and CRI container logs are decoded",
             why: "NCCL silently falls back from InfiniBand/RoCE with GPUDirect RDMA to host-staged copies or plain TCP \
                   sockets when anything in the fabric is off. Jobs still run, 5-20x slower. Only the channel lines prove \
                   which transport carried the data; selection lines say what was chosen, not what was used.",
@@ -41,6 +42,9 @@ impl Probe for NcclTransport {
                   NCCL_NET_GDR_LEVEL unset, GPU and NIC under one PCIe switch (`nvidia-smi topo -m`)"),
                 ("undetermined: no channel lines", "capture a run that completes a collective across nodes with \
                   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"),
+                ("errors: WARN lines, return codes (`net_ib.cc:911 -> 2`), completion errors, ncclSystemError …",
+                 "a failing job fails whatever the transport: read the first error listed; completion errors \
+                  (status 12) point at the link or fabric (`fabric-preflight run --only rdma.link,rdma.counters`)"),
             ],
         }
     }
@@ -66,7 +70,11 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
         Some(e) => match judge(s, e) {
             Judgement::Met => (
                 Status::Pass,
-                format!("NCCL used {v}, as expected ({})", expect_name(e)),
+                format!(
+                    "NCCL used {}, as expected ({})",
+                    s.verdict_named(),
+                    expect_name(e)
+                ),
             ),
             Judgement::NotMet(why) => (Status::Fail, why),
             Judgement::Undetermined(why) => {
@@ -74,10 +82,15 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
             }
         },
         None => match v {
-            Verdict::IbGdrdma | Verdict::OfiGdrdma => (Status::Pass, format!("NCCL used {v}")),
-            Verdict::Ib | Verdict::Ofi => (
+            Verdict::IbGdrdma | Verdict::OfiGdrdma | Verdict::PluginGdrdma => {
+                (Status::Pass, format!("NCCL used {}", s.verdict_named()))
+            }
+            Verdict::Ib | Verdict::Ofi | Verdict::Plugin => (
                 Status::Pass,
-                format!("NCCL used {v} without GPUDirect RDMA (no expectation in the profile)"),
+                format!(
+                    "NCCL used {} without GPUDirect RDMA (no expectation in the profile)",
+                    s.verdict_named()
+                ),
             ),
             Verdict::IntraNodeOnly => (
                 Status::Pass,
@@ -105,13 +118,16 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
             }
         },
     };
-    let (status, summary) = if status == Status::Pass && s.warnings_total > 0 {
-        (
-            Status::Warn,
-            format!("{summary}; {} NCCL WARN line(s)", s.warnings_total),
-        )
-    } else {
-        (status, summary)
+    // Without an expectation, NCCL failing still fails (with one, `judge` already counted it).
+    let (status, summary) = match s.errors.first() {
+        Some(first) if expect.is_none() => (
+            Status::Fail,
+            format!(
+                "{summary}; {} NCCL error(s), first at {}:{}: {}",
+                s.errors_total, first.source, first.line, first.message
+            ),
+        ),
+        _ => (status, summary),
     };
     let mut r = CheckResult::new(ID, status, summary)
         .evidence("logs", s.input.files.join(", "))
@@ -157,13 +173,14 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
     for g in s.gdr_disabled.iter().take(EVIDENCE_PER_LIST) {
         r = r.evidence(&g.first_seen, format!("{} (x{})", g.text, g.count));
     }
-    for w in s.warnings.iter().take(EVIDENCE_PER_LIST) {
+    for e in s.errors.iter().take(EVIDENCE_PER_LIST) {
         r = r.evidence(
-            &format!("{}:{}", w.source, w.line),
+            &format!("{}:{}", e.source, e.line),
             format!(
-                "{} NCCL WARN {}",
-                w.location.as_deref().unwrap_or("-"),
-                w.message
+                "{} {} {}",
+                e.kind.as_str(),
+                e.location.as_deref().unwrap_or("-"),
+                e.message
             ),
         );
     }
@@ -189,14 +206,8 @@ fn or_dash(list: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nccl::Analyzer;
+    use crate::nccl::analyze_text as summary;
     use crate::profile::NcclExpect;
-
-    fn summary(text: &str) -> Summary {
-        let mut a = Analyzer::new();
-        a.read("t.log", text.as_bytes(), None).unwrap();
-        a.finish()
-    }
 
     const SOCKET: &str =
         "h:1:2 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[0] [send] via NET/Socket/0\n";
@@ -228,9 +239,18 @@ mod tests {
     }
 
     #[test]
-    fn transport_nccl_warn_turns_pass_into_warn() {
-        let text =
-            format!("{GDR}h:1:2 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion with error 12\n");
-        assert_eq!(judged(&summary(&text), None).status, Status::Warn);
+    fn transport_nccl_errors_fail_with_or_without_expectation() {
+        for error in [
+            "h:1:2 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion with error 12\n",
+            "h:1:2 [0] NCCL INFO transport/net_ib.cc:911 -> 2\n",
+            "ncclRemoteError: A call failed possibly due to a network error\n",
+        ] {
+            let s = summary(&format!("{GDR}{error}"));
+            for expect in [None, Some(NcclExpect::IbGdrdma), Some(NcclExpect::Any)] {
+                let r = judged(&s, expect);
+                assert_eq!(r.status, Status::Fail, "{error} {expect:?}");
+                assert!(r.summary.contains("ib-gdrdma"), "{}", r.summary);
+            }
+        }
     }
 }

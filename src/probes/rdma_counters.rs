@@ -4,7 +4,7 @@
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
 use crate::sysfs::infiniband::{
-    is_saturated, read_all_ports, read_counters, CounterValue, PortAttrs,
+    is_saturated, read_all_ports, read_counters, Counter, CounterValue, PortAttrs,
 };
 use crate::threshold::{worst, Limit};
 
@@ -97,10 +97,10 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
         return CheckResult::skip(ID, "no counters exposed (driver without a PMA)")
             .subject(subject);
     }
-    let known = counters
-        .iter()
-        .filter(|c| ERROR_COUNTERS.contains(&c.name.as_str()))
-        .count();
+    // A counter directory that could not be listed (no `/` in its name) may hold any error counter.
+    let is_judged =
+        |c: &Counter| ERROR_COUNTERS.contains(&c.name.as_str()) || !c.name.contains('/');
+    let known = counters.iter().filter(|c| is_judged(c)).count();
     if known == 0 {
         let names: Vec<&str> = counters.iter().map(|c| c.name.as_str()).collect();
         return CheckResult::skip(
@@ -119,7 +119,7 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
     let mut total = 0u64;
     let mut unreadable = 0usize;
     for c in &counters {
-        let judged = ERROR_COUNTERS.contains(&c.name.as_str());
+        let judged = is_judged(c);
         match &c.value {
             CounterValue::Value(v) => {
                 let short = c.name.rsplit('/').next().unwrap_or(&c.name);

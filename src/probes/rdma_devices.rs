@@ -97,7 +97,10 @@ impl Probe for RdmaDevices {
                             Some(v) => format!("firmware {v}"),
                             None => "firmware unknown".to_string(),
                         },
-                        dev.ports.len()
+                        match &dev.ports {
+                            Ok(p) => p.len().to_string(),
+                            Err(e) => format!("? ({}/ports: {})", dir, e.reason()),
+                        }
                     ),
                 ),
                 Some(u) => CheckResult::fail(

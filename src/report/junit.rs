@@ -1,4 +1,5 @@
-//! `--format junit`: one `<testsuite>` per run inside `<testsuites>`, one `<testcase>` per result
+//! `--format junit`: one `<testsuite>` per run inside `<testsuites>`, named after the node so that the reports of
+//! many nodes merged by a CI server stay apart; one `<testcase>` per result
 //! (classname = check id, name = subject or the id). fail → `<failure>`, error → `<error>`, skip →
 //! `<skipped>`, warn → a passing testcase whose `<system-out>` carries the warning, so CI shows it without
 //! failing the build; under `--strict` a warning fails the run, so it is a `<failure type="warn">`. A result
@@ -30,7 +31,8 @@ pub fn render(report: &RunReport) -> String {
     let _ = writeln!(x, r#"<testsuites name="{SUITE}" {counts}>"#);
     let _ = writeln!(
         x,
-        r#"  <testsuite name="{SUITE}" {counts} hostname="{}">"#,
+        r#"  <testsuite name="{}" {counts} hostname="{}">"#,
+        attr(&report.host.node_name),
         attr(&report.host.hostname)
     );
     x.push_str("    <properties>\n");
@@ -263,7 +265,7 @@ mod tests {
         assert_eq!(suite.name, "testsuite");
         assert_eq!(suite.path, "testsuites");
         for (key, want) in [
-            ("name", "fabric-preflight"),
+            ("name", "gpu-node-07"),
             ("tests", "6"),
             ("failures", "1"),
             ("errors", "1"),
@@ -338,6 +340,7 @@ mod tests {
         let report = RunReport::new(
             HostInfo {
                 hostname: "node\"<1>".into(),
+                node_name: "node\"<1>".into(),
                 kernel: "6.8".into(),
                 root: "/".into(),
             },

@@ -2,12 +2,14 @@
 //! colour and width come in through [`Style`].
 
 use std::io::IsTerminal;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
 use crate::threshold::worst;
 
+pub mod file;
 pub mod json;
 pub mod junit;
 pub mod prometheus;
@@ -22,14 +24,18 @@ pub struct RunReport {
     pub tool: ToolInfo,
     pub host: HostInfo,
     pub profile: String,
+    /// How `--profile auto` chose `profile`; None when a profile was named.
+    pub profile_selection: Option<Selection>,
+    /// When the run started, RFC 3339 in UTC to the second.
+    pub timestamp: String,
     /// `pass`, `warn`, `fail` or `error` (skips count as pass).
     pub status: Status,
+    /// `--strict`: warnings fail the run (JUnit counts them as failures, the termination log says so).
+    pub strict: bool,
+    /// The exit code this verdict gives (see [`crate::exit`]).
+    pub exit_code: u8,
     pub duration_ms: u64,
     pub checks: Vec<CheckResult>,
-    /// `--strict`: warnings fail the run (JUnit counts them as failures, the termination log says so). Not
-    /// serialised here: the JSON field comes with the report schema (issue 14).
-    #[serde(skip)]
-    pub strict: bool,
     /// Where library answers come from on this run: `live` (the libraries are called, also under a `--root`
     /// without `vendor-answers.json`) or `recorded`. Each result built on them carries its own mark too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,11 +49,16 @@ pub struct RunReport {
 pub struct ToolInfo {
     pub name: String,
     pub version: String,
+    /// Git commit the binary was built from (`unknown` outside a git checkout).
+    pub commit: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostInfo {
     pub hostname: String,
+    /// The name reports are filed under: `--node-name`/`NODE_NAME` (Kubernetes' downward API, which then
+    /// replaces `hostname` too: a pod's own hostname names the pod), else `hostname`.
+    pub node_name: String,
     pub kernel: String,
     /// `/` live, or the recorded tree given with `--root`.
     pub root: String,
@@ -61,21 +72,40 @@ impl RunReport {
         checks: Vec<CheckResult>,
     ) -> Self {
         let status = overall(&checks);
-        RunReport {
+        let mut report = RunReport {
             schema_version: SCHEMA_VERSION,
             tool: ToolInfo {
                 name: env!("CARGO_PKG_NAME").into(),
                 version: env!("CARGO_PKG_VERSION").into(),
+                commit: crate::build_info::COMMIT.into(),
             },
             host,
             profile,
+            profile_selection: None,
+            timestamp: rfc3339(SystemTime::now()),
             status,
+            strict: false,
+            exit_code: 0,
             duration_ms,
             checks,
-            strict: false,
             library_answers: None,
             interrupted: None,
-        }
+        };
+        report.exit_code = crate::exit::for_run(&report, false);
+        report
+    }
+
+    /// Judges warnings as failures (`--strict`); the exit code follows.
+    pub fn with_strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self.exit_code = crate::exit::for_run(&self, strict);
+        self
+    }
+
+    /// The results that make the run fail: failures and errors, and warnings under `--strict`.
+    pub fn is_problem(&self, c: &CheckResult) -> bool {
+        matches!(c.status, Status::Fail | Status::Error)
+            || (self.strict && c.status == Status::Warn)
     }
 
     /// How many results have this status.
@@ -88,6 +118,7 @@ impl RunReport {
         RunReport::new(
             HostInfo {
                 hostname: "node1".into(),
+                node_name: "node1".into(),
                 kernel: "6.8.0".into(),
                 root: "/".into(),
             },
@@ -104,6 +135,7 @@ impl RunReport {
         RunReport::new(
             HostInfo {
                 hostname: "gpu-node-07".into(),
+                node_name: "gpu-node-07".into(),
                 kernel: "6.8.0-45-generic".into(),
                 root: "testdata/hosts/h200-ib".into(),
             },
@@ -139,6 +171,22 @@ impl RunReport {
             ],
         )
     }
+}
+
+/// How `--profile auto` picked the profile, for every report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Selection {
+    /// What was asked for (`auto`).
+    pub requested: String,
+    /// What the host showed, and how each built-in profile compared.
+    pub reasons: Vec<String>,
+    /// Set when nothing matched and `generic` was used.
+    pub note: Option<String>,
+}
+
+/// `2026-12-01T14:31:42Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// fail > error > warn > pass; a skip is not a problem on its own.
@@ -211,12 +259,15 @@ pub struct Style {
     pub color: bool,
     /// Terminal width for the table (80 when unknown).
     pub width: u16,
+    /// `--quiet`: the table shows only what fails the run.
+    pub quiet: bool,
 }
 
 impl Style {
     pub const PLAIN: Style = Style {
         color: false,
         width: 80,
+        quiet: false,
     };
 }
 
@@ -238,6 +289,33 @@ pub fn terminal_width() -> u16 {
         }
     }
     80
+}
+
+/// Text re-wrapped so that no line is wider than `width` characters: a long line continues at its own
+/// indentation (a list item `- …` two columns further in, under its text). Lines that fit are left alone
+/// (tables that were laid out for the width already).
+pub fn fit(text: &str, width: u16) -> String {
+    let width = usize::from(width.max(table::MIN_WIDTH));
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let item = line.trim_start().starts_with("- ");
+        let hang = (indent + if item { 2 } else { 0 }).min(width / 2);
+        for (i, part) in table::wrap(line.trim_start(), width - indent, width - hang)
+            .iter()
+            .enumerate()
+        {
+            out.push_str(&" ".repeat(if i == 0 { indent } else { hang }));
+            out.push_str(part);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 pub fn render(format: Format, report: &RunReport, style: Style) -> String {

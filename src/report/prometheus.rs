@@ -1,6 +1,9 @@
 //! `--format prometheus`: text exposition format for node_exporter's textfile collector.
 //!
-//! Families, all gauges:
+//! Families, all gauges, named so that `promtool check metrics` is clean (base units, no abbreviations, no
+//! `_total`/`_count` on a gauge):
+//! - `fabric_preflight_info{version,commit,profile,host}` 1: what ran where, to join on.
+//! - `fabric_preflight_run_timestamp_seconds`: when the run started (Unix time), to alert on a stale file.
 //! - `fabric_preflight_run_status{status}`: one series per run status (pass, warn, fail, error), 1 for the
 //!   status of this run and 0 for the others, so an alert on `{status="fail"} == 1` never sees a gap.
 //! - `fabric_preflight_run_duration_seconds`.
@@ -9,7 +12,9 @@
 //!   series count for no gain). Results that share check, subject and status (a node-level check that
 //!   reports twice) share the series, and the value counts them.
 //! - `fabric_preflight_<measurement>_<base unit>{check,subject[,replayed="true"]}` for every measurement,
-//!   converted to base units (GB/s → `bytes_per_second`, µs → `seconds`, MiB → `bytes`, % → `ratio`).
+//!   converted to base units (GB/s and Gb/s → `bytes_per_second`, µs → `seconds`, MiB → `bytes`, % →
+//!   `ratio`, GT/s → `transfers_per_second`). Unit words in the measurement's own name (`_gbytes_per_sec`,
+//!   `_pct`, `_count`) give way to that suffix.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -18,12 +23,15 @@ use super::RunReport;
 use crate::probe::{Measurement, Status};
 
 const PREFIX: &str = "fabric_preflight_";
+const INFO: &str = "fabric_preflight_info";
+const RUN_TIMESTAMP: &str = "fabric_preflight_run_timestamp_seconds";
 const RUN_STATUS: &str = "fabric_preflight_run_status";
 const RUN_DURATION: &str = "fabric_preflight_run_duration_seconds";
 const CHECK_STATUS: &str = "fabric_preflight_check_status";
 
-/// Units as probes write them → (base-unit word for the metric name, factor numerator, denominator).
-/// Factors below one are divisions so that `µs → s` stays exact where it can.
+/// Units as probes write them → (base-unit words for the metric name, factor numerator, denominator).
+/// Factors below one are divisions so that `µs → s` stays exact where it can. Bits become bytes: the
+/// linter's base unit for data, as in node_exporter's `node_network_speed_bytes`.
 const UNITS: &[(&str, &str, f64, f64)] = &[
     ("B/s", "bytes_per_second", 1.0, 1.0),
     ("kB/s", "bytes_per_second", 1e3, 1.0),
@@ -34,13 +42,14 @@ const UNITS: &[(&str, &str, f64, f64)] = &[
     ("KiB/s", "bytes_per_second", 1024.0, 1.0),
     ("MiB/s", "bytes_per_second", 1048576.0, 1.0),
     ("GiB/s", "bytes_per_second", 1073741824.0, 1.0),
-    ("b/s", "bits_per_second", 1.0, 1.0),
-    ("kb/s", "bits_per_second", 1e3, 1.0),
-    ("Kb/s", "bits_per_second", 1e3, 1.0),
-    ("Mb/s", "bits_per_second", 1e6, 1.0),
-    ("Gb/s", "bits_per_second", 1e9, 1.0),
-    ("Tb/s", "bits_per_second", 1e12, 1.0),
-    ("Gbps", "bits_per_second", 1e9, 1.0),
+    ("b/s", "bytes_per_second", 1.0, 8.0),
+    ("kb/s", "bytes_per_second", 1e3, 8.0),
+    ("Kb/s", "bytes_per_second", 1e3, 8.0),
+    ("Mb/s", "bytes_per_second", 1e6, 8.0),
+    ("Gb/s", "bytes_per_second", 1e9, 8.0),
+    ("Tb/s", "bytes_per_second", 1e12, 8.0),
+    ("Gbps", "bytes_per_second", 1e9, 8.0),
+    ("GT/s", "transfers_per_second", 1e9, 1.0),
     ("s", "seconds", 1.0, 1.0),
     ("ms", "seconds", 1.0, 1e3),
     ("us", "seconds", 1.0, 1e6),
@@ -65,10 +74,49 @@ const UNITS: &[(&str, &str, f64, f64)] = &[
     ("GHz", "hertz", 1e9, 1.0),
     ("W", "watts", 1.0, 1.0),
     ("°C", "celsius", 1.0, 1.0),
-    // `_count` is reserved for histograms and summaries: plain counts get no suffix.
+    // Plain counts get no suffix: `_count` is reserved for histograms and summaries.
     ("count", "", 1.0, 1.0),
     ("counts", "", 1.0, 1.0),
 ];
+
+/// Words the linter refuses in a name (abbreviated units) or that restate a unit the suffix now gives in
+/// base units (`gbytes`, `gbits`, `pct`, `mib`, `milliseconds`).
+fn is_unit_word(word: &str) -> bool {
+    const ABBREVIATED: &[&str] = &[
+        "s", "ms", "us", "ns", "sec", "secs", "b", "kb", "mb", "gb", "tb", "pb", "m", "h", "d",
+    ];
+    const SPELLED: &[&str] = &[
+        "bytes", "byte", "bits", "bit", "bps", "seconds", "second", "minutes", "hours", "days",
+        "weeks", "pct", "percent",
+    ];
+    const PREFIXES: &[&str] = &[
+        "", "k", "m", "g", "t", "p", "ki", "mi", "gi", "ti", "pico", "nano", "micro", "milli",
+        "centi", "deci", "deca", "hecto", "kilo", "kibi", "mega", "mibi", "mebi", "giga", "gibi",
+        "tera", "tebi", "peta", "pebi",
+    ];
+    ABBREVIATED.contains(&word)
+        || ["kib", "mib", "gib", "tib"].contains(&word)
+        || PREFIXES.iter().any(|p| {
+            word.strip_prefix(p)
+                .is_some_and(|rest| SPELLED.contains(&rest))
+        })
+}
+
+/// Suffixes reserved for counters, histograms and summaries, and metric type names, which a gauge's name
+/// must not carry.
+fn is_reserved_word(word: &str) -> bool {
+    [
+        "total",
+        "count",
+        "sum",
+        "bucket",
+        "gauge",
+        "counter",
+        "histogram",
+        "summary",
+    ]
+    .contains(&word)
+}
 
 /// One metric family: its samples stay together, after one `# HELP` and one `# TYPE`.
 struct Family {
@@ -120,6 +168,28 @@ impl Exposition {
 
 pub fn render(report: &RunReport) -> String {
     let mut x = Exposition::default();
+    x.sample(
+        INFO,
+        "fabric-preflight build, profile and node of the last run; always 1.",
+        &[
+            ("version", report.tool.version.as_str()),
+            ("commit", report.tool.commit.as_str()),
+            ("profile", report.profile.as_str()),
+            ("host", report.host.node_name.as_str()),
+        ],
+        1.0,
+    );
+    if let Some(started) = humantime::parse_rfc3339(&report.timestamp)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+    {
+        x.sample(
+            RUN_TIMESTAMP,
+            "Start of the last fabric-preflight run, in seconds since the Unix epoch.",
+            &[],
+            started.as_secs() as f64,
+        );
+    }
     for status in [Status::Pass, Status::Warn, Status::Fail, Status::Error] {
         x.sample(
             RUN_STATUS,
@@ -180,15 +250,51 @@ pub fn render(report: &RunReport) -> String {
 /// `fabric_preflight_<name>_<base unit>` and the value in that unit.
 fn metric(m: &Measurement) -> (String, f64) {
     let (unit, value) = match UNITS.iter().find(|(u, ..)| *u == m.unit) {
-        Some((_, word, num, den)) => (word.to_string(), m.value * num / den),
-        None => (sanitize(&m.unit.replace('/', "_per_")), m.value),
+        Some((_, words, num, den)) => (words.to_string(), m.value * num / den),
+        // Another unit is kept when it is one plain word (`lanes`, `channels`); anything else
+        // (`rank (0=PIX..4=SYS)`) would only garble the name, and the help text carries it.
+        None => {
+            let word = sanitize(&m.unit);
+            let plain = word.chars().all(|c| c.is_ascii_lowercase())
+                && !is_unit_word(&word)
+                && !is_reserved_word(&word);
+            (if plain { word } else { String::new() }, m.value)
+        }
     };
-    let mut name = format!("{PREFIX}{}", sanitize(&m.name));
+    let sanitized = sanitize(&m.name);
+    let all: Vec<&str> = sanitized.split('_').filter(|w| !w.is_empty()).collect();
+    // Unit words give way to the suffix; `per` goes with the unit word after it (`gbytes_per_sec`).
+    let mut words: Vec<&str> = Vec::new();
+    for (i, w) in all.iter().enumerate() {
+        let per_unit = *w == "per" && all.get(i + 1).is_some_and(|next| is_unit_word(next));
+        if !is_unit_word(w)
+            && !per_unit
+            && !(["gauge", "counter", "histogram", "summary"].contains(w))
+        {
+            words.push(w);
+        }
+    }
+    while words.last().is_some_and(|w| is_reserved_word(w)) {
+        words.pop();
+    }
+    // `gpu_count` in GPUs: `gpus`, not `gpu_gpus`.
+    if words
+        .last()
+        .is_some_and(|w| unit == *w || unit == format!("{w}s"))
+    {
+        words.pop();
+    }
+    if words.is_empty() && unit.is_empty() {
+        words.push("value");
+    }
+    let mut name = format!("{PREFIX}{}", words.join("_"));
     if !unit.is_empty() && !name.ends_with(&format!("_{unit}")) {
-        name.push('_');
+        if !words.is_empty() {
+            name.push('_');
+        }
         name.push_str(&unit);
     }
-    if [RUN_STATUS, RUN_DURATION, CHECK_STATUS].contains(&name.as_str()) {
+    if [INFO, RUN_TIMESTAMP, RUN_STATUS, RUN_DURATION, CHECK_STATUS].contains(&name.as_str()) {
         // A measurement must not join a family with other labels.
         name.push_str("_measurement");
     }
@@ -347,15 +453,29 @@ mod tests {
     }
 
     #[test]
+    fn prometheus_info_and_timestamp_identify_the_run() {
+        let mut report = RunReport::sample_for_tests();
+        report.timestamp = "2026-12-01T14:31:42Z".into();
+        let samples = validate(&render(&report));
+        let info = format!(
+            r#"{{version="{}",commit="{}",profile="hgx-h200-ib",host="gpu-node-07"}}"#,
+            env!("CARGO_PKG_VERSION"),
+            crate::build_info::COMMIT
+        );
+        assert_eq!(value_of(&samples, INFO, &info), "1");
+        assert_eq!(value_of(&samples, RUN_TIMESTAMP, ""), "1796135502");
+    }
+
+    #[test]
     fn prometheus_measurements_are_in_base_units_with_labels() {
         let samples = validate(&render(&RunReport::sample_for_tests()));
         assert_eq!(
             value_of(
                 &samples,
-                "fabric_preflight_link_rate_bits_per_second",
+                "fabric_preflight_link_rate_bytes_per_second",
                 r#"{check="rdma.link",subject="mlx5_0/1",replayed="true"}"#
             ),
-            "100000000000"
+            "12500000000"
         );
         assert_eq!(
             value_of(
@@ -407,9 +527,64 @@ mod tests {
                 "speed",
                 32.0,
                 "GT/s",
-                "fabric_preflight_speed_gt_per_s",
-                32.0,
+                "fabric_preflight_speed_transfers_per_second",
+                32e9,
             ),
+            // What the probes wrote before the names were linted: unit words and reserved suffixes in the
+            // measurement's own name, bits, a unit sentence.
+            (
+                "gds_read_gbytes_per_sec",
+                3.0,
+                "GB/s",
+                "fabric_preflight_gds_read_bytes_per_second",
+                3e9,
+            ),
+            (
+                "gdr_write_gbits_per_sec",
+                400.0,
+                "Gb/s",
+                "fabric_preflight_gdr_write_bytes_per_second",
+                5e10,
+            ),
+            (
+                "gdr_write_pct_of_link",
+                97.0,
+                "%",
+                "fabric_preflight_gdr_write_of_link_ratio",
+                0.97,
+            ),
+            (
+                "error_counts_total",
+                3.0,
+                "count",
+                "fabric_preflight_error_counts",
+                3.0,
+            ),
+            (
+                "pcie_replay_count",
+                2.0,
+                "count",
+                "fabric_preflight_pcie_replay",
+                2.0,
+            ),
+            (
+                "nearest_nic_distance",
+                1.0,
+                "rank (0=PIX..4=SYS)",
+                "fabric_preflight_nearest_nic_distance",
+                1.0,
+            ),
+            (
+                "latency_ms",
+                2.0,
+                "ms",
+                "fabric_preflight_latency_seconds",
+                2e-3,
+            ),
+            ("count", 2.0, "", "fabric_preflight_value", 2.0),
+            ("per_gpu", 2.0, "", "fabric_preflight_per_gpu", 2.0),
+            ("gpu_count", 8.0, "GPUs", "fabric_preflight_gpus", 8.0),
+            ("lanes", 8.0, "lanes", "fabric_preflight_lanes", 8.0),
             ("errors", 3.0, "count", "fabric_preflight_errors", 3.0),
             ("lanes_down", 1.0, "", "fabric_preflight_lanes_down", 1.0),
             (
@@ -442,6 +617,7 @@ mod tests {
         let report = RunReport::new(
             HostInfo {
                 hostname: "n".into(),
+                node_name: "n".into(),
                 kernel: "k".into(),
                 root: "/".into(),
             },

@@ -9,7 +9,7 @@ use super::{describe_measurement, in_order, label, RunReport, Style};
 use crate::probe::{CheckResult, Status};
 
 /// Below this the layout stops making sense; narrower terminals get lines this long.
-const MIN_WIDTH: u16 = 40;
+pub const MIN_WIDTH: u16 = 40;
 /// Detail lines: `  evidence  value`, the value column starts here.
 const DETAIL_INDENT: usize = 12;
 /// A wrapped detail value continues a little further in, so it does not read as the next item.
@@ -19,16 +19,25 @@ const LABEL_WIDTH: usize = 6;
 
 pub fn render(report: &RunReport, style: Style) -> String {
     let width = usize::from(style.width.max(MIN_WIDTH));
+    // `--quiet`: only what fails the run, and nothing at all when the run passes.
+    let shown: Vec<&CheckResult> = report
+        .checks
+        .iter()
+        .filter(|c| !style.quiet || report.is_problem(c))
+        .collect();
+    if style.quiet && shown.is_empty() {
+        return String::new();
+    }
     let mut out = String::new();
-    if report.checks.is_empty() {
+    if shown.is_empty() {
         out.push_str("no checks ran\n");
     } else {
-        out.push_str(&results_table(report, style).to_string());
+        out.push_str(&results_table(&shown, style).to_string());
         out.push('\n');
     }
     let attention = [Status::Fail, Status::Error, Status::Warn, Status::Skip];
     let mut previous = None;
-    for c in in_order(&report.checks, &attention) {
+    for c in in_order(&report.checks, &attention).filter(|c| !style.quiet || report.is_problem(c)) {
         // Skips are one line each: keep them together as a block.
         if !(previous == Some(Status::Skip) && c.status == Status::Skip) {
             out.push('\n');
@@ -37,11 +46,29 @@ pub fn render(report: &RunReport, style: Style) -> String {
         previous = Some(c.status);
     }
     out.push('\n');
+    if let (Some(selection), false) = (&report.profile_selection, style.quiet) {
+        let mut why = format!(
+            "profile auto → {}: {}",
+            report.profile,
+            // What the host showed and why the pick fits; every candidate is in the JSON report.
+            selection.reasons[..selection.reasons.len().min(2)].join("; ")
+        );
+        if let Some(note) = &selection.note {
+            why = format!("{why}. {note}");
+        }
+        for (i, line) in wrap(&why, width, width - 2).iter().enumerate() {
+            if i > 0 {
+                out.push_str("  ");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
     labelled(&mut out, report.status, &summary(report), style, width);
     out
 }
 
-fn results_table(report: &RunReport, style: Style) -> Table {
+fn results_table(shown: &[&CheckResult], style: Style) -> Table {
     let mut table = Table::new();
     table
         .load_style(presets::UTF8_FULL_CONDENSED)
@@ -53,7 +80,7 @@ fn results_table(report: &RunReport, style: Style) -> Table {
     if style.color {
         table.enforce_styling();
     }
-    for c in &report.checks {
+    for c in shown {
         let mut status = Cell::new(label(c.status));
         if style.color {
             status = status.fg(cell_color(c.status));
@@ -184,7 +211,7 @@ fn duration(ms: u64) -> String {
 
 /// Greedy word wrap by characters: the first line holds `first` characters, the others `rest`. Words longer
 /// than a line (paths) are cut; line breaks in the text are kept.
-fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
+pub fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     let mut len = 0;
@@ -249,6 +276,7 @@ mod tests {
         let style = Style {
             color: true,
             width: 80,
+            quiet: false,
         };
         let text = render(&RunReport::sample_for_tests(), style);
         assert!(text.contains('\x1b'), "{text}");
@@ -267,6 +295,7 @@ mod tests {
         let style = Style {
             color: false,
             width: 200,
+            quiet: false,
         };
         let text = render(&RunReport::sample_for_tests(), style);
         let row = text
@@ -406,6 +435,7 @@ mod tests {
         let style = Style {
             color: false,
             width: 10,
+            quiet: false,
         };
         assert_fits(
             &render(&RunReport::sample_for_tests(), style),

@@ -19,15 +19,6 @@ pub fn read_device_names(host: &Host) -> Result<Vec<String>, ReadError> {
     }
 }
 
-/// `/sys/class/infiniband = mlx5_0 mlx5_1` (or `<no devices>`): the evidence line naming what the kernel lists.
-pub fn device_list_evidence(names: &[String]) -> String {
-    if names.is_empty() {
-        format!("{CLASS_INFINIBAND} = <no devices>")
-    } else {
-        format!("{CLASS_INFINIBAND} = {}", names.join(" "))
-    }
-}
-
 /// `mlx5_2` before `mlx5_10`: digit runs compare as numbers.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn chunks(s: &str) -> Vec<(bool, &str)> {
@@ -79,7 +70,8 @@ pub struct RdmaDevice {
     pub hca_type: Option<String>,
     /// The PCI function behind the device (`0000:19:00.0`), from the `device` symlink.
     pub pci_bdf: Option<String>,
-    pub ports: Vec<u32>,
+    /// Port numbers, ascending; an unreadable `ports/` directory is kept as the error, never read as no port.
+    pub ports: Result<Vec<u32>, ReadError>,
 }
 
 /// `1: CA` → (1, `CA`); also used for `state` (`4: ACTIVE`) and `phys_state` (`5: LinkUp`).
@@ -107,13 +99,11 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let read = |file: &str| host.read(&format!("{dir}/{file}")).ok();
     let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     let pci_bdf = read_device_bdf(host, name);
-    let mut ports: Vec<u32> = host
-        .read_dir(&format!("{dir}/ports"))
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    ports.sort_unstable();
+    let ports = host.read_dir(&format!("{dir}/ports")).map(|names| {
+        let mut ports: Vec<u32> = names.iter().filter_map(|p| p.parse().ok()).collect();
+        ports.sort_unstable();
+        ports
+    });
     RdmaDevice {
         name: name.to_string(),
         node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
@@ -249,18 +239,19 @@ pub fn read_port(host: &Host, dev: &str, port: u32) -> PortAttrs {
 
 /// Every port of every RDMA device, in natural device order.
 pub fn read_all_ports(host: &Host) -> Result<Vec<(RdmaDevice, Vec<PortAttrs>)>, ReadError> {
-    Ok(read_device_names(host)?
+    read_device_names(host)?
         .into_iter()
         .map(|name| {
             let dev = read_device(host, &name);
             let ports = dev
                 .ports
+                .clone()?
                 .iter()
                 .map(|p| read_port(host, &name, *p))
                 .collect();
-            (dev, ports)
+            Ok((dev, ports))
         })
-        .collect())
+        .collect()
 }
 
 pub fn gid_path(dev: &str, port: u32, index: u32) -> String {
@@ -435,16 +426,27 @@ pub fn is_saturated(name: &str, value: u64) -> bool {
     counter_width(name).is_some_and(|bits| value == (1u64 << bits) - 1)
 }
 
-/// `counters/*` then `hw_counters/*` of one port. `hw_counters/lifespan` is a setting, not a counter.
+/// `counters/*` then `hw_counters/*` of one port. `hw_counters/lifespan` is a setting, not a counter. A
+/// directory that cannot be listed is one entry named after it (`counters`), unreadable.
 pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
     let shown = port_dir(dev, port);
     let real = real_dir(host, &shown);
     let mut out = Vec::new();
     for group in ["counters", "hw_counters"] {
-        for name in host
-            .read_dir(&format!("{real}/{group}"))
-            .unwrap_or_default()
-        {
+        // A driver without a PMA has no `counters/`; one that cannot be listed is kept as an unreadable entry.
+        let names = match host.read_dir(&format!("{real}/{group}")) {
+            Ok(n) => n,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => {
+                out.push(Counter {
+                    name: group.to_string(),
+                    path: format!("{shown}/{group}"),
+                    value: CounterValue::Unreadable(e.reason()),
+                });
+                continue;
+            }
+        };
+        for name in names {
             if group == "hw_counters" && name == "lifespan" {
                 continue;
             }
@@ -478,12 +480,17 @@ pub struct UverbsMap {
 pub fn read_uverbs_map(host: &Host) -> UverbsMap {
     let mut map = Vec::new();
     let mut unreadable = Vec::new();
-    for n in host
-        .read_dir(CLASS_INFINIBAND_VERBS)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| n.starts_with("uverbs"))
-    {
+    let names = match host.read_dir(CLASS_INFINIBAND_VERBS) {
+        Ok(n) => n,
+        // No ib_uverbs loaded.
+        Err(e) if e.is_not_found() => vec![],
+        // Any uverbs device may be behind it.
+        Err(e) => {
+            unreadable.push((e.path.clone(), e.reason()));
+            vec![]
+        }
+    };
+    for n in names.into_iter().filter(|n| n.starts_with("uverbs")) {
         let path = format!("{CLASS_INFINIBAND_VERBS}/{n}/ibdev");
         match host.read_value(&path) {
             Ok(ibdev) => map.push((n, ibdev)),
@@ -496,6 +503,80 @@ pub fn read_uverbs_map(host: &Host) -> UverbsMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device whose `ports/` cannot be listed is an error, not a device without ports (rdma.link skipped
+    /// "no RDMA port" on it; rdma.loopback failed "0 RDMA port(s), none ACTIVE").
+    #[test]
+    fn unreadable_ports_directory_is_an_error() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let ports = dir.path().join("sys/devices/virtual/infiniband/rxe0/ports");
+        std::fs::remove_dir_all(&ports).unwrap();
+        std::os::unix::fs::symlink("ports", &ports).unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let e = read_all_ports(&host).unwrap_err();
+        assert!(e.path.ends_with("rxe0/ports"), "{e}");
+        assert!(read_device(&host, "rxe0").ports.is_err());
+        for id in ["rdma.link", "rdma.loopback"] {
+            let r = crate::probes::testing::run_on_root(
+                crate::probes::find(id).unwrap(),
+                dir.path(),
+                "generic",
+            );
+            assert_eq!(r[0].status, crate::probe::Status::Error, "{id}: {r:?}");
+        }
+    }
+
+    /// `path` (under the tree) replaced by a link to itself: listing it fails (ELOOP), for root too.
+    fn unreadable(root: &std::path::Path, path: &str) {
+        let full = root.join(path);
+        std::fs::remove_dir_all(&full).unwrap();
+        std::os::unix::fs::symlink(full.file_name().unwrap(), &full).unwrap();
+    }
+
+    /// An unreadable counter directory is never "no counters" (rxe: rdma.counters skipped "no counters
+    /// exposed"; HGX with `counters/` unreadable: passed on `hw_counters` alone).
+    #[test]
+    fn unreadable_counter_directories_are_reported() {
+        for (tree, dir) in [
+            ("rxe-vm", "sys/devices/virtual/infiniband/rxe0/ports/1/hw_counters"),
+            ("hgx-healthy", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0/infiniband/mlx5_0/ports/1/counters"),
+        ] {
+            let copy = crate::probes::testing::copy_scenario(tree);
+            unreadable(copy.path(), dir);
+            let r = crate::probes::testing::run_on_root(
+                crate::probes::find("rdma.counters").unwrap(),
+                copy.path(),
+                "generic",
+            );
+            let port = r.iter().find(|x| x.subject.as_deref().is_some_and(|s| s.ends_with("0/1"))).unwrap();
+            assert!(
+                !matches!(port.status, crate::probe::Status::Pass | crate::probe::Status::Skip),
+                "{tree}: {port:?}"
+            );
+        }
+    }
+
+    /// An unreadable `/sys/class/infiniband_verbs` is no proof that no uverbs device maps to a device
+    /// (rdma.devices failed "no uverbs device maps to it (ib_uverbs not loaded?)").
+    #[test]
+    fn unreadable_uverbs_class_is_reported() {
+        let copy = crate::probes::testing::copy_scenario("rxe-vm");
+        unreadable(copy.path(), "sys/class/infiniband_verbs");
+        let r = crate::probes::testing::run_on_root(
+            crate::probes::find("rdma.devices").unwrap(),
+            copy.path(),
+            "generic",
+        );
+        let dev = r
+            .iter()
+            .find(|x| x.subject.as_deref() == Some("rxe0"))
+            .unwrap();
+        assert_eq!(dev.status, crate::probe::Status::Error, "{dev:?}");
+        assert!(
+            dev.summary.contains("cannot tell which uverbs device"),
+            "{dev:?}"
+        );
+    }
 
     #[test]
     fn rate_every_kernel_form() {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::util::{code, host, preflight, result_of, run_json, stdout, verdicts};
+use crate::util::{code, host, json_out, preflight, result_of, run_json, stdout, verdicts, Schema};
 
 /// Static checks of this area plus the foundation's kernel-module checks. `rdma.memlock` judges this very
 /// process, not the tree, so it is left out.
@@ -499,7 +499,7 @@ fn topo_json(scenario: &str) -> serde_json::Value {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0);
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_out(Schema::Topo, &out)
 }
 
 #[test]
@@ -527,6 +527,7 @@ fn topo_labels_pairs_like_nvidia_smi() {
 #[test]
 fn topo_table_and_bad_root() {
     let out = preflight()
+        .env("COLUMNS", "250")
         .args(["topo", "--root"])
         .arg(host("hgx-healthy"))
         .output()

@@ -174,13 +174,7 @@ fn run_with(libs: &Path, profile: &Path, checks: &[&str], extra: &[&str]) -> Run
         .expect("binary runs");
     let elapsed = started.elapsed();
     eprintln!("run --only {} took {elapsed:?}", checks.join(","));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            stdout(&out),
-            stderr(&out)
-        )
-    });
+    let report: Value = json_out(Schema::Run, &out);
     Run {
         code: code(&out),
         report,
@@ -557,8 +551,8 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             stopped_in < Duration::from_secs(3),
             "{name}: {stopped_in:?}"
         );
-        let report: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{name}: no JSON report ({e}): {}", stdout(&out)));
+        eprintln!("{name}");
+        let report: Value = json_out(Schema::Run, &out);
         assert_eq!(report["interrupted"], name);
         let r = result_of(&report, "gds.read");
         assert_eq!(r["status"], "error", "{r:#}");
@@ -637,7 +631,7 @@ fn root_without_recording_calls_live_libraries_and_every_result_says_live_or_rec
             stdout(&out)
         };
         let out = run("json");
-        let report: Value = serde_json::from_str(&out).expect("JSON report");
+        let report: Value = json(Schema::Run, out.as_bytes());
         assert_eq!(report["library_answers"], source, "{scenario}");
         let inventory = result_of(&report, "gpu.inventory");
         assert!(

@@ -99,7 +99,7 @@ fn live_without_vendor_libraries_skips_with_the_reason() {
         .arg(scratch.path())
         .output()
         .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let report: Value = json_out(Schema::Run, &out);
     let read = result_of(&report, "gds.read");
     let gdr = result_of(&report, "gdr.loopback");
     // On a machine that has the libraries these probes measure instead; the contract here is the build host.

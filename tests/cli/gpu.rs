@@ -41,7 +41,7 @@ fn cpu_only_host_gpu_checks_skip_naming_the_missing_library() {
         .output()
         .expect("binary starts without libnvidia-ml and libcuda");
     assert_eq!(util::code(&out), 0, "{}", util::stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let report: Value = util::json_out(util::Schema::Run, &out);
     let v = verdicts(&report);
     assert_eq!(v.len(), 5, "{v:?}");
     // No GPU on the bus decides (presence.rs); the library's own message stays in the evidence.
@@ -75,7 +75,7 @@ fn cpu_only_host_gpu_profile_fails_without_driver() {
         ])
         .output()
         .expect("runs");
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let report: Value = util::json_out(util::Schema::Run, &out);
     assert_eq!(util::code(&out), util::Exit::CHECK_FAILED);
     for c in report["checks"].as_array().unwrap() {
         assert_eq!(c["status"], "fail", "{c}");
@@ -175,7 +175,7 @@ fn snapshot_of_this_host_replays_the_same_verdicts() {
         .args(["run", "--format", "json", "--only", &only])
         .output()
         .expect("runs");
-    let live: Value = serde_json::from_slice(&live.stdout).unwrap();
+    let live: Value = util::json_out(util::Schema::Run, &live);
     let (_, replayed) = run_json(&snap, "generic", &["--only", &only]);
     assert_eq!(verdicts(&replayed), verdicts(&live));
     if !Path::new("/proc/driver/nvidia").exists() {

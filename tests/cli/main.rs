@@ -8,6 +8,7 @@ mod gpu;
 mod h200;
 mod nccl;
 mod presence;
+mod reports;
 mod robustness;
 mod usage;
 mod util;

@@ -2,6 +2,7 @@
 //! details that name the culprits, stdin, usage errors; `run --nccl-log` (nccl.transport) and nccl.env.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::Stdio;
 
 use serde_json::Value;
@@ -14,8 +15,7 @@ fn nccl_json(file: &str, expect: &str) -> (u8, Value) {
         .arg(testdata(&format!("nccl/{file}")))
         .output()
         .expect("binary runs");
-    let json = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {}\n{}", stdout(&out), stderr(&out)));
+    let json = json_out(Schema::Nccl, &out);
     (code(&out), json)
 }
 
@@ -146,6 +146,62 @@ fn nccl_warnings_keep_line_numbers_and_locations() {
 }
 
 #[test]
+fn nccl_errors_are_listed_and_make_the_expectation_not_met() {
+    let (exit, json) = nccl_json("errors-return-code-chain-ib-gdrdma.log", "gdrdma");
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    assert_eq!(json["verdict"], "ib-gdrdma");
+    assert_eq!(json["errors_total"], 1, "one chain, one error");
+    let e = &json["errors"][0];
+    assert_eq!(e["kind"], "return-code");
+    assert_eq!(e["line"], 6);
+    assert_eq!(e["location"], "transport/net_ib.cc:911");
+    assert!(e["message"].as_str().unwrap().contains("ncclSystemError"));
+    let reason = json["judgement"]["reason"].as_str().unwrap();
+    assert!(reason.contains("NCCL used ib-gdrdma"), "{reason}");
+
+    let (_, json) = nccl_json("errors-completion-status-v2.28-ib-gdrdma.log", "gdrdma");
+    assert_eq!(json["errors"][0]["kind"], "completion-error");
+    assert_eq!(json["errors"][1]["kind"], "return-code");
+    let (_, json) = nccl_json("errors-remote-error-after-ib-gdrdma.log", "gdrdma");
+    assert_eq!(json["errors"][0]["kind"], "nccl-error");
+    assert_eq!(json["errors"][0]["line"], 8);
+
+    let out = preflight()
+        .args(["nccl"])
+        .arg(testdata(
+            "nccl/errors-completion-status-v2.28-ib-gdrdma.log",
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED);
+    let text = stdout(&out);
+    assert!(text.contains("errors (2):"), "{text}");
+    assert!(text.contains("completion-error gpu-a03"), "{text}");
+}
+
+#[test]
+fn run_nccl_log_with_errors_fails_nccl_transport_with_or_without_expectation() {
+    let root = empty_root();
+    let log = testdata("nccl/errors-completion-status-v2.28-ib-gdrdma.log");
+    for profile in ["hgx-h200-ib", "generic"] {
+        let (code, report) = run_json(
+            root.path(),
+            profile,
+            &[
+                "--only",
+                "nccl.transport",
+                "--nccl-log",
+                log.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(status_of(&report, "nccl.transport"), "fail", "{profile}");
+        assert_eq!(code, Exit::CHECK_FAILED, "{profile}");
+        let summary = result_of(&report, "nccl.transport")["summary"].to_string();
+        assert!(summary.contains("ib-gdrdma"), "{summary}");
+    }
+}
+
+#[test]
 fn nccl_two_builds_and_selection_details_are_reported() {
     let (_, json) = nccl_json("trap-two-nccl-builds-one-job.log", "gdrdma");
     assert_eq!(json["nccl_versions"].as_array().unwrap().len(), 2);
@@ -182,7 +238,7 @@ fn nccl_reads_stdin_and_several_files_as_one_job() {
     child.stdin.take().unwrap().write_all(&log).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), Exit::CHECK_FAILED);
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: Value = json_out(Schema::Nccl, &out);
     assert_eq!(json["verdict"], "socket");
     assert_eq!(json["input"]["files"], serde_json::json!(["<stdin>"]));
 
@@ -193,8 +249,99 @@ fn nccl_reads_stdin_and_several_files_as_one_job() {
         .arg(testdata("nccl/trap-socket-over-ib0-is-still-socket.log"))
         .output()
         .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: Value = json_out(Schema::Nccl, &out);
     assert_eq!(json["verdict"], "mixed-socket");
+}
+
+#[test]
+fn nccl_reads_fifos_and_process_substitution() {
+    let log = testdata("nccl/trap-socket-over-ib0-is-still-socket.log");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("nccl.fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let (fifo, log) = (fifo.clone(), log.clone());
+        std::thread::spawn(move || {
+            let bytes = std::fs::read(log).unwrap();
+            let mut w = std::fs::OpenOptions::new().write(true).open(fifo)?;
+            w.write_all(&bytes)
+        })
+    };
+    let out = preflight()
+        .args(["nccl", "--format", "json"])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    // A tool that never opened the FIFO leaves the writer blocked in open(): a reader releases it.
+    let _release = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo);
+    let _ = writer.join();
+    assert_eq!(code(&out), Exit::CHECK_FAILED, "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "socket");
+
+    // `<(cat log)` hands the tool /dev/fd/63, a pipe.
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' nccl --format json <(cat '{}')",
+            bin(),
+            log.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED, "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "socket");
+}
+
+#[test]
+fn nccl_directory_is_refused_as_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["nccl"],
+        vec!["run", "--only", "nccl.transport", "--nccl-log"],
+    ] {
+        let out = preflight().args(&args).arg(dir.path()).output().unwrap();
+        assert_eq!(code(&out), Exit::USAGE, "{args:?}");
+        assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+    }
+}
+
+/// A pseudo-terminal whose other side wrote a log and closed gives the bytes, then EIO: a real read error
+/// midway, which is "could not run" (3), not a usage error (2).
+#[test]
+fn nccl_read_error_midway_is_exit_3() {
+    use std::os::fd::FromRawFd;
+    let log = std::fs::read(testdata("nccl/trap-socket-over-ib0-is-still-socket.log")).unwrap();
+    let master = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(master >= 0);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+        assert!(slave >= 0);
+        let mut slave = std::fs::File::from_raw_fd(slave);
+        slave.write_all(&log).unwrap();
+        drop(slave);
+        std::os::fd::OwnedFd::from_raw_fd(master)
+    };
+    let out = preflight()
+        .args(["nccl", "-"])
+        .stdin(Stdio::from(master))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("read failed after line"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -305,7 +452,7 @@ fn run_nccl_env_reports_ib_disable_and_missing_hca() {
         .output()
         .unwrap();
     assert_eq!(code(&out), Exit::CHECK_FAILED);
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = json_out(Schema::Run, &out);
     let got = verdicts(&report);
     assert!(
         got.contains(&("nccl.env".into(), "NCCL_IB_DISABLE".into(), "fail".into())),

@@ -21,6 +21,7 @@ const LIBRARY_CHECKS: &[&str] = &[
     "gpu.pcie",
     "gpu.copy_bandwidth",
     "gds.read",
+    "rdma.loopback",
     "gdr.loopback",
 ];
 
@@ -211,8 +212,7 @@ fn run(root: &Path, libs: &Path, checks: &[&str]) -> (u8, Value, Duration) {
         .output()
         .expect("binary runs");
     let elapsed = started.elapsed();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(&out), stderr(&out)));
+    let report: Value = json_out(Schema::Run, &out);
     (code(&out), report, elapsed)
 }
 
@@ -246,7 +246,7 @@ fn drivers_loaded_libraries_absent_is_an_error_saying_what_to_install() {
     // The library each check loads first; a check whose library this machine has cannot be tested here.
     let first_library = |id: &str| match id {
         "gds.read" => "libcufile.so.0",
-        "gdr.loopback" => "libibverbs.so.1",
+        "gdr.loopback" | "rdma.loopback" => "libibverbs.so.1",
         "gpu.copy_bandwidth" => "libcuda.so.1",
         _ => "libnvidia-ml.so.1",
     };
@@ -290,14 +290,18 @@ fn broken_libraries_fail_with_their_own_words() {
     let (code, report, _) = run(&host("hgx-healthy"), libs.path(), LIBRARY_CHECKS);
     expect_all(&report, "fail", |id| match id {
         "gds.read" => "lacks cuFileRead",
-        "gdr.loopback" => "libibverbs.so.1 lists no device while 8 RDMA-capable NIC(s)",
+        "gdr.loopback" | "rdma.loopback" => {
+            "libibverbs.so.1 lists no device while 8 RDMA-capable NIC(s)"
+        }
         "gpu.copy_bandwidth" => "cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
         _ => "nvmlInit_v2: NVML_ERROR_LIB_RM_VERSION_MISMATCH",
     });
     let fix = result_of(&report, "gpu.inventory")["remediation"].to_string();
     assert!(fix.contains("reboot"), "{fix}");
-    let fix = result_of(&report, "gdr.loopback")["remediation"].to_string();
-    assert!(fix.contains("ibverbs-providers"), "{fix}");
+    for id in ["gdr.loopback", "rdma.loopback"] {
+        let fix = result_of(&report, id)["remediation"].to_string();
+        assert!(fix.contains("ibverbs-providers"), "{id}: {fix}");
+    }
     assert_eq!(code, Exit::CHECK_FAILED);
 }
 
@@ -354,6 +358,38 @@ fn a_hung_library_is_reported_once_and_not_called_again() {
     );
 }
 
+/// The same for libibverbs: rdma.loopback hangs in `ibv_get_device_list` once, gdr.loopback after it is not
+/// called again.
+#[test]
+fn a_hung_libibverbs_is_reported_once() {
+    let libs = shims(&[("libibverbs.so.1", &verbs(HANG))]);
+    let (_, report, elapsed) = run(
+        &host("hgx-healthy"),
+        libs.path(),
+        &["rdma.loopback", "gdr.loopback"],
+    );
+    let first = result_of(&report, "rdma.loopback");
+    assert_eq!(first["status"], "error", "{first:#}");
+    assert!(
+        first["summary"]
+            .as_str()
+            .unwrap()
+            .contains("in ibv_get_device_list"),
+        "{first:#}"
+    );
+    let later = result_of(&report, "gdr.loopback");
+    assert!(
+        later["summary"].as_str().unwrap().contains(
+            "not run: libibverbs.so.1 hung in ibv_get_device_list earlier in this run (rdma.loopback"
+        ),
+        "{later:#}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(2000 + 2500),
+        "one deadline, not two: {elapsed:?}"
+    );
+}
+
 /// No GPU and no NIC on the bus: every check skips, whatever the libraries say (a CPU node whose image
 /// carries NVIDIA's libraries).
 #[test]
@@ -372,7 +408,10 @@ fn hardware_absent_skips_whatever_the_libraries_say() {
     ]);
     std::fs::remove_file(root.path().join("sys/bus/pci/devices/.keep")).unwrap();
     let (code, report, _) = run(root.path(), libs.path(), LIBRARY_CHECKS);
-    expect_all(&report, "skip", |_| "no NVIDIA GPU on this host");
+    expect_all(&report, "skip", |id| match id {
+        "rdma.loopback" => "no RDMA-capable NIC on this host",
+        _ => "no NVIDIA GPU on this host",
+    });
     assert_eq!(code, Exit::OK);
 }
 
@@ -388,8 +427,13 @@ fn hardware_without_its_driver_fails_naming_the_devices() {
         no_rdma_driver(r);
     });
     let (code, report, _) = run(root.path(), libs.path(), LIBRARY_CHECKS);
-    expect_all(&report, "fail", |_| {
-        "8 NVIDIA GPU(s) on the PCI bus without the NVIDIA kernel driver (nvidia): GPU0 0000:18:00.0"
+    expect_all(&report, "fail", |id| {
+        match id {
+        "rdma.loopback" => {
+            "8 RDMA-capable NIC(s) on the PCI bus without an RDMA driver (mlx5_ib for ConnectX): NIC0 0000:19:00.0"
+        }
+        _ => "8 NVIDIA GPU(s) on the PCI bus without the NVIDIA kernel driver (nvidia): GPU0 0000:18:00.0",
+    }
     });
     assert_eq!(code, Exit::CHECK_FAILED);
 }

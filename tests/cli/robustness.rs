@@ -44,7 +44,7 @@ fn is_root() -> bool {
 /// `nobody` can execute (the checkout may sit under a home directory `nobody` cannot enter), run as `nobody`
 /// with every capability dropped (through `setpriv`). Keep the returned directory alive while the command
 /// runs. None when root and `setpriv` is missing.
-fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
+pub(crate) fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
     if !is_root() {
         return Some((preflight(), None));
     }
@@ -225,8 +225,8 @@ fn every_tree_check_meets_every_kind_of_damaged_file() {
                 code(&out),
                 stderr(&out)
             );
-            let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", stderr(&out)));
+            eprintln!("{what}");
+            let report = json_out(Schema::Run, &out);
             let results = report["checks"].as_array().unwrap();
             for id in tree_checks() {
                 let mine: Vec<&serde_json::Value> =
@@ -503,7 +503,7 @@ fn replay_writes_nothing_and_creates_no_named_directory() {
                 .arg(gds_dir.unwrap_or(&missing_gds));
             let out = cmd.output().unwrap();
             assert!(matches!(code(&out), 0 | 1 | 3), "{}", stderr(&out));
-            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let report = json_out(Schema::Run, &out);
             assert_eq!(report["library_answers"], "recorded");
             let left: Vec<_> = std::fs::read_dir(work.path())
                 .unwrap()
@@ -527,9 +527,7 @@ fn unprivileged_live_run_reports_instead_of_crashing() {
         .args(["run", "--format", "json", "--color", "never"])
         .output()
         .unwrap();
-    let text = stdout(&out);
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}\n{}", stderr(&out)));
+    let report = json_out(Schema::Run, &out);
     assert!(
         matches!(code(&out), 0 | 1 | 3),
         "exit {}: {}",
@@ -582,8 +580,7 @@ fn unprivileged_run_names_the_privileges_it_lacks() {
         .args(skip_active())
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    let report = json_out(Schema::Run, &out);
     for c in report["checks"].as_array().unwrap() {
         assert!(!c["summary"].as_str().unwrap().contains("panicked"), "{c}");
     }

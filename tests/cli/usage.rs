@@ -164,8 +164,7 @@ fn output_flag_writes_json_beside_the_table() {
         .unwrap();
     assert_eq!(code(&out), Exit::OK);
     assert!(stdout(&out).contains("driver.nvidia"));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = super::util::json(Schema::Run, &std::fs::read(&json).unwrap());
     assert_eq!(report["schema_version"], 1);
 }
 
@@ -316,7 +315,7 @@ fn unknown_output_format_is_a_usage_error_and_dash_is_stdout() {
     // `json=-`: stdout carries the JSON report alone (the table would corrupt it).
     let out = run_passing(dir.path(), &["--output", "json=-"]);
     assert_eq!(code(&out), Exit::OK, "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let report = json_out(Schema::Run, &out);
     assert_eq!(report["schema_version"], 1);
     let out = run_passing(dir.path(), &["--format", "junit", "--output", "-"]);
     assert!(stdout(&out).starts_with("<?xml"), "{}", stdout(&out));

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -48,6 +49,74 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The JSON reports and the schema each must satisfy (`schemas/<name>.schema.json`, shipped for consumers).
+#[derive(Debug, Clone, Copy)]
+pub enum Schema {
+    Run,
+    Nccl,
+    Topo,
+}
+
+impl Schema {
+    pub const ALL: [Schema; 3] = [Schema::Run, Schema::Nccl, Schema::Topo];
+
+    pub fn path(self) -> PathBuf {
+        let name = match self {
+            Schema::Run => "run",
+            Schema::Nccl => "nccl",
+            Schema::Topo => "topo",
+        };
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("schemas/{name}.schema.json"))
+    }
+
+    pub fn document(self) -> Value {
+        let text = std::fs::read_to_string(self.path()).expect("schema file");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{self:?} schema: {e}"))
+    }
+
+    fn validator(self) -> &'static jsonschema::Validator {
+        static COMPILED: [OnceLock<jsonschema::Validator>; 3] =
+            [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        COMPILED[self as usize].get_or_init(|| {
+            jsonschema::draft202012::options()
+                .should_validate_formats(true)
+                .build(&self.document())
+                .unwrap_or_else(|e| panic!("{self:?} schema does not compile: {e}"))
+        })
+    }
+}
+
+/// Parses a JSON report and checks it against its schema; panics naming the text and every violation.
+pub fn json(schema: Schema, bytes: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(bytes);
+    let value: Value =
+        serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    let errors: Vec<String> = schema
+        .validator()
+        .iter_errors(&value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report breaks {}:\n{}\n{text}",
+        schema.path().display(),
+        errors.join("\n")
+    );
+    value
+}
+
+/// [`json`] of a command's stdout; its stderr is shown when stdout is not JSON.
+pub fn json_out(schema: Schema, out: &Output) -> Value {
+    if serde_json::from_slice::<Value>(&out.stdout).is_err() {
+        panic!(
+            "stdout is not JSON: {}\nstderr: {}",
+            stdout(out),
+            stderr(out)
+        );
+    }
+    json(schema, &out.stdout)
+}
+
 /// `run --root <root> --profile <profile> --format json --color never <extra>` → (exit code, report).
 pub fn run_json(root: &Path, profile: &str, extra: &[&str]) -> (u8, Value) {
     let out = preflight()
@@ -65,14 +134,7 @@ pub fn run_json(root: &Path, profile: &str, extra: &[&str]) -> (u8, Value) {
         .args(extra)
         .output()
         .expect("binary runs");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            stdout(&out),
-            stderr(&out)
-        )
-    });
-    (code(&out), report)
+    (code(&out), json_out(Schema::Run, &out))
 }
 
 /// `(id, subject, status)` of every result, subject "" when none.

@@ -1,27 +1,15 @@
-//! Streaming accumulator: NCCL log bytes in, a [`Verdict`] and a serialisable [`Summary`] out.
-//!
-//! Input is read in fixed-size blocks; only lines that contain `NCCL` are decoded and parsed, the rest are
-//! counted (line numbers) and skipped. Memory stays flat whatever the input size: the block buffer is fixed,
-//! a line longer than [`MAX_LINE_BYTES`] is cut, and every collection below has a cap.
+//! Accumulator: NCCL records in, a [`Verdict`] and a serialisable [`Summary`] out. Every collection here has
+//! a cap, so memory stays flat whatever the input size.
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{self, Read};
-use std::time::Instant;
 
-use memchr::memmem;
 use serde::Serialize;
 
 use super::line::{self, Channel, Event, NetFamily, Record, Transport};
-use crate::profile::NcclExpect;
+use super::reader::MAX_LINE_BYTES;
 
-/// Longest line looked at; the rest of a longer line is skipped. NCCL formats each message into 1024 bytes
-/// and launchers add a few dozen, so only torn or binary lines reach this.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
-/// Bytes read per block.
-const BLOCK_BYTES: usize = 1 << 20;
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
 const MAX_RANK: u32 = 1 << 18;
 const MAX_DEVICE: u32 = 1024;
@@ -40,13 +28,18 @@ pub enum Verdict {
     IbGdrdma,
     /// IB family, no channel with GPUDirect RDMA (staged through host memory).
     Ib,
-    /// IB or OFI family, some channels with GPUDirect RDMA and some without.
+    /// IB, OFI or plugin family, some channels with GPUDirect RDMA and some without.
     PartialGdrdma,
     OfiGdrdma,
     Ofi,
+    /// Every NET channel through a plugin that is neither IB/RoCE verbs, libfabric nor sockets (named in
+    /// `plugins`), with GPUDirect RDMA.
+    PluginGdrdma,
+    /// The same, no channel with GPUDirect RDMA.
+    Plugin,
     /// Every NET channel over TCP sockets.
     Socket,
-    /// Some NET channels over sockets, others over IB/OFI: usually one bad node.
+    /// Some NET channels over sockets, others over IB/OFI/plugin: usually one bad node.
     MixedSocket,
     /// Channel lines, none through NET (single node, P2P/SHM only).
     IntraNodeOnly,
@@ -62,6 +55,8 @@ impl Verdict {
             Verdict::PartialGdrdma => "partial-gdrdma",
             Verdict::OfiGdrdma => "ofi-gdrdma",
             Verdict::Ofi => "ofi",
+            Verdict::PluginGdrdma => "plugin-gdrdma",
+            Verdict::Plugin => "plugin",
             Verdict::Socket => "socket",
             Verdict::MixedSocket => "mixed-socket",
             Verdict::IntraNodeOnly => "intra-node-only",
@@ -83,6 +78,7 @@ pub enum Family {
     Ib,
     Ofi,
     Socket,
+    Plugin,
     P2p,
     Shm,
     Other,
@@ -94,6 +90,7 @@ impl From<NetFamily> for Family {
             NetFamily::Ib => Family::Ib,
             NetFamily::Ofi => Family::Ofi,
             NetFamily::Socket => Family::Socket,
+            NetFamily::Plugin => Family::Plugin,
         }
     }
 }
@@ -229,6 +226,44 @@ pub struct Warning {
     pub message: String,
 }
 
+/// What kind of failure a log line reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// An `NCCL WARN` line.
+    Warn,
+    /// `Got completion … with error|status=`: an RDMA work request failed (transport setup or data movement).
+    #[serde(rename = "completion-error")]
+    Completion,
+    /// `transport/net_ib.cc:911 -> 2`: an error code returned up the stack (the frames in `message`).
+    ReturnCode,
+    /// `ncclSystemError`, `ncclRemoteError`, … or PyTorch's `NCCL error in:`, outside NCCL's own lines.
+    NcclError,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Warn => "warn",
+            FailureKind::Completion => "completion-error",
+            FailureKind::ReturnCode => "return-code",
+            FailureKind::NcclError => "nccl-error",
+        }
+    }
+}
+
+/// A line that shows NCCL failing. Any one makes `--expect` not met.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub source: String,
+    pub line: u64,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub location: Option<String>,
+    pub message: String,
+}
+
 /// A distinct message and how often it appeared.
 #[derive(Debug, Clone, Serialize)]
 pub struct Reason {
@@ -245,6 +280,21 @@ pub struct NetChannels {
     pub ib: u64,
     pub ofi: u64,
     pub socket: u64,
+    pub plugin: u64,
+}
+
+impl NetChannels {
+    /// The family the verdict names: any unknown plugin first (never call IB what may not be), then OFI
+    /// when no IB-family channel, else IB.
+    pub fn family(&self) -> NetFamily {
+        if self.plugin > 0 {
+            NetFamily::Plugin
+        } else if self.ofi > 0 && self.ib == 0 {
+            NetFamily::Ofi
+        } else {
+            NetFamily::Ib
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -262,6 +312,9 @@ pub struct InputStats {
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub verdict: Verdict,
+    /// NET plugins of no known family (GPUDirect-TCPX, vendors' own) that carried channels: `plugin` and
+    /// `plugin-gdrdma` name them.
+    pub plugins: Vec<String>,
     /// The first NCCL version seen (`2.28.9+cuda13.0`).
     pub nccl_version: Option<String>,
     /// Every distinct version: several builds can share a job (PyTorch bundles its own libnccl).
@@ -290,6 +343,10 @@ pub struct Summary {
     /// `Connected all rings, use ring PXN … GDR 0` lines.
     pub rings_without_gdr: u64,
     pub gdr_disabled: Vec<Reason>,
+    /// The first lines showing NCCL failing (WARN, error return codes, completion errors, error names); a
+    /// chain of return-code lines from one process counts once (see `errors_total`).
+    pub errors: Vec<Failure>,
+    pub errors_total: u64,
     /// The first NCCL WARN lines (see `warnings_total`).
     pub warnings: Vec<Warning>,
     pub warnings_total: u64,
@@ -298,10 +355,23 @@ pub struct Summary {
     pub input: InputStats,
 }
 
+impl Summary {
+    /// The verdict with the plugins it stands for: `plugin-gdrdma (GPUDirectTCPX)`.
+    pub fn verdict_named(&self) -> String {
+        match self.verdict {
+            Verdict::Plugin | Verdict::PluginGdrdma if !self.plugins.is_empty() => {
+                format!("{} ({})", self.verdict, self.plugins.join(", "))
+            }
+            v => v.to_string(),
+        }
+    }
+}
+
 /// Feeds NCCL logs line by line; [`Analyzer::finish`] gives the summary.
 #[derive(Debug, Default)]
 pub struct Analyzer {
-    input: InputStats,
+    /// Byte, line and file counts, kept by the reader.
+    pub(super) input: InputStats,
     source: String,
     versions: Vec<String>,
     selected: Vec<String>,
@@ -316,155 +386,26 @@ pub struct Analyzer {
     transports: Vec<Tally>,
     channels_not_tallied: u64,
     channel_lines: u64,
-    unknown_plugins: Vec<String>,
     gdr_disabled: Vec<Reason>,
     warnings: Vec<Warning>,
     warnings_total: u64,
+    errors: Vec<Failure>,
+    errors_total: u64,
+    /// The return-code chain being traced (pid, code, index in `errors`): its next frames join it.
+    open_chain: Option<(Option<u32>, u32, usize)>,
     rings_without_gdr: u64,
     ray_repeats: bool,
 }
-
-/// A log could not be read to the end.
-#[derive(Debug)]
-pub enum ReadStop {
-    Io(io::Error),
-    /// The deadline passed; the analysis stopped at this line.
-    Deadline {
-        line: u64,
-    },
-}
-
-impl fmt::Display for ReadStop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadStop::Io(e) => write!(f, "{e}"),
-            ReadStop::Deadline { line } => write!(f, "deadline reached at line {line}"),
-        }
-    }
-}
-
-impl std::error::Error for ReadStop {}
 
 impl Analyzer {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Reads `reader` to its end as the log named `source`.
-    pub fn read(
-        &mut self,
-        source: &str,
-        mut reader: impl Read,
-        deadline: Option<Instant>,
-    ) -> Result<(), ReadStop> {
+    /// Records from now on come from the log named `source`.
+    pub(super) fn start_source(&mut self, source: &str) {
         self.source = source.to_string();
         push_distinct(&mut self.input.files, source);
-        let finder = memmem::Finder::new(b"NCCL");
-        let mut buf = vec![0u8; BLOCK_BYTES];
-        let mut len = 0;
-        let mut line_no = 0u64;
-        // Inside a line longer than MAX_LINE_BYTES whose start was already handled: skip to its newline.
-        let mut skipping = false;
-        loop {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(ReadStop::Deadline { line: line_no });
-            }
-            let n = match reader.read(&mut buf[len..]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ReadStop::Io(e)),
-            };
-            self.input.bytes += n as u64;
-            if n == 0 {
-                // Last line without a newline.
-                if len > 0 {
-                    line_no += 1;
-                    if !skipping {
-                        self.line(&finder, line_no, &buf[..len]);
-                    }
-                }
-                break;
-            }
-            len += n;
-            let mut start = 0;
-            if skipping {
-                match memchr::memchr(b'\n', &buf[..len]) {
-                    Some(nl) => {
-                        skipping = false;
-                        start = nl + 1;
-                    }
-                    None => {
-                        len = 0;
-                        continue;
-                    }
-                }
-            }
-            match memchr::memrchr(b'\n', &buf[start..len]) {
-                Some(last) => {
-                    let end = start + last + 1;
-                    line_no = self.block(&finder, &buf[start..end], line_no);
-                    buf.copy_within(end..len, 0);
-                    len -= end;
-                }
-                None => {
-                    buf.copy_within(start..len, 0);
-                    len -= start;
-                }
-            }
-            if len >= MAX_LINE_BYTES {
-                // A line with no newline in sight: look at its start, drop the rest.
-                line_no += 1;
-                self.input.long_lines_cut += 1;
-                self.line(&finder, line_no, &buf[..MAX_LINE_BYTES]);
-                skipping = true;
-                len = 0;
-            }
-        }
-        self.input.lines += line_no;
-        Ok(())
-    }
-
-    /// Complete lines (`block` ends with `\n`). Returns the last line number in it.
-    fn block(&mut self, finder: &memmem::Finder<'_>, block: &[u8], mut line_no: u64) -> u64 {
-        let mut counted = 0;
-        while let Some(hit) = finder.find(&block[counted..]).map(|h| h + counted) {
-            let line_start =
-                memchr::memrchr(b'\n', &block[counted..hit]).map_or(counted, |p| counted + p + 1);
-            let line_end = memchr::memchr(b'\n', &block[hit..]).map_or(block.len(), |p| hit + p);
-            line_no += count_newlines(&block[counted..line_start]) + 1;
-            let line = &block[line_start..line_end];
-            if line.len() > MAX_LINE_BYTES {
-                self.input.long_lines_cut += 1;
-                self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
-            } else {
-                self.nccl_line(line_no, line, hit - line_start);
-            }
-            counted = (line_end + 1).min(block.len());
-        }
-        line_no + count_newlines(&block[counted..])
-    }
-
-    /// Any line: parsed only when it contains `NCCL`.
-    fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
-        if let Some(hit) = finder.find(bytes) {
-            self.nccl_line(line_no, bytes, hit);
-        }
-    }
-
-    /// A line that may hold NCCL records: the caller found the first `NCCL` in it at `first_nccl`.
-    fn nccl_line(&mut self, line_no: u64, bytes: &[u8], first_nccl: usize) {
-        // Valid UTF-8 (the usual case) is checked fast and borrowed; anything else is repaired.
-        let text = match std::str::from_utf8(bytes) {
-            Ok(t) => Cow::Borrowed(t),
-            Err(_) => String::from_utf8_lossy(bytes),
-        };
-        // Repairing invalid UTF-8 may move bytes: then the position found no longer holds.
-        let first_nccl = if matches!(text, Cow::Borrowed(_)) {
-            first_nccl
-        } else {
-            0
-        };
-        line::parse_line_from(&text, first_nccl, |record| self.record(line_no, record));
     }
 
     /// One parsed record (public for the fuzz target and for callers that split lines themselves).
@@ -510,7 +451,20 @@ impl Analyzer {
             Event::CommTopology { nnodes, .. } => {
                 self.nnodes = Some(self.nnodes.map_or(nnodes, |n| n.max(nnodes)));
             }
+            Event::ErrorReturn { location, code } => self.error_return(line_no, &r, location, code),
+            Event::CompletionError(message) => {
+                self.failure(line_no, &r, FailureKind::Completion, None, message);
+            }
+            Event::NcclError(message) => {
+                self.failure(line_no, &r, FailureKind::NcclError, None, message);
+            }
             Event::Warn { location, message } => {
+                let kind = if message.contains("Got completion") {
+                    FailureKind::Completion
+                } else {
+                    FailureKind::Warn
+                };
+                self.failure(line_no, &r, kind, location, message);
                 self.warnings_total += u64::from(r.repeat);
                 if line::is_ofi_refusal(message) {
                     push_distinct(
@@ -531,6 +485,56 @@ impl Analyzer {
             Event::Channel(c) => self.channel(line_no, r.host, r.repeat, &c),
             Event::NetPluginInitialized(_) | Event::GdrEnabled | Event::Graph | Event::Other => {}
         }
+    }
+
+    fn failure(
+        &mut self,
+        line_no: u64,
+        r: &Record<'_>,
+        kind: FailureKind,
+        location: Option<&str>,
+        message: &str,
+    ) -> Option<usize> {
+        self.open_chain = None;
+        self.errors_total += u64::from(r.repeat);
+        if self.errors.len() >= MAX_WARNINGS {
+            return None;
+        }
+        self.errors.push(Failure {
+            kind,
+            source: self.source.clone(),
+            line: line_no,
+            host: r.host.map(str::to_string),
+            pid: r.pid,
+            location: location.map(|l| truncate_chars(l, MAX_NAME_CHARS * 4).to_string()),
+            message: truncate_chars(message, MAX_NAME_CHARS * 4).to_string(),
+        });
+        Some(self.errors.len() - 1)
+    }
+
+    /// One frame of a return-code chain: the first frame (where the error arose) is a failure, the frames
+    /// after it from the same process with the same code are appended to it.
+    fn error_return(&mut self, line_no: u64, r: &Record<'_>, location: &str, code: u32) {
+        if let Some((pid, open_code, index)) = self.open_chain {
+            if pid == r.pid && open_code == code {
+                if let Some(f) = self.errors.get_mut(index) {
+                    if f.message.len() < MAX_NAME_CHARS * 4 {
+                        f.message.push_str(" <- ");
+                        f.message.push_str(truncate_chars(location, MAX_NAME_CHARS));
+                    }
+                }
+                return;
+            }
+        }
+        let message = format!("returned {code} ({})", line::result_name(code));
+        let index = self.failure(
+            line_no,
+            r,
+            FailureKind::ReturnCode,
+            Some(location),
+            &message,
+        );
+        self.open_chain = Some((r.pid, code, index.unwrap_or(usize::MAX)));
     }
 
     fn at(&self, line_no: u64) -> String {
@@ -564,9 +568,6 @@ impl Analyzer {
                 return;
             }
             None => {
-                if matches!(class, Class::Net | Class::CollNet) && !NetFamily::is_known_name(name) {
-                    push_distinct(&mut self.unknown_plugins, name);
-                }
                 // The family follows from the name (part of the key): worked out once per tally, not per line.
                 let family = match class {
                     Class::Net | Class::CollNet => Family::from(NetFamily::of(name)),
@@ -619,6 +620,7 @@ impl Analyzer {
             match t.family {
                 Family::Socket => counts.socket += t.channels,
                 Family::Ofi => counts.ofi += t.channels,
+                Family::Plugin => counts.plugin += t.channels,
                 _ => counts.ib += t.channels,
             }
             if t.family != Family::Socket {
@@ -629,31 +631,41 @@ impl Analyzer {
                 }
             }
         }
-        let rdma = counts.ib + counts.ofi;
-        let ofi_only = counts.ofi > 0 && counts.ib == 0;
+        let family = counts.family();
         let verdict = if self.channel_lines == 0 {
             Verdict::Undetermined
         } else if counts.total == 0 {
             Verdict::IntraNodeOnly
-        } else if rdma == 0 {
+        } else if counts.socket == counts.total {
             Verdict::Socket
         } else if counts.socket > 0 {
             Verdict::MixedSocket
         } else if counts.without_gdrdma == 0 {
-            if ofi_only {
-                Verdict::OfiGdrdma
-            } else {
-                Verdict::IbGdrdma
+            match family {
+                NetFamily::Ofi => Verdict::OfiGdrdma,
+                NetFamily::Plugin => Verdict::PluginGdrdma,
+                _ => Verdict::IbGdrdma,
             }
         } else if counts.gdrdma == 0 {
-            if ofi_only {
-                Verdict::Ofi
-            } else {
-                Verdict::Ib
+            match family {
+                NetFamily::Ofi => Verdict::Ofi,
+                NetFamily::Plugin => Verdict::Plugin,
+                _ => Verdict::Ib,
             }
         } else {
             Verdict::PartialGdrdma
         };
+        let plugins = net_tallies().filter(|t| t.family == Family::Plugin).fold(
+            Vec::new(),
+            |mut names, t| {
+                let name = t
+                    .transport
+                    .trim_start_matches("NET/")
+                    .trim_start_matches("COLLNET/");
+                push_distinct(&mut names, name.trim_end_matches("/GDRDMA"));
+                names
+            },
+        );
 
         let without_gdr = || net_tallies().filter(|t| t.family != Family::Socket && !t.gdrdma);
         let on_socket = || net_tallies().filter(|t| t.family == Family::Socket);
@@ -663,9 +675,15 @@ impl Analyzer {
         let ranks_on_socket = union(on_socket().map(|t| &t.ranks));
         let hosts_on_socket = union(on_socket().map(|t| &t.hosts));
 
-        let notes = self.notes(verdict, &counts);
+        let rejected = tallies
+            .iter()
+            .filter(|t| t.family == Family::Other)
+            .map(|t| t.channels)
+            .sum();
+        let notes = self.notes(verdict, &counts, rejected);
         Summary {
             verdict,
+            plugins,
             nccl_version: self.versions.first().cloned(),
             nccl_versions: self.versions,
             network_selected: self.selected,
@@ -686,6 +704,8 @@ impl Analyzer {
             hosts_on_socket,
             rings_without_gdr: self.rings_without_gdr,
             gdr_disabled: self.gdr_disabled,
+            errors: self.errors,
+            errors_total: self.errors_total,
             warnings: self.warnings,
             warnings_total: self.warnings_total,
             notes,
@@ -693,8 +713,14 @@ impl Analyzer {
         }
     }
 
-    fn notes(&self, verdict: Verdict, counts: &NetChannels) -> Vec<String> {
+    fn notes(&self, verdict: Verdict, counts: &NetChannels, rejected: u64) -> Vec<String> {
         let mut notes = Vec::new();
+        if rejected > 0 {
+            notes.push(format!(
+                "{rejected} channel line(s) with a transport cut or glued mid-path (torn lines), or of an unknown \
+                 shape: rejected, not counted as any transport (listed as `other`)"
+            ));
+        }
         let selected = if self.selected.is_empty() {
             "no selection line".to_string()
         } else {
@@ -716,11 +742,21 @@ impl Analyzer {
                     .into(),
             );
         }
-        if counts.ib > 0 && counts.ofi > 0 {
-            notes.push(
-                "both IB-family and OFI plugins carried channels: verdict names the IB family"
-                    .into(),
-            );
+        let families: Vec<&str> = [
+            (counts.ib, "IB"),
+            (counts.ofi, "OFI"),
+            (counts.plugin, "plugin"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(_, name)| *name)
+        .collect();
+        if families.len() > 1 {
+            notes.push(format!(
+                "NET channels through several families ({}): the verdict names the {} family",
+                families.join(", "),
+                counts.family().as_str()
+            ));
         }
         if self.no_device.iter().any(|n| n == "IB") && counts.ib == 0 {
             notes.push("NET/IB found no device: no usable RDMA port (none present, all down, filtered by NCCL_IB_HCA, or /dev/infiniband missing in the container)".into());
@@ -746,12 +782,6 @@ impl Analyzer {
                 self.versions.join(", ")
             ));
         }
-        if !self.unknown_plugins.is_empty() {
-            notes.push(format!(
-                "NET plugin(s) not recognised, counted with the IB family: {}",
-                self.unknown_plugins.join(", ")
-            ));
-        }
         if self.channels_not_tallied > 0 {
             notes.push(format!(
                 "more than {MAX_TRANSPORTS} distinct transports: {} channel line(s) not tallied",
@@ -766,11 +796,6 @@ impl Analyzer {
         }
         notes
     }
-}
-
-fn count_newlines(s: &[u8]) -> u64 {
-    // Plain loop: the compiler vectorises it; faster than iterating memchr hits on dense newlines.
-    s.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 fn push_distinct(list: &mut Vec<String>, item: &str) {
@@ -812,154 +837,11 @@ fn union<'a, T: Ord + Clone + 'a>(sets: impl Iterator<Item = &'a BTreeSet<T>>) -
     all.into_iter().collect()
 }
 
-/// How a summary stands against an expected transport.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", content = "reason", rename_all = "kebab-case")]
-pub enum Judgement {
-    Met,
-    /// Not met, and why.
-    NotMet(String),
-    /// The log cannot tell, and why.
-    Undetermined(String),
-}
-
-pub fn expect_name(expect: NcclExpect) -> &'static str {
-    match expect {
-        NcclExpect::Gdrdma => "gdrdma",
-        NcclExpect::IbGdrdma => "ib-gdrdma",
-        NcclExpect::OfiGdrdma => "ofi-gdrdma",
-        NcclExpect::Ib => "ib",
-        NcclExpect::Ofi => "ofi",
-        NcclExpect::Socket => "socket",
-        NcclExpect::Any => "any",
-    }
-}
-
-/// NET families that can meet `expect` (empty: any).
-pub fn allowed_families(expect: NcclExpect) -> &'static [NetFamily] {
-    match expect {
-        NcclExpect::Gdrdma => &[NetFamily::Ib, NetFamily::Ofi],
-        NcclExpect::IbGdrdma | NcclExpect::Ib => &[NetFamily::Ib],
-        NcclExpect::OfiGdrdma | NcclExpect::Ofi => &[NetFamily::Ofi],
-        NcclExpect::Socket => &[NetFamily::Socket],
-        NcclExpect::Any => &[],
-    }
-}
-
-/// Judges the data path against `expect`. With no data path (or none through the network), the selection
-/// still decides when it already proves the failure (Socket selected, or IB found no device, while an RDMA
-/// family is expected).
-pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
-    let name = expect_name(expect);
-    let no_network_path = match s.verdict {
-        Verdict::Undetermined => true,
-        Verdict::IntraNodeOnly => expect != NcclExpect::Any,
-        _ => false,
-    };
-    if no_network_path {
-        if let Some(why) = selection_refutes(s, expect) {
-            return Judgement::NotMet(why);
-        }
-        return Judgement::Undetermined(match s.verdict {
-            Verdict::Undetermined => "no channel lines: the log does not show the data path".into(),
-            _ => "no NET channel: only intra-node transports in the log".into(),
-        });
-    }
-    let ofi_family = s.net_channels.ofi > 0 && s.net_channels.ib == 0;
-    let v = s.verdict;
-    let met = match expect {
-        NcclExpect::Any => true,
-        NcclExpect::Gdrdma => matches!(v, Verdict::IbGdrdma | Verdict::OfiGdrdma),
-        NcclExpect::IbGdrdma => v == Verdict::IbGdrdma,
-        NcclExpect::OfiGdrdma => v == Verdict::OfiGdrdma,
-        NcclExpect::Ib => {
-            matches!(v, Verdict::Ib | Verdict::IbGdrdma)
-                || (v == Verdict::PartialGdrdma && !ofi_family)
-        }
-        NcclExpect::Ofi => {
-            matches!(v, Verdict::Ofi | Verdict::OfiGdrdma)
-                || (v == Verdict::PartialGdrdma && ofi_family)
-        }
-        NcclExpect::Socket => v == Verdict::Socket,
-    };
-    if met {
-        Judgement::Met
-    } else {
-        Judgement::NotMet(format!(
-            "verdict {v} does not meet expected {name}{}",
-            culprits(s)
-        ))
-    }
-}
-
-/// `: on Socket ranks 8-15 (gpu-a02)`: who to look at, for a one-line summary.
-fn culprits(s: &Summary) -> String {
-    let who = |label: &str, ranks: &[u32], hosts: &[String]| {
-        let mut hosts_text = hosts.iter().take(4).cloned().collect::<Vec<_>>().join(",");
-        if hosts.len() > 4 {
-            hosts_text.push_str(",…");
-        }
-        format!(": {label} ranks {} ({hosts_text})", super::ranges(ranks))
-    };
-    if !s.ranks_on_socket.is_empty() && s.verdict == Verdict::MixedSocket {
-        who("on Socket", &s.ranks_on_socket, &s.hosts_on_socket)
-    } else if !s.ranks_without_gdrdma.is_empty() && s.verdict == Verdict::PartialGdrdma {
-        who(
-            "without GDRDMA",
-            &s.ranks_without_gdrdma,
-            &s.hosts_without_gdrdma,
-        )
-    } else {
-        String::new()
-    }
-}
-
-fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
-    let allowed = allowed_families(expect);
-    if allowed.is_empty() {
-        return None;
-    }
-    let name = expect_name(expect);
-    if let Some(bad) = s
-        .network_selected
-        .iter()
-        .find(|n| !allowed.contains(&NetFamily::of(n)))
-    {
-        return Some(format!(
-            "NCCL selected network {bad}, which cannot meet expected {name}"
-        ));
-    }
-    let usable_selected = s
-        .network_selected
-        .iter()
-        .chain(&s.net_plugins_loaded)
-        .any(|n| allowed.contains(&NetFamily::of(n)) && !s.net_plugins_failed.contains(n));
-    if allowed.contains(&NetFamily::Ib) && s.no_device.iter().any(|n| n == "IB") && !usable_selected
-    {
-        return Some(format!(
-            "NET/IB : No device found, and no other network that could meet expected {name} was selected"
-        ));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn analyze(text: &str) -> Summary {
-        let mut a = Analyzer::new();
-        a.read("t.log", text.as_bytes(), None).unwrap();
-        a.finish()
-    }
-
-    const IB_GDR: &str =
-        "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n";
-    const IB_NO_GDR: &str =
-        "gpu-a02:3:4 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/1\n";
-    const SOCKET: &str =
-        "gpu-b07:5:6 [0] NCCL INFO Channel 00/0 : 3[3d000] -> 4[1b000] [send] via NET/Socket/0\n";
-    const P2P: &str = "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n";
+    use crate::nccl::analyze_text as analyze;
+    use crate::nccl::test_lines::*;
 
     #[test]
     fn verdict_follows_channel_lines() {
@@ -984,167 +866,6 @@ mod tests {
         assert_eq!(s.ranks_without_gdrdma, vec![8]);
         assert_eq!(s.hosts_without_gdrdma, vec!["gpu-a02".to_string()]);
         assert_eq!(s.devices_without_gdrdma, vec![1]);
-    }
-
-    #[test]
-    fn line_numbers_count_noise_and_last_line_without_newline() {
-        let text = format!("noise\nmore noise\n{IB_GDR}x\n\ngpu-a01:1:2 [0] x.cc:1 NCCL WARN boom");
-        let s = analyze(&text);
-        assert_eq!(s.input.lines, 6);
-        assert_eq!(s.transports[0].first_seen, "t.log:3");
-        assert_eq!(s.warnings[0].line, 6);
-        assert_eq!(s.warnings[0].location.as_deref(), Some("x.cc:1"));
-    }
-
-    #[test]
-    fn huge_line_is_cut_and_following_lines_still_count() {
-        let mut text = String::from("NCCL ");
-        text.push_str(&"x".repeat(3 * BLOCK_BYTES));
-        text.push('\n');
-        text.push_str(IB_GDR);
-        let s = analyze(&text);
-        assert_eq!(s.input.long_lines_cut, 1);
-        assert_eq!(s.input.lines, 2);
-        assert_eq!(s.verdict, Verdict::IbGdrdma);
-        assert_eq!(s.transports[0].first_seen, "t.log:2");
-    }
-
-    #[test]
-    fn lines_across_block_boundaries_are_whole() {
-        // Put a channel line across the first 1 MiB boundary.
-        let filler = "a".repeat(99) + "\n";
-        let mut text = filler.repeat(BLOCK_BYTES / 100);
-        text.truncate(BLOCK_BYTES - 20);
-        text.push('\n');
-        text.push_str(IB_GDR);
-        let s = analyze(&text);
-        assert_eq!(s.verdict, Verdict::IbGdrdma);
-        assert_eq!(s.transports[0].channels, 1);
-    }
-
-    #[test]
-    fn judge_uses_selection_when_no_data_path() {
-        let sel = |net: &str| analyze(&format!("h:1:2 [0] NCCL INFO Using network {net}\n"));
-        assert!(matches!(
-            judge(&sel("Socket"), NcclExpect::Gdrdma),
-            Judgement::NotMet(_)
-        ));
-        assert!(matches!(
-            judge(&sel("IB"), NcclExpect::Gdrdma),
-            Judgement::Undetermined(_)
-        ));
-        assert!(matches!(
-            judge(&sel("IB"), NcclExpect::Any),
-            Judgement::Undetermined(_)
-        ));
-        let no_dev = analyze("h:1:2 [0] NCCL INFO NET/IB : No device found.\n");
-        assert!(matches!(
-            judge(&no_dev, NcclExpect::IbGdrdma),
-            Judgement::NotMet(_)
-        ));
-        assert!(matches!(
-            judge(&no_dev, NcclExpect::Socket),
-            Judgement::Undetermined(_)
-        ));
-    }
-
-    #[test]
-    fn judge_expectations_against_verdicts() {
-        let partial = analyze(&format!("{IB_GDR}{IB_NO_GDR}"));
-        assert_eq!(judge(&partial, NcclExpect::Ib), Judgement::Met);
-        assert!(matches!(
-            judge(&partial, NcclExpect::Gdrdma),
-            Judgement::NotMet(_)
-        ));
-        let gdr = analyze(IB_GDR);
-        for e in [
-            NcclExpect::Gdrdma,
-            NcclExpect::IbGdrdma,
-            NcclExpect::Ib,
-            NcclExpect::Any,
-        ] {
-            assert_eq!(judge(&gdr, e), Judgement::Met, "{e:?}");
-        }
-        for e in [NcclExpect::OfiGdrdma, NcclExpect::Ofi, NcclExpect::Socket] {
-            assert!(matches!(judge(&gdr, e), Judgement::NotMet(_)), "{e:?}");
-        }
-        assert_eq!(judge(&analyze(P2P), NcclExpect::Any), Judgement::Met);
-        assert!(matches!(
-            judge(&analyze(P2P), NcclExpect::Gdrdma),
-            Judgement::Undetermined(_)
-        ));
-    }
-
-    /// Mutated real lines and random bytes through the parser and the analyzer: nothing panics (debug builds
-    /// also check arithmetic overflow). The cargo-fuzz target in fuzz/ does the same with coverage guidance.
-    #[test]
-    fn mutated_and_random_lines_never_panic() {
-        const SEEDS: [&[u8]; 8] = [
-            b"gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/1(3)/GDRDMA(PCI)/Shared",
-            b"[1,4]<stdout>:gpu-c12:8812:8875 [0] NCCL INFO Ring 01 : 4[1b000] -> 3[b2000] [receive] via NET/IB/1/GDRDMA",
-            b"[2026-11-29 10:15:02] gpu-a01:1:2 [0] int f(x_t*):12 NCCL WARN NET/OFI Only EFA provider is supported",
-            b"\x1b[36m(RayWorkerWrapper pid=1, ip=10.0.0.1)\x1b[0m h:5:6 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA [repeated 7x across cluster]",
-            b"NCCL version 2.18.6+cuda12.2",
-            b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.9.0.11<0>",
-            b"h:1:2 [0] NCCL INFO comm 0x55d1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
-            b"h:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
-        ];
-        const TOKENS: [&[u8]; 10] = [
-            b"NCCL INFO ",
-            b"NCCL WARN ",
-            b" via ",
-            b"NET/",
-            b"/GDRDMA",
-            b"(",
-            b"[",
-            b"]",
-            b" -> ",
-            b"\r",
-        ];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let mut log = Vec::new();
-        for i in 0..10_000 {
-            let mut line: Vec<u8> = if i % 10 == 9 {
-                (0..next() % 300).map(|_| next() as u8).collect()
-            } else {
-                SEEDS[(next() % SEEDS.len() as u64) as usize].to_vec()
-            };
-            for _ in 0..(next() % 6) {
-                let at = (next() as usize) % (line.len() + 1);
-                match next() % 4 {
-                    0 => line.insert(at, next() as u8),
-                    1 if at < line.len() => {
-                        line.remove(at);
-                    }
-                    2 => line.truncate(at),
-                    _ => {
-                        let t = TOKENS[(next() % TOKENS.len() as u64) as usize];
-                        line.splice(at..at, t.iter().copied());
-                    }
-                }
-            }
-            line.iter_mut()
-                .filter(|b| **b == b'\n')
-                .for_each(|b| *b = b' ');
-            line::parse_line(&String::from_utf8_lossy(&line), |_| {});
-            log.extend_from_slice(&line);
-            log.push(b'\n');
-        }
-        let s = {
-            let mut a = Analyzer::new();
-            a.read("fuzz", log.as_slice(), None).unwrap();
-            a.finish()
-        };
-        assert_eq!(s.input.lines, 10_000);
-        for e in [NcclExpect::Gdrdma, NcclExpect::Ib, NcclExpect::Any] {
-            let _ = judge(&s, e);
-        }
     }
 
     #[test]

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One batched session on a GPU machine: every recording and confirmation that needs the real machine, in one
+# call (device time is scarce). Usage: bench/h200-session.sh BIN OUTDIR [NCCL_BENCH_BINARY]
+# Writes OUTDIR/<step>/... and OUTDIR/summary.txt (each step's exit code and wall time). Changes nothing on the
+# machine but /tmp, /var/tmp and, in record-machine.sh's last step, the udev record an SRE would create.
+set -u
+BIN=$(readlink -f "$1"); OUT=$(readlink -f "$2"); NCCL_BENCH=${3:-}
+mkdir -p "$OUT"; cd "$(dirname "$0")/.."
+step() { # name command...: run it, keep its output and exit code, never stop the session
+  local name=$1; shift; local t0; t0=$(date +%s%N)
+  echo "== $name" >&2
+  "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
+  printf '%-28s exit %-3s %6d ms\n' "$name" "$rc" $(( ($(date +%s%N) - t0) / 1000000 )) | tee -a "$OUT/summary.txt" >&2
+}
+"$BIN" --version > "$OUT/version.txt" 2>&1
+step record-machine bench/record-machine.sh "$BIN" "$OUT/record"
+step presence-live bench/presence-live.sh --bin "$BIN"
+step fleet-reports bench/fleet-reports.sh "$BIN" "$OUT/fleet"
+step loopbacks-generic "$BIN" run --only rdma.loopback,gdr.loopback --color never
+step loopbacks-hgx-h200-ib "$BIN" run --profile hgx-h200-ib --only rdma.loopback,gdr.loopback --color never
+step stop-mid-gds-read-term bench/stop-mid-gds-read.sh --bin "$BIN" --dir /var/tmp
+step stop-mid-gds-read-int bench/stop-mid-gds-read.sh --bin "$BIN" --dir /var/tmp --signal INT
+step gpu-copy bench/gpu-copy.sh "$BIN"
+if "$BIN" pair --help >/dev/null 2>&1; then
+  # Two ends on loopback: no RDMA device here, so the pair must say so (never pass without moving data).
+  step pair-loopback bash -c "'$BIN' pair --listen 127.0.0.1:18515 --token t --format json --color never > '$OUT/pair-listen.json' 2>'$OUT/pair-listen.err' & sleep 0.3; '$BIN' pair --connect 127.0.0.1:18515 --token t --format json --color never; echo connect-exit=\$?; wait \$!; echo listen-exit=\$?"
+fi
+if [ -n "$NCCL_BENCH" ]; then
+  step nccl-throughput env NCCL_BENCH_MB=512 taskset -c 2 "$NCCL_BENCH"
+fi
+cat "$OUT/summary.txt"

@@ -1,0 +1,669 @@
+//! Streaming reader: NCCL log bytes in, numbered lines that may hold NCCL records out, fed to an [`Analyzer`].
+//!
+//! Input is read in fixed-size blocks; only lines that contain `NCCL` are decoded and parsed, the rest are
+//! counted (line numbers) and skipped. Memory stays flat whatever the input size: the block buffer is fixed
+//! and a line longer than [`MAX_LINE_BYTES`] is cut.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use memchr::memmem;
+use std::sync::LazyLock;
+
+use super::line;
+use super::summary::{Analyzer, Summary};
+
+/// Longest line looked at; the rest of a longer line is skipped. NCCL formats each message into 1024 bytes
+/// and launchers add a few dozen, so only torn or binary lines reach this.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// Bytes read per block.
+const BLOCK_BYTES: usize = 1 << 20;
+
+/// Where an error name (`ncclSystemError`) may start in a line without `NCCL`.
+static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"nccl"));
+
+/// A log could not be read to the end.
+#[derive(Debug)]
+pub enum ReadStop {
+    /// Opening failed, or reading failed after `line` whole lines.
+    Io { error: io::Error, line: u64 },
+    /// The deadline passed; the analysis stopped at this line.
+    Deadline { line: u64 },
+}
+
+impl fmt::Display for ReadStop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadStop::Io { error, line: 0 } => write!(f, "{error}"),
+            ReadStop::Io { error, line } => write!(f, "read failed after line {line}: {error}"),
+            ReadStop::Deadline { line } => write!(f, "deadline reached at line {line}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadStop {}
+
+/// A log that could not be read to its end.
+#[derive(Debug)]
+pub struct LogError {
+    pub path: String,
+    pub stop: ReadStop,
+}
+
+impl fmt::Display for LogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot read NCCL log {}: {}", self.path, self.stop)
+    }
+}
+
+impl std::error::Error for LogError {}
+
+/// Refuses, before anything is read, a log path that cannot be one: missing, or a directory. Pipes, FIFOs,
+/// `/dev/fd/N` (process substitution) and `-` (standard input) are read like files.
+pub fn check_log_path(path: &Path) -> Result<(), String> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(format!("{}: no such file", path.display()))
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+        Ok(m) if m.is_dir() => Err(format!("{}: is a directory", path.display())),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Analyses `paths` as the logs of one job (`-` is standard input). These are the user's files, read
+/// directly (not through a host root).
+pub fn analyze_paths(paths: &[PathBuf], deadline: Option<Instant>) -> Result<Summary, LogError> {
+    let mut analyzer = Analyzer::new();
+    for path in paths {
+        read_one(&mut analyzer, path, deadline)?;
+    }
+    Ok(analyzer.finish())
+}
+
+fn read_one(
+    analyzer: &mut Analyzer,
+    path: &Path,
+    deadline: Option<Instant>,
+) -> Result<(), LogError> {
+    let name = path.display().to_string();
+    let fail = |stop| LogError {
+        path: name.clone(),
+        stop,
+    };
+    if path.as_os_str() == "-" {
+        return analyzer
+            .read("<stdin>", std::io::stdin().lock(), deadline)
+            .map_err(fail);
+    }
+    let file = std::fs::File::open(path).map_err(|error| fail(ReadStop::Io { error, line: 0 }))?;
+    analyzer.read(&name, file, deadline).map_err(fail)
+}
+
+impl Analyzer {
+    /// Reads `reader` to its end as the log named `source`.
+    pub fn read(
+        &mut self,
+        source: &str,
+        mut reader: impl Read,
+        deadline: Option<Instant>,
+    ) -> Result<(), ReadStop> {
+        self.start_source(source);
+        let finder = memmem::Finder::new(b"NCCL");
+        let mut buf = vec![0u8; BLOCK_BYTES];
+        let mut len = 0;
+        let mut line_no = 0u64;
+        // Inside a line longer than MAX_LINE_BYTES whose start was already handled: skip to its newline.
+        let mut skipping = false;
+        // A container runtime's stored log (decided on the first line), with the line it is joining.
+        let mut shipped: Option<Option<Shipped>> = None;
+        let mut dense = false;
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(ReadStop::Deadline { line: line_no });
+            }
+            let n = match reader.read(&mut buf[len..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    return Err(ReadStop::Io {
+                        error,
+                        line: line_no,
+                    })
+                }
+            };
+            self.input.bytes += n as u64;
+            if n == 0 {
+                // Last line without a newline.
+                if len > 0 {
+                    line_no += 1;
+                    if !skipping {
+                        let shipped = shipped.get_or_insert_with(|| Shipped::sniff(&buf[..len]));
+                        self.stored_line(&finder, shipped.as_mut(), line_no, &buf[..len]);
+                    }
+                }
+                if let Some(Some(s)) = &mut shipped {
+                    self.flush(&finder, s);
+                }
+                break;
+            }
+            len += n;
+            let mut start = 0;
+            if skipping {
+                match memchr::memchr(b'\n', &buf[..len]) {
+                    Some(nl) => {
+                        skipping = false;
+                        start = nl + 1;
+                    }
+                    None => {
+                        len = 0;
+                        continue;
+                    }
+                }
+            }
+            match memchr::memrchr(b'\n', &buf[start..len]) {
+                Some(last) => {
+                    let end = start + last + 1;
+                    let block = &buf[start..end];
+                    let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
+                    line_no = match shipped {
+                        None => {
+                            let (last, hits) = self.block(&finder, block, line_no, dense);
+                            // Dense: more than one line in four holds `NCCL`.
+                            dense = hits as u64 * 4 > last - line_no;
+                            last
+                        }
+                        Some(s) => self.shipped_block(&finder, s, block, line_no),
+                    };
+                    buf.copy_within(end..len, 0);
+                    len -= end;
+                }
+                None => {
+                    buf.copy_within(start..len, 0);
+                    len -= start;
+                }
+            }
+            if len >= MAX_LINE_BYTES {
+                // A line with no newline in sight: look at its start, drop the rest.
+                line_no += 1;
+                self.input.long_lines_cut += 1;
+                let cut = &buf[..MAX_LINE_BYTES];
+                let shipped = shipped.get_or_insert_with(|| Shipped::sniff(cut));
+                self.stored_line(&finder, shipped.as_mut(), line_no, cut);
+                skipping = true;
+                len = 0;
+            }
+        }
+        self.input.lines += line_no;
+        Ok(())
+    }
+
+    /// Complete lines (`block` ends with `\n`). Returns the last line number in it and how many lines held
+    /// `NCCL`. `dense`: the block is expected to be mostly NCCL lines (the previous one was).
+    fn block(
+        &mut self,
+        finder: &memmem::Finder<'_>,
+        block: &[u8],
+        mut line_no: u64,
+        dense: bool,
+    ) -> (u64, usize) {
+        // Dense blocks: one UTF-8 check and one escape/CR scan over the block instead of one per line (on
+        // sparse ones that would read the noise the finder skips).
+        let whole = dense
+            .then(|| std::str::from_utf8(block).ok())
+            .flatten()
+            .filter(|_| memchr::memchr2(0x1b, b'\r', block).is_none());
+        let mut hits = 0;
+        let mut counted = 0;
+        while let Some(hit) = finder.find(&block[counted..]).map(|h| h + counted) {
+            let line_start =
+                memchr::memrchr(b'\n', &block[counted..hit]).map_or(counted, |p| counted + p + 1);
+            let line_end = memchr::memchr(b'\n', &block[hit..]).map_or(block.len(), |p| hit + p);
+            self.lines_without_token(&block[counted..line_start], line_no);
+            line_no += count_newlines(&block[counted..line_start]) + 1;
+            let line = &block[line_start..line_end];
+            hits += 1;
+            if line.len() > MAX_LINE_BYTES {
+                self.input.long_lines_cut += 1;
+                self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
+            } else if let Some(text) = whole.filter(|_| line.first() != Some(&b'{')) {
+                // Lines end at `\n` bytes, which are char boundaries.
+                let line = &text[line_start..line_end];
+                line::parse_plain_line_from(line, hit - line_start, |record| {
+                    self.record(line_no, record)
+                });
+            } else {
+                self.nccl_line(line_no, line, hit - line_start);
+            }
+            counted = (line_end + 1).min(block.len());
+        }
+        self.lines_without_token(&block[counted..], line_no);
+        (line_no + count_newlines(&block[counted..]), hits)
+    }
+
+    /// Complete lines of a container runtime's log: each decoded, split lines joined, then read as usual.
+    fn shipped_block(
+        &mut self,
+        finder: &memmem::Finder<'_>,
+        shipped: &mut Shipped,
+        block: &[u8],
+        mut line_no: u64,
+    ) -> u64 {
+        for line in block
+            .strip_suffix(b"\n")
+            .unwrap_or(block)
+            .split(|&b| b == b'\n')
+        {
+            line_no += 1;
+            if line.len() > MAX_LINE_BYTES {
+                self.input.long_lines_cut += 1;
+            }
+            let line = &line[..line.len().min(MAX_LINE_BYTES)];
+            self.stored_line(finder, Some(shipped), line_no, line);
+        }
+        line_no
+    }
+
+    /// One line as stored: decoded and joined when the log is a runtime's, otherwise read as it is.
+    fn stored_line(
+        &mut self,
+        finder: &memmem::Finder<'_>,
+        shipped: Option<&mut Shipped>,
+        line_no: u64,
+        raw: &[u8],
+    ) {
+        let Some(s) = shipped else {
+            return self.line(finder, line_no, raw);
+        };
+        let (text, split) = s.format.decode(raw);
+        if !split && s.joined.is_empty() {
+            return self.line(finder, line_no, &text);
+        }
+        if s.joined.is_empty() {
+            s.first_line = line_no;
+        }
+        let room = MAX_LINE_BYTES.saturating_sub(s.joined.len());
+        s.joined.extend_from_slice(&text[..text.len().min(room)]);
+        if !split {
+            self.flush(finder, s);
+        }
+    }
+
+    /// Reads the line being joined (also a split line the log ends with).
+    fn flush(&mut self, finder: &memmem::Finder<'_>, s: &mut Shipped) {
+        if !s.joined.is_empty() {
+            let joined = std::mem::take(&mut s.joined);
+            self.line(finder, s.first_line, &joined);
+            s.joined = joined;
+            s.joined.clear();
+        }
+    }
+
+    /// Lines without `NCCL` (after line `line_no`): only an error name (`ncclSystemError: …`, printed by
+    /// frameworks) matters there. One search over lines the reader skips anyway: none when every line is NCCL's.
+    fn lines_without_token(&mut self, lines: &[u8], line_no: u64) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut from = 0;
+        while let Some(hit) = ERROR_NAME.find(&lines[from..]).map(|h| h + from) {
+            let start = memchr::memrchr(b'\n', &lines[from..hit]).map_or(from, |p| from + p + 1);
+            let end = memchr::memchr(b'\n', &lines[hit..]).map_or(lines.len(), |p| hit + p);
+            let text = String::from_utf8_lossy(&lines[start..end.min(start + MAX_LINE_BYTES)]);
+            if let Some(message) = line::nccl_error(&text) {
+                let record = line::Record {
+                    host: None,
+                    pid: None,
+                    repeat: 1,
+                    event: line::Event::NcclError(message),
+                };
+                self.record(line_no + count_newlines(&lines[..start]) + 1, record);
+            }
+            from = (end + 1).min(lines.len());
+        }
+    }
+
+    /// Any line: parsed only when it contains `NCCL`.
+    fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
+        match finder.find(bytes) {
+            Some(hit) => self.nccl_line(line_no, bytes, hit),
+            None => self.lines_without_token(bytes, line_no - 1),
+        }
+    }
+
+    /// A line that may hold NCCL records: the caller found the first `NCCL` in it at `first_nccl`.
+    fn nccl_line(&mut self, line_no: u64, bytes: &[u8], first_nccl: usize) {
+        // A Docker JSON line among plain ones (logs concatenated): decoded, though not joined.
+        if bytes.first() == Some(&b'{') {
+            if let Some((text, _)) = docker_log(bytes) {
+                let text = String::from_utf8_lossy(&text);
+                return line::parse_line(&text, |record| self.record(line_no, record));
+            }
+        }
+        // Valid UTF-8 (the usual case) is checked fast and borrowed; anything else is repaired.
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => Cow::Borrowed(t),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
+        // Repairing invalid UTF-8 may move bytes: then the position found no longer holds.
+        let first_nccl = if matches!(text, Cow::Borrowed(_)) {
+            first_nccl
+        } else {
+            0
+        };
+        line::parse_line_from(&text, first_nccl, |record| self.record(line_no, record));
+    }
+}
+
+/// A log as a container runtime stores it. `kubectl logs` prints the decoded text; the files under
+/// `/var/log/pods` (CRI) and `/var/lib/docker/containers` (json-file) hold this.
+struct Shipped {
+    format: ShippedFormat,
+    /// The pieces of a line the runtime split (CRI `P`, a JSON `log` without `\n`), capped at MAX_LINE_BYTES.
+    joined: Vec<u8>,
+    first_line: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShippedFormat {
+    /// `{"log":"…\n","stream":"stderr","time":"…"}`, one per line (Docker's json-file driver).
+    DockerJson,
+    /// `2026-11-29T10:15:02.123456789Z stderr F <text>` (containerd, CRI-O; `P`: split, more follows).
+    Cri,
+}
+
+impl Shipped {
+    /// The format, from the log's first line; `None` for a plain log.
+    fn sniff(block: &[u8]) -> Option<Shipped> {
+        let first = block
+            .split(|&b| b == b'\n')
+            .find(|l| !l.is_empty() && l != b"\r")
+            .unwrap_or_default();
+        let format = if docker_log(first).is_some() {
+            ShippedFormat::DockerJson
+        } else if cri_line(first).is_some() {
+            ShippedFormat::Cri
+        } else {
+            return None;
+        };
+        Some(Shipped {
+            format,
+            joined: Vec::new(),
+            first_line: 0,
+        })
+    }
+}
+
+impl ShippedFormat {
+    /// The text of one stored line, and whether the runtime split the original line there (more follows). A
+    /// line not in the format (a torn write, a concatenated plain log) is read as it is.
+    fn decode(self, raw: &[u8]) -> (Cow<'_, [u8]>, bool) {
+        let decoded = match self {
+            ShippedFormat::DockerJson => docker_log(raw),
+            ShippedFormat::Cri => cri_line(raw).map(|(text, split)| (Cow::Borrowed(text), split)),
+        };
+        decoded.unwrap_or((Cow::Borrowed(raw), false))
+    }
+}
+
+/// Docker's json-file line: its `log` string (escapes decoded) without the final newline, and whether that
+/// newline was missing (a line split at 16 KiB).
+fn docker_log(raw: &[u8]) -> Option<(Cow<'_, [u8]>, bool)> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        log: Cow<'a, str>,
+    }
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    if raw.first() != Some(&b'{') {
+        return None;
+    }
+    let log = serde_json::from_slice::<Line<'_>>(raw).ok()?.log;
+    let split = !log.ends_with('\n');
+    let text = match log {
+        Cow::Borrowed(t) => Cow::Borrowed(t.trim_end_matches(['\n', '\r']).as_bytes()),
+        Cow::Owned(t) => Cow::Owned(t.trim_end_matches(['\n', '\r']).as_bytes().to_vec()),
+    };
+    Some((text, split))
+}
+
+/// A CRI log line `<RFC 3339 time> <stdout|stderr> <tags> <text>`: the text, and whether the tags hold `P`
+/// (partial: the runtime split the line, the next stored line continues it).
+fn cri_line(raw: &[u8]) -> Option<(&[u8], bool)> {
+    let mut fields = raw.splitn(4, |&b| b == b' ');
+    let time = fields.next()?;
+    let stream = fields.next()?;
+    let tags = fields.next()?;
+    let text = fields.next().unwrap_or_default();
+    let is_time = time.len() >= 20
+        && time[..4].iter().all(u8::is_ascii_digit)
+        && time[4] == b'-'
+        && time[10] == b'T';
+    if !is_time || !matches!(stream, b"stdout" | b"stderr") {
+        return None;
+    }
+    let tags = tags.strip_suffix(b"\r").unwrap_or(tags);
+    let mut split = false;
+    for tag in tags.split(|&b| b == b':') {
+        match tag {
+            b"P" => split = true,
+            b"F" => {}
+            _ => return None,
+        }
+    }
+    Some((text, split))
+}
+
+fn count_newlines(s: &[u8]) -> u64 {
+    // Plain loop: the compiler vectorises it; faster than iterating memchr hits on dense newlines.
+    s.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nccl::test_lines::*;
+    use crate::nccl::{analyze_text as analyze, judge, Verdict};
+    use crate::profile::NcclExpect;
+
+    #[test]
+    fn line_numbers_count_noise_and_last_line_without_newline() {
+        let text = format!("noise\nmore noise\n{IB_GDR}x\n\ngpu-a01:1:2 [0] x.cc:1 NCCL WARN boom");
+        let s = analyze(&text);
+        assert_eq!(s.input.lines, 6);
+        assert_eq!(s.transports[0].first_seen, "t.log:3");
+        assert_eq!(s.warnings[0].line, 6);
+        assert_eq!(s.warnings[0].location.as_deref(), Some("x.cc:1"));
+    }
+
+    #[test]
+    fn huge_line_is_cut_and_following_lines_still_count() {
+        let mut text = String::from("NCCL ");
+        text.push_str(&"x".repeat(3 * BLOCK_BYTES));
+        text.push('\n');
+        text.push_str(IB_GDR);
+        let s = analyze(&text);
+        assert_eq!(s.input.long_lines_cut, 1);
+        assert_eq!(s.input.lines, 2);
+        assert_eq!(s.verdict, Verdict::IbGdrdma);
+        assert_eq!(s.transports[0].first_seen, "t.log:2");
+    }
+
+    #[test]
+    fn shipped_lines_decode_and_split_lines_join() {
+        assert_eq!(
+            cri_line(b"2026-11-29T10:15:02.1Z stderr P a b"),
+            Some((&b"a b"[..], true))
+        );
+        assert_eq!(
+            cri_line(b"2026-11-29T10:15:02.1Z stdout F"),
+            Some((&b""[..], false))
+        );
+        assert_eq!(cri_line(b"2026-11-29 10:15:02 stdout F x"), None);
+        let (text, split) = docker_log(br#"{"log":"a -\u003e b\n","stream":"stderr"}"#).unwrap();
+        assert_eq!((&*text, split), (&b"a -> b"[..], false));
+        assert!(docker_log(br#"{"log":"a","stream":"stderr"}"#).unwrap().1);
+        assert!(docker_log(b"{not json").is_none());
+        // A Docker line in a plain log is decoded (not joined); the CRI file's split pieces are joined and
+        // numbered by their first line.
+        let plain = format!(
+            "noise\n{}\n",
+            r#"{"log":"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -\u003e 8[0] [send] via NET/IB/0/GDRDMA\n"}"#
+        );
+        assert_eq!(analyze(&plain).verdict, Verdict::IbGdrdma);
+        let cri = "2026-11-29T10:15:02.1Z stdout F x\n\
+                   2026-11-29T10:15:02.2Z stdout P h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n\
+                   2026-11-29T10:15:02.3Z stdout F /GDRDMA\n\
+                   2026-11-29T10:15:02.4Z stdout P h:1:2 [0] NCCL WARN cut at the end";
+        let s = analyze(cri);
+        assert_eq!(s.verdict, Verdict::IbGdrdma);
+        assert_eq!(s.transports[0].first_seen, "t.log:2");
+        assert_eq!(s.errors[0].line, 4);
+        assert_eq!(s.input.lines, 4);
+    }
+
+    /// Blocks dense with NCCL lines take the whole-block path; the records must be those of parsing each line
+    /// alone, including blocks that hold escapes, carriage returns, invalid UTF-8 or Docker lines.
+    #[test]
+    fn dense_blocks_give_the_same_summary_as_line_by_line() {
+        let lines: [&[u8]; 6] = [
+            b"gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+            b"gpu-a02:3:4 [1] NCCL INFO Channel 01/0 : 7[7] -> 8[0] [send] via NET/Socket/1",
+            b"gpu-a03:5:6 [2] x.cc:1 NCCL WARN boom",
+            b"h:1:2 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1",
+            br#"{"log":"h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -\u003e 2[0] [send] via NET/IB/1\n"}"#,
+            b"h:1:2 [0] NCCL INFO transport/net_ib.cc:911 -> 2",
+        ];
+        let mut log = Vec::new();
+        let mut i = 0;
+        while log.len() < 3 * BLOCK_BYTES {
+            log.extend_from_slice(lines[i % lines.len()]);
+            // Now and then, lines that must leave the fast path: colour, a carriage return, invalid UTF-8.
+            match i % 5000 {
+                1000 => log.extend_from_slice(b" \x1b[0m"),
+                2000 => log.extend_from_slice(b"\r"),
+                3000 => log.extend_from_slice(b" \xff"),
+                _ => {}
+            }
+            log.push(b'\n');
+            i += 1;
+        }
+        let mut fast = Analyzer::new();
+        fast.read("t.log", log.as_slice(), None).unwrap();
+        let mut slow = Analyzer::new();
+        slow.start_source("t.log");
+        for (n, raw) in log.split(|&b| b == b'\n').enumerate() {
+            let decoded = docker_log(raw).map_or(Cow::Borrowed(raw), |(t, _)| t);
+            let text = String::from_utf8_lossy(&decoded);
+            line::parse_line(&text, |r| slow.record(n as u64 + 1, r));
+        }
+        let json = |a: Analyzer| {
+            let mut v = serde_json::to_value(a.finish()).unwrap();
+            v.as_object_mut().unwrap().remove("input");
+            v
+        };
+        assert_eq!(json(fast), json(slow));
+    }
+
+    #[test]
+    fn lines_across_block_boundaries_are_whole() {
+        // Put a channel line across the first 1 MiB boundary.
+        let filler = "a".repeat(99) + "\n";
+        let mut text = filler.repeat(BLOCK_BYTES / 100);
+        text.truncate(BLOCK_BYTES - 20);
+        text.push('\n');
+        text.push_str(IB_GDR);
+        let s = analyze(&text);
+        assert_eq!(s.verdict, Verdict::IbGdrdma);
+        assert_eq!(s.transports[0].channels, 1);
+    }
+
+    /// Mutated real lines and random bytes through the parser and the analyzer: nothing panics (debug builds
+    /// also check arithmetic overflow). The cargo-fuzz target in fuzz/ does the same with coverage guidance.
+    #[test]
+    fn mutated_and_random_lines_never_panic() {
+        const SEEDS: [&[u8]; 8] = [
+            b"gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/1(3)/GDRDMA(PCI)/Shared",
+            b"[1,4]<stdout>:gpu-c12:8812:8875 [0] NCCL INFO Ring 01 : 4[1b000] -> 3[b2000] [receive] via NET/IB/1/GDRDMA",
+            b"[2026-11-29 10:15:02] gpu-a01:1:2 [0] int f(x_t*):12 NCCL WARN NET/OFI Only EFA provider is supported",
+            b"\x1b[36m(RayWorkerWrapper pid=1, ip=10.0.0.1)\x1b[0m h:5:6 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA [repeated 7x across cluster]",
+            b"NCCL version 2.18.6+cuda12.2",
+            b"h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.9.0.11<0>",
+            b"h:1:2 [0] NCCL INFO comm 0x55d1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
+            b"h:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+        ];
+        const TOKENS: [&[u8]; 10] = [
+            b"NCCL INFO ",
+            b"NCCL WARN ",
+            b" via ",
+            b"NET/",
+            b"/GDRDMA",
+            b"(",
+            b"[",
+            b"]",
+            b" -> ",
+            b"\r",
+        ];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut log = Vec::new();
+        for i in 0..10_000 {
+            let mut line: Vec<u8> = if i % 10 == 9 {
+                (0..next() % 300).map(|_| next() as u8).collect()
+            } else {
+                SEEDS[(next() % SEEDS.len() as u64) as usize].to_vec()
+            };
+            for _ in 0..(next() % 6) {
+                let at = (next() as usize) % (line.len() + 1);
+                match next() % 4 {
+                    0 => line.insert(at, next() as u8),
+                    1 if at < line.len() => {
+                        line.remove(at);
+                    }
+                    2 => line.truncate(at),
+                    _ => {
+                        let t = TOKENS[(next() % TOKENS.len() as u64) as usize];
+                        line.splice(at..at, t.iter().copied());
+                    }
+                }
+            }
+            line.iter_mut()
+                .filter(|b| **b == b'\n')
+                .for_each(|b| *b = b' ');
+            line::parse_line(&String::from_utf8_lossy(&line), |_| {});
+            log.extend_from_slice(&line);
+            log.push(b'\n');
+        }
+        let s = {
+            let mut a = Analyzer::new();
+            a.read("fuzz", log.as_slice(), None).unwrap();
+            a.finish()
+        };
+        assert_eq!(s.input.lines, 10_000);
+        for e in [NcclExpect::Gdrdma, NcclExpect::Ib, NcclExpect::Any] {
+            let _ = judge(&s, e);
+        }
+        // The same lines read as a CRI or a Docker log (the first line decides): decoded, joined, no panic.
+        for first in [
+            &b"2026-11-29T10:15:02.1Z stderr P "[..],
+            br#"{"log":"x","stream":"stderr"}"#,
+        ] {
+            let shipped = [first, b"\n", &log].concat();
+            let mut a = Analyzer::new();
+            a.read("fuzz", shipped.as_slice(), None).unwrap();
+            assert_eq!(a.finish().input.lines, 10_001);
+        }
+    }
+}

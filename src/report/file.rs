@@ -1,0 +1,112 @@
+//! Report files are replaced whole: a reader (node_exporter's textfile collector, a CI step, a DaemonSet's next
+//! run) sees the previous report or the new one, never a half-written file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Writes `text` to a temporary file beside `path` and renames it over `path`. The temporary name starts with
+/// a dot and ends in `.tmp`, so the textfile collector (which reads `*.prom`) never picks it up. Targets that
+/// are not regular files (`/dev/stdout`, a FIFO) cannot be renamed over and are written in place; so is an
+/// existing file that cannot be replaced (a file bind-mounted into a pod, a writable file in a directory this
+/// user may not write).
+pub fn replace(path: &Path, text: &str) -> io::Result<()> {
+    let existing = fs::metadata(path).ok().map(|m| m.file_type());
+    if existing
+        .is_some_and(|t| t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket())
+    {
+        return fs::write(path, text);
+    }
+    match rename_over(path, text) {
+        Err(e)
+            if existing.is_some_and(|t| t.is_file())
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY | libc::EXDEV)
+                ) =>
+        {
+            fs::write(path, text)
+        }
+        done => done,
+    }
+}
+
+fn rename_over(path: &Path, text: &str) -> io::Result<()> {
+    let temp = temp_path(path)?;
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        // Readable by the collector, which runs as another user; the umask still applies.
+        .mode(0o644)
+        .open(&temp)
+        .and_then(|mut f: File| {
+            f.write_all(text.as_bytes())?;
+            // Data on disk before the name points at it: a crash leaves the old report, not an empty one.
+            f.sync_all()
+        })
+        .and_then(|()| fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
+/// `dir/.name.<pid>.tmp`: same directory (rename is atomic only within a filesystem), unique per process.
+fn temp_path(path: &Path) -> io::Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} names no file", path.display()),
+        )
+    })?;
+    let temp = format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id());
+    Ok(path.with_file_name(temp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_file_and_leaves_no_temporary_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fabric_preflight.prom");
+        fs::write(&path, "old\n").unwrap();
+        replace(&path, "new\n").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new\n");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["fabric_preflight.prom"]);
+    }
+
+    #[test]
+    fn a_reader_holding_the_old_file_keeps_reading_the_old_report() {
+        // What node_exporter sees when a scrape overlaps a write: the file it opened stays whole.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.prom");
+        fs::write(&path, "old\n").unwrap();
+        let held = File::open(&path).unwrap();
+        replace(&path, "new\n").unwrap();
+        assert_eq!(io::read_to_string(held).unwrap(), "old\n");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new\n");
+    }
+
+    #[test]
+    fn failure_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: the rename fails.
+        let path = dir.path().join("r.prom");
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join("keep"), "").unwrap();
+        assert!(replace(&path, "new\n").is_err());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn character_devices_are_written_in_place() {
+        replace(Path::new("/dev/null"), "x").unwrap();
+    }
+}
