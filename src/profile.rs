@@ -137,6 +137,11 @@ pub struct Thresholds {
     /// Host-memory RDMA loopback (rdma.loopback) WRITE and READ bandwidth as a percentage of the port's rate
     /// (floor; not judged on software devices, whose rate is a placeholder).
     pub rdma_bandwidth_pct_of_link: Option<Limit>,
+    /// `pair`: RDMA WRITE/READ between two nodes as a percentage of the lower end's link rate (floor; not
+    /// judged on software devices, whose rate is a placeholder).
+    pub pair_bandwidth_pct_of_link: Option<Limit>,
+    /// `pair`: SEND/RECV one-way latency p99, µs (ceiling).
+    pub pair_latency_us: Option<Limit>,
     /// cuFile sequential read, GB/s (floor).
     pub gds_read_gbytes_per_sec: Option<Limit>,
     /// IB/RoCE error counters, count (ceiling).
