@@ -442,6 +442,30 @@ mod tests {
         }
     }
 
+    /// The README promises failures on these keys: the node profiles that claim the hardware set them.
+    #[test]
+    fn node_profiles_set_the_promised_limits() {
+        let ids: Vec<&str> = crate::probes::all().iter().map(|p| p.id()).collect();
+        for name in ["hgx-h100-ib", "hgx-h200-ib", "dgx-a100-hdr"] {
+            let p = load(name, &ids).unwrap();
+            assert!(p.expect.driver_min_version.is_some(), "{name}");
+            assert!(
+                p.thresholds
+                    .pcie_replay_count
+                    .is_some_and(|l| l.fail.is_some()),
+                "{name}"
+            );
+            if p.expect.gds == Some(true) {
+                assert!(
+                    p.thresholds
+                        .gds_read_gbytes_per_sec
+                        .is_some_and(|l| l.fail.is_some()),
+                    "{name}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn typo_key_names_file_line_column_and_key() {
         let dir = tempfile::tempdir().unwrap();

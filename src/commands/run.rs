@@ -10,7 +10,7 @@ use crate::answers::Answers;
 use crate::cli::{ColorChoice, RunArgs};
 use crate::exit;
 use crate::host::Host;
-use crate::probe::{Inputs, Probe};
+use crate::probe::{AnswerSource, Inputs, Probe};
 use crate::profile::Profile;
 use crate::profile_match;
 use crate::progress::Progress;
@@ -224,6 +224,18 @@ pub fn prepare(
         );
     }
     let answers = Answers::for_host(&host)?;
+    // Live, gds.read writes into a scratch directory it makes inside this one, and creates nothing else. A replay
+    // writes nothing and takes the directory as the recorded host's, which need not exist here.
+    if let (Some(dir), AnswerSource::Live) = (&inputs.gds_dir, answers.source()) {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--gds-dir {}: not a directory", dir.display()),
+            Err(e) => bail!(
+                "--gds-dir {}: {e} (give an existing directory on the filesystem to test; none is created)",
+                dir.display()
+            ),
+        }
+    }
     Ok(Plan {
         host,
         profile,
