@@ -52,7 +52,7 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-echo "stopped in $(echo "$(date +%s.%N) - $started" | bc) s, exit $rc"
+echo "stopped in $(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }') s, exit $rc"
 
 broken=0
 [ "$rc" = 3 ] || { echo "FAIL: exit $rc, expected 3"; broken=1; }

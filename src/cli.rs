@@ -40,6 +40,10 @@ pub enum Cmd {
     Nccl(NcclArgs),
     /// Run the checks live and record what they read (host files, vendor answers) into DIR for `run --root DIR`
     Snapshot(SnapshotArgs),
+    /// Fabric test between two nodes (or each node and its ring neighbours): RDMA WRITE/READ Gb/s and SEND/RECV
+    /// latency per port pair, after a token-checked TCP handshake
+    #[command(after_help = crate::exit::HELP)]
+    Pair(PairArgs),
     /// Shell completion script on stdout (e.g. `fabric-preflight completions bash > /etc/bash_completion.d/fabric-preflight`)
     Completions {
         #[arg(value_enum)]
@@ -119,6 +123,98 @@ pub struct RunArgs {
     /// Directory on the filesystem to test with gds.read (default: the system temp dir)
     #[arg(long, value_name = "DIR")]
     pub gds_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["listen", "connect", "ring", "summarize"])))]
+pub struct PairArgs {
+    /// Wait for the peer on [ADDR:]PORT (all addresses when ADDR is left out)
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub listen: Option<String>,
+
+    /// Reach the listening peer at HOST:PORT (retried until it is up or the deadline passes)
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+
+    /// Test both ring neighbours; rank and peers from Slurm, a Kubernetes Indexed Job, MPI, or --peers/--rank
+    #[arg(long)]
+    pub ring: bool,
+
+    /// Read the JSON reports of every ring node and name the node common to the failing pairs
+    #[arg(long, value_name = "REPORT.json", num_args = 1..)]
+    pub summarize: Vec<PathBuf>,
+
+    /// Ring: the TCP port every node listens on (an entry HOST:PORT in --peers names its own)
+    #[arg(long, value_name = "PORT", default_value_t = 18515)]
+    pub port: u16,
+
+    /// Ring by hand: every node, in ring order (comma-separated)
+    #[arg(long, value_name = "H1,H2,..", value_delimiter = ',')]
+    pub peers: Vec<String>,
+
+    /// Ring by hand: this node's index in --peers
+    #[arg(long, value_name = "N")]
+    pub rank: Option<usize>,
+
+    /// Ring under MPI: the hostfile given to mpirun (one host per line)
+    #[arg(long, value_name = "PATH")]
+    pub hostfile: Option<String>,
+
+    /// Ring under a Kubernetes Indexed Job: the Job's headless Service
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+
+    /// Ring under a Kubernetes Indexed Job: the Job's completions
+    #[arg(long, value_name = "N")]
+    pub size: Option<usize>,
+
+    /// Job token both ends must hold (else FABRIC_PREFLIGHT_TOKEN; under Slurm, the job and step id)
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Profile whose thresholds judge the pairs (pair_bandwidth_pct_of_link, pair_latency_us)
+    #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
+    pub profile: String,
+
+    /// Format written to stdout (or to a bare --output PATH)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also write a report to a file: FORMAT=PATH or PATH for --format. Repeatable.
+    #[arg(long, value_name = "[FORMAT=]PATH")]
+    pub output: Vec<String>,
+
+    /// Deadline for the whole run (handshake included), in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub timeout: f64,
+
+    /// Warnings fail the run (exit 1)
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+
+    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+
+    /// Bandwidth message size in KiB (both ends must agree)
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    pub message_size: usize,
+
+    /// Messages per bandwidth phase (WRITE, then READ)
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub messages: u32,
+
+    /// SEND/RECV round trips for the latency percentiles
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub pings: u32,
+
+    /// Each phase (WRITE, READ, ping-pong) ends after its count or this many seconds (perftest's -D)
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub phase_time: f64,
 }
 
 /// `--help` text for the codes of `nccl`.

@@ -5,7 +5,7 @@
 //! replays exactly like the machine it was taken from (sysfs links are relative, `/etc` links often absolute).
 
 use std::any::{Any, TypeId};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
@@ -24,11 +24,25 @@ const MAX_LINK_HOPS: usize = 40;
 pub struct Host {
     root: PathBuf,
     live: bool,
-    /// Host paths asked for (files read, directories listed, links read), for `snapshot`. Shared by clones.
-    recorder: Option<Arc<Mutex<BTreeSet<String>>>>,
+    /// Host paths asked for and how (files read, directories listed, links read, paths looked up), for
+    /// `snapshot` and the damage sweep. Shared by clones.
+    recorder: Option<Arc<Mutex<BTreeMap<String, Access>>>>,
     /// Models built from many files (the PCIe tree) and asked for by several probes of one run: built once per
     /// host, shared by clones. See [`Host::shared`].
     shared: Arc<Mutex<SharedModels>>,
+}
+
+/// How a path was asked for, strongest first: a path that was read is also looked up on the way.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum Access {
+    /// Contents read: a file read or a directory listed.
+    Contents,
+    /// A symlink's target read.
+    Link,
+    /// Only looked up (exists, is a directory, metadata, resolved).
+    Lookup,
 }
 
 type SharedModels = HashMap<TypeId, Arc<OnceLock<Arc<dyn Any + Send + Sync>>>>;
@@ -112,6 +126,16 @@ impl std::error::Error for ReadError {}
 
 pub type ReadResult<T> = Result<T, ReadError>;
 
+/// A read whose file may rightly be absent: missing is `None` (a fact about the node), any other failure stays
+/// an error (a value that was not read is never taken for "absent").
+pub fn optional<T>(read: ReadResult<T>) -> ReadResult<Option<T>> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl Host {
     /// The machine this process runs on.
     pub fn live() -> Self {
@@ -150,19 +174,21 @@ impl Host {
     }
 
     /// Adds paths asked for elsewhere (a probe child process) to the record.
-    pub fn record_all(&self, paths: impl IntoIterator<Item = String>) {
-        if let Some(rec) = &self.recorder {
-            if let Ok(mut set) = rec.lock() {
-                set.extend(paths);
-            }
+    pub fn record_all(&self, paths: impl IntoIterator<Item = (String, Access)>) {
+        for (path, access) in paths {
+            self.note(&path, access);
         }
     }
 
-    /// Every host path asked for since [`Host::recording`], sorted.
-    pub fn recorded_paths(&self) -> Vec<String> {
+    /// Every host path asked for since [`Host::recording`], sorted, with the strongest way it was asked for.
+    pub fn recorded(&self) -> Vec<(String, Access)> {
         self.recorder
             .as_ref()
-            .and_then(|rec| rec.lock().ok().map(|set| set.iter().cloned().collect()))
+            .and_then(|rec| {
+                rec.lock()
+                    .ok()
+                    .map(|map| map.iter().map(|(p, a)| (p.clone(), *a)).collect())
+            })
             .unwrap_or_default()
     }
 
@@ -186,10 +212,11 @@ impl Host {
             .unwrap_or_else(|_| unreachable!("the map is keyed by the value's own TypeId"))
     }
 
-    fn note(&self, path: &str) {
+    fn note(&self, path: &str, access: Access) {
         if let Some(rec) = &self.recorder {
-            if let Ok(mut set) = rec.lock() {
-                set.insert(path.to_string());
+            if let Ok(mut map) = rec.lock() {
+                let kept = map.entry(path.to_string()).or_insert(access);
+                *kept = (*kept).min(access);
             }
         }
     }
@@ -205,7 +232,7 @@ impl Host {
     /// Where the host path `path` lies on this machine's filesystem, with every symlink resolved inside the
     /// root. The error names the host path.
     pub fn resolve(&self, path: &str) -> ReadResult<PathBuf> {
-        self.note(path);
+        self.note(path, Access::Lookup);
         if self.live {
             return Ok(PathBuf::from(path));
         }
@@ -216,7 +243,7 @@ impl Host {
     /// The host-absolute path `path` points to once symlinks are followed (`/sys/bus/pci/devices/0000:17:00.0`
     /// → `/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0`).
     pub fn canonical(&self, path: &str) -> ReadResult<String> {
-        self.note(path);
+        self.note(path, Access::Lookup);
         if self.live {
             return fs::canonicalize(path)
                 .map(|p| p.to_string_lossy().into_owned())
@@ -248,7 +275,7 @@ impl Host {
     /// At most `max` bytes; a longer file is an error, not a truncated answer (config space is read with the
     /// exact size it may have).
     pub fn read_bytes(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
-        self.note(path);
+        self.note(path, Access::Contents);
         let real = self.resolve(path)?;
         // Non-blocking open: a FIFO planted in a recorded tree reads as empty instead of waiting for a writer
         // forever. sysfs and procfs files ignore the flag.
@@ -271,7 +298,7 @@ impl Host {
 
     /// Entry names of a directory, sorted so output is stable.
     pub fn read_dir(&self, path: &str) -> ReadResult<Vec<String>> {
-        self.note(path);
+        self.note(path, Access::Contents);
         let real = self.resolve(path)?;
         let entries = fs::read_dir(&real).map_err(|e| ReadError::from_io(path, &e))?;
         let mut names: Vec<String> = entries
@@ -284,7 +311,7 @@ impl Host {
 
     /// The raw target of a symlink (`../../../devices/pci0000:00/0000:00:06.0`).
     pub fn read_link(&self, path: &str) -> ReadResult<String> {
-        self.note(path);
+        self.note(path, Access::Link);
         let parent = parent_of(path);
         let name = path.rsplit('/').next().unwrap_or(path);
         let dir = if self.live {
@@ -316,18 +343,18 @@ impl Host {
     }
 
     pub fn exists(&self, path: &str) -> bool {
-        self.note(path);
+        self.note(path, Access::Lookup);
         self.resolve(path).map(|p| p.exists()).unwrap_or(false)
     }
 
     pub fn is_dir(&self, path: &str) -> bool {
-        self.note(path);
+        self.note(path, Access::Lookup);
         self.resolve(path).map(|p| p.is_dir()).unwrap_or(false)
     }
 
     /// `stat` of a host path, following symlinks inside the root.
     pub fn metadata(&self, path: &str) -> ReadResult<fs::Metadata> {
-        self.note(path);
+        self.note(path, Access::Lookup);
         let real = self.resolve(path)?;
         fs::metadata(&real).map_err(|e| ReadError::from_io(path, &e))
     }

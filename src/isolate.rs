@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::answers::Answers;
-use crate::host::Host;
+use crate::host::{Access, Host};
 use crate::interrupt;
 use crate::probe::{CheckResult, Context, Inputs};
 use crate::profile::Profile;
@@ -53,7 +53,7 @@ pub struct ProbeReply {
     pub recorded: BTreeMap<String, Value>,
     /// Host paths the probe asked for, when the job said `record_reads`.
     #[serde(default)]
-    pub read_paths: Vec<String>,
+    pub read_paths: Vec<(String, Access)>,
 }
 
 /// Marks the vendor call about to be made. A no-op outside a child process.
@@ -321,7 +321,7 @@ fn run_job(job: &ProbeJob) -> ProbeReply {
     ProbeReply {
         results,
         recorded: answers.take_recorded(),
-        read_paths: host.recorded_paths(),
+        read_paths: host.recorded(),
     }
 }
 

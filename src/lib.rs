@@ -13,6 +13,7 @@ pub mod interrupt;
 pub mod isolate;
 pub mod measure;
 pub mod nccl;
+pub mod pair;
 pub mod presence;
 pub mod probe;
 pub mod probes;

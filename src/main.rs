@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         Cmd::Topo(args) => commands::topo::main(args),
         Cmd::Nccl(args) => commands::nccl::main(args),
         Cmd::Snapshot(args) => commands::snapshot::main(args),
+        Cmd::Pair(args) => commands::pair::main(args),
         Cmd::Completions { shell } => commands::docs::completions(shell),
         Cmd::Man => commands::docs::man(),
     };

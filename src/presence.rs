@@ -17,7 +17,7 @@
 use crate::answers::Answers;
 use crate::dynlib::{verbs, ErrorKind, LibError, Library};
 use crate::host::Host;
-use crate::probe::CheckResult;
+use crate::probe::{CheckResult, Status};
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
@@ -56,6 +56,25 @@ impl Stack {
     }
 }
 
+/// Adds an unreadable input to the survey's gap: the first one makes the error, later ones are named with it.
+fn add_gap(gap: &mut Option<CheckResult>, e: &crate::host::ReadError) {
+    match gap {
+        Some(r) => r.evidence.push(format!("{} = {}", e.path, e.reason())),
+        None => *gap = Some(CheckResult::read_error("", e)),
+    }
+}
+
+/// Makes the driver's own unreadable list the gap's headline (it is what decides presence), keeping what was
+/// there as evidence.
+fn add_gap_first(gap: &mut Option<CheckResult>, e: &crate::host::ReadError) {
+    let mut r = CheckResult::read_error("", e);
+    if let Some(old) = gap.take() {
+        r.evidence.push(old.summary);
+        r.evidence.extend(old.evidence);
+    }
+    *gap = Some(r);
+}
+
 /// What the host shows for one stack, read once per check.
 #[derive(Debug, Clone)]
 pub struct Survey {
@@ -67,8 +86,8 @@ pub struct Survey {
     /// Devices the driver lists (GPU bus ids under /proc/driver/nvidia/gpus; RDMA device names).
     pub driver_devices: Vec<String>,
     pub evidence: Vec<String>,
-    /// The bus or the driver's list could not be read in full: absence cannot be concluded (the error result to
-    /// return then).
+    /// The bus, the module table or the driver's own list could not be read in full: neither absence nor
+    /// "all bound" can be concluded (the error result to return then).
     gap: Option<CheckResult>,
 }
 
@@ -79,7 +98,7 @@ impl Survey {
             Stack::Gpu => Role::Gpu,
             Stack::Rdma => Role::Nic,
         };
-        let (nodes, tree_gap) = match &tree {
+        let (nodes, mut tree_gap) = match &tree {
             Ok(t) => (
                 t.with_role(role)
                     .into_iter()
@@ -110,7 +129,13 @@ impl Survey {
         )];
         let (driver_devices, unbound) = match stack {
             Stack::Gpu => {
-                let module = Modules::read(host).map(|m| m.state(host, "nvidia")).ok();
+                let module = match Modules::read(host).and_then(|m| m.state(host, "nvidia")) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        add_gap(&mut tree_gap, &e);
+                        None
+                    }
+                };
                 let loaded =
                     module.as_ref().is_some_and(|m| m.is_loaded()) || host.exists(NVIDIA_VERSION);
                 if let Some(m) = &module {
@@ -118,6 +143,9 @@ impl Survey {
                 }
                 let listed: Result<Vec<String>, _> = nvidia::read_driver_gpus(host)
                     .map(|g| g.into_iter().map(|g| g.bdf.to_ascii_lowercase()).collect());
+                if let Err(e) = &listed {
+                    add_gap_first(&mut tree_gap, e);
+                }
                 evidence.push(match &listed {
                     Ok(l) => format!("{NVIDIA_GPUS} = [{}]", l.join(", ")),
                     Err(e) => format!("{} = {}", e.path, e.reason()),
@@ -139,10 +167,13 @@ impl Survey {
                 (listed, unbound)
             }
             Stack::Rdma => {
-                if let Ok(m) = Modules::read(host) {
-                    evidence.extend(m.state(host, "mlx5_ib").evidence());
+                if let Ok(m) = Modules::read(host).and_then(|m| m.state(host, "mlx5_ib")) {
+                    evidence.extend(m.evidence());
                 }
                 let names = infiniband::read_device_names(host);
+                if let Err(e) = &names {
+                    add_gap_first(&mut tree_gap, e);
+                }
                 evidence.push(match &names {
                     Ok(n) => format!("{} = [{}]", infiniband::CLASS_INFINIBAND, n.join(", ")),
                     Err(e) => format!("{} = {}", e.path, e.reason()),
@@ -163,18 +194,38 @@ impl Survey {
                 (names, unbound)
             }
         };
-        let (driver_devices, driver_gap) = match driver_devices {
-            Ok(d) => (d, None),
-            Err(e) => (vec![], Some(CheckResult::read_error("", &e))),
-        };
+        // An unreadable list is already in the gap.
+        let driver_devices = driver_devices.unwrap_or_default();
         Survey {
             stack,
             on_bus: nodes.into_iter().map(|(s, _, _)| s).collect(),
             unbound,
             driver_devices,
             evidence,
-            gap: tree_gap.or(driver_gap),
+            gap: tree_gap,
         }
+    }
+
+    /// `results` of a check that went on past the gate, the survey's readings added to the first one's evidence
+    /// (what the gate saw is on record), with the error added when the survey could not read everything and no
+    /// node-wide error says so yet: a device it could not see may be the unbound one.
+    pub fn completed(&self, id: &str, mut results: Vec<CheckResult>) -> Vec<CheckResult> {
+        if let Some(first) = results.first_mut() {
+            for line in &self.evidence {
+                if !first.evidence.contains(line) {
+                    first.evidence.push(line.clone());
+                }
+            }
+        }
+        let node_error = results
+            .iter()
+            .any(|r| r.subject.is_none() && r.status == Status::Error);
+        if let (Some(gap), false) = (&self.gap, node_error) {
+            let mut r = gap.clone();
+            r.id = id.to_string();
+            results.push(r);
+        }
+        results
     }
 
     /// No function of this kind on the bus and none listed by a driver.
@@ -219,6 +270,11 @@ impl Survey {
             )
             .evidence("without a driver", self.unbound.join(", "))
             .fix(self.stack.driver_fix())
+        } else if let Some(gap) = &self.gap {
+            // Present and bound as far as could be read; what could not be read may hide an unbound device.
+            let mut r = gap.clone();
+            r.id = id.to_string();
+            r
         } else {
             return None;
         };

@@ -137,6 +137,11 @@ pub struct Thresholds {
     /// Host-memory RDMA loopback (rdma.loopback) WRITE and READ bandwidth as a percentage of the port's rate
     /// (floor; not judged on software devices, whose rate is a placeholder).
     pub rdma_bandwidth_pct_of_link: Option<Limit>,
+    /// `pair`: RDMA WRITE/READ between two nodes as a percentage of the lower end's link rate (floor; not
+    /// judged on software devices, whose rate is a placeholder).
+    pub pair_bandwidth_pct_of_link: Option<Limit>,
+    /// `pair`: SEND/RECV one-way latency p99, µs (ceiling).
+    pub pair_latency_us: Option<Limit>,
     /// cuFile sequential read, GB/s (floor).
     pub gds_read_gbytes_per_sec: Option<Limit>,
     /// IB/RoCE error counters, count (ceiling).
@@ -434,6 +439,30 @@ mod tests {
             let p = load(name, &ids).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&p.name, name);
             assert!(!p.description.is_empty(), "{name} has no description");
+        }
+    }
+
+    /// The README promises failures on these keys: the node profiles that claim the hardware set them.
+    #[test]
+    fn node_profiles_set_the_promised_limits() {
+        let ids: Vec<&str> = crate::probes::all().iter().map(|p| p.id()).collect();
+        for name in ["hgx-h100-ib", "hgx-h200-ib", "dgx-a100-hdr"] {
+            let p = load(name, &ids).unwrap();
+            assert!(p.expect.driver_min_version.is_some(), "{name}");
+            assert!(
+                p.thresholds
+                    .pcie_replay_count
+                    .is_some_and(|l| l.fail.is_some()),
+                "{name}"
+            );
+            if p.expect.gds == Some(true) {
+                assert!(
+                    p.thresholds
+                        .gds_read_gbytes_per_sec
+                        .is_some_and(|l| l.fail.is_some()),
+                    "{name}"
+                );
+            }
         }
     }
 

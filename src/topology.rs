@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::host::{Host, ReadError};
-use crate::probe::CheckResult;
+use crate::probe::{CheckResult, Status};
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};
@@ -132,9 +132,13 @@ impl PciTree {
         let mut paths: Vec<Vec<String>> = Vec::new();
         for bdf in bdfs {
             let name = bdf.to_string();
-            let sysfs_path = host
-                .canonical(&pci::device_dir(&name))
-                .unwrap_or_else(|_| pci::device_dir(&name));
+            let sysfs_path = match host.canonical(&pci::device_dir(&name)) {
+                Ok(p) => p,
+                Err(e) => {
+                    tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
+                    continue;
+                }
+            };
             let attrs = match pci::read_attrs(host, bdf, &sysfs_path) {
                 Ok(a) => a,
                 Err(e) => {
@@ -148,6 +152,9 @@ impl PciTree {
                 .find(|c| c.starts_with("pci") && c.contains(':'))
                 .cloned()
                 .unwrap_or_else(|| format!("pci{:04x}:??", bdf.domain));
+            if let Link::Unreadable(path, why) = &attrs.link {
+                tree.unreadable.push(format!("{path} = {why}"));
+            }
             index.insert(name, tree.nodes.len());
             paths.push(components);
             tree.nodes.push(PciNode {
@@ -170,7 +177,11 @@ impl PciTree {
                 .rev()
                 .find_map(|c| index.get(c).copied());
         }
-        for name in infiniband::read_device_names(host).unwrap_or_default() {
+        let rdma_names = infiniband::read_device_names(host).unwrap_or_else(|e| {
+            tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
+            Vec::new()
+        });
+        for name in rdma_names {
             if let Some(bdf) = infiniband::read_device_bdf(host, &name) {
                 if let Some(&i) = index.get(&bdf) {
                     tree.nodes[i].rdma_devices.push(name);
@@ -179,11 +190,22 @@ impl PciTree {
         }
         for i in 0..tree.nodes.len() {
             if tree.nodes[i].attrs.is_bridge() {
-                tree.nodes[i].port_type =
-                    pci_config::read_config_at(host, &tree.nodes[i].sysfs_path)
-                        .ok()
-                        .and_then(|c| c.pcie().ok().flatten())
-                        .map(|p| p.port_type);
+                // Config space hidden from non-root users: the role is inferred from the tree's shape below.
+                // Anything else that keeps the port type from being read leaves the tree incomplete.
+                let port =
+                    pci_config::read_config_at(host, &tree.nodes[i].sysfs_path).and_then(|c| {
+                        c.pcie().map_err(|e| {
+                            pci_config::ConfigReadError::Parse(
+                                format!("{}/config", tree.nodes[i].sysfs_path),
+                                e,
+                            )
+                        })
+                    });
+                match port {
+                    Ok(p) => tree.nodes[i].port_type = p.map(|p| p.port_type),
+                    Err(e) if e.needs_root() => {}
+                    Err(e) => tree.unreadable.push(e.to_string()),
+                }
             }
         }
         // Parents before children: sysfs paths nest, so shorter paths first gives a valid order.
@@ -265,6 +287,19 @@ impl PciTree {
             ));
         }
         r.fix("check the sysfs files named above (class, vendor, device of each PCI function); run as root if access is denied")
+    }
+
+    /// `results` of a check built on this tree, with an `error` added when part of the tree could not be read
+    /// and no node-wide error is there yet: a function or attribute that was not read may be the one that fails.
+    /// A device's own error does not stand for the others.
+    pub fn completed(&self, id: &str, mut results: Vec<CheckResult>) -> Vec<CheckResult> {
+        let node_error = results
+            .iter()
+            .any(|r| r.subject.is_none() && r.status == Status::Error);
+        if !self.unreadable.is_empty() && !node_error {
+            results.push(self.nothing_found(id, CheckResult::skip(id, "")));
+        }
+        results
     }
 
     pub fn with_role(&self, role: Role) -> Vec<usize> {

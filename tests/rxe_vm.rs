@@ -263,3 +263,54 @@ fn rxe_link_deleted_during_a_run() {
         );
     }
 }
+
+/// `pair` between the two VMs over rxe0, host memory: both ends pass the handshake and report the same measured
+/// port pair, data checked, not judged against rxe's placeholder rate; nothing listens afterwards.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn pair_between_the_two_vms() {
+    for (vm, name) in [("a", "pair-connect"), ("b", "pair-listen")] {
+        let r = report(vm, name);
+        assert_eq!(exit(vm, name), 0, "{r:#}");
+        assert_verdict(&result_only(&r, "pair.handshake"), "pass", "handshake with");
+        let p = result_only(&r, "pair.rdma");
+        assert_verdict(&p, "pass", "WRITE");
+        assert!(p["subject"].as_str().unwrap().ends_with(":rxe0/1"), "{p:#}");
+        for name in [
+            "write_gbits_per_sec",
+            "read_gbits_per_sec",
+            "latency_p50_us",
+            "latency_p99_us",
+        ] {
+            assert!(measurement(&p, name) > 0.0, "{name}: {p:#}");
+        }
+        let text = p.to_string();
+        assert!(
+            text.contains("data verified: WRITE true, READ true"),
+            "{p:#}"
+        );
+        assert!(text.contains("no meaningful link rate"), "{p:#}");
+    }
+    assert_eq!(text("b/pair-listen.listening-after").trim(), "0");
+}
+
+/// The listener in VM b is killed with SIGKILL while VM a moves data: a's report is an error naming b's
+/// address, well before a's deadline.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn pair_peer_killed_mid_transfer_is_an_error_naming_it() {
+    let r = report("a", "pair-peer-killed");
+    assert_eq!(exit("a", "pair-peer-killed"), 3, "{r:#}");
+    let p = result_only(&r, "pair.rdma");
+    assert_eq!(status(&p), "error", "{p:#}");
+    assert!(summary(&p).contains("10.99.0.2"), "{p:#}");
+    // Well before the 120 s deadline (rxe raises no retry error for a dead peer; the control connection tells).
+    assert!(r["duration_ms"].as_u64().unwrap() < 30_000, "{r:#}");
+}
+
+/// The one result of `id`.
+fn result_only(report: &Value, id: &str) -> Value {
+    let found = results_of(report, id);
+    assert_eq!(found.len(), 1, "{report:#}");
+    found[0].clone()
+}

@@ -3,6 +3,7 @@
 pub mod docs;
 pub mod list;
 pub mod nccl;
+pub mod pair;
 pub mod run;
 pub mod snapshot;
 pub mod topo;

@@ -10,7 +10,7 @@ use crate::answers::Answers;
 use crate::cli::{ColorChoice, RunArgs};
 use crate::exit;
 use crate::host::Host;
-use crate::probe::{Inputs, Probe};
+use crate::probe::{AnswerSource, Inputs, Probe};
 use crate::profile::Profile;
 use crate::profile_match;
 use crate::progress::Progress;
@@ -67,28 +67,51 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         executed.report.host.hostname = name.clone();
         executed.report.host.node_name = name;
     }
-    let style = Style {
-        color: use_color(args.color),
-        width: report::terminal_width(),
-        quiet: args.quiet,
-    };
-    let mut code = executed.report.exit_code;
+    let code = deliver(
+        &executed.report,
+        &outputs,
+        args.color,
+        args.quiet,
+        args.termination_log.as_deref(),
+        executed.report.exit_code,
+    );
+    if args.format == Format::Npd {
+        // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown.
+        return Ok(report::npd::exit_code(code));
+    }
+    Ok(code)
+}
 
+/// Writes `report` to every target (stdout styled, files plain) and the termination log; returns `code`, or the
+/// lost-output code when a report could not be written. Shared by `run` and `pair`.
+pub fn deliver(
+    report: &RunReport,
+    outputs: &[(Format, Target)],
+    color: ColorChoice,
+    quiet: bool,
+    termination_log: Option<&std::path::Path>,
+    code: u8,
+) -> u8 {
+    let style = Style {
+        color: use_color(color),
+        width: report::terminal_width(),
+        quiet,
+    };
     let mut written = true;
-    for (format, target) in &outputs {
+    for (format, target) in outputs {
         let style = if *target == Target::Stdout {
             style
         } else {
             Style::PLAIN
         };
-        let text = report::render(*format, &executed.report, style);
+        let text = report::render(*format, report, style);
         if let Err(e) = write_report(target, &text) {
             eprintln!("fabric-preflight: writing the {format:?} report to {target}: {e}");
             written = false;
         }
     }
-    if let Some(path) = &args.termination_log {
-        if let Err(e) = std::fs::write(path, termination::render(&executed.report)) {
+    if let Some(path) = termination_log {
+        if let Err(e) = std::fs::write(path, termination::render(report)) {
             eprintln!(
                 "fabric-preflight: writing termination log {}: {e}",
                 path.display()
@@ -96,14 +119,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
             written = false;
         }
     }
-    if !written {
-        code = exit::output_lost(code);
+    if written {
+        code
+    } else {
+        exit::output_lost(code)
     }
-    if args.format == Format::Npd {
-        // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown.
-        code = report::npd::exit_code(code);
-    }
-    Ok(code)
 }
 
 /// Everything that can be a usage error, checked before any check runs: the outputs (parsed, and their files
@@ -208,6 +228,18 @@ pub fn prepare(
         );
     }
     let answers = Answers::for_host(&host)?;
+    // Live, gds.read writes into a scratch directory it makes inside this one, and creates nothing else. A replay
+    // writes nothing and takes the directory as the recorded host's, which need not exist here.
+    if let (Some(dir), AnswerSource::Live) = (&inputs.gds_dir, answers.source()) {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("--gds-dir {}: not a directory", dir.display()),
+            Err(e) => bail!(
+                "--gds-dir {}: {e} (give an existing directory on the filesystem to test; none is created)",
+                dir.display()
+            ),
+        }
+    }
     Ok(Plan {
         host,
         profile,
@@ -271,7 +303,7 @@ pub fn execute(plan: Plan) -> Executed {
 /// `--output FORMAT=PATH` or `--output PATH` (in `--format`); `-` as PATH is stdout. Stdout gets `--format`
 /// unless an output took it (a bare PATH, or `-`). A name before `=` that is not a format is refused rather
 /// than taken for part of a file name (`jsn=report.json`); a file whose name has `=` is written `./a=b`.
-fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
+pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
     let mut outputs: Vec<(Format, Target)> = Vec::new();
     let mut stdout_taken = false;
     for spec in specs {

@@ -82,8 +82,8 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
         done: BTreeSet::new(),
         skipped: Vec::new(),
     };
-    let paths = recorder.recorded_paths();
-    for path in &paths {
+    let paths = recorder.recorded();
+    for (path, _) in &paths {
         copier.copy_path(path, 0);
     }
     let answers = serde_json::to_string_pretty(&executed.recorded)?;

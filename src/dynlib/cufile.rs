@@ -1,6 +1,7 @@
 //! libcufile, opened at run time with libloading. cudarc's own loader never tries the SONAME `libcufile.so.0`
 //! (runtime-only images and the pip wheel have nothing else) and panics where it finds no library, so only
-//! cudarc's type definitions (`cuda-13000` layouts = cuFile 1.15) are used here.
+//! cudarc's type definitions (`cuda-13000` layouts = cuFile 1.15) are used here. The statistics struct grew in
+//! cuFile 1.19: [`StatsLayout`] picks the layout from `cuFileGetVersion` and refuses an unknown major version.
 //!
 //! libcufile prints on stdout and writes `cufile.log` into the working directory unless `CUFILE_LOGFILE_PATH`
 //! is set: [`CuFile::load`] sets it first, and callers run in the probe child process (see `isolate.rs`).
@@ -208,9 +209,9 @@ impl PathCounters {
         }
     }
 
-    fn from_stats(stats: &cf::CUfileStatsLevel3_t) -> Self {
-        let n = (stats.num_gpus as usize).min(stats.per_gpu_stats.len());
-        stats.per_gpu_stats[..n]
+    fn from_per_gpu(num_gpus: u32, per_gpu: &[cf::CUfilePerGpuStats_t]) -> Self {
+        let n = (num_gpus as usize).min(per_gpu.len());
+        per_gpu[..n]
             .iter()
             .fold(PathCounters::default(), |acc, g| PathCounters {
                 total_reads: acc.total_reads + g.n_total_reads,
@@ -222,6 +223,65 @@ impl PathCounters {
             })
     }
 }
+
+/// `CUfileStatsLevel3_t` around a given level-1 block: the level-2 histograms, the GPU count and 16 per-GPU
+/// blocks follow it, so a longer level 1 moves every per-GPU counter.
+#[repr(C)]
+struct Level3<L1> {
+    level1: L1,
+    read_size_kb_hist: [u64; 32],
+    write_size_kb_hist: [u64; 32],
+    num_gpus: u32,
+    per_gpu_stats: [cf::CUfilePerGpuStats_t; 16],
+}
+
+/// `CUfileStatsLevel1_t` of cuFile 1.19 (CUDA 13.4): the 1.15 block, then vectored-I/O counters.
+#[repr(C)]
+struct Level1V119 {
+    base: cf::CUfileStatsLevel1_t,
+    readv_ops: cf::CUfileOpCounter_t,
+    writev_ops: cf::CUfileOpCounter_t,
+    /// `readv_bytes` … `writev_lat_sum_us`.
+    vectored: [u64; 10],
+}
+
+/// The level-3 statistics layouts of `cufile.h`, as declared by each CUDA release's header (cudarc 0.19.10's
+/// bindings of CUDA 12.0 to 13.4): none before cuFile 1.15 (CUDA 13.0, the H200's 1150); one layout for 1.15 to
+/// 1.18 (CUDA 13.0 to 13.3); a longer level-1 block from 1.19 (CUDA 13.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsLayout {
+    V115,
+    V119,
+}
+
+/// Newest cuFile minor version whose statistics layout is known here (1.19 = 1190).
+const NEWEST_KNOWN_STATS: i32 = 1190;
+
+impl StatsLayout {
+    /// The layout `cuFileGetVersion`'s answer (`1000 * major + 10 * minor`) fills. `Ok(None)` with the reason
+    /// when no known layout applies (too old to have statistics, or a newer minor that may have grown them);
+    /// `Err` for a major version this tool does not know at all.
+    pub fn for_version(version: i32) -> Result<Result<StatsLayout, String>, String> {
+        let (major, minor) = (version / 1000, version % 1000 / 10);
+        if major > 1 {
+            return Err(format!(
+                "libcufile {major}.{minor} ({version}): major version {major} is unknown to this tool (it knows 1.x); refusing to call it"
+            ));
+        }
+        Ok(match version {
+            v if v < 1150 => Err(format!("cuFile {major}.{minor} declares no statistics API (1.15 and later do)")),
+            v if v < 1190 => Ok(StatsLayout::V115),
+            v if v <= NEWEST_KNOWN_STATS + 9 => Ok(StatsLayout::V119),
+            _ => Err(format!(
+                "cuFile {major}.{minor} is newer than the newest statistics layout known here (1.19): counters not read"
+            )),
+        })
+    }
+}
+
+/// Room for the largest layout known, zeroed: whichever the library fills fits.
+#[repr(C, align(8))]
+struct StatsBuffer([u8; std::mem::size_of::<Level3<Level1V119>>()]);
 
 /// Why the library could not be used at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,7 +318,7 @@ type FnRead = unsafe extern "C" fn(cf::CUfileHandle_t, *mut c_void, usize, i64, 
 type FnSetStatsLevel = unsafe extern "C" fn(c_int) -> RawStatus;
 type FnGetStatsL3 = unsafe extern "C" fn(*mut cf::CUfileStatsLevel3_t) -> RawStatus;
 
-/// Optional: statistics (cuFile ≥ 1.14); without them the path comes from nvidia-fs's counters alone.
+/// Optional: statistics (declared from cuFile 1.15); without them the path comes from nvidia-fs's counters alone.
 struct StatsFns {
     set_level: FnSetStatsLevel,
     start: FnStatus0,
@@ -462,18 +522,30 @@ impl CuFile {
         })())
     }
 
-    pub fn path_counters(&self) -> Option<Result<PathCounters, CuFileError>> {
+    /// The level-3 counters, read with `layout` (from [`StatsLayout::for_version`]).
+    pub fn path_counters(&self, layout: StatsLayout) -> Option<Result<PathCounters, CuFileError>> {
         let s = self.stats.as_ref()?;
         breadcrumb("cuFileGetStatsL3");
-        // The level-3 struct is ~4 KiB of integers: zeroed on the heap.
-        let mut stats: Box<MaybeUninit<cf::CUfileStatsLevel3_t>> = Box::new(MaybeUninit::zeroed());
-        // SAFETY: out-pointer to a zeroed struct of the cuda-13000 layout (cuFile 1.15).
-        let r = check(unsafe { (s.get_l3)(stats.as_mut_ptr()) });
-        Some(r.map(|()| {
-            // SAFETY: integers only, zero-initialised and filled by the library.
-            let stats = unsafe { stats.assume_init_ref() };
-            PathCounters::from_stats(stats)
-        }))
+        // A few KiB of integers, zeroed on the heap, sized for the largest layout known.
+        let mut buf = Box::new(StatsBuffer([0; std::mem::size_of::<StatsBuffer>()]));
+        // SAFETY: out-pointer to a zeroed, 8-aligned buffer at least as large as the layout this version fills.
+        let r = check(unsafe { (s.get_l3)(buf.0.as_mut_ptr().cast()) });
+        Some(r.map(|()| counters_from(&buf, layout)))
+    }
+}
+
+/// Reads the per-GPU block of `layout` out of a filled buffer, and nothing past it.
+fn counters_from(buf: &StatsBuffer, layout: StatsLayout) -> PathCounters {
+    fn view<L1>(buf: &StatsBuffer) -> PathCounters {
+        const { assert!(std::mem::size_of::<Level3<L1>>() <= std::mem::size_of::<StatsBuffer>()) };
+        // SAFETY: the buffer is 8-aligned, large enough (checked above) and holds only integers, for which every
+        // bit pattern is valid.
+        let stats = unsafe { &*buf.0.as_ptr().cast::<Level3<L1>>() };
+        PathCounters::from_per_gpu(stats.num_gpus, &stats.per_gpu_stats)
+    }
+    match layout {
+        StatsLayout::V115 => view::<cf::CUfileStatsLevel1_t>(buf),
+        StatsLayout::V119 => view::<Level1V119>(buf),
     }
 }
 
@@ -491,6 +563,75 @@ impl Drop for OpenDriver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn stats_layouts_match_cufile_h() {
+        // 1.15: the generic view is exactly cudarc's binding of CUDA 13.0's cufile.h.
+        assert_eq!(
+            size_of::<Level3<cf::CUfileStatsLevel1_t>>(),
+            size_of::<cf::CUfileStatsLevel3_t>()
+        );
+        assert_eq!(
+            offset_of!(Level3<cf::CUfileStatsLevel1_t>, per_gpu_stats),
+            offset_of!(cf::CUfileStatsLevel3_t, per_gpu_stats)
+        );
+        // 1.19 (CUDA 13.4): two op counters and ten u64 more in level 1 move every per-GPU counter by 112 bytes.
+        assert_eq!(
+            offset_of!(Level3<Level1V119>, per_gpu_stats)
+                - offset_of!(Level3<cf::CUfileStatsLevel1_t>, per_gpu_stats),
+            112
+        );
+        assert_eq!(size_of::<StatsBuffer>(), size_of::<Level3<Level1V119>>());
+    }
+
+    #[test]
+    fn stats_layout_follows_the_version_and_refuses_an_unknown_major() {
+        assert_eq!(StatsLayout::for_version(1150), Ok(Ok(StatsLayout::V115)));
+        assert_eq!(StatsLayout::for_version(1180), Ok(Ok(StatsLayout::V115)));
+        assert_eq!(StatsLayout::for_version(1190), Ok(Ok(StatsLayout::V119)));
+        assert!(StatsLayout::for_version(1140)
+            .unwrap()
+            .unwrap_err()
+            .contains("no statistics API"));
+        assert!(StatsLayout::for_version(1200)
+            .unwrap()
+            .unwrap_err()
+            .contains("newer than"));
+        assert!(StatsLayout::for_version(2010)
+            .unwrap_err()
+            .contains("major version 2"));
+    }
+
+    /// What a cuFile 1.19 library writes is read at 1.19's offsets; the 1.15 view would see other fields.
+    #[test]
+    fn counters_are_read_at_the_offsets_of_the_version() {
+        let mut buf = Box::new(StatsBuffer([0; size_of::<StatsBuffer>()]));
+        let base = offset_of!(Level3<Level1V119>, per_gpu_stats);
+        let field = |name_offset: usize| base + name_offset;
+        let put = |buf: &mut StatsBuffer, at: usize, v: u64| {
+            buf.0[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        };
+        buf.0[offset_of!(Level3<Level1V119>, num_gpus)..][..4].copy_from_slice(&1u32.to_ne_bytes());
+        put(
+            &mut buf,
+            field(offset_of!(cf::CUfilePerGpuStats_t, n_total_reads)),
+            16,
+        );
+        put(
+            &mut buf,
+            field(offset_of!(cf::CUfilePerGpuStats_t, n_posix_reads)),
+            16,
+        );
+        put(
+            &mut buf,
+            field(offset_of!(cf::CUfilePerGpuStats_t, n_reads_err)),
+            2,
+        );
+        let c = counters_from(&buf, StatsLayout::V119);
+        assert_eq!((c.total_reads, c.posix_reads, c.read_errors), (16, 16, 2));
+        assert_ne!(counters_from(&buf, StatsLayout::V115), c);
+    }
 
     #[test]
     fn read_return_values_classify() {

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
-use crate::dynlib::cufile::{self, CuFile, CuFileError, DriverProps, LoadError, PathCounters};
+use crate::dynlib::cufile::{
+    self, CuFile, CuFileError, DriverProps, LoadError, PathCounters, StatsLayout,
+};
 use crate::dynlib::LibError;
 use crate::host::Host;
 use crate::sysfs::nvfs::{parse_reads_n, NVFS_STATS};
@@ -54,6 +56,8 @@ pub enum Stage {
     LoadCufile,
     Cuda,
     DriverOpen,
+    /// Refused before writing (the test file would nearly fill the filesystem), or ENOSPC while writing.
+    DiskSpace,
     CreateFile,
     OpenDirect,
     HandleRegister,
@@ -170,8 +174,30 @@ pub fn collect(host: &Host, scratch: &Path, shape: Shape, deadline: Instant) -> 
         }
     };
     run.library = Some(lib.library.clone());
-    run.version = lib.version().ok();
-    measure(host, &lib, scratch, shape, deadline, &mut run);
+    // The statistics struct's layout depends on the version: read only a layout known for it.
+    let layout = match lib.version() {
+        Ok(v) => {
+            run.version = Some(v);
+            match StatsLayout::for_version(v) {
+                Err(refusal) => {
+                    run.fail(Stage::LoadCufile, refusal);
+                    return run;
+                }
+                Ok(Ok(layout)) => Some(layout),
+                Ok(Err(why)) => {
+                    run.stats_error = Some(why);
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            run.stats_error = Some(format!(
+                "cuFileGetVersion = {e}: statistics layout unknown, counters not read"
+            ));
+            None
+        }
+    };
+    measure(host, &lib, scratch, shape, deadline, layout, &mut run);
     run.log_tail = log_tail(&log_path);
     run
 }
@@ -182,6 +208,7 @@ fn measure(
     scratch: &Path,
     shape: Shape,
     deadline: Instant,
+    layout: Option<StatsLayout>,
     run: &mut ReadRun,
 ) {
     let time_left = || deadline.saturating_duration_since(Instant::now());
@@ -209,16 +236,16 @@ fn measure(
         }
     };
     run.props = lib.driver_properties().ok();
-    if let Some(Err(e)) = lib.start_stats() {
+    if let Some(Err(e)) = layout.and_then(|_| lib.start_stats()) {
         run.stats_error = Some(format!("cuFile statistics unavailable: {e}"));
     }
 
+    if let Err(refusal) = free_space(scratch).and_then(|s| s.room_for(shape.file_bytes)) {
+        return run.fail(Stage::DiskSpace, refusal);
+    }
     let path = scratch.join("gds-read.bin");
-    if let Err(e) = write_test_file(&path, shape, deadline) {
-        return run.fail(
-            Stage::CreateFile,
-            format!("writing {}: {e}", path.display()),
-        );
+    if let Err((stage, e)) = create_test_file(&path, shape, deadline) {
+        return run.fail(stage, e);
     }
     let file = match OpenOptions::new()
         .read(true)
@@ -251,7 +278,8 @@ fn measure(
     }
 
     let nvfs_before = host.read(NVFS_STATS).ok().and_then(|s| parse_reads_n(&s));
-    let counters_before = lib.path_counters();
+    let counters = || layout.and_then(|l| lib.path_counters(l));
+    let counters_before = counters();
     let started = Instant::now();
     let mut done = 0u64;
     for i in 0..shape.blocks() {
@@ -291,7 +319,7 @@ fn measure(
         bytes: done,
         seconds: elapsed,
     });
-    match (counters_before, lib.path_counters()) {
+    match (counters_before, counters()) {
         (Some(Ok(before)), Some(Ok(after))) => run.counters = Some(after.since(&before)),
         (Some(Err(e)), _) | (_, Some(Err(e))) => {
             run.stats_error = Some(format!("cuFileGetStatsL3 = {e}"))
@@ -375,6 +403,79 @@ pub fn pattern_matches(buf: &[u8], file_offset: u64) -> bool {
         .all(|(i, w)| w == ((file_offset + 8 * i as u64) ^ PATTERN_KEY).to_le_bytes())
 }
 
+/// Free and total bytes of a filesystem, for the test file's room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreeSpace {
+    /// Bytes an unprivileged writer may still use (`f_bavail`).
+    pub available: u64,
+    pub total: u64,
+}
+
+impl FreeSpace {
+    /// What must stay free after the test file: 5 % of the filesystem, at least 1 GiB (a node's disk is never
+    /// ours to fill).
+    pub fn margin(&self) -> u64 {
+        (self.total / 20).max(1 << 30)
+    }
+
+    /// Ok when a file of `bytes` leaves the margin free; else the refusal, with the numbers.
+    pub fn room_for(&self, bytes: u64) -> Result<(), String> {
+        if self.available >= bytes.saturating_add(self.margin()) {
+            return Ok(());
+        }
+        Err(format!(
+            "not writing the {} test file: {} free of {} would leave {}, under the safe margin of {} (5% of the filesystem, at least 1 GiB)",
+            gib(bytes),
+            gib(self.available),
+            gib(self.total),
+            gib(self.available.saturating_sub(bytes)),
+            gib(self.margin())
+        ))
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / f64::from(1u32 << 30))
+}
+
+/// `statvfs` of the directory the test file goes to.
+pub fn free_space(dir: &Path) -> Result<FreeSpace, String> {
+    let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: path holds a NUL byte", dir.display()))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: a valid NUL-terminated path and an out-pointer to a zeroed struct.
+    if unsafe { libc::statvfs(c_path.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return Err(format!(
+            "statvfs({}): {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: filled by a successful statvfs.
+    let st = unsafe { st.assume_init() };
+    // fsblkcnt_t and the block size are 32-bit on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (unit, available, total) = (st.f_frsize as u64, st.f_bavail as u64, st.f_blocks as u64);
+    Ok(FreeSpace {
+        available: available.saturating_mul(unit),
+        total: total.saturating_mul(unit),
+    })
+}
+
+/// Writes the test file; on failure removes what was written (a half-written file must not keep the disk full)
+/// and says at which stage it failed: ENOSPC is the disk's, anything else the file's.
+fn create_test_file(path: &Path, shape: Shape, deadline: Instant) -> Result<(), (Stage, String)> {
+    write_test_file(path, shape, deadline).map_err(|e| {
+        let _ = std::fs::remove_file(path);
+        let stage = if e.raw_os_error() == Some(libc::ENOSPC) {
+            Stage::DiskSpace
+        } else {
+            Stage::CreateFile
+        };
+        (stage, format!("writing {} (removed): {e}", path.display()))
+    })
+}
+
 fn write_test_file(path: &Path, shape: Shape, deadline: Instant) -> std::io::Result<()> {
     let mut f = File::create(path)?;
     let mut buf = vec![0u8; shape.block_bytes as usize];
@@ -417,6 +518,51 @@ fn log_tail(path: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_file_needs_room_beyond_the_margin() {
+        const GIB: u64 = 1 << 30;
+        let small = FreeSpace {
+            available: GIB + GIB / 2,
+            total: 10 * GIB,
+        };
+        let refusal = small.room_for(GIB).unwrap_err();
+        assert!(
+            refusal.contains("1.50 GiB free of 10.00 GiB would leave 0.50 GiB, under the safe margin of 1.00 GiB"),
+            "{refusal}"
+        );
+        let big = FreeSpace {
+            available: 50 * GIB,
+            total: 100 * GIB,
+        };
+        assert_eq!(big.margin(), 5 * GIB);
+        assert!(big.room_for(GIB).is_ok());
+        let here = free_space(Path::new(".")).unwrap();
+        assert!(here.total >= here.available && here.total > 0);
+    }
+
+    #[test]
+    fn a_failed_write_removes_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gds-read.bin");
+        let past = Instant::now() - Duration::from_secs(1);
+        let (stage, e) = create_test_file(&path, Shape::new(1 << 20, 1 << 20), past).unwrap_err();
+        assert_eq!(stage, Stage::CreateFile);
+        assert!(e.contains("(removed)"), "{e}");
+        assert!(!path.exists());
+    }
+
+    /// ENOSPC while writing, on a filesystem that really fills up (`/dev/full` answers every write with it).
+    #[test]
+    fn enospc_is_a_disk_space_stop_and_the_file_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gds-read.bin");
+        std::os::unix::fs::symlink("/dev/full", &path).unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        let (stage, e) = create_test_file(&path, Shape::new(1 << 20, 1 << 20), far).unwrap_err();
+        assert_eq!(stage, Stage::DiskSpace, "{e}");
+        assert!(std::fs::symlink_metadata(&path).is_err(), "left behind");
+    }
 
     #[test]
     fn shape_aligns_and_rounds_up() {

@@ -6,4 +6,6 @@
 pub mod copy;
 pub mod cufile_read;
 pub mod gdr;
+pub mod rc;
 pub mod rdma_loopback;
+pub mod rdma_pair;

@@ -6,58 +6,15 @@
 //! each phase. No verdicts here: a judge reads the [`Outcome`].
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::{
-    BasicCompletionQueue, PollCompletionQueueError, WorkCompletionStatus,
-};
-use sideway::ibverbs::device::{DeviceInfo, DeviceList};
-use sideway::ibverbs::device_context::Mtu;
-use sideway::ibverbs::memory_region::MemoryRegion;
-use sideway::ibverbs::protection_domain::ProtectionDomain;
-use sideway::ibverbs::queue_pair::{
-    BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
-    SetScatterGatherEntry, WorkRequestFlags,
-};
-use sideway::ibverbs::AccessFlags;
+use sideway::ibverbs::completion::BasicCompletionQueue;
+use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
 
-use crate::dynlib::verbs::chain;
 use crate::isolate::breadcrumb;
-
-/// Which port and how to address it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortTarget {
-    pub device: String,
-    pub port: u8,
-    /// RoCE: the RoCE v2 GID index and value. IB: `None` (LID addressing).
-    pub roce_gid: Option<(u32, [u8; 16])>,
-}
-
-impl PortTarget {
-    /// How to address `port`: InfiniBand by LID, RoCE by its RoCE v2 GID; `None` for a RoCE port without one.
-    pub fn of(
-        host: &crate::host::Host,
-        port: &crate::sysfs::infiniband::PortAttrs,
-    ) -> Option<Self> {
-        let roce_gid = if port.is_ethernet() {
-            Some(crate::sysfs::infiniband::roce_v2_gid(
-                host,
-                &port.device,
-                port.port,
-            )?)
-        } else {
-            None
-        };
-        Some(PortTarget {
-            device: port.device.clone(),
-            port: port.port as u8,
-            roce_gid,
-        })
-    }
-}
+use crate::measure::rc::{self, fail, mtu_bytes, poll, post_recv, recv_one, Remote};
+pub use crate::measure::rc::{Failure, PortTarget, Region, Registration};
 
 /// What one loopback moves (a probe's constant); the memory it needs is [`Plan::region_bytes`].
 #[derive(Debug, Clone, Copy)]
@@ -100,25 +57,6 @@ impl Plan {
     }
 }
 
-/// Memory to register: `len` bytes at `addr`, laid out as [`Plan::region_bytes`] says.
-#[derive(Debug, Clone, Copy)]
-pub struct Region {
-    pub addr: u64,
-    pub len: usize,
-    /// A DMA-BUF fd exporting exactly this range (GPU memory on the DMA-BUF path).
-    pub dmabuf_fd: Option<i32>,
-    /// The CPU can read and write it (host memory): every transfer is then checked as it completes.
-    pub host_visible: bool,
-}
-
-/// How the memory got registered, and each refused attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Registration {
-    /// `ibv_reg_dmabuf_mr` or `ibv_reg_mr`.
-    pub call: String,
-    pub refused: Vec<String>,
-}
-
 /// One bandwidth phase (RDMA WRITE or RDMA READ).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
@@ -157,24 +95,6 @@ pub struct Outcome {
     pub cut_short: bool,
 }
 
-/// Where the loopback stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
-    /// `ibv_open_device`, `register memory`, `ibv_modify_qp(RTR)`, `RDMA WRITE completion`, …
-    pub stage: String,
-    pub message: String,
-    /// Registration attempts made before the failure (to say which path was refused).
-    pub refused_registrations: Vec<String>,
-}
-
-fn fail(stage: &str, message: impl Into<String>) -> Failure {
-    Failure {
-        stage: stage.into(),
-        message: message.into(),
-        refused_registrations: Vec::new(),
-    }
-}
-
 const PSN_A: u32 = 0x1000;
 const PSN_B: u32 = 0x2000;
 /// Work request ids of the ping-pong (the bandwidth phases use the transfer number).
@@ -205,63 +125,22 @@ pub fn loopback(
             ),
         ));
     }
-    let list = DeviceList::new().map_err(|e| fail("ibv_get_device_list", chain(&e)))?;
-    let device = list
-        .iter()
-        .find(|d| d.name() == target.device)
-        .ok_or_else(|| {
-            fail(
-                "find device",
-                format!("{} not in the device list", target.device),
-            )
-        })?;
-    breadcrumb("ibv_open_device");
-    let ctx = device
-        .open()
-        .map_err(|e| fail("ibv_open_device", chain(&e)))?;
-    breadcrumb("ibv_query_device");
-    let attr = ctx
-        .query_device()
-        .map_err(|e| fail("ibv_query_device", chain(&e)))?;
-    // Reads in flight: what both ends of a queue pair allow, at most the plan's depth.
-    let reads = attr
-        .max_qp_rd_atom()
-        .min(attr.max_qp_init_rd_atom())
-        .clamp(1, plan.depth.clamp(1, 16) as i32) as u8;
-    breadcrumb("ibv_query_port");
-    let port = ctx
-        .query_port(target.port)
-        .map_err(|e| fail("ibv_query_port", chain(&e)))?;
-    let lid = port.lid();
-    let mtu = active_mtu(&port);
-    breadcrumb("ibv_alloc_pd");
-    let pd = ctx
-        .alloc_pd()
-        .map_err(|e| fail("ibv_alloc_pd", chain(&e)))?;
-    let (mr, registration) = register(&pd, region)?;
-    breadcrumb("ibv_create_cq");
     let depth = plan.depth.max(1);
-    let send_cq = ctx
-        .create_cq_builder()
-        .setup_cqe(2 * depth + 4)
-        .build()
-        .map_err(|e| fail("ibv_create_cq", chain(&e)))?;
-    let recv_cq = ctx
-        .create_cq_builder()
-        .setup_cqe(4)
-        .build()
-        .map_err(|e| fail("ibv_create_cq", chain(&e)))?;
-    let mut qp_a = create_qp(&pd, &send_cq, &recv_cq, depth)?;
-    let mut qp_b = create_qp(&pd, &send_cq, &recv_cq, depth)?;
-    let (qpn_a, qpn_b) = (qp_a.qp_number(), qp_b.qp_number());
-    let link = Link {
-        target,
-        lid,
-        mtu,
-        reads,
+    let port = rc::open_port(target, depth)?;
+    let (mr, registration) = port.register(region)?;
+    let send_cq = port.create_cq(2 * depth + 4)?;
+    let recv_cq = port.create_cq(4)?;
+    let mut qp_a = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
+    let mut qp_b = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
+    let remote = |qpn, psn| Remote {
+        qpn,
+        psn,
+        lid: port.lid,
+        gid: target.roce_gid.map(|(_, raw)| raw),
     };
-    connect(&mut qp_a, &link, qpn_b, PSN_A, PSN_B)?;
-    connect(&mut qp_b, &link, qpn_a, PSN_B, PSN_A)?;
+    let (qpn_a, qpn_b) = (qp_a.qp_number(), qp_b.qp_number());
+    port.connect(&mut qp_a, target, &remote(qpn_b, PSN_B), PSN_A)?;
+    port.connect(&mut qp_b, target, &remote(qpn_a, PSN_A), PSN_B)?;
 
     let mut run = Run {
         plan,
@@ -286,7 +165,7 @@ pub fn loopback(
     breadcrumb("ibv teardown (ibv_destroy_qp, ibv_destroy_cq, ibv_dealloc_pd, ibv_close_device)");
     Ok(Outcome {
         registration,
-        path_mtu: mtu_bytes(mtu),
+        path_mtu: mtu_bytes(port.mtu),
         write,
         read,
         latency,
@@ -486,8 +365,8 @@ impl Run<'_> {
                 self.cut_short |= Instant::now() >= self.deadline;
                 break;
             }
-            post_recv(b, WR_PING, self.lkey, b_recv)?;
-            post_recv(a, WR_PONG, self.lkey, a_recv)?;
+            post_recv(b, WR_PING, self.lkey, b_recv, PING_BYTES as u32)?;
+            post_recv(a, WR_PONG, self.lkey, a_recv, PING_BYTES as u32)?;
             if host {
                 // SAFETY: the ping buffers lie in the caller's host memory; nothing is in flight.
                 unsafe { std::ptr::write_volatile(a_send as *mut u64, n) };
@@ -543,151 +422,6 @@ pub fn bits_per_sec_gbps(bytes: u64, elapsed: Duration) -> f64 {
     }
 }
 
-fn active_mtu(port: &sideway::ibverbs::device_context::PortAttr) -> Mtu {
-    // `active_mtu()` converts with a panic on unknown codes; 1024 is safe on every link layer.
-    catch_unwind(AssertUnwindSafe(|| port.active_mtu())).unwrap_or(Mtu::Mtu1024)
-}
-
-fn mtu_bytes(mtu: Mtu) -> u32 {
-    match mtu {
-        Mtu::Mtu256 => 256,
-        Mtu::Mtu512 => 512,
-        Mtu::Mtu1024 => 1024,
-        Mtu::Mtu2048 => 2048,
-        Mtu::Mtu4096 => 4096,
-    }
-}
-
-fn access() -> AccessFlags {
-    AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead
-}
-
-/// DMA-BUF first where an fd is given (no peer-memory module needed), then the plain pointer (host memory,
-/// or GPU memory with nvidia_peermem loaded).
-fn register(
-    pd: &Arc<ProtectionDomain>,
-    region: Region,
-) -> Result<(Arc<MemoryRegion>, Registration), Failure> {
-    let mut refused = Vec::new();
-    if let Some(fd) = region.dmabuf_fd {
-        breadcrumb("ibv_reg_dmabuf_mr");
-        // SAFETY: `fd` exports exactly [addr, addr+len) (the caller got it for that range) and stays open.
-        match unsafe { pd.reg_dmabuf_mr(0, region.len, region.addr, fd, access()) } {
-            Ok(mr) => {
-                return Ok((
-                    mr,
-                    Registration {
-                        call: "ibv_reg_dmabuf_mr".into(),
-                        refused,
-                    },
-                ))
-            }
-            Err(e) => refused.push(format!("ibv_reg_dmabuf_mr = {}", chain(&e))),
-        }
-    }
-    breadcrumb("ibv_reg_mr");
-    // SAFETY: the caller's allocation spans `len` bytes at `addr` and outlives the memory region.
-    match unsafe { pd.reg_mr(region.addr as usize, region.len, access()) } {
-        Ok(mr) => Ok((
-            mr,
-            Registration {
-                call: "ibv_reg_mr".into(),
-                refused,
-            },
-        )),
-        Err(e) => {
-            refused.push(format!("ibv_reg_mr = {}", chain(&e)));
-            Err(Failure {
-                stage: "register memory".into(),
-                message: refused.join("; "),
-                refused_registrations: refused,
-            })
-        }
-    }
-}
-
-fn create_qp(
-    pd: &Arc<ProtectionDomain>,
-    send_cq: &Arc<BasicCompletionQueue>,
-    recv_cq: &Arc<BasicCompletionQueue>,
-    depth: u32,
-) -> Result<BasicQueuePair, Failure> {
-    breadcrumb("ibv_create_qp");
-    pd.create_qp_builder()
-        .setup_send_cq(Arc::clone(send_cq))
-        .setup_recv_cq(Arc::clone(recv_cq))
-        .setup_max_send_wr(depth + 2)
-        .setup_max_recv_wr(2)
-        .setup_max_send_sge(1)
-        .setup_max_recv_sge(1)
-        .build()
-        .map_err(|e| fail("ibv_create_qp", chain(&e)))
-}
-
-/// What both queue pairs share on the port.
-struct Link<'a> {
-    target: &'a PortTarget,
-    lid: u16,
-    mtu: Mtu,
-    /// RDMA READs in flight.
-    reads: u8,
-}
-
-/// INIT → RTR → RTS towards `remote_qpn` on the same port.
-fn connect(
-    qp: &mut BasicQueuePair,
-    link: &Link<'_>,
-    remote_qpn: u32,
-    own_psn: u32,
-    remote_psn: u32,
-) -> Result<(), Failure> {
-    let port = link.target.port;
-    breadcrumb("ibv_modify_qp(INIT)");
-    let mut init = QueuePairAttribute::new();
-    init.setup_state(QueuePairState::Init)
-        .setup_pkey_index(0)
-        .setup_port(port)
-        .setup_access_flags(access());
-    qp.modify(&init)
-        .map_err(|e| fail("ibv_modify_qp(INIT)", chain(&e)))?;
-
-    let mut av = AddressHandleAttribute::new();
-    av.setup_port(port).setup_service_level(0);
-    match link.target.roce_gid {
-        Some((index, raw)) => {
-            av.setup_dest_lid(0)
-                .setup_grh_dest_gid(&Gid { raw })
-                .setup_grh_src_gid_index(index as u8)
-                .setup_grh_hop_limit(1);
-        }
-        None => {
-            av.setup_dest_lid(link.lid);
-        }
-    }
-    breadcrumb("ibv_modify_qp(RTR)");
-    let mut rtr = QueuePairAttribute::new();
-    rtr.setup_state(QueuePairState::ReadyToReceive)
-        .setup_path_mtu(link.mtu)
-        .setup_dest_qp_num(remote_qpn)
-        .setup_rq_psn(remote_psn)
-        .setup_max_dest_read_atomic(link.reads)
-        .setup_min_rnr_timer(12)
-        .setup_address_vector(&av);
-    qp.modify(&rtr)
-        .map_err(|e| fail("ibv_modify_qp(RTR)", chain(&e)))?;
-
-    breadcrumb("ibv_modify_qp(RTS)");
-    let mut rts = QueuePairAttribute::new();
-    rts.setup_state(QueuePairState::ReadyToSend)
-        .setup_sq_psn(own_psn)
-        .setup_timeout(14)
-        .setup_retry_cnt(7)
-        .setup_rnr_retry(7)
-        .setup_max_read_atomic(link.reads);
-    qp.modify(&rts)
-        .map_err(|e| fail("ibv_modify_qp(RTS)", chain(&e)))
-}
-
 /// WRITE: source slot → destination slot. READ: the destination slot fetches the source slot.
 #[allow(clippy::too_many_arguments)]
 fn post_rdma(
@@ -701,112 +435,15 @@ fn post_rdma(
     slot: usize,
 ) -> Result<(), Failure> {
     let (src, dst) = (plan.src(base, slot), plan.dst(base, slot));
-    let mut guard = qp.start_post_send();
-    let wr = guard.construct_wr(wr_id, WorkRequestFlags::Signaled);
-    let (local, wr) = match op {
-        Op::Write => (src, wr.setup_write(rkey, dst)),
-        Op::Read => (dst, wr.setup_read(rkey, src)),
+    let (local, op) = match op {
+        Op::Write => (src, rc::Op::Write { rkey, remote: dst }),
+        Op::Read => (dst, rc::Op::Read { rkey, remote: src }),
     };
-    // SAFETY: the slot lies in the registered region, which outlives the work request.
-    unsafe { wr.setup_sge(lkey, local, plan.message_bytes as u32) };
-    guard
-        .post()
-        .map_err(|e| fail(&format!("ibv_post_send({})", op.name()), chain(&e)))
+    rc::post(qp, op, wr_id, lkey, local, plan.message_bytes as u32)
 }
 
 fn post_send(qp: &mut BasicQueuePair, wr_id: u64, lkey: u32, addr: u64) -> Result<(), Failure> {
-    let mut guard = qp.start_post_send();
-    let wr = guard
-        .construct_wr(wr_id, WorkRequestFlags::Signaled)
-        .setup_send();
-    // SAFETY: the ping buffer lies in the registered region.
-    unsafe { wr.setup_sge(lkey, addr, PING_BYTES as u32) };
-    guard
-        .post()
-        .map_err(|e| fail("ibv_post_send(SEND)", chain(&e)))
-}
-
-fn post_recv(qp: &mut BasicQueuePair, wr_id: u64, lkey: u32, addr: u64) -> Result<(), Failure> {
-    let mut guard = qp.start_post_recv();
-    let wr = guard.construct_wr(wr_id);
-    // SAFETY: the ping buffer lies in the registered region.
-    unsafe { wr.setup_sge(lkey, addr, PING_BYTES as u32) };
-    guard.post().map_err(|e| fail("ibv_post_recv", chain(&e)))
-}
-
-/// One receive completion: its work request id and length.
-fn recv_one(cq: &BasicCompletionQueue, deadline: Instant) -> Result<(u64, u32), Failure> {
-    loop {
-        match cq.start_poll() {
-            Ok(poller) => {
-                if let Some(wc) = poller.into_iter().next() {
-                    check_status(wc.status(), wc.vendor_err(), "RECV")?;
-                    return Ok((wc.wr_id(), wc.byte_len()));
-                }
-            }
-            Err(PollCompletionQueueError::CompletionQueueEmpty) => idle(deadline, "RECV")?,
-            Err(e) => return Err(fail("ibv_poll_cq", chain(&e))),
-        }
-    }
-}
-
-/// The work request ids of the completions that have arrived (at least one); an error status or the
-/// deadline is a failure of `what`.
-fn poll(cq: &BasicCompletionQueue, deadline: Instant, what: &str) -> Result<Vec<u64>, Failure> {
-    loop {
-        match cq.start_poll() {
-            Ok(poller) => {
-                let mut ids = Vec::new();
-                for wc in poller {
-                    check_status(wc.status(), wc.vendor_err(), what)?;
-                    ids.push(wc.wr_id());
-                }
-                return Ok(ids);
-            }
-            Err(PollCompletionQueueError::CompletionQueueEmpty) => idle(deadline, what)?,
-            Err(e) => return Err(fail("ibv_poll_cq", chain(&e))),
-        }
-    }
-}
-
-fn idle(deadline: Instant, what: &str) -> Result<(), Failure> {
-    if Instant::now() >= deadline {
-        return Err(fail(
-            &format!("{what} completion"),
-            "no completion before the deadline (port down, or the path drops packets)",
-        ));
-    }
-    std::hint::spin_loop();
-    Ok(())
-}
-
-fn check_status(status: u32, vendor_err: u32, what: &str) -> Result<(), Failure> {
-    if status == WorkCompletionStatus::Success as u32 {
-        return Ok(());
-    }
-    Err(fail(
-        &format!("{what} completion"),
-        format!(
-            "work completion status {status} ({}, vendor error {vendor_err:#x})",
-            status_name(status)
-        ),
-    ))
-}
-
-/// `ibv_wc_status_str` for the statuses a loopback meets.
-fn status_name(status: u32) -> &'static str {
-    match status {
-        1 => "local length error",
-        2 => "local QP operation error",
-        4 => "local protection error",
-        5 => "work request flushed: the queue pair went to error",
-        9 => "remote invalid request",
-        10 => "remote access error",
-        11 => "remote operation error",
-        12 => "transport retry counter exceeded: no ACK from the peer",
-        13 => "RNR retry counter exceeded",
-        _ => "see ibv_wc_status_str",
-    }
+    rc::post(qp, rc::Op::Send, wr_id, lkey, addr, PING_BYTES as u32)
 }
 
 /// One loopback through one kind of memory, with its data check.

@@ -41,8 +41,14 @@ impl Probe for DriverNvidia {
             Ok(m) => m,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let nvidia = modules.state(cx.host, "nvidia");
-        let uvm = modules.state(cx.host, "nvidia_uvm");
+        let nvidia = match modules.state(cx.host, "nvidia") {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let uvm = match modules.state(cx.host, "nvidia_uvm") {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let version_text = cx.host.read(NVIDIA_VERSION);
         let expects_gpus = cx.profile.expect.gpu_count.is_some_and(|n| n > 0);
 
@@ -179,7 +185,7 @@ impl Probe for DriverNvidia {
         if !fixes.is_empty() {
             r = r.fix(fixes.join("; "));
         }
-        vec![r]
+        survey.completed(ID, vec![r])
     }
 }
 

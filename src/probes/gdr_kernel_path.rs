@@ -46,15 +46,27 @@ impl Probe for GdrKernelPath {
             Ok(m) => m,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let peermem = modules.state(cx.host, "nvidia_peermem");
-        let legacy = modules.state(cx.host, "nv_peer_mem");
+        let peermem = match modules.state(cx.host, "nvidia_peermem") {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let legacy = match modules.state(cx.host, "nv_peer_mem") {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let memory_peers = cx.host.read(MEMORY_PEERS_NV_MEM).ok();
         let rdma = match read_device_names(cx.host) {
             Ok(d) => d,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
-        let platform = DriverAndKernel::read(cx.host);
+        let gpus = match nvidia::read_driver_gpus(cx.host) {
+            Ok(g) => g,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let platform = match DriverAndKernel::read(cx.host) {
+            Ok(p) => p,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
 
         let mut evidence: Vec<String> = Vec::new();
         for m in [&peermem, &legacy] {
@@ -132,7 +144,7 @@ impl Probe for GdrKernelPath {
 mod tests {
     use super::*;
     use crate::probe::Status;
-    use crate::probes::testing::run_on;
+    use crate::probes::testing::{copy_scenario, run_on, run_on_root};
 
     #[test]
     fn no_nvidia_driver_is_not_blamed_on_the_proprietary_module() {
@@ -145,5 +157,26 @@ mod tests {
             r[0].summary
         );
         assert!(!r[0].summary.contains("proprietary"), "{}", r[0].summary);
+    }
+
+    /// Reproduced: with `/proc/driver/nvidia/gpus` unreadable the node looked GPU-less and the FAIL (no
+    /// GPUDirect RDMA path) became a SKIP.
+    #[test]
+    fn unreadable_driver_gpu_list_is_an_error_not_a_skip() {
+        assert_eq!(
+            run_on(&GdrKernelPath, "peermem-missing-proprietary", "generic")[0].status,
+            Status::Fail
+        );
+        let dir = copy_scenario("peermem-missing-proprietary");
+        let gpus = dir.path().join("proc/driver/nvidia/gpus");
+        std::fs::rename(&gpus, dir.path().join("gpus.aside")).unwrap();
+        std::os::unix::fs::symlink("gpus", &gpus).unwrap();
+        let r = run_on_root(&GdrKernelPath, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Error, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains("/proc/driver/nvidia/gpus"),
+            "{}",
+            r[0].summary
+        );
     }
 }

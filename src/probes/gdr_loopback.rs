@@ -84,9 +84,13 @@ impl Probe for GdrLoopback {
         if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
             return vec![r];
         }
+        let abi = match crate::host::optional(cx.host.read(VERBS_ABI)) {
+            Ok(abi) => abi,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let mut evidence = vec![format!(
             "{VERBS_ABI} = {}",
-            cx.host.read(VERBS_ABI).unwrap_or_else(|e| e.reason())
+            abi.as_deref().unwrap_or("<missing>")
         )];
         let devices = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
             Ok(d) => d,
@@ -111,9 +115,13 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let tree = PciTree::read(cx.host).ok();
-        let ports: Vec<(PortAttrs, Option<String>)> = infiniband::read_all_ports(cx.host)
-            .unwrap_or_default()
+        // Which port is nearest each GPU decides what is measured: both must be read.
+        let (tree, all_ports) = match (PciTree::read(cx.host), infiniband::read_all_ports(cx.host))
+        {
+            (Ok(t), Ok(p)) => (t, p),
+            (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let ports: Vec<(PortAttrs, Option<String>)> = all_ports
             .into_iter()
             .filter(|(d, _)| devices.contains(&d.name))
             .flat_map(|(d, ports)| {
@@ -135,7 +143,7 @@ impl Probe for GdrLoopback {
             .filter_map(|g| {
                 let distances: Vec<PcieDistance> = ports
                     .iter()
-                    .map(|(_, nic)| distance(tree.as_ref(), &g.bdf, nic.as_deref()))
+                    .map(|(_, nic)| distance(Some(&tree), &g.bdf, nic.as_deref()))
                     .collect();
                 let i = nearest(&distances)?;
                 let info = ports[i].0.clone();
@@ -162,7 +170,7 @@ impl Probe for GdrLoopback {
             .unwrap_or_default()
             .or(PORT_RATE_PCT);
         let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
-        targets
+        let results = targets
             .iter()
             .zip(runs.iter())
             .map(|((gpu, target, info, distance), run)| {
@@ -191,7 +199,8 @@ impl Probe for GdrLoopback {
                 r.evidence = ev;
                 r
             })
-            .collect()
+            .collect();
+        tree.completed(ID, results)
     }
 }
 

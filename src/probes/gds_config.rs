@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use crate::gds_target::{self, FsSupport, Target, TargetError};
+use crate::host::{optional, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::modules::Modules;
@@ -86,7 +87,6 @@ impl Probe for GdsConfig {
             Ok(h) => h,
             Err(r) => return vec![*r],
         };
-        let target = gds_target::inspect(cx.host, &gds_target::target_dir(cx.inputs));
         let expect_gds = cx.profile.expect.gds == Some(true);
 
         if let Err(ConfigError::Read(e)) = &config {
@@ -98,6 +98,8 @@ impl Probe for GdsConfig {
                 .evidence(&path, e.reason())];
             }
         }
+        // Only where GDS is installed or expected: the target's mount and udev record judge nothing otherwise.
+        let target = gds_target::inspect(cx.host, &gds_target::target_dir(cx.inputs));
         vec![
             judge_config(&path, &config, &host, cx, expect_gds),
             judge_target(&target, config.as_ref().ok(), expect_gds),
@@ -119,20 +121,21 @@ struct HostFacts {
 
 impl HostFacts {
     fn read(cx: &Context<'_>) -> Result<Self, Box<CheckResult>> {
-        let modules =
-            Modules::read(cx.host).map_err(|e| Box::new(CheckResult::read_error(ID, &e)))?;
-        let nvfs = modules.state(cx.host, "nvidia_fs");
-        let nvfs_version = cx.host.read(NVFS_VERSION).ok();
-        let platform = DriverAndKernel::read(cx.host);
+        let unread = |e: ReadError| Box::new(CheckResult::read_error(ID, &e));
+        let modules = Modules::read(cx.host).map_err(unread)?;
+        let nvfs = modules.state(cx.host, "nvidia_fs").map_err(unread)?;
+        let nvfs_version = optional(cx.host.read(NVFS_VERSION)).map_err(unread)?;
+        let platform = DriverAndKernel::read(cx.host).map_err(unread)?;
         let kconfig_path = platform
             .release
             .as_ref()
             .map(|r| format!("/boot/config-{r}"));
-        let p2pdma_kernel = kconfig_path
-            .as_ref()
-            .and_then(|p| cx.host.read(p).ok())
-            .map(|t| t.lines().any(|l| l.trim() == "CONFIG_PCI_P2PDMA=y"));
-        let nvme_loaded = modules.state(cx.host, "nvme").is_loaded();
+        let p2pdma_kernel = match &kconfig_path {
+            Some(p) => optional(cx.host.read(p)).map_err(unread)?,
+            None => None,
+        }
+        .map(|t| t.lines().any(|l| l.trim() == "CONFIG_PCI_P2PDMA=y"));
+        let nvme_loaded = modules.state(cx.host, "nvme").map_err(unread)?.is_loaded();
         let mut evidence: Vec<String> = nvfs.evidence();
         evidence.push(format!(
             "{NVFS_VERSION} = {}",
@@ -386,8 +389,13 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
         FsSupport::LocalBlock | FsSupport::Distributed => {}
     }
     if let Some(p) = target.udev_problem() {
+        // A record that exists but cannot be read is not known to lack ID_FS_USAGE: an error, whatever the profile.
+        let unreadable = matches!(
+            target.udev,
+            Some(crate::sysfs::udev::BlockLookup::Unreadable(_))
+        );
         findings.push(Finding {
-            status: bad,
+            status: if unreadable { bad.max(Status::Error) } else { bad },
             text: format!("{}: cuFile will refuse every file on {} (cuFileHandleRegister 5027, \"file descriptor is not registered\")", p.what, mount.source),
             fix: p.fix,
         });

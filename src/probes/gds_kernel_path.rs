@@ -1,5 +1,6 @@
 //! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
 
+use crate::host::optional;
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
@@ -41,8 +42,14 @@ impl Probe for GdsKernelPath {
             Ok(m) => m,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let nvfs = modules.state(cx.host, "nvidia_fs");
-        let version = cx.host.read(NVFS_VERSION).ok();
+        let nvfs = match modules.state(cx.host, "nvidia_fs") {
+            Ok(m) => m,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let version = match optional(cx.host.read(NVFS_VERSION)) {
+            Ok(v) => v,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let mut evidence: Vec<String> = nvfs.evidence();
         evidence.push(format!(
             "{NVFS_VERSION} = {}",
@@ -50,11 +57,23 @@ impl Probe for GdsKernelPath {
         ));
 
         if nvfs.is_loaded() || version.is_some() {
-            if let Ok(count) = cx.host.read(NVFS_DEVCOUNT) {
+            let (count, stats) = match (
+                optional(cx.host.read(NVFS_DEVCOUNT)),
+                optional(cx.host.read(NVFS_STATS)),
+            ) {
+                (Ok(c), Ok(s)) => (c, s),
+                (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
+            };
+            if let Some(count) = count {
                 evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
             }
-            let stats_errors = cx.host.read(NVFS_STATS).ok().map(|s| nvfs::error_row(&s));
+            let stats_errors = stats.map(|s| nvfs::error_row(&s));
             let mut r = match &stats_errors {
+                // nvidia-fs always prints its `Error` row: a stats file without one is not its output.
+                Some(None) => CheckResult::error(
+                    ID,
+                    format!("cannot read {NVFS_STATS}: <no Error row: unrecognised>"),
+                ),
                 Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
                     ID,
                     format!(
@@ -77,13 +96,15 @@ impl Probe for GdsKernelPath {
         }
 
         // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
-        if let Some(mut r) = Survey::read(cx.host, Stack::Gpu)
-            .gate_if_unusable(ID, cx.profile.expect.gds == Some(true))
-        {
+        let survey = Survey::read(cx.host, Stack::Gpu);
+        if let Some(mut r) = survey.gate_if_unusable(ID, cx.profile.expect.gds == Some(true)) {
             r.evidence.extend(evidence);
             return vec![r];
         }
-        let gpus = nvidia::read_driver_gpus(cx.host).unwrap_or_default();
+        let gpus = match nvidia::read_driver_gpus(cx.host) {
+            Ok(g) => g,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
         let mut r = match cx.profile.expect.gds {
             Some(true) => {
@@ -100,7 +121,7 @@ impl Probe for GdsKernelPath {
             None => CheckResult::warn(ID, summary).fix(FIX),
         };
         r.evidence.splice(0..0, evidence);
-        vec![r]
+        survey.completed(ID, vec![r])
     }
 }
 

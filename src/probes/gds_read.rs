@@ -54,7 +54,8 @@ impl Probe for GdsRead {
                     baseline copy; /proc/driver/nvidia-fs/stats before and after; /proc/self/mountinfo and \
                     /run/udev/data/b<maj>:<min> for diagnoses. Writes one test file (expect.gds_file_size_mib, \
                     default 1 GiB) into a scratch directory under --gds-dir (default $TMPDIR or /tmp), removed \
-                    afterwards even on timeout.",
+                    afterwards even on timeout; statvfs first: the file must leave 5% of the filesystem (at \
+                    least 1 GiB) free.",
             why: "A GDS install can look complete and still read every byte through host bounce buffers (compat \
                   mode), and gdsio labels such runs GPU-direct. Only a real read with cuFile's own path counters \
                   shows which path the bytes took and what it is worth against plain POSIX I/O.",
@@ -100,10 +101,10 @@ impl Probe for GdsRead {
             .scratch
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or(dir);
-        let target = gds_target::inspect(cx.host, &where_);
         if let Some(r) = presence(cx, &run) {
             return vec![mark_replayed(r, replayed).subject(subject)];
         }
+        let target = gds_target::inspect(cx.host, &where_);
         let limit = cx
             .profile
             .thresholds
@@ -175,8 +176,8 @@ fn presence(cx: &Context<'_>, run: &ReadRun) -> Option<CheckResult> {
     if let Some(e) = &run.cuda_error {
         return Some(survey.library_failed(ID, e, expected));
     }
-    let nvfs_loaded =
-        Modules::read(cx.host).is_ok_and(|m| m.state(cx.host, "nvidia_fs").is_loaded());
+    let nvfs_loaded = Modules::read(cx.host)
+        .is_ok_and(|m| m.state(cx.host, "nvidia_fs").is_ok_and(|s| s.is_loaded()));
     (nvfs_loaded && !run.load_attempts.is_empty()).then(|| {
         let tried: Vec<String> = run
             .load_attempts
@@ -215,6 +216,21 @@ pub fn diagnose(
             absent,
             format!("libcufile not found (tried {}): GPUDirect Storage not installed", names.join(", ")),
             Some("install the cuFile library (CUDA toolkit `libcufile` / `nvidia-gds`) or add its directory to the loader path".into()),
+        );
+    }
+    if stage == Stage::DiskSpace {
+        return (
+            Status::Error,
+            error,
+            Some("free space on that filesystem, point --gds-dir at one with room, or lower expect.gds_file_size_mib".into()),
+        );
+    }
+    // Loaded, then refused: a libcufile of a major version whose structures this tool does not know.
+    if stage == Stage::LoadCufile && run.library.is_some() {
+        return (
+            Status::Error,
+            error,
+            Some("run a fabric-preflight release that knows this libcufile, or point the loader at a cuFile 1.x".into()),
         );
     }
     if stage == Stage::DriverOpen && code == Some(cufile::DRIVER_NOT_INITIALIZED) {
@@ -404,15 +420,44 @@ pub fn judge(
             status = status.max(Status::Warn);
             fix = Some(FIX_NVFS.to_string());
         }
-        None => notes.push("path unknown: no cuFile statistics and no nvidia-fs counters".into()),
+        // nvidia-fs counted none of these reads: whatever path they took, it was not nvidia-fs.
+        None if run.nvfs_reads_delta == Some(0) => {
+            status = status.max(if expect_gds == Some(true) {
+                Status::Fail
+            } else {
+                Status::Warn
+            });
+            notes.push(format!(
+                "nvidia-fs counted 0 of these reads ({NVFS_STATS} Reads n unchanged) and cuFile gave no statistics: not GPUDirect Storage through nvidia-fs"
+            ));
+            fix = Some(FIX_NVFS.to_string());
+        }
+        None => {
+            if expect_gds == Some(true) {
+                status = status.max(Status::Error);
+            }
+            notes.push("path unknown: no cuFile statistics and no nvidia-fs counters".into());
+        }
         _ => {}
+    }
+    if let Some(c) = run.counters.filter(|c| c.read_errors > 0) {
+        status = Status::Fail;
+        notes.push(format!(
+            "cuFile counted {} read error(s) in {} reads",
+            c.read_errors, c.total_reads
+        ));
     }
     if run.verified == Some(false) {
         status = Status::Fail;
         notes.push("data read back does not match the file".into());
     }
     if let Some(e) = &run.error {
-        status = status.max(Status::Warn);
+        // A read that failed midway (EIO, a short read) is a storage fault, not a slow run.
+        status = if run.failed_at == Some(Stage::Read) {
+            Status::Fail
+        } else {
+            status.max(Status::Warn)
+        };
         notes.push(format!("stopped early: {e}"));
     }
     if run.cut_short {
@@ -540,6 +585,83 @@ mod tests {
         );
         r.props = Some(props(true));
         assert_eq!(detect_path(&r), None);
+    }
+
+    #[test]
+    fn unknown_cufile_major_is_refused_as_an_error() {
+        let (_d, t) = h200_target(Some("E:ID_FS_USAGE=filesystem\n"));
+        let mut run = ReadRun::empty();
+        run.library = Some("libcufile.so.0".into());
+        run.version = Some(2010);
+        let refusal = crate::dynlib::cufile::StatsLayout::for_version(2010).unwrap_err();
+        run.fail(Stage::LoadCufile, refusal);
+        let r = judge(&run, &t, None, &Limit::default(), false);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(r.summary.contains("major version 2"), "{}", r.summary);
+    }
+
+    #[test]
+    fn no_room_for_the_test_file_is_an_error_with_the_numbers() {
+        let (_d, t) = h200_target(Some("E:ID_FS_USAGE=filesystem\n"));
+        let free = crate::measure::cufile_read::FreeSpace {
+            available: 1 << 30,
+            total: 8 << 30,
+        };
+        let mut run = ReadRun::empty();
+        run.library = Some("libcufile.so.0".into());
+        run.fail(Stage::DiskSpace, free.room_for(1 << 30).unwrap_err());
+        let r = judge(&run, &t, Some(true), &Limit::default(), false);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(
+            r.summary.contains("1.00 GiB free of 8.00 GiB"),
+            "{}",
+            r.summary
+        );
+    }
+
+    /// Reproduced: an EIO after some blocks had been read was a warning and exit 0.
+    #[test]
+    fn eio_midway_fails() {
+        let (_d, t) = h200_target(Some("E:ID_FS_USAGE=filesystem\n"));
+        let mut run = compat_run();
+        run.errno = Some(libc::EIO);
+        run.fail(
+            Stage::Read,
+            "cuFileRead at offset 536870912 = errno 5 (Input/output error)",
+        );
+        let r = judge(&run, &t, None, &Limit::default(), false);
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+        assert!(r.summary.contains("Input/output error"), "{}", r.summary);
+    }
+
+    /// Reproduced: no cuFile statistics and an nvidia-fs delta of 0 gave "an unknown path" and a pass.
+    #[test]
+    fn nvidia_fs_delta_of_zero_is_not_a_pass() {
+        let (_d, t) = h200_target(Some("E:ID_FS_USAGE=filesystem\n"));
+        let mut run = compat_run();
+        run.counters = None;
+        run.props = Some(props(true));
+        run.nvfs_reads_delta = Some(0);
+        let r = judge(&run, &t, None, &Limit::default(), false);
+        assert_eq!(r.status, Status::Warn, "{}", r.summary);
+        assert!(r.summary.contains("nvidia-fs counted 0"), "{}", r.summary);
+        let r = judge(&run, &t, Some(true), &Limit::default(), false);
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+    }
+
+    #[test]
+    fn cufile_read_errors_fail() {
+        let (_d, t) = h200_target(Some("E:ID_FS_USAGE=filesystem\n"));
+        let mut run = compat_run();
+        run.counters = Some(PathCounters {
+            total_reads: 16,
+            posix_reads: 16,
+            read_errors: 3,
+            ..Default::default()
+        });
+        let r = judge(&run, &t, None, &Limit::default(), false);
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+        assert!(r.summary.contains("3 read error(s)"), "{}", r.summary);
     }
 
     #[test]

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use crate::dynlib::nvml::Answer;
 use crate::dynlib::Library;
-use crate::host::Host;
+use crate::host::{optional, Host, ReadError, ReadErrorKind};
 use crate::measure::copy::{
     self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
 };
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed, Findings};
 use crate::profile::Profile;
+use crate::sysfs::pci::{parse_hex, VENDOR_NVIDIA};
 use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
 use crate::threshold::Limit;
 
@@ -74,7 +75,10 @@ impl Probe for GpuCopyBandwidth {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let locality = read_gpu_locality(cx.host);
+        let locality = match read_gpu_locality(cx.host) {
+            Ok(l) => l,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let plan = CopyPlan {
             bytes: COPY_BYTES,
             peer_bytes: PEER_BYTES,
@@ -123,34 +127,52 @@ pub struct Locality {
     pub numa_node: Option<u32>,
 }
 
-/// NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) and their local CPUs.
-pub fn read_gpu_locality(host: &Host) -> Vec<Locality> {
-    let Ok(names) = host.read_dir(PCI_DEVICES) else {
-        return vec![];
+/// NVIDIA display/3D controllers (vendor 0x10de, class 0x03xxxx) and their local CPUs. A file that exists but
+/// cannot be read or parsed is an error: a GPU missed here is measured with unplaced host memory, and nothing
+/// would say so.
+pub fn read_gpu_locality(host: &Host) -> Result<Vec<Locality>, ReadError> {
+    let Some(names) = optional(host.read_dir(PCI_DEVICES))? else {
+        return Ok(vec![]);
     };
-    names
-        .into_iter()
-        .filter(|bdf| {
-            host.read(&attr_path(bdf, "vendor")).as_deref() == Ok("0x10de")
-                && host
-                    .read(&attr_path(bdf, "class"))
-                    .is_ok_and(|c| c.starts_with("0x03"))
+    let hex = |bdf: &str, attr: &str| -> Result<u32, ReadError> {
+        let path = attr_path(bdf, attr);
+        let text = host.read(&path)?;
+        parse_hex(&text).ok_or_else(|| ReadError {
+            path,
+            kind: ReadErrorKind::Other(format!("not a hex number: {text:?}")),
         })
-        .map(|bdf| {
-            let cpulist = host
-                .read(&attr_path(&bdf, "local_cpulist"))
-                .unwrap_or_default();
-            Locality {
-                cpus: parse_cpulist(&cpulist),
-                numa_node: host
-                    .read(&attr_path(&bdf, "numa_node"))
-                    .ok()
-                    .and_then(|n| parse_numa_node(&n)),
-                cpulist,
-                bdf,
-            }
-        })
-        .collect()
+    };
+    let mut gpus = Vec::new();
+    for bdf in names {
+        if hex(&bdf, "vendor")? != u32::from(VENDOR_NVIDIA) || hex(&bdf, "class")? >> 16 != 0x03 {
+            continue;
+        }
+        let cpulist_path = attr_path(&bdf, "local_cpulist");
+        let cpulist = optional(host.read(&cpulist_path))?.unwrap_or_default();
+        let cpus = parse_cpulist(&cpulist);
+        if cpus.is_none() && !cpulist.is_empty() {
+            return Err(ReadError {
+                path: cpulist_path,
+                kind: ReadErrorKind::Other(format!("not a CPU list: {cpulist:?}")),
+            });
+        }
+        let numa_path = attr_path(&bdf, "numa_node");
+        let numa_node = match optional(host.read(&numa_path))? {
+            None => None,
+            Some(t) if t.trim() == "-1" => None,
+            Some(t) => Some(parse_numa_node(&t).ok_or_else(|| ReadError {
+                path: numa_path,
+                kind: ReadErrorKind::Other(format!("not a NUMA node: {t:?}")),
+            })?),
+        };
+        gpus.push(Locality {
+            cpus,
+            numa_node,
+            cpulist,
+            bdf,
+        });
+    }
+    Ok(gpus)
 }
 
 pub fn judge(
@@ -553,7 +575,7 @@ mod tests {
         dev("0000:00:06.0", "0x10de", "0x030200");
         dev("0000:00:03.0", "0x1af4", "0x020000");
         let host = Host::at(dir.path()).unwrap();
-        let l = read_gpu_locality(&host);
+        let l = read_gpu_locality(&host).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].bdf, "0000:00:06.0");
         assert_eq!(l[0].cpus, Some(vec![0, 1, 2, 3]));

@@ -102,6 +102,11 @@ impl Findings {
         }
     }
 
+    /// A reading the verdict rests on that could not be taken: an error, so the check never passes without it.
+    pub fn unread(&mut self, what: &str, why: impl std::fmt::Display) {
+        self.add(Status::Error, format!("{what} not read ({why})"), "");
+    }
+
     /// `summary` alone when nothing was found, else `summary: problem; problem` with the worst status.
     pub fn result(self, id: &str, summary: impl Into<String>) -> CheckResult {
         let summary = summary.into();

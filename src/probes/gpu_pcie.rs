@@ -182,6 +182,16 @@ pub fn judge(
             );
         }
     }
+    for (what, answer) in [
+        ("maximum link generation", max_gen),
+        ("maximum link width", max_width),
+        ("idle link generation", &g.pcie_gen_current),
+        ("idle link width", &g.pcie_width_current),
+    ] {
+        if let Err(e) = answer {
+            f.unread(what, e);
+        }
+    }
     let idle_below = below(&g.pcie_gen_current, max_gen) || below(&g.pcie_width_current, max_width);
     let sample = load
         .nvml
@@ -198,7 +208,13 @@ pub fn judge(
             ),
             FIX_DEGRADED,
         ),
-        (Some(_), _) => {}
+        (Some(s), _) => {
+            for (what, answer) in [("link generation under load", &s.gen), ("link width under load", &s.width)] {
+                if let Err(e) = answer {
+                    f.unread(what, e);
+                }
+            }
+        }
         (None, Some(e)) if idle_below => f.warn(
             format!(
                 "link {} idle, below its maximum {}, and no load could be generated to re-check it ({e})",
@@ -220,6 +236,9 @@ pub fn judge(
     }
     let replay_limit = profile.thresholds.pcie_replay_count.unwrap_or_default();
     let mut measurements = Vec::new();
+    if let (Err(e), true) = (&g.pcie_replay_counter, !replay_limit.is_empty()) {
+        f.unread("PCIe replay counter", e);
+    }
     if let Ok(replays) = g.pcie_replay_counter {
         f.add(
             replay_limit.judge_max(f64::from(replays)),
@@ -253,6 +272,11 @@ pub fn judge(
             shown(&g.pcie_replay_counter)
         ),
     };
+    if let Some(attrs) = sysfs {
+        for e in attrs.read_errors() {
+            f.unread(&e.path, e.reason());
+        }
+    }
     let mut r = f
         .result(ID, summary)
         .subject(subject(g))
@@ -392,6 +416,27 @@ mod tests {
         assert!(r
             .summary
             .starts_with("Gen5 x16 under load (max Gen5 x16, idle Gen1 x16)"));
+    }
+
+    /// Reproduced: NVML answered no generation or width ("Gen? x?") and nothing could be compared, so it passed.
+    #[test]
+    fn unread_link_generation_and_width_are_an_error_not_a_pass() {
+        let mut g = gpu(5, 16);
+        g.pcie_gen_max = Err("NVML_ERROR_NOT_SUPPORTED".into());
+        g.pcie_width_max = Err("NVML_ERROR_NOT_SUPPORTED".into());
+        let mut load = loaded(5, 16);
+        if let Ok(samples) = &mut load.nvml {
+            samples[0].gen = Err("NVML_ERROR_UNKNOWN".into());
+            samples[0].width = Err("NVML_ERROR_UNKNOWN".into());
+        }
+        let r = judge(&g, None, &load, &profile(), false);
+        assert_eq!(r.status, Status::Error, "{}", r.summary);
+        assert!(r.summary.contains("Gen? x?"), "{}", r.summary);
+        assert!(
+            r.summary.contains("maximum link generation not read"),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use crate::probe::Probe;
 
+#[cfg(test)]
+mod damage_sweep;
 mod driver_nvidia;
 mod gdr_kernel_path;
 mod gdr_loopback;

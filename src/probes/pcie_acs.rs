@@ -43,90 +43,98 @@ impl Probe for PcieAcs {
             Ok(t) => t,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let gpus = tree.with_role(Role::Gpu);
-        if gpus.is_empty() {
-            return vec![tree.nothing_found(
-                ID,
-                CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
-            )];
-        }
-        let vm = hypervisor::detect(cx.host);
-        if vm.is_vm() {
-            let mut r = CheckResult::skip(
+        tree.completed(ID, judge(cx, &tree))
+    }
+}
+
+fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
+    let gpus = tree.with_role(Role::Gpu);
+    if gpus.is_empty() {
+        return vec![tree.nothing_found(
+            ID,
+            CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
+        )];
+    }
+    let vm = match hypervisor::detect(cx.host) {
+        Ok(vm) => vm,
+        Err(e) => return vec![CheckResult::read_error(ID, &e)],
+    };
+    if vm.is_vm() {
+        let mut r = CheckResult::skip(
                 ID,
                 "not applicable in a VM: guest PCIe ports are virtual and ACS is the host's isolation; measure P2P/GDR bandwidth instead",
             );
-            r.evidence = vm.signals;
-            return vec![r];
-        }
+        r.evidence = vm.signals;
+        return vec![r];
+    }
 
-        // Port → the peer pairs whose traffic it carries.
-        let peers: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
-            .into_iter()
-            .flat_map(|r| tree.with_role(r))
-            .collect();
-        let mut ports: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-        for &g in &gpus {
-            for &p in &peers {
-                if p == g || (tree.nodes[p].role == Role::Gpu && p < g) {
-                    continue;
-                }
-                for b in tree.bridges_between(g, p).unwrap_or_default() {
-                    ports.entry(b).or_default().push(format!(
-                        "{}↔{}",
-                        tree.short_name(g),
-                        tree.short_name(p)
-                    ));
-                }
+    // Port → the peer pairs whose traffic it carries.
+    let peers: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
+        .into_iter()
+        .flat_map(|r| tree.with_role(r))
+        .collect();
+    let mut ports: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for &g in &gpus {
+        for &p in &peers {
+            if p == g || (tree.nodes[p].role == Role::Gpu && p < g) {
+                continue;
+            }
+            for b in tree.bridges_between(g, p).unwrap_or_default() {
+                ports.entry(b).or_default().push(format!(
+                    "{}↔{}",
+                    tree.short_name(g),
+                    tree.short_name(p)
+                ));
             }
         }
-        if ports.is_empty() {
-            return vec![CheckResult::pass(
+    }
+    if ports.is_empty() {
+        return vec![CheckResult::pass(
                 ID,
                 "no PCIe switch between a GPU and its peers: their traffic crosses the root complex (PHB or farther) whatever ACS says",
             )];
-        }
+    }
 
-        let mut results = Vec::new();
-        let mut clean = Vec::new();
-        for (&port, pairs) in &ports {
-            let bdf = tree.nodes[port].bdf.to_string();
-            let subject = tree.subject(port);
-            let config_path = format!("/sys/bus/pci/devices/{bdf}/config");
-            let config = match read_config(cx.host, &bdf) {
-                Ok(c) => c,
-                Err(e) if e.needs_root() => {
-                    return vec![CheckResult::skip(
+    let mut results = Vec::new();
+    let mut clean = Vec::new();
+    for (&port, pairs) in &ports {
+        let bdf = tree.nodes[port].bdf.to_string();
+        let subject = tree.subject(port);
+        let config_path = format!("/sys/bus/pci/devices/{bdf}/config");
+        let config = match read_config(cx.host, &bdf) {
+            Ok(c) => c,
+            Err(e) if e.needs_root() => {
+                return vec![CheckResult::skip(
                         ID,
                         "needs root: without CAP_SYS_ADMIN the kernel returns only the 64-byte config header, which has no capabilities",
                     )
                     .evidence(&config_path, e)];
-                }
-                Err(e @ ConfigReadError::Read(_)) | Err(e @ ConfigReadError::Parse(..)) => {
-                    results.push(
-                        CheckResult::error(ID, format!("{e}"))
-                            .subject(subject)
-                            .evidence(&config_path, e),
-                    );
-                    continue;
-                }
-            };
-            let acs = match config.acs() {
-                Ok(a) => a,
-                Err(e) => {
-                    results.push(
-                        CheckResult::error(ID, format!("{e}"))
-                            .subject(subject)
-                            .evidence(&config_path, e),
-                    );
-                    continue;
-                }
-            };
-            let downstream = tree.nodes[port].role == Role::SwitchDownstream;
-            match acs {
-                Some(acs) if downstream && acs.redirects() => {
-                    let shown: Vec<&str> = pairs.iter().take(4).map(String::as_str).collect();
-                    results.push(
+            }
+            Err(e @ ConfigReadError::Read(_)) | Err(e @ ConfigReadError::Parse(..)) => {
+                results.push(
+                    CheckResult::error(ID, format!("{e}"))
+                        .subject(subject)
+                        .evidence(&config_path, e),
+                );
+                continue;
+            }
+        };
+        let acs = match config.acs() {
+            Ok(a) => a,
+            Err(e) => {
+                results.push(
+                    CheckResult::error(ID, format!("{e}"))
+                        .subject(subject)
+                        .evidence(&config_path, e),
+                );
+                continue;
+            }
+        };
+        let downstream = tree.nodes[port].role == Role::SwitchDownstream;
+        match acs {
+            Some(acs) if downstream && acs.redirects() => {
+                let shown: Vec<&str> = pairs.iter().take(4).map(String::as_str).collect();
+                results.push(
                         CheckResult::fail(
                             ID,
                             format!(
@@ -142,32 +150,31 @@ impl Probe for PcieAcs {
                             "disable ACS in the BIOS, or boot with `pci=disable_acs_redir={bdf}`; now: `setpci -s {bdf} ECAP_ACS+0x6.w=0000` (lost on reboot)"
                         )),
                     );
-                }
-                Some(acs) => clean.push(format!(
-                    "{config_path} [ACS control] = 0x{:04x} ({}, {})",
-                    acs.control,
-                    tree.nodes[port].role.as_str(),
-                    acs.control_names()
-                )),
-                None => clean.push(format!(
-                    "{config_path} [ACS] = <no ACS capability> ({})",
-                    tree.nodes[port].role.as_str()
-                )),
             }
+            Some(acs) => clean.push(format!(
+                "{config_path} [ACS control] = 0x{:04x} ({}, {})",
+                acs.control,
+                tree.nodes[port].role.as_str(),
+                acs.control_names()
+            )),
+            None => clean.push(format!(
+                "{config_path} [ACS] = <no ACS capability> ({})",
+                tree.nodes[port].role.as_str()
+            )),
         }
-        if results.is_empty() {
-            let mut r = CheckResult::pass(
-                ID,
-                format!(
-                    "no ACS redirect on the {} switch port(s) between GPUs and their peers",
-                    ports.len()
-                ),
-            );
-            r.evidence = clean;
-            results.push(r);
-        }
-        results
     }
+    if results.is_empty() {
+        let mut r = CheckResult::pass(
+            ID,
+            format!(
+                "no ACS redirect on the {} switch port(s) between GPUs and their peers",
+                ports.len()
+            ),
+        );
+        r.evidence = clean;
+        results.push(r);
+    }
+    results
 }
 
 #[cfg(test)]

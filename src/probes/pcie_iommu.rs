@@ -42,12 +42,14 @@ impl Probe for PcieIommu {
             Ok(cmdline) => {
                 let params = iommu_parameters(&cmdline);
                 if params.is_empty() {
-                    "<no IOMMU parameters>".to_string()
+                    // Shown whole, so what was read is on record when no parameter was found in it.
+                    format!("<no IOMMU parameters> in {cmdline:?}")
                 } else {
                     params.join(" ")
                 }
             }
-            Err(e) => e.reason(),
+            // Only evidence, but a command line that cannot be read is a node this check cannot vouch for.
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
         if groups.is_empty() {
             return vec![CheckResult::pass(
@@ -58,7 +60,10 @@ impl Probe for PcieIommu {
             .evidence(&format!("{PROC_CMDLINE} [iommu]"), &params_text)];
         }
 
-        let tree = PciTree::read(cx.host).unwrap_or_default();
+        let tree = match PciTree::read(cx.host) {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let role_of = |bdf: &str| {
             tree.find(bdf)
                 .map(|i| (tree.nodes[i].role, tree.subject(i)))
@@ -105,7 +110,10 @@ impl Probe for PcieIommu {
             .iter()
             .filter_map(|g| g.type_unreadable.as_ref())
             .collect();
-        let mut r = if translated.is_empty() && !unknown.is_empty() {
+        // Groups of unknown type leave the verdict open unless the translated ones already fail it.
+        let fails_anyway = !translated.is_empty()
+            && matches!(cx.profile.expect.iommu, Some(IommuExpect::Passthrough));
+        let mut r = if !unknown.is_empty() && !fails_anyway {
             for (path, why) in &unknown {
                 evidence.push(format!("{path} = {why}"));
             }
@@ -151,7 +159,7 @@ impl Probe for PcieIommu {
             }
         };
         r.evidence = evidence;
-        vec![r]
+        tree.completed(ID, vec![r])
     }
 }
 
@@ -193,6 +201,23 @@ mod tests {
         assert_eq!(
             run_on(&PcieIommu, "iommu-translated", "hgx-h100-ib")[0].status,
             Status::Fail
+        );
+    }
+
+    /// Reproduced: with the PCI device list unreadable no group member was known to be a GPU, NIC or drive, and
+    /// passthrough was concluded from nothing.
+    #[test]
+    fn unreadable_pci_device_list_is_an_error_not_a_pass() {
+        let dir = crate::probes::testing::copy_scenario("iommu-translated");
+        let devices = dir.path().join("sys/bus/pci/devices");
+        std::fs::rename(&devices, dir.path().join("devices.aside")).unwrap();
+        std::os::unix::fs::symlink("devices", &devices).unwrap();
+        let r = crate::probes::testing::run_on_root(&PcieIommu, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Error, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains("/sys/bus/pci/devices"),
+            "{}",
+            r[0].summary
         );
     }
 

@@ -57,15 +57,11 @@ impl Probe for PcieLink {
             }
             return vec![tree.nothing_found(ID, nothing)];
         }
-        let mut results: Vec<CheckResult> = devices
+        let results: Vec<CheckResult> = devices
             .into_iter()
             .map(|i| judge_device(cx, &tree, i))
             .collect();
-        // Some functions unreadable next to readable ones: the links judged may not be all of them.
-        if !tree.unreadable.is_empty() {
-            results.push(tree.nothing_found(ID, CheckResult::skip(ID, "")));
-        }
-        results
+        tree.completed(ID, results)
     }
 }
 

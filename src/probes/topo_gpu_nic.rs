@@ -41,29 +41,34 @@ impl Probe for TopoGpuNic {
             Ok(t) => t,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let gpus = tree.with_role(Role::Gpu);
-        let nics = tree.rdma_nics();
-        if gpus.is_empty() || nics.is_empty() {
-            return vec![tree.nothing_found(
+        tree.completed(ID, judge(cx, &tree))
+    }
+}
+
+fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
+    let gpus = tree.with_role(Role::Gpu);
+    let nics = tree.rdma_nics();
+    if gpus.is_empty() || nics.is_empty() {
+        return vec![tree.nothing_found(
+            ID,
+            CheckResult::skip(
                 ID,
-                CheckResult::skip(
-                    ID,
-                    format!(
-                        "{} GPU(s), {} RDMA NIC(s): no GPU↔NIC pair to place",
-                        gpus.len(),
-                        nics.len()
-                    ),
+                format!(
+                    "{} GPU(s), {} RDMA NIC(s): no GPU↔NIC pair to place",
+                    gpus.len(),
+                    nics.len()
                 ),
-            )];
-        }
-        let expect = &cx.profile.expect;
-        let max = expect.gpu_nic_max_distance.unwrap_or(DEFAULT_MAX);
-        let too_far = if expect.gpu_nic_distance_fails == Some(true) {
-            Status::Fail
-        } else {
-            Status::Warn
-        };
-        gpus.iter()
+            ),
+        )];
+    }
+    let expect = &cx.profile.expect;
+    let max = expect.gpu_nic_max_distance.unwrap_or(DEFAULT_MAX);
+    let too_far = if expect.gpu_nic_distance_fails == Some(true) {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
+    gpus.iter()
             .enumerate()
             .map(|(ordinal, &g)| {
                 let mut pairs: Vec<(PcieDistance, usize)> =
@@ -106,7 +111,6 @@ impl Probe for TopoGpuNic {
                 r
             })
             .collect()
-    }
 }
 
 #[cfg(test)]

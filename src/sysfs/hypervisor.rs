@@ -1,6 +1,6 @@
 //! Are we a virtual machine? `/proc/cpuinfo` `hypervisor` flag, `/sys/hypervisor/type`, DMI vendor strings.
 
-use crate::host::Host;
+use crate::host::{Host, ReadError};
 
 pub const PROC_CPUINFO: &str = "/proc/cpuinfo";
 pub const SYS_HYPERVISOR_TYPE: &str = "/sys/hypervisor/type";
@@ -41,13 +41,31 @@ pub fn cpuinfo_has_hypervisor_flag(cpuinfo: &str) -> bool {
     })
 }
 
-pub fn detect(host: &Host) -> Hypervisor {
+/// The signals found. An unreadable `/proc/cpuinfo` (the one signal every x86 guest gives) is an error: a VM
+/// would pass for bare metal.
+fn cpuinfo_lists_features(cpuinfo: &str) -> bool {
+    cpuinfo.lines().any(|l| {
+        l.split_once(':')
+            .is_some_and(|(k, _)| matches!(k.trim(), "flags" | "Features"))
+    })
+}
+
+pub fn detect(host: &Host) -> Result<Hypervisor, ReadError> {
     let mut signals = Vec::new();
-    if host
-        .read(PROC_CPUINFO)
-        .is_ok_and(|c| cpuinfo_has_hypervisor_flag(&c))
-    {
-        signals.push(format!("{PROC_CPUINFO} = flags contain `hypervisor`"));
+    match host.read(PROC_CPUINFO) {
+        Ok(c) if cpuinfo_has_hypervisor_flag(&c) => {
+            signals.push(format!("{PROC_CPUINFO} = flags contain `hypervisor`"))
+        }
+        // Every CPU line block lists its feature flags (`flags` on x86, `Features` on Arm).
+        Ok(c) if !cpuinfo_lists_features(&c) => {
+            return Err(ReadError {
+                path: PROC_CPUINFO.into(),
+                kind: crate::host::ReadErrorKind::Other("no `flags` or `Features` line".into()),
+            })
+        }
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e),
     }
     if let Ok(t) = host.read(SYS_HYPERVISOR_TYPE) {
         if !t.is_empty() {
@@ -61,7 +79,7 @@ pub fn detect(host: &Host) -> Hypervisor {
             }
         }
     }
-    Hypervisor { signals }
+    Ok(Hypervisor { signals })
 }
 
 #[cfg(test)]

@@ -32,24 +32,30 @@ pub fn read_groups(host: &Host) -> Result<Vec<IommuGroup>, ReadError> {
         Err(e) => return Err(e),
     };
     ids.sort_by_key(|id| id.parse::<u64>().unwrap_or(u64::MAX));
-    Ok(ids
-        .into_iter()
+    ids.into_iter()
         .map(|id| {
             let dir = format!("{IOMMU_GROUPS}/{id}");
-            let (domain_type, type_unreadable) = match host.read_value(&format!("{dir}/type")) {
-                Ok(t) => (Some(t), None),
+            let type_path = format!("{dir}/type");
+            let (domain_type, type_unreadable) = match host.read_value(&type_path) {
+                Ok(t) if DOMAIN_TYPES.contains(&t.as_str()) => (Some(t), None),
+                Ok(t) => (None, Some((type_path, format!("<unrecognised: {t:?}>")))),
                 Err(e) if e.is_not_found() => (None, None),
                 Err(e) => (None, Some((e.path.clone(), e.reason()))),
             };
-            IommuGroup {
+            Ok(IommuGroup {
                 domain_type,
                 type_unreadable,
-                devices: host.read_dir(&format!("{dir}/devices")).unwrap_or_default(),
+                // The members decide which devices the group's type applies to: unreadable is an error.
+                devices: host.read_dir(&format!("{dir}/devices"))?,
                 id,
-            }
+            })
         })
-        .collect())
+        .collect()
 }
+
+/// What the kernel writes to a group's `type` (`iommu_group_show_type`); `unknown` and anything else leave
+/// passthrough and translation undecided.
+const DOMAIN_TYPES: &[&str] = &["identity", "DMA", "DMA-FQ", "blocked", "unmanaged"];
 
 /// The IOMMU and ACS parameters of a kernel command line, in order (`intel_iommu=on`, `iommu=pt`, …).
 pub fn iommu_parameters(cmdline: &str) -> Vec<String> {

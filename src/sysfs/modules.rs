@@ -1,6 +1,6 @@
 //! Kernel modules: `/proc/modules` (loadable modules) and `/sys/module/<name>` (also built-ins).
 
-use crate::host::{Host, ReadError};
+use crate::host::{optional, Host, ReadError};
 
 pub const PROC_MODULES: &str = "/proc/modules";
 pub const SYS_MODULE: &str = "/sys/module";
@@ -137,7 +137,6 @@ impl ModuleState {
 #[derive(Debug, Clone, Default)]
 pub struct Modules {
     pub lines: Vec<ModuleLine>,
-    pub bad_lines: Vec<BadLine>,
     /// `/proc/modules` does not exist: a kernel without loadable modules (not an error).
     pub no_proc_modules: bool,
 }
@@ -152,9 +151,18 @@ impl Modules {
         match host.read(PROC_MODULES) {
             Ok(text) => {
                 let (lines, bad_lines) = parse_proc_modules(&text);
+                // The module asked about may be the line that could not be read: "not loaded" would be a guess.
+                if let Some(bad) = bad_lines.first() {
+                    return Err(ReadError {
+                        path: PROC_MODULES.into(),
+                        kind: crate::host::ReadErrorKind::Other(format!(
+                            "line {} unrecognised: {:?}",
+                            bad.line_number, bad.text
+                        )),
+                    });
+                }
                 Ok(Modules {
                     lines,
-                    bad_lines,
                     no_proc_modules: false,
                 })
             }
@@ -166,17 +174,15 @@ impl Modules {
         }
     }
 
-    pub fn state(&self, host: &Host, name: &str) -> ModuleState {
+    /// A module's state; its `version` file may be absent (built-ins, unversioned modules) but not unreadable.
+    pub fn state(&self, host: &Host, name: &str) -> Result<ModuleState, ReadError> {
         let dir = format!("{SYS_MODULE}/{name}");
-        ModuleState {
+        Ok(ModuleState {
             name: name.to_string(),
             line: self.lines.iter().find(|l| l.name == name).cloned(),
             in_sysfs: host.is_dir(&dir),
-            version: host
-                .read(&format!("{dir}/version"))
-                .ok()
-                .filter(|v| !v.is_empty()),
-        }
+            version: optional(host.read(&format!("{dir}/version")))?.filter(|v| !v.is_empty()),
+        })
     }
 }
 

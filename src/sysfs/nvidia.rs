@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::host::{Host, ReadError};
+use crate::host::{Host, ReadError, ReadErrorKind};
 
 pub const NVIDIA_VERSION: &str = "/proc/driver/nvidia/version";
 pub const NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
@@ -88,6 +88,11 @@ pub fn parse_information(bdf: &str, text: &str) -> DriverGpu {
     gpu
 }
 
+/// The first line of a file, for an error that shows what was found instead.
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
 /// The GPUs under `/proc/driver/nvidia/gpus/`. ENOENT (driver not loaded) is an empty list.
 pub fn read_driver_gpus(host: &Host) -> Result<Vec<DriverGpu>, ReadError> {
     let names = match host.read_dir(NVIDIA_GPUS) {
@@ -98,8 +103,17 @@ pub fn read_driver_gpus(host: &Host) -> Result<Vec<DriverGpu>, ReadError> {
     names
         .into_iter()
         .map(|bdf| {
-            let text = host.read(&format!("{NVIDIA_GPUS}/{bdf}/information"))?;
-            Ok(parse_information(&bdf, &text))
+            let path = format!("{NVIDIA_GPUS}/{bdf}/information");
+            let text = host.read(&path)?;
+            let gpu = parse_information(&bdf, &text);
+            // The driver always writes the model and UUID: without them this is not its file.
+            if gpu.model.is_none() && gpu.uuid.is_none() {
+                return Err(ReadError {
+                    path,
+                    kind: ReadErrorKind::Other(format!("unrecognised: {:?}", first_line(&text))),
+                });
+            }
+            Ok(gpu)
         })
         .collect()
 }
@@ -113,14 +127,29 @@ pub struct DriverAndKernel {
 }
 
 impl DriverAndKernel {
-    pub fn read(host: &Host) -> Self {
-        DriverAndKernel {
-            driver: host
-                .read(NVIDIA_VERSION)
-                .ok()
-                .and_then(|t| parse_version(&t)),
-            release: crate::sysfs::kernel::read_release(host).ok(),
-        }
+    /// A missing file is "not known" (driver not loaded); one that exists but cannot be read or parsed is an
+    /// error: both decide whether DMA-BUF is possible.
+    pub fn read(host: &Host) -> Result<Self, ReadError> {
+        let driver = match host.read(NVIDIA_VERSION) {
+            Ok(t) => Some(parse_version(&t).ok_or_else(|| ReadError {
+                path: NVIDIA_VERSION.into(),
+                kind: ReadErrorKind::Other(format!("unrecognised: {:?}", first_line(&t))),
+            })?),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        let release = match crate::sysfs::kernel::read_release(host) {
+            Ok(r) if crate::sysfs::kernel::parse_release(&r).is_some() => Some(r),
+            Ok(r) => {
+                return Err(ReadError {
+                    path: crate::sysfs::kernel::OSRELEASE.into(),
+                    kind: ReadErrorKind::Other(format!("unrecognised: {r:?}")),
+                })
+            }
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        Ok(DriverAndKernel { driver, release })
     }
 
     pub fn open_module(&self) -> bool {

@@ -196,12 +196,24 @@ pub fn read_attrs(host: &Host, bdf: Bdf, dir: &str) -> Result<PciAttrs, ReadErro
         class: hex_file("class")?,
         vendor: hex_file("vendor")? as u16,
         device: hex_file("device")? as u16,
-        numa_node: host
-            .read(&format!("{dir}/numa_node"))
-            .ok()
-            .and_then(|t| parse_numa_node(&t)),
+        numa_node: read_numa_node(host, dir)?,
         link: read_link(host, dir),
     })
+}
+
+/// `numa_node`: None for `-1` (no affinity) or a missing file; anything else unreadable or not a number is an
+/// error, not "no affinity".
+fn read_numa_node(host: &Host, dir: &str) -> Result<Option<u32>, ReadError> {
+    let path = format!("{dir}/numa_node");
+    match host.read(&path) {
+        Ok(text) if text.trim() == "-1" => Ok(None),
+        Ok(text) => parse_numa_node(&text).map(Some).ok_or_else(|| ReadError {
+            path,
+            kind: crate::host::ReadErrorKind::Other(format!("not a NUMA node: {text:?}")),
+        }),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 fn read_link(host: &Host, dir: &str) -> Link {

@@ -32,6 +32,20 @@ impl LinkAttrs {
         }
     }
 
+    /// Files that exist but could not be read (a function without a PCIe link has none of them: not an error).
+    pub fn read_errors(&self) -> Vec<&crate::host::ReadError> {
+        [
+            &self.current_speed,
+            &self.max_speed,
+            &self.current_width,
+            &self.max_width,
+        ]
+        .into_iter()
+        .filter_map(|r| r.as_ref().err())
+        .filter(|e| !e.is_not_found())
+        .collect()
+    }
+
     pub fn max_gen(&self) -> Option<u32> {
         gen_of(&self.max_speed)
     }

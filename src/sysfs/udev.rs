@@ -43,6 +43,12 @@ pub fn parse_record(text: &str) -> UdevRecord {
     record
 }
 
+fn is_record_line(line: &str) -> bool {
+    let mut chars = line.chars();
+    line.is_empty()
+        || matches!((chars.next(), chars.next()), (Some(c), Some(':')) if c.is_ascii_alphabetic())
+}
+
 /// `/run/udev/data/b254:0`.
 pub fn block_record_path(major: u32, minor: u32) -> String {
     format!("{UDEV_DATA}/b{major}:{minor}")
@@ -63,6 +69,18 @@ pub enum BlockLookup {
 
 pub fn read_block(host: &Host, major: u32, minor: u32) -> BlockLookup {
     match host.read(&block_record_path(major, minor)) {
+        // udev writes only `<letter>:<value>` lines: anything else is not its record.
+        Ok(text) if text.lines().any(|l| !is_record_line(l)) => {
+            BlockLookup::Unreadable(ReadError {
+                path: block_record_path(major, minor),
+                kind: crate::host::ReadErrorKind::Other(format!(
+                    "unrecognised: {:?}",
+                    text.lines()
+                        .find(|l| !is_record_line(l))
+                        .unwrap_or_default()
+                )),
+            })
+        }
         Ok(text) => BlockLookup::Found(parse_record(&text)),
         Err(e) if e.is_not_found() => BlockLookup::Missing {
             database_present: host.is_dir(UDEV_DATA),

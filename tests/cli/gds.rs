@@ -128,3 +128,18 @@ fn live_without_vendor_libraries_skips_with_the_reason() {
         "scratch removed"
     );
 }
+
+/// Reproduced: a live run with `--gds-dir` naming a missing path went ahead (and made it, parents included).
+#[test]
+fn missing_gds_dir_is_a_usage_error_live_and_nothing_is_created() {
+    let base = tempfile::tempdir().unwrap();
+    let missing = base.path().join("not/there");
+    let out = preflight()
+        .args(["run", "--only", "gds.read", "--gds-dir"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--gds-dir"), "{}", stderr(&out));
+    assert!(!base.path().join("not").exists());
+}

@@ -9,6 +9,7 @@ mod gds;
 mod gpu;
 mod h200;
 mod nccl;
+mod pair;
 mod presence;
 mod reports;
 mod robustness;

@@ -14,6 +14,7 @@ arg() { for w in $(cat /proc/cmdline); do case $w in "$1"=*) echo "${w#*=}" ;; e
 up() { cut -d' ' -f1 /proc/uptime; }
 say() { echo "### $* [uptime $(up)s]"; }
 ROLE=$(arg vmrole) MYIP=$(arg vmip) PEER=$(arg vmpeer)
+hostname "vm-$ROLE"
 KVER=$(uname -r)
 while read -r m; do insmod "/lib/modules/$KVER/$m" 2>/dev/null; done </etc/modules.load
 ip link set lo up
@@ -39,6 +40,25 @@ run() {
     say "END $name exit $(cat "/out/$name.exit")"
 }
 
+# pair_run NAME ARGS...: one `fabric-preflight pair`, JSON into /out/NAME.json, exit status into /out/NAME.exit.
+# Small transfers: TCG moves a soft-RoCE byte slowly, and the numbers are not judged against rxe's rate anyway.
+pair_run() {
+    name=$1
+    shift
+    say "BEGIN $name: fabric-preflight pair $*"
+    fabric-preflight pair --color never --token vm-pair-token --message-size 64 --messages "${MESSAGES:-64}" --phase-time "${PHASE_TIME:-2}" --pings 200 \
+        --output "json=/tmp/$name.json" "$@"
+    echo $? >"/out/$name.exit"
+    cp "/tmp/$name.json" "/out/$name.json" 2>/dev/null
+    say "END $name exit $(cat "/out/$name.exit")"
+}
+
+# tcp_sockets PORT STATE: how many sockets on local PORT are in STATE (0A listening, 01 established).
+tcp_sockets() {
+    port=$(printf '%04X' "$1")
+    awk -v p=":$port" -v st="$2" 'substr($2, length($2) - 4) == p && $4 == st' /proc/net/tcp | wc -l
+}
+
 finish() {
     say "DONE"
     touch /out/DONE
@@ -50,6 +70,18 @@ finish() {
 if [ "$ROLE" = b ]; then
     timeout 120 ibv_rc_pingpong -d rxe0 -g "$GIDX" -s 4096 -n 200 >/out/pingpong.txt 2>&1
     echo $? >/out/pingpong.exit
+    # `pair` with VM a over rxe0, host memory; then nothing may still listen on its port.
+    pair_run pair-listen --listen 18515 --timeout 150
+    tcp_sockets 18515 0A >/out/pair-listen.listening-after
+    # The peer dies mid-transfer: this listener is killed once VM a is connected and moving data.
+    fabric-preflight pair --color never --token vm-pair-token --listen 18516 --timeout 150 --message-size 64 \
+        >/out/pair-killed.txt 2>&1 &
+    pid=$!
+    i=0
+    while [ "$(tcp_sockets 18516 01)" = 0 ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+    sleep 3
+    kill -9 $pid
+    say "pair listener on 18516 killed (connected after $i polls)"
     run peer-generic
     finish
 fi
@@ -62,6 +94,12 @@ until ibv_rc_pingpong -d rxe0 -g "$GIDX" -s 4096 -n 200 "$PEER" >/out/pingpong.t
     sleep 1
 done
 echo $n >/out/pingpong.retries
+# The node pair between the two VMs (VM b listens); the connector retries until b's listener is up.
+pair_run pair-connect --connect "$PEER:18515" --timeout 150
+# Long phases, so VM b's listener dies while data moves.
+MESSAGES=1000000 PHASE_TIME=100
+pair_run pair-peer-killed --connect "$PEER:18516" --timeout 120
+MESSAGES=64 PHASE_TIME=2
 run generic
 run roce-400g --profile roce-400g
 say "BEGIN snapshot"

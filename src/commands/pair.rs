@@ -1,0 +1,537 @@
+//! `fabric-preflight pair`: handshake with one peer (or both ring neighbours), measure every port pair, report
+//! in the formats and exit codes of `run`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+use crate::cli::PairArgs;
+use crate::dynlib::verbs::{self, Discovery};
+use crate::exit::Exit;
+use crate::host::Host;
+use crate::measure::rc::{Failure, PortTarget};
+use crate::measure::rdma_pair::{self, PairPlan, Role};
+use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
+use crate::pair::ring::{self, RingArgs};
+use crate::pair::session::{self, Local, Peer};
+use crate::pair::wire::{PortInfo, VERSION};
+use crate::probe::{CheckResult, Status};
+use crate::report::{HostInfo, RunReport};
+use crate::sysfs::infiniband;
+use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
+use crate::threshold::Limit;
+
+use super::run::{deliver, parse_outputs};
+
+pub const TOKEN_ENV: &str = "FABRIC_PREFLIGHT_TOKEN";
+/// After the deadline, this long for the last results to be written before the watchdog ends the process.
+const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
+
+/// This node's testable ports, or why there are none.
+struct Inventory {
+    ports: Vec<(PortInfo, PortTarget)>,
+    /// NVIDIA GPUs the driver lists: their memory is not tested by this version, and the report says so.
+    gpus: usize,
+    /// No port: the reason, and whether that is an absence (skip) or a fault (fail).
+    none: Option<(Status, String)>,
+}
+
+struct Settings {
+    plan: PairPlan,
+    pct: Limit,
+    lat: Limit,
+}
+
+enum Side {
+    Listen(SocketAddr),
+    Connect(String),
+}
+
+pub fn main(args: PairArgs) -> anyhow::Result<u8> {
+    let outputs = parse_outputs(&args.output, args.format)?;
+    let profile = crate::profile::load(&args.profile, &crate::probes::ids())?;
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        bail!(
+            "--timeout must be a positive number of seconds, got {}",
+            args.timeout
+        );
+    }
+    if !(args.phase_time.is_finite() && args.phase_time > 0.0) {
+        bail!(
+            "--phase-time must be a positive number of seconds, got {}",
+            args.phase_time
+        );
+    }
+    if args.message_size == 0 || args.message_size > 1 << 20 {
+        bail!("--message-size must be 1..=1048576 KiB");
+    }
+    if !args.summarize.is_empty() {
+        return summarize(&args, &outputs, &profile.name);
+    }
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let ring = if args.ring {
+        let ring_args = RingArgs {
+            peers: args.peers.clone(),
+            rank: args.rank,
+            hostfile: args.hostfile.clone(),
+            service: args.service.clone(),
+            size: args.size,
+        };
+        let read = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
+        Some(ring::discover(&ring_args, &env, &read).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let token = args
+        .token
+        .clone()
+        .or_else(|| env.get(TOKEN_ENV).cloned())
+        .or_else(|| ring.as_ref().and_then(|r| r.token.clone()))
+        .filter(|t| !t.is_empty())
+        .with_context(|| {
+            format!("no job token: pass --token or set {TOKEN_ENV} (the same on both nodes)")
+        })?;
+    let side = match (&args.listen, &args.connect) {
+        (Some(l), _) => Some(Side::Listen(parse_listen(l)?)),
+        (_, Some(c)) => {
+            if !c.contains(':') {
+                bail!("--connect {c}: expected HOST:PORT");
+            }
+            Some(Side::Connect(c.clone()))
+        }
+        _ => None,
+    };
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.timeout);
+    watchdog(deadline);
+    let host = Host::live();
+    let hostname = host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into());
+    let inventory = inventory(&host);
+    let settings = Settings {
+        plan: PairPlan {
+            message_bytes: args.message_size * 1024,
+            bw_messages: args.messages,
+            queue_depth: 16,
+            pings: args.pings,
+            phase_time: Duration::from_secs_f64(args.phase_time),
+            deadline,
+        },
+        pct: profile
+            .thresholds
+            .pair_bandwidth_pct_of_link
+            .unwrap_or_default()
+            .or(judge::DEFAULT_PCT),
+        lat: profile.thresholds.pair_latency_us.unwrap_or_default(),
+    };
+    let results = match (side, ring) {
+        (Some(side), _) => link(&side, &hostname, None, &token, &inventory, &settings),
+        (None, Some(ring)) => {
+            let me = ring.me().to_string();
+            let port = ring::port_of(&me).unwrap_or(args.port);
+            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+            let next = ring::address(ring.next(), args.port);
+            let (prev_results, next_results) = std::thread::scope(|s| {
+                let serve = s.spawn(|| {
+                    link(
+                        &Side::Listen(listen_on),
+                        &me,
+                        Some(ring.prev()),
+                        &token,
+                        &inventory,
+                        &settings,
+                    )
+                });
+                let reach = link(
+                    &Side::Connect(next),
+                    &me,
+                    Some(ring.next()),
+                    &token,
+                    &inventory,
+                    &settings,
+                );
+                (serve.join().unwrap_or_default(), reach)
+            });
+            let status =
+                |rs: &[CheckResult]| rs.iter().map(|r| r.status).max().unwrap_or(Status::Error);
+            let links = vec![
+                (ring.prev().to_string(), me.clone(), status(&prev_results)),
+                (me.clone(), ring.next().to_string(), status(&next_results)),
+            ];
+            let mut summary = judge::ring_summary(&me, &links);
+            summary.evidence.insert(
+                0,
+                format!(
+                    "ring = {} (rank {} of {}, from {})",
+                    ring.nodes.join(","),
+                    ring.rank,
+                    ring.nodes.len(),
+                    ring.source
+                ),
+            );
+            let mut all = prev_results;
+            all.extend(next_results);
+            all.push(summary);
+            all
+        }
+        (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
+    };
+    let report = RunReport::new(
+        HostInfo {
+            node_name: hostname.clone(),
+            hostname,
+            kernel: host.read(OSRELEASE).unwrap_or_else(|_| "unknown".into()),
+            root: "/".into(),
+        },
+        profile.name.clone(),
+        started.elapsed().as_millis() as u64,
+        results,
+    );
+    let report = report.with_strict(args.strict);
+    let code = report.exit_code;
+    Ok(deliver(
+        &report,
+        &outputs,
+        args.color,
+        false,
+        args.termination_log.as_deref(),
+        code,
+    ))
+}
+
+/// `PORT` or `ADDR:PORT` (`[::1]:PORT` for IPv6).
+fn parse_listen(spec: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(port) = spec.parse::<u16>() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    spec.parse()
+        .with_context(|| format!("--listen {spec}: expected PORT or ADDR:PORT"))
+}
+
+/// A wedged verbs call or peer must not hold the node: past the deadline (plus a grace to write the report),
+/// the process ends with the could-not-run code.
+fn watchdog(deadline: Instant) {
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + WATCHDOG_GRACE);
+        eprintln!("fabric-preflight pair: the deadline passed {WATCHDOG_GRACE:?} ago and a call has not returned; giving up");
+        std::process::exit(Exit::COULD_NOT_RUN.into());
+    });
+}
+
+fn inventory(host: &Host) -> Inventory {
+    let gpus = crate::sysfs::nvidia::read_driver_gpus(host)
+        .map(|g| g.len())
+        .unwrap_or(0);
+    let none = |status, why: String| Inventory {
+        ports: Vec::new(),
+        gpus,
+        none: Some((status, why)),
+    };
+    let devices = match verbs::discover() {
+        Discovery::Failed { errno, .. } => {
+            return none(
+                Status::Skip,
+                format!(
+                    "no RDMA device usable: {}",
+                    verbs::explain_discovery_errno(errno)
+                ),
+            )
+        }
+        Discovery::Devices(d) if d.is_empty() => {
+            return none(
+                Status::Skip,
+                "no RDMA device (ibv_get_device_list is empty)".into(),
+            )
+        }
+        Discovery::Devices(d) => d,
+    };
+    let mut ports = Vec::new();
+    for (dev, attrs) in infiniband::read_all_ports(host).unwrap_or_default() {
+        if !devices.contains(&dev.name) {
+            continue;
+        }
+        // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate.
+        let real = dev.pci_bdf.is_some();
+        for p in attrs.into_iter().filter(|p| p.is_active()) {
+            // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
+            let Some(target) = PortTarget::of(host, &p) else {
+                continue;
+            };
+            ports.push((
+                PortInfo {
+                    device: p.device.clone(),
+                    port: p.port as u8,
+                    link_layer: p.link_layer.clone().unwrap_or_default(),
+                    rate_gbps: p.parsed_rate().filter(|_| real).map(|r| r.gbps),
+                },
+                target,
+            ));
+        }
+    }
+    if ports.is_empty() {
+        return none(
+            Status::Fail,
+            format!(
+                "RDMA devices {} present but no port is ACTIVE",
+                devices.join(" ")
+            ),
+        );
+    }
+    Inventory {
+        ports,
+        gpus,
+        none: None,
+    }
+}
+
+/// One peer: handshake, then every port pair.
+/// `expected` names the peer for the report when no handshake happened (the ring knows its neighbours).
+fn link(
+    side: &Side,
+    me: &str,
+    expected: Option<&str>,
+    token: &str,
+    inv: &Inventory,
+    settings: &Settings,
+) -> Vec<CheckResult> {
+    let local = Local {
+        node: me.to_string(),
+        ports: inv.ports.iter().map(|(p, _)| p.clone()).collect(),
+        no_ports: inv.none.as_ref().map(|(_, why)| why.clone()),
+        accept_only: match side {
+            Side::Listen(_) => expected.map(str::to_string),
+            Side::Connect(_) => None,
+        },
+    };
+    let deadline = settings.plan.deadline;
+    let (peer, role, what) = match side {
+        Side::Listen(addr) => (
+            session::listen(*addr, token, &local, deadline, &mut |line| {
+                eprintln!("fabric-preflight pair: refused {line}")
+            }),
+            Role::Responder,
+            format!("listening on {addr}"),
+        ),
+        Side::Connect(target) => (
+            session::connect(target, token, &local, deadline),
+            Role::Initiator,
+            format!("connecting to {target}"),
+        ),
+    };
+    let mut peer = match peer {
+        Ok(p) => p,
+        Err(e) => {
+            return vec![CheckResult::error(ID_HANDSHAKE, format!("{what}: {e}"))
+                .subject(format!("{me} <-> {}", expected.unwrap_or("?")))
+                .fix("start the other end with the same --token within the deadline; check that the TCP port is open between the nodes")]
+        }
+    };
+    let peer_node = peer.node.clone();
+    let subject = |l: &str, r: &str| format!("{me}:{l} <-> {peer_node}:{r}");
+    let mut results = vec![CheckResult::pass(
+        ID_HANDSHAKE,
+        format!("{what}: handshake with {} done", peer.name()),
+    )
+    .subject(format!("{me} <-> {}", peer.node))
+    .evidence("protocol version", VERSION)
+    .evidence("peer address", peer.addr)
+    .evidence(
+        "peer ports",
+        if peer.ports.is_empty() {
+            peer.no_ports.clone().unwrap_or_else(|| "none".into())
+        } else {
+            peer.ports
+                .iter()
+                .map(PortInfo::name)
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+    )];
+    if let Some((status, why)) = &inv.none {
+        results.push(
+            CheckResult::new(ID_RDMA, *status, format!("this node: {why}"))
+                .subject(format!("{me} <-> {peer_node}")),
+        );
+        return results;
+    }
+    if peer.ports.is_empty() {
+        let why = peer.no_ports.clone().unwrap_or_else(|| "no port".into());
+        results.push(
+            CheckResult::skip(ID_RDMA, format!("peer {}: {why}", peer.node))
+                .subject(format!("{me} <-> {peer_node}")),
+        );
+        return results;
+    }
+    let pairs = inv.ports.len().max(peer.ports.len());
+    for i in 0..pairs {
+        peer.port_pair = i as u32;
+        let result = match (inv.ports.get(i), peer.ports.get(i).cloned()) {
+            (Some((mine, target)), Some(theirs)) => {
+                let s = subject(&mine.name(), &theirs.name());
+                let mut r =
+                    measure_pair(&mut peer, role, mine, target, &theirs, settings).subject(s);
+                if inv.gpus > 0 {
+                    r.evidence.push(format!(
+                        "GPU memory: not tested ({} GPU(s) here; this version moves host memory only)",
+                        inv.gpus
+                    ));
+                }
+                r
+            }
+            (Some((mine, _)), None) => CheckResult::warn(
+                ID_RDMA,
+                format!(
+                    "no counterpart: {} has {} active port(s)",
+                    peer.node,
+                    peer.ports.len()
+                ),
+            )
+            .subject(subject(&mine.name(), "-")),
+            (None, Some(theirs)) => CheckResult::warn(
+                ID_RDMA,
+                format!(
+                    "no counterpart: this node has {} active port(s)",
+                    inv.ports.len()
+                ),
+            )
+            .subject(subject("-", &theirs.name())),
+            (None, None) => unreachable!(),
+        };
+        results.push(result);
+    }
+    results
+}
+
+fn measure_pair(
+    peer: &mut Peer,
+    role: Role,
+    mine: &PortInfo,
+    target: &PortTarget,
+    theirs: &PortInfo,
+    settings: &Settings,
+) -> CheckResult {
+    if mine.link_layer != theirs.link_layer {
+        // Both ends see the same two announcements, so both skip the transfer without a word.
+        return CheckResult::fail(
+            ID_RDMA,
+            format!(
+                "link layers differ: {} here, {} on {}",
+                mine.link_layer, theirs.link_layer, peer.node
+            ),
+        )
+        .fix("pair ports of the same fabric (InfiniBand with InfiniBand, RoCE with RoCE)");
+    }
+    let outcome = rdma_pair::run(role, target, settings.plan, peer);
+    let mut r = match outcome {
+        Ok(o) => judge::judge(
+            &o,
+            judge::comparable_rate(mine.rate_gbps, theirs.rate_gbps),
+            &settings.pct,
+            &settings.lat,
+        ),
+        Err(f) => failed(peer, &f),
+    };
+    r.evidence.insert(
+        0,
+        format!(
+            "{}: link layer {}, rate {}",
+            mine.name(),
+            mine.link_layer,
+            rate_text(mine.rate_gbps)
+        ),
+    );
+    r.evidence.insert(
+        1,
+        format!(
+            "{}:{}: link layer {}, rate {}",
+            peer.node,
+            theirs.name(),
+            theirs.link_layer,
+            rate_text(theirs.rate_gbps)
+        ),
+    );
+    r
+}
+
+fn rate_text(rate: Option<f64>) -> String {
+    rate.map(|r| format!("{r} Gb/s"))
+        .unwrap_or_else(|| "not meaningful (software device) or unreadable".into())
+}
+
+/// A transfer that stopped: a broken path (completion errors while the peer is alive) fails; a peer that went
+/// away or a call that could not be made is an error, naming the peer.
+fn failed(peer: &mut Peer, f: &Failure) -> CheckResult {
+    let gone = peer.is_gone();
+    let name = peer.name();
+    let text = format!("{}: {}", f.stage, f.message);
+    if gone {
+        CheckResult::error(
+            ID_RDMA,
+            format!("peer {name} went away mid-transfer ({text})"),
+        )
+        .fix(format!(
+            "see why fabric-preflight on {} stopped (its own report or log)",
+            peer.node
+        ))
+    } else if f.stage.contains("completion") {
+        CheckResult::fail(ID_RDMA, format!("transfer with {name} failed: {text}"))
+            .fix("the path between the two ports drops or refuses traffic: check both ends' rdma.link, MTU, GID index, partition/VLAN, cable and switch port")
+    } else {
+        CheckResult::error(ID_RDMA, format!("with {name}: {text}"))
+    }
+}
+
+/// `--summarize`: every node's ring links together, and the node common to the failing ones.
+fn summarize(
+    args: &PairArgs,
+    outputs: &[(crate::report::Format, super::run::Target)],
+    profile: &str,
+) -> anyhow::Result<u8> {
+    let mut reports = Vec::new();
+    for path in &args.summarize {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let report: RunReport = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a fabric-preflight JSON report", path.display()))?;
+        reports.push(report);
+    }
+    let links = judge::links_from_reports(&reports);
+    if links.is_empty() {
+        bail!("no pair.ring results in the given reports (they come from `pair --ring --format json`)");
+    }
+    let mut summary = judge::ring_summary(&format!("{} reports", reports.len()), &links);
+    summary.evidence.insert(
+        0,
+        format!(
+            "reports from {}",
+            reports
+                .iter()
+                .map(|r| r.host.hostname.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    let report = RunReport::new(
+        HostInfo {
+            hostname: "(ring summary)".into(),
+            node_name: "(ring summary)".into(),
+            kernel: "-".into(),
+            root: "-".into(),
+        },
+        profile.to_string(),
+        0,
+        vec![summary],
+    );
+    let report = report.with_strict(args.strict);
+    let code = report.exit_code;
+    Ok(deliver(
+        &report,
+        outputs,
+        args.color,
+        false,
+        args.termination_log.as_deref(),
+        code,
+    ))
+}

@@ -1,0 +1,418 @@
+//! One port of this node against one port of another, over an RC queue pair (`measure::rc`): RDMA WRITE and
+//! RDMA READ bandwidth with the data checked at the receiving end, and SEND/RECV ping-pong latency (one-way =
+//! half the round trip, as perftest's `ib_send_lat` reports). The initiator drives; the responder serves and
+//! checks. Both sides synchronise through a [`Channel`] (the `pair` TCP connection); nothing here knows
+//! sockets or verdicts.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::queue_pair::QueuePair;
+
+use crate::isolate::breadcrumb;
+use sideway::ibverbs::completion::BasicCompletionQueue;
+use sideway::ibverbs::queue_pair::BasicQueuePair;
+
+use crate::measure::rc::{self, fail, Failure, Op, PortTarget, Region, Registration, Remote};
+use crate::measure::rdma_loopback::{bits_per_sec_gbps, pattern_from, percentile_us};
+
+/// What the two ends tell each other during a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Sync {
+    /// The sender's QP and buffer: `addr..addr+len`, source half first.
+    Endpoint {
+        remote: Remote,
+        addr: u64,
+        rkey: u32,
+        len: u64,
+    },
+    /// The sender's QP is connected and its first receive posted.
+    Ready,
+    /// The initiator finished writing into the responder's destination half.
+    WriteDone,
+    /// The responder's destination half equals the pattern.
+    WriteChecked { verified: bool },
+    /// The initiator starts the ping-pong.
+    PingStart,
+    /// The initiator's numbers, so both reports carry the same result.
+    Outcome(PairOutcome),
+    /// The sender stopped here.
+    Failed(Failure),
+}
+
+/// The control channel: ordered, reliable, bounded in time; its errors name the peer.
+pub trait Channel {
+    fn send(&mut self, step: Sync) -> Result<(), Failure>;
+    fn recv(&mut self, during: &str) -> Result<Sync, Failure>;
+    /// The peer closed its end (its process ended); checked while waiting for completions.
+    fn peer_gone(&mut self) -> bool;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    Initiator,
+    Responder,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PairPlan {
+    pub message_bytes: usize,
+    pub bw_messages: u32,
+    pub queue_depth: u32,
+    pub pings: u32,
+    /// Each phase (WRITE, READ, ping-pong) ends after its count or this long, whichever comes first.
+    pub phase_time: Duration,
+    /// Hard end: a phase cut by it is `cut_short`.
+    pub deadline: Instant,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairOutcome {
+    pub registration: Registration,
+    pub write_gbps: f64,
+    pub write_verified: bool,
+    pub read_gbps: f64,
+    pub read_verified: bool,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub pings: u32,
+    /// The deadline ended a phase early.
+    pub cut_short: bool,
+}
+
+const PING_BYTES: u32 = 8;
+/// The last ping: tells the responder to stop echoing.
+const PING_STOP: u64 = u64::MAX;
+/// A responder that gets no ping for this long decides the initiator is gone.
+const PING_IDLE: Duration = Duration::from_secs(5);
+/// How often a wait for completions looks whether the peer is still there.
+const LIVENESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Waits for completions on `cq` until `until`, in slices; between slices a peer that closed its control
+/// connection ends the wait at once (a dead peer never acknowledges, so waiting out the deadline tells nothing).
+fn completions(
+    cq: &BasicCompletionQueue,
+    until: Instant,
+    what: &str,
+    ch: &mut dyn Channel,
+) -> Result<Vec<u64>, Failure> {
+    loop {
+        match rc::poll(cq, until.min(Instant::now() + LIVENESS_EVERY), what) {
+            Err(f) if rc::timed_out(&f) && Instant::now() < until => {
+                if ch.peer_gone() {
+                    return Err(fail(
+                        &format!("peer: {what}"),
+                        format!("the peer closed its control connection while {what} was in flight: it died mid-transfer"),
+                    ));
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Runs one port pair in host memory. A failure is sent to the peer (best effort) before it is returned.
+pub fn run(
+    role: Role,
+    target: &PortTarget,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<PairOutcome, Failure> {
+    let result = run_inner(role, target, plan, ch);
+    if let Err(f) = &result {
+        if !f.stage.starts_with("peer") && !f.stage.starts_with("control") {
+            let _ = ch.send(Sync::Failed(f.clone()));
+        }
+    }
+    result
+}
+
+fn run_inner(
+    role: Role,
+    target: &PortTarget,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<PairOutcome, Failure> {
+    let half = plan.message_bytes;
+    if half < PING_BYTES as usize || half > u32::MAX as usize {
+        return Err(fail("plan", format!("message size {half} out of range")));
+    }
+    let mut buf = vec![0u8; 2 * half];
+    buf[..half].copy_from_slice(&pattern_from(0, half));
+    let addr = buf.as_mut_ptr() as u64;
+    let (src, dst) = (addr, addr + half as u64);
+
+    let depth = plan.queue_depth.max(1);
+    let port = rc::open_port(target, depth)?;
+    let (mr, registration) = port.register(Region {
+        addr,
+        len: buf.len(),
+        dmabuf_fd: None,
+        host_visible: true,
+    })?;
+    let send_cq = port.create_cq(depth + 4)?;
+    let recv_cq = port.create_cq(4)?;
+    let mut qp = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
+    let lkey = mr.lkey();
+    let psn = match role {
+        Role::Initiator => 0x1000,
+        Role::Responder => 0x2000,
+    };
+    ch.send(Sync::Endpoint {
+        remote: Remote {
+            qpn: qp.qp_number(),
+            psn,
+            lid: port.lid,
+            gid: target.roce_gid.map(|(_, raw)| raw),
+        },
+        addr,
+        rkey: mr.rkey(),
+        len: buf.len() as u64,
+    })?;
+    let (peer, peer_addr, peer_rkey, peer_len) = match expect(ch, "endpoint exchange")? {
+        Sync::Endpoint {
+            remote,
+            addr,
+            rkey,
+            len,
+        } => (remote, addr, rkey, len),
+        other => return Err(unexpected("endpoint exchange", &other)),
+    };
+    if peer_len != buf.len() as u64 {
+        return Err(fail(
+            "endpoint exchange",
+            format!(
+                "peer registered {peer_len} bytes, this node {}: run both ends with the same --message-size",
+                buf.len()
+            ),
+        ));
+    }
+    port.connect(&mut qp, target, &peer, psn)?;
+    // Receives need a connected QP (rxe refuses them in RESET). The ping buffer is the start of the destination
+    // half; the first ping comes only after both ends said Ready, so this receive is there in time.
+    rc::post_recv(&mut qp, 0, lkey, dst, PING_BYTES)?;
+    ch.send(Sync::Ready)?;
+    match expect(ch, "connect")? {
+        Sync::Ready => {}
+        other => return Err(unexpected("connect", &other)),
+    }
+
+    let outcome = match role {
+        Role::Initiator => {
+            let mut cut_short = false;
+            // WRITE our source half into the peer's destination half; the peer checks it.
+            let write = Op::Write {
+                rkey: peer_rkey,
+                remote: peer_addr + half as u64,
+            };
+            let (write_gbps, _, cut) = stream(&mut qp, &send_cq, write, lkey, src, plan, ch)?;
+            cut_short |= cut;
+            ch.send(Sync::WriteDone)?;
+            let write_verified = match expect(ch, "RDMA WRITE check")? {
+                Sync::WriteChecked { verified } => verified,
+                other => return Err(unexpected("RDMA WRITE check", &other)),
+            };
+            // READ the peer's source half into our destination half, then compare.
+            buf[half..].fill(0);
+            let read = Op::Read {
+                rkey: peer_rkey,
+                remote: peer_addr,
+            };
+            let (read_gbps, n, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
+            cut_short |= cut;
+            let read_verified = n > 0 && buf[..half] == buf[half..];
+            ch.send(Sync::PingStart)?;
+            let (samples, cut) = ping(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
+            cut_short |= cut;
+            let outcome = PairOutcome {
+                registration,
+                write_gbps,
+                write_verified,
+                read_gbps,
+                read_verified,
+                latency_p50_us: percentile_us(&samples, 50),
+                latency_p99_us: percentile_us(&samples, 99),
+                pings: samples.len() as u32,
+                cut_short,
+            };
+            ch.send(Sync::Outcome(outcome.clone()))?;
+            outcome
+        }
+        Role::Responder => {
+            match expect(ch, "RDMA WRITE")? {
+                Sync::WriteDone => {}
+                other => return Err(unexpected("RDMA WRITE", &other)),
+            }
+            let verified = buf[..half] == buf[half..];
+            ch.send(Sync::WriteChecked { verified })?;
+            match expect(ch, "RDMA READ")? {
+                Sync::PingStart => {}
+                other => return Err(unexpected("RDMA READ", &other)),
+            }
+            echo(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
+            match expect(ch, "latency")? {
+                Sync::Outcome(o) => o,
+                other => return Err(unexpected("latency", &other)),
+            }
+        }
+    };
+    breadcrumb("ibv teardown (ibv_destroy_qp, ibv_dereg_mr, ibv_destroy_cq, ibv_dealloc_pd, ibv_close_device)");
+    drop(qp);
+    drop(mr);
+    Ok(outcome)
+}
+
+/// The next step from the peer; a `Failed` from it becomes our failure, naming its stage.
+fn expect(ch: &mut dyn Channel, during: &str) -> Result<Sync, Failure> {
+    match ch.recv(during)? {
+        Sync::Failed(f) => Err(fail(
+            &format!("peer: {}", f.stage),
+            format!("the peer stopped: {}", f.message),
+        )),
+        s => Ok(s),
+    }
+}
+
+fn unexpected(during: &str, got: &Sync) -> Failure {
+    fail(
+        "control",
+        format!("unexpected {got:?} from the peer during {during}"),
+    )
+}
+
+fn read_u64(addr: u64) -> u64 {
+    // SAFETY: `addr` is the start of our own live buffer, at least 8 bytes long; the HCA finished writing it
+    // (its receive completion was polled).
+    unsafe { std::ptr::read_volatile(addr as *const u64) }
+}
+
+fn write_u64(addr: u64, v: u64) {
+    // SAFETY: as in `read_u64`; no work request reads these bytes while we write them.
+    unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
+}
+
+/// Initiator: `plan.pings` round trips of 8 bytes, then a stop ping. Returns the one-way latencies, sorted.
+#[allow(clippy::too_many_arguments)]
+fn ping(
+    qp: &mut BasicQueuePair,
+    send_cq: &BasicCompletionQueue,
+    recv_cq: &BasicCompletionQueue,
+    lkey: u32,
+    src: u64,
+    dst: u64,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<(Vec<Duration>, bool), Failure> {
+    let mut samples = Vec::with_capacity(plan.pings as usize);
+    let mut cut_short = false;
+    let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
+    let scratch = src; // the pattern is restored nowhere after this; the bulk phases are over
+    for i in 0..u64::from(plan.pings) {
+        if Instant::now() >= phase_end {
+            cut_short = Instant::now() >= plan.deadline;
+            break;
+        }
+        write_u64(scratch, i);
+        let t = Instant::now();
+        rc::post(qp, Op::Send, i, lkey, scratch, PING_BYTES)?;
+        completions(send_cq, plan.deadline, "SEND", ch)?;
+        completions(recv_cq, plan.deadline, "RECV", ch)?;
+        samples.push(t.elapsed() / 2);
+        rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
+    }
+    write_u64(scratch, PING_STOP);
+    rc::post(qp, Op::Send, PING_STOP, lkey, scratch, PING_BYTES)?;
+    completions(send_cq, plan.deadline, "SEND", ch)?;
+    samples.sort_unstable();
+    Ok((samples, cut_short))
+}
+
+/// Responder: echo every ping until the stop ping; silence for [`PING_IDLE`] means the initiator is gone.
+#[allow(clippy::too_many_arguments)]
+fn echo(
+    qp: &mut BasicQueuePair,
+    send_cq: &BasicCompletionQueue,
+    recv_cq: &BasicCompletionQueue,
+    lkey: u32,
+    src: u64,
+    dst: u64,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<(), Failure> {
+    loop {
+        let wait_until = plan.deadline.min(Instant::now() + PING_IDLE);
+        completions(recv_cq, wait_until, "RECV", ch).map_err(|f| {
+            fail(
+                "peer: latency",
+                format!(
+                    "no ping from the peer ({}): it stopped mid-transfer",
+                    f.message
+                ),
+            )
+        })?;
+        let seq = read_u64(dst);
+        if seq == PING_STOP {
+            return Ok(());
+        }
+        rc::post_recv(qp, seq + 1, lkey, dst, PING_BYTES)?;
+        write_u64(src, seq);
+        rc::post(qp, Op::Send, seq, lkey, src, PING_BYTES)?;
+        completions(send_cq, plan.deadline, "SEND", ch)?;
+    }
+}
+
+/// Keeps `plan.queue_depth` signalled `op`s of one message from `local` in flight until `plan.bw_messages`
+/// completed or the phase time is up; returns Gb/s, how many completed, and whether the deadline cut it short.
+fn stream(
+    qp: &mut BasicQueuePair,
+    cq: &BasicCompletionQueue,
+    op: Op,
+    lkey: u32,
+    local: u64,
+    plan: PairPlan,
+    ch: &mut dyn Channel,
+) -> Result<(f64, u32, bool), Failure> {
+    let (len, count, depth) = (
+        plan.message_bytes as u32,
+        plan.bw_messages,
+        plan.queue_depth.max(1),
+    );
+    let started = Instant::now();
+    let phase_end = (started + plan.phase_time).min(plan.deadline);
+    let (mut posted, mut completed) = (0u32, 0u32);
+    loop {
+        while posted < count && posted - completed < depth && Instant::now() < phase_end {
+            rc::post(qp, op, u64::from(posted), lkey, local, len)?;
+            posted += 1;
+        }
+        if posted == completed {
+            let gbps = bits_per_sec_gbps(u64::from(completed) * u64::from(len), started.elapsed());
+            let cut = completed < count && Instant::now() >= plan.deadline;
+            return Ok((gbps, completed, cut));
+        }
+        completed += completions(cq, plan.deadline, op.name(), ch)?.len() as u32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sync_round_trips_through_json() {
+        let s = Sync::Endpoint {
+            remote: Remote {
+                qpn: 7,
+                psn: 0x1000,
+                lid: 3,
+                gid: Some([1; 16]),
+            },
+            addr: 0xdead,
+            rkey: 9,
+            len: 16,
+        };
+        let back: Sync = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+}
