@@ -15,6 +15,12 @@ step() { # name command...: run it, keep its output and exit code, never stop th
 "$BIN" --version > "$OUT/version.txt" 2>&1
 step record-machine bench/record-machine.sh "$BIN" "$OUT/record"
 step presence-live bench/presence-live.sh --bin "$BIN"
+# After record-machine's udev fix, so cuFile really reads: the statistics layout of the loaded libcufile.
+step gds-read-stats bench/gds-read-stats.sh --bin "$BIN" --dir /var/tmp
+step npd-line "$BIN" run --profile auto --format npd
+if [ -x target/x86_64-unknown-linux-gnu/release/fabric-preflight ]; then
+  step portable-live bench/portable-live.sh --profile hgx-h200-ib
+fi
 step fleet-reports bench/fleet-reports.sh "$BIN" "$OUT/fleet"
 step loopbacks-generic "$BIN" run --only rdma.loopback,gdr.loopback --color never
 step loopbacks-hgx-h200-ib "$BIN" run --profile hgx-h200-ib --only rdma.loopback,gdr.loopback --color never

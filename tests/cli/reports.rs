@@ -498,17 +498,19 @@ fn a_report_file_that_cannot_be_renamed_over_is_written_in_place() {
 /// run reports of the generic, auto and node-type profiles, `topo` and `nccl` on that machine.
 #[test]
 fn the_h200_recording_matches_the_schemas() {
-    let dir = testdata("device/h200/session-2026-12-01");
-    for (file, schema) in [
-        ("run-generic.json", Schema::Run),
-        ("run-hgx-h200-ib.json", Schema::Run),
-        ("fleet/run-auto.json", Schema::Run),
-        ("fleet/run-auto-strict.json", Schema::Run),
-        ("topo.json", Schema::Topo),
-        ("fleet/topo.json", Schema::Topo),
-        ("nccl-h200-1rank.json", Schema::Nccl),
-    ] {
-        let bytes = std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        json(schema, &bytes);
+    for session in ["session-2026-12-01", "session-2026-12-01-final"] {
+        let dir = testdata(&format!("device/h200/{session}"));
+        for (file, schema) in [
+            ("run-generic.json", Schema::Run),
+            ("run-hgx-h200-ib.json", Schema::Run),
+            ("fleet/run-auto.json", Schema::Run),
+            ("fleet/run-auto-strict.json", Schema::Run),
+            ("topo.json", Schema::Topo),
+            ("fleet/topo.json", Schema::Topo),
+            ("nccl-h200-1rank.json", Schema::Nccl),
+        ] {
+            let bytes = std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            json(schema, &bytes);
+        }
     }
 }
