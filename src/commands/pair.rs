@@ -249,11 +249,11 @@ fn inventory(host: &Host) -> Inventory {
     };
     let mut ports = Vec::new();
     for (dev, attrs) in infiniband::read_all_ports(host).unwrap_or_default() {
-        if !devices.contains(&dev.name) {
+        if !devices.contains(&dev) {
             continue;
         }
         // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate.
-        let real = dev.pci_bdf.is_some();
+        let real = infiniband::read_device_bdf(host, &dev).is_some();
         for p in attrs.into_iter().filter(|p| p.is_active()) {
             // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
             let Some(target) = PortTarget::of(host, &p) else {

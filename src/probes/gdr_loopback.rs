@@ -123,9 +123,9 @@ impl Probe for GdrLoopback {
         };
         let ports: Vec<(PortAttrs, Option<String>)> = all_ports
             .into_iter()
-            .filter(|(d, _)| devices.contains(&d.name))
+            .filter(|(d, _)| devices.contains(d))
             .flat_map(|(d, ports)| {
-                let bdf = infiniband::read_device_bdf(cx.host, &d.name);
+                let bdf = infiniband::read_device_bdf(cx.host, &d);
                 ports
                     .into_iter()
                     .filter(PortAttrs::is_active)

@@ -89,9 +89,9 @@ impl Probe for RdmaLoopback {
         };
         let ports: Vec<(PortAttrs, bool)> = all_ports
             .into_iter()
-            .filter(|(d, _)| devices.contains(&d.name))
+            .filter(|(d, _)| devices.contains(d))
             .flat_map(|(d, ports)| {
-                let software = d.pci_bdf.is_none();
+                let software = infiniband::read_device_bdf(cx.host, &d).is_none();
                 ports.into_iter().map(move |p| (p, software))
             })
             .collect();

@@ -321,8 +321,7 @@ mod tests {
         for x in &r {
             assert_eq!(x.status, Status::Error, "{x:#?}");
             assert!(
-                x.summary
-                    .contains("link layer unreadable (<not UTF-8 text>)"),
+                x.summary.contains("link_layer: <not UTF-8 text>"),
                 "{}",
                 x.summary
             );

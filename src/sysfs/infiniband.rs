@@ -94,16 +94,22 @@ pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
         .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some())
 }
 
+/// Port numbers under `ports/`, ascending; an unreadable directory is the error, never no port.
+pub fn read_port_numbers(host: &Host, name: &str) -> Result<Vec<u32>, ReadError> {
+    let dir = real_dir(host, &device_dir(name));
+    host.read_dir(&format!("{dir}/ports")).map(|names| {
+        let mut ports: Vec<u32> = names.iter().filter_map(|p| p.parse().ok()).collect();
+        ports.sort_unstable();
+        ports
+    })
+}
+
 pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let dir = real_dir(host, &device_dir(name));
     let read = |file: &str| host.read(&format!("{dir}/{file}")).ok();
     let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     let pci_bdf = read_device_bdf(host, name);
-    let ports = host.read_dir(&format!("{dir}/ports")).map(|names| {
-        let mut ports: Vec<u32> = names.iter().filter_map(|p| p.parse().ok()).collect();
-        ports.sort_unstable();
-        ports
-    });
+    let ports = read_port_numbers(host, name);
     RdmaDevice {
         name: name.to_string(),
         node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
@@ -113,6 +119,13 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
         pci_bdf,
         ports,
     }
+}
+
+/// `hca_type` (`MT4129`): the HCA model; `None` where the driver has none (missing or empty). An unreadable
+/// file is the error: the model decides which ports are compared as siblings.
+pub fn read_hca_type(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
+    let dir = real_dir(host, &device_dir(name));
+    Ok(crate::host::optional(host.read(&format!("{dir}/hca_type")))?.filter(|t| !t.is_empty()))
 }
 
 /// `rate`: `400 Gb/sec (4X NDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)` (old kernels).
@@ -197,6 +210,35 @@ impl PortAttrs {
     pub fn parsed_rate(&self) -> Option<Rate> {
         self.rate.as_deref().ok().and_then(parse_rate)
     }
+    /// The first attribute that could not be read or holds no value the kernel writes: the port's state is then
+    /// unknown, whichever attribute a probe looks at (they are read together, so each must be sound).
+    pub fn unread(&self) -> Option<ReadError> {
+        let dir = port_dir(&self.device, self.port);
+        type Sound = fn(&str) -> bool;
+        let checks: [(&str, &Result<String, ReadError>, Sound); 6] = [
+            ("state", &self.state, |t| parse_numbered(t).is_some()),
+            ("phys_state", &self.phys_state, |t| {
+                parse_numbered(t).is_some()
+            }),
+            ("rate", &self.rate, |t| parse_rate(t).is_some()),
+            ("link_layer", &self.link_layer, |t| {
+                ["InfiniBand", "Ethernet", "Unknown"].contains(&t)
+            }),
+            ("lid", &self.lid, |t| parse_lid(t).is_some()),
+            ("sm_lid", &self.sm_lid, |t| parse_lid(t).is_some()),
+        ];
+        checks
+            .into_iter()
+            .find_map(|(name, value, sound)| match value {
+                Err(e) => Some(e.clone()),
+                Ok(t) if !sound(t) => Some(ReadError {
+                    path: format!("{dir}/{name}"),
+                    kind: ReadErrorKind::Other(format!("not a value the kernel writes: {t:?}")),
+                }),
+                Ok(_) => None,
+            })
+    }
+
     /// `(path, value or reason)` for every attribute, in a fixed order.
     pub fn evidence(&self) -> Vec<(String, String)> {
         let dir = port_dir(&self.device, self.port);
@@ -237,21 +279,35 @@ pub fn read_port(host: &Host, dev: &str, port: u32) -> PortAttrs {
     }
 }
 
-/// Every port of every RDMA device, in natural device order.
-pub fn read_all_ports(host: &Host) -> Result<Vec<(RdmaDevice, Vec<PortAttrs>)>, ReadError> {
-    read_device_names(host)?
+/// `(device, port)` for every port of every RDMA device, in natural device order; only directories are listed,
+/// so a probe that needs no port attribute reads none.
+pub fn read_all_port_ids(host: &Host) -> Result<Vec<(String, u32)>, ReadError> {
+    let mut out = Vec::new();
+    for name in read_device_names(host)? {
+        for port in read_port_numbers(host, &name)? {
+            out.push((name.clone(), port));
+        }
+    }
+    Ok(out)
+}
+
+/// Every port of every RDMA device with its attributes, grouped by device name, in natural device order. A port
+/// attribute that could not be read, or that holds garbage, is the error ([`PortAttrs::unread`]).
+pub fn read_all_ports(host: &Host) -> Result<Vec<(String, Vec<PortAttrs>)>, ReadError> {
+    let mut out: Vec<(String, Vec<PortAttrs>)> = read_device_names(host)?
         .into_iter()
-        .map(|name| {
-            let dev = read_device(host, &name);
-            let ports = dev
-                .ports
-                .clone()?
-                .iter()
-                .map(|p| read_port(host, &name, *p))
-                .collect();
-            Ok((dev, ports))
-        })
-        .collect()
+        .map(|name| (name, Vec::new()))
+        .collect();
+    for (name, ports) in &mut out {
+        for port in read_port_numbers(host, name)? {
+            let attrs = read_port(host, name, port);
+            if let Some(e) = attrs.unread() {
+                return Err(e);
+            }
+            ports.push(attrs);
+        }
+    }
+    Ok(out)
 }
 
 pub fn gid_path(dev: &str, port: u32, index: u32) -> String {
@@ -397,8 +453,10 @@ pub struct Counter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CounterValue {
     Value(u64),
-    /// `N/A (no PMA)` or another non-number.
+    /// `N/A (no PMA)`: the driver says it has no value.
     NotAvailable(String),
+    /// Listed, but not read: the caller did not want it.
+    NotRead,
     Unreadable(String),
 }
 
@@ -427,8 +485,15 @@ pub fn is_saturated(name: &str, value: u64) -> bool {
 }
 
 /// `counters/*` then `hw_counters/*` of one port. `hw_counters/lifespan` is a setting, not a counter. A
-/// directory that cannot be listed is one entry named after it (`counters`), unreadable.
-pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
+/// directory that cannot be listed is one entry named after it (`counters`), unreadable. Only the counters
+/// `wanted` (by `group/name`) are read: some platforms log a firmware message per read. A wanted file holding
+/// neither a count nor `N/A` is unreadable, never a missing value.
+pub fn read_counters(
+    host: &Host,
+    dev: &str,
+    port: u32,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<Counter> {
     let shown = port_dir(dev, port);
     let real = real_dir(host, &shown);
     let mut out = Vec::new();
@@ -451,15 +516,21 @@ pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
                 continue;
             }
             let path = format!("{shown}/{group}/{name}");
-            let value = match host.read_value(&format!("{real}/{group}/{name}")) {
-                Ok(t) => match t.trim().parse() {
-                    Ok(v) => CounterValue::Value(v),
-                    Err(_) => CounterValue::NotAvailable(t),
-                },
-                Err(e) => CounterValue::Unreadable(e.reason()),
+            let full = format!("{group}/{name}");
+            let value = if !wanted(&full) {
+                CounterValue::NotRead
+            } else {
+                match host.read_value(&format!("{real}/{group}/{name}")) {
+                    Ok(t) => match t.trim().parse() {
+                        Ok(v) => CounterValue::Value(v),
+                        Err(_) if t.starts_with("N/A") => CounterValue::NotAvailable(t),
+                        Err(_) => CounterValue::Unreadable(format!("<not a count: {t:?}>")),
+                    },
+                    Err(e) => CounterValue::Unreadable(e.reason()),
+                }
             };
             out.push(Counter {
-                name: format!("{group}/{name}"),
+                name: full,
                 path,
                 value,
             });
