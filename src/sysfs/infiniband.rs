@@ -72,6 +72,9 @@ pub struct RdmaDevice {
     pub pci_bdf: Option<String>,
     /// Port numbers, ascending; an unreadable `ports/` directory is kept as the error, never read as no port.
     pub ports: Result<Vec<u32>, ReadError>,
+    /// The first attribute file that exists but could not be read (its field is then `None`): missing is a fact
+    /// about the driver, unreadable is not.
+    pub unread: Option<ReadError>,
 }
 
 /// `1: CA` → (1, `CA`); also used for `state` (`4: ACTIVE`) and `phys_state` (`5: LinkUp`).
@@ -106,18 +109,23 @@ pub fn read_port_numbers(host: &Host, name: &str) -> Result<Vec<u32>, ReadError>
 
 pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let dir = real_dir(host, &device_dir(name));
-    let read = |file: &str| host.read(&format!("{dir}/{file}")).ok();
+    let unread = std::cell::RefCell::new(None);
+    let read = |file: &str| {
+        crate::host::optional(host.read(&format!("{dir}/{file}"))).unwrap_or_else(|e| {
+            unread.borrow_mut().get_or_insert(e);
+            None
+        })
+    };
     let opt = |file: &str| read(file).filter(|s| !s.is_empty());
-    let pci_bdf = read_device_bdf(host, name);
-    let ports = read_port_numbers(host, name);
     RdmaDevice {
         name: name.to_string(),
         node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
         fw_ver: read("fw_ver"),
         board_id: opt("board_id"),
         hca_type: opt("hca_type"),
-        pci_bdf,
-        ports,
+        pci_bdf: read_device_bdf(host, name),
+        ports: read_port_numbers(host, name),
+        unread: unread.into_inner(),
     }
 }
 
