@@ -248,7 +248,11 @@ fn inventory(host: &Host) -> Inventory {
         Discovery::Devices(d) => d,
     };
     let mut ports = Vec::new();
-    for (dev, attrs) in infiniband::read_all_ports(host).unwrap_or_default() {
+    let all_ports = match infiniband::read_all_ports(host) {
+        Ok(p) => p,
+        Err(e) => return none(Status::Error, e.to_string()),
+    };
+    for (dev, attrs) in all_ports {
         if !devices.contains(&dev) {
             continue;
         }
@@ -256,8 +260,10 @@ fn inventory(host: &Host) -> Inventory {
         let real = infiniband::read_device_bdf(host, &dev).is_some();
         for p in attrs.into_iter().filter(|p| p.is_active()) {
             // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
-            let Some(target) = PortTarget::of(host, &p) else {
-                continue;
+            let target = match PortTarget::of(host, &p) {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(e) => return none(Status::Error, e.to_string()),
             };
             ports.push((
                 PortInfo {

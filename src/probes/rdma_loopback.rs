@@ -113,10 +113,14 @@ impl Probe for RdmaLoopback {
             return vec![r];
         }
         // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
-        let targets: Vec<Option<PortTarget>> = active
+        let targets: Vec<Option<PortTarget>> = match active
             .iter()
             .map(|(p, _)| PortTarget::of(cx.host, p))
-            .collect();
+            .collect()
+        {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
         let deadline = cx.deadline;
         let obtained = cx

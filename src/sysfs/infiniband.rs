@@ -333,15 +333,28 @@ pub fn parse_gid(text: &str) -> Option<&str> {
     (!gid.is_empty() && !empty).then_some(gid)
 }
 
-/// `gids/<index>`; `None` for an empty slot (all zeros, or EINVAL as some kernels answer).
+/// A file holding no value the kernel writes there.
+fn garbled(path: String, text: &str) -> ReadError {
+    ReadError {
+        path,
+        kind: ReadErrorKind::Other(format!("not a value the kernel writes: {:?}", text.trim())),
+    }
+}
+
+/// `gids/<index>`; `None` for an empty slot (all zeros, or EINVAL as some kernels answer). Text that is not a
+/// GID is the error.
 pub fn read_gid(
     host: &Host,
     dev: &str,
     port: u32,
     index: u32,
 ) -> Result<Option<String>, ReadError> {
-    match host.read(&gid_path(dev, port, index)) {
-        Ok(text) => Ok(parse_gid(&text).map(str::to_string)),
+    let path = gid_path(dev, port, index);
+    match host.read(&path) {
+        Ok(text) => match parse_gid(&text) {
+            Some(gid) if parse_gid_bytes(gid).is_none() => Err(garbled(path, &text)),
+            gid => Ok(gid.map(str::to_string)),
+        },
         Err(e) if e.kind == ReadErrorKind::InvalidArgument => Ok(None),
         Err(e) => Err(e),
     }
@@ -362,14 +375,18 @@ pub fn parse_gid_bytes(gid: &str) -> Option<[u8; 16]> {
 }
 
 /// `gid_attrs/types/<index>` (`RoCE v2`, `IB/RoCE v1`). An empty slot fails with EINVAL: that is `None`, as
-/// is a missing file (recorded trees cannot record EINVAL).
+/// is a missing file (recorded trees cannot record EINVAL). Any other text is the error.
 pub fn read_gid_type(
     host: &Host,
     dev: &str,
     port: u32,
     index: u32,
 ) -> Result<Option<String>, ReadError> {
-    empty_slot_is_none(host.read(&gid_type_path(dev, port, index)))
+    let path = gid_type_path(dev, port, index);
+    match empty_slot_is_none(host.read(&path))? {
+        Some(t) if !["RoCE v2", "IB/RoCE v1"].contains(&t.trim()) => Err(garbled(path, &t)),
+        t => Ok(t),
+    }
 }
 
 /// `gid_attrs/ndevs/<index>`: the netdev carrying the GID; `None` when the slot has none.
@@ -398,16 +415,17 @@ fn empty_slot_is_none(read: Result<String, ReadError>) -> Result<Option<String>,
     }
 }
 
-/// Indices present under `gids/`, ascending.
-pub fn read_gid_indices(host: &Host, dev: &str, port: u32) -> Vec<u32> {
-    let mut idx: Vec<u32> = host
-        .read_dir(&format!("{}/gids", port_dir(dev, port)))
+/// Indices present under `gids/`, ascending; none when there is no `gids/`. One that cannot be listed is the
+/// error, never "no GID".
+pub fn read_gid_indices(host: &Host, dev: &str, port: u32) -> Result<Vec<u32>, ReadError> {
+    let names = crate::host::optional(host.read_dir(&format!("{}/gids", port_dir(dev, port))))?;
+    let mut idx: Vec<u32> = names
         .unwrap_or_default()
         .iter()
         .filter_map(|s| s.parse().ok())
         .collect();
     idx.sort_unstable();
-    idx
+    Ok(idx)
 }
 
 /// `0000:0000:0000:0000:0000:ffff:0a01:0203` → `10.1.2.3`.
@@ -427,22 +445,29 @@ pub fn gid_ipv4(gid: &str) -> Option<String> {
     ))
 }
 
-/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
-pub fn roce_v2_gid(host: &Host, dev: &str, port: u32) -> Option<(u32, [u8; 16])> {
-    let mut found: Vec<(u32, String)> = read_gid_indices(host, dev, port)
-        .into_iter()
-        .filter(|&i| {
-            read_gid_type(host, dev, port, i)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t == "RoCE v2")
-        })
-        .filter_map(|i| Some((i, read_gid(host, dev, port, i).ok()??)))
-        .collect();
+/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick. `None`
+/// when it has none; a GID slot that cannot be read is the error (it may be the one to pick).
+pub fn roce_v2_gid(
+    host: &Host,
+    dev: &str,
+    port: u32,
+) -> Result<Option<(u32, [u8; 16])>, ReadError> {
+    let mut found: Vec<(u32, String)> = Vec::new();
+    for i in read_gid_indices(host, dev, port)? {
+        let (Some(t), Some(gid)) = (
+            read_gid_type(host, dev, port, i)?,
+            read_gid(host, dev, port, i)?,
+        ) else {
+            continue;
+        };
+        if t == "RoCE v2" {
+            found.push((i, gid));
+        }
+    }
     found.sort_by_key(|(i, gid)| (gid_ipv4(gid).is_none(), *i));
-    found
+    Ok(found
         .into_iter()
-        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw)))
+        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw))))
 }
 
 pub fn gid_is_link_local(gid: &str) -> bool {
