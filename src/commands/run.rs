@@ -67,15 +67,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         executed.report.host.hostname = name.clone();
         executed.report.host.node_name = name;
     }
-    let code = executed.report.exit_code;
-    Ok(deliver(
+    let code = deliver(
         &executed.report,
         &outputs,
         args.color,
         args.quiet,
         args.termination_log.as_deref(),
-        code,
-    ))
+        executed.report.exit_code,
+    );
+    if args.format == Format::Npd {
+        // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown.
+        return Ok(report::npd::exit_code(code));
+    }
+    Ok(code)
 }
 
 /// Writes `report` to every target (stdout styled, files plain) and the termination log; returns `code`, or the
@@ -308,7 +312,7 @@ pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Fo
                 let f = <Format as clap::ValueEnum>::from_str(name, true).map_err(|_| {
                     anyhow::anyhow!(
                         "--output {spec}: unknown report format `{name}` (formats: table, json, junit, \
-                         prometheus; a file whose name has `=` is written ./{spec})"
+                         prometheus, npd; a file whose name has `=` is written ./{spec})"
                     )
                 })?;
                 (f, path)

@@ -12,6 +12,7 @@ use crate::threshold::worst;
 pub mod file;
 pub mod json;
 pub mod junit;
+pub mod npd;
 pub mod prometheus;
 pub mod table;
 pub mod termination;
@@ -251,6 +252,8 @@ pub enum Format {
     Json,
     Junit,
     Prometheus,
+    /// Node Problem Detector custom plugin: one line; exit 0 OK, 1 NonOK, 2 Unknown.
+    Npd,
 }
 
 /// Presentation choices made once, from flags and the terminal.
@@ -324,6 +327,7 @@ pub fn render(format: Format, report: &RunReport, style: Style) -> String {
         Format::Json => json::render(report),
         Format::Junit => junit::render(report),
         Format::Prometheus => prometheus::render(report),
+        Format::Npd => npd::render(report),
     }
 }
 

@@ -83,7 +83,7 @@ fn push_line(out: &mut String, text: &str, max: usize) {
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
-fn truncate(text: &str, max: usize) -> &str {
+pub(super) fn truncate(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
@@ -95,7 +95,7 @@ fn truncate(text: &str, max: usize) -> &str {
 }
 
 /// Line breaks inside a summary would break the one-line-per-result layout.
-fn one_line(text: &str) -> String {
+pub(super) fn one_line(text: &str) -> String {
     text.replace(['\n', '\r'], " ")
 }
 

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The container image: built with podman from ./Containerfile on a Debian base assembled by debootstrap (no
+# registry is reachable), carrying the portable binary and rdma-core's user space. `run --root` of recorded
+# trees inside it must give the same JSON and exit code as the same binary outside. Then the portable binary on
+# Debian 11's older glibc, where the ordinary build cannot start.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. .ci/lib.sh
+apt_install podman debootstrap runc python3
+portable=$(.ci/build-portable)
+cargo build -q --release --locked   # the ordinary build, to show it cannot start on Debian 11
+
+# This sandbox refuses podman's default ulimits; CONTAINERS_CONF keeps the setting out of /etc.
+printf '[containers]\ndefault_ulimits = []\n' > "$CI_CACHE/containers.conf"
+export CONTAINERS_CONF="$CI_CACHE/containers.conf"
+podman() { command podman --runtime runc "$@"; }
+
+# debian_base SUITE: localhost/debian-min:SUITE, a minbase debootstrap of that Debian release, cached as a tarball.
+debian_base() {
+  local suite=$1 image="localhost/debian-min:$1" tarball="$CI_CACHE/debian-min-$1.tar" mirror rootfs
+  if ! podman image exists "$image"; then
+    if [ ! -s "$tarball" ]; then
+      mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p; s/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) bookworm .*/\2/p' \
+        /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -v security | head -n 1 || true)
+      rootfs=$(mktemp -d)
+      debootstrap --variant=minbase "$suite" "$rootfs" "${mirror:-http://deb.debian.org/debian}" >/dev/null
+      tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+      rm -rf "$rootfs"
+    fi
+    podman import -q "$tarball" "$image" >/dev/null
+  fi
+  echo "$image"
+}
+base=$(debian_base bookworm)
+
+image=localhost/fabric-preflight:ci
+podman build -q -t "$image" --build-arg BASE="$base" -f Containerfile . >/dev/null
+echo "built $image on $base"
+
+# The image carries exactly the portable binary, and rdma-core's libraries load from their usual place.
+want=$(sha256sum < "$portable")
+got=$(podman run --rm --network none --entrypoint /bin/sh "$image" -c 'sha256sum < /usr/local/bin/fabric-preflight')
+[ "$want" = "$got" ] || { echo "FAIL: the image's binary is not $portable" >&2; exit 1; }
+podman run --rm --network none --entrypoint /bin/sh "$image" -c \
+  'ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1 /usr/lib/x86_64-linux-gnu/librdmacm.so.1 \
+      /usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav*.so /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so' \
+  >/dev/null || { echo "FAIL: rdma-core user space missing from the image" >&2; exit 1; }
+
+# The tree is mounted at the same path inside, so the reports' paths match too; IPC_LOCK as in the Kubernetes
+# manifests (rdma.memlock judges the running process).
+in_container() {
+  podman run --rm --network none --cap-add IPC_LOCK -v "$PWD/testdata:$PWD/testdata:ro" "$image" "$@"
+}
+trees=0
+for tree in testdata/hosts/*/; do
+  diff <(normalized_report "$portable" run --root "$PWD/$tree") <(normalized_report in_container run --root "$PWD/$tree") \
+    || { echo "FAIL: the image reports $tree differently from the binary outside" >&2; exit 1; }
+  trees=$((trees + 1))
+done
+echo "image and binary outside give the same JSON and exit code on all $trees recorded trees"
+
+# An older glibc for real: Debian 11 has glibc 2.31 (2.28's Debian 10 has left the mirrors). The ordinary build
+# (GLIBC_2.34) cannot start there; the portable one replays a tree exactly as on Debian 12.
+old_base=$(debian_base bullseye)
+on_bullseye() {
+  podman run --rm --network none --cap-add IPC_LOCK -v "$PWD/target:$PWD/target:ro" -v "$PWD/testdata:$PWD/testdata:ro" \
+    "$old_base" "$@"
+}
+glibc=$(on_bullseye ldd --version | head -n 1)
+if refusal=$(on_bullseye "$PWD/target/release/fabric-preflight" --version 2>&1) \
+   || ! grep -q "version .GLIBC_2\.3[0-9]*' not found" <<<"$refusal"; then
+  echo "FAIL: the ordinary build did not fail on Debian 11's glibc ($glibc): this check proves nothing: $refusal" >&2
+  exit 1
+fi
+# Trees with recorded library answers: the bare Debian 11 has no rdma-core, and nothing here may call it.
+trees=0
+for tree in testdata/hosts/*/; do
+  [ -f "$tree/vendor-answers.json" ] || continue
+  diff <(normalized_report "$portable" run --root "$PWD/$tree") \
+       <(normalized_report on_bullseye "$PWD/$portable" run --root "$PWD/$tree") \
+    || { echo "FAIL: the portable binary reports $tree differently on Debian 11" >&2; exit 1; }
+  trees=$((trees + 1))
+done
+[ "$trees" -gt 0 ] || { echo "FAIL: no recorded tree with vendor answers to replay on Debian 11" >&2; exit 1; }
+echo "Debian 11 ($glibc): the ordinary build does not start; the portable one gives the same JSON and exit code" \
+  "on $trees recorded trees"

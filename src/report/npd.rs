@@ -1,0 +1,119 @@
+//! `--format npd`: Node Problem Detector's custom-plugin protocol. NPD takes the condition from the exit code
+//! (0 OK, 1 NonOK, 2 Unknown) and its message from stdout, cut at the plugin's `max_output_length`, so the one
+//! line starts with the verdict and the first check that caused it. Slurm's health check reuses the same line
+//! as a drain reason.
+
+use super::termination::{one_line, truncate};
+use super::{in_order, label, RunReport};
+use crate::exit::Exit;
+use crate::probe::Status;
+
+/// NPD's codes for the custom-plugin protocol.
+pub const OK: u8 = 0;
+pub const NON_OK: u8 = 1;
+pub const UNKNOWN: u8 = 2;
+
+/// Longest message written: NPD shows it in a node condition, Slurm in a drain reason.
+pub const MAX_BYTES: usize = 200;
+
+/// One line: `PASS: 71 checks (profile generic)`, or the worst result first,
+/// `FAIL rdma.link mlx5_0/1 (+2 more): port down`.
+pub fn render(report: &RunReport) -> String {
+    let problems: Vec<_> =
+        in_order(&report.checks, &[Status::Fail, Status::Error, Status::Warn]).collect();
+    let line = match problems.first() {
+        None => format!(
+            "{}: {} checks (profile {})",
+            label(report.status),
+            report.checks.len(),
+            one_line(&report.profile)
+        ),
+        Some(first) => {
+            let subject = first
+                .subject
+                .as_deref()
+                .map(|s| format!(" {}", one_line(s)))
+                .unwrap_or_default();
+            let more = match problems.len() - 1 {
+                0 => String::new(),
+                n => format!(" (+{n} more)"),
+            };
+            // The count goes before the summary so a cut at NPD's length limit keeps it.
+            format!(
+                "{} {}{}{}: {}",
+                label(first.status),
+                first.id,
+                subject,
+                more,
+                one_line(&first.summary)
+            )
+        }
+    };
+    let mut text = truncate(&line, MAX_BYTES).to_string();
+    text.push('\n');
+    text
+}
+
+/// The run's exit code in NPD's terms: a failure is NonOK, a check that could not run leaves the condition
+/// Unknown (as does a usage error, whose code 2 already is NPD's Unknown).
+pub fn exit_code(run_code: u8) -> u8 {
+    match run_code {
+        Exit::OK => OK,
+        Exit::CHECK_FAILED => NON_OK,
+        _ => UNKNOWN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::CheckResult;
+
+    #[test]
+    fn npd_sample_names_the_first_failure_and_counts_the_rest() {
+        assert_eq!(
+            render(&RunReport::sample_for_tests()),
+            "FAIL rdma.link mlx5_0/1 (+2 more): port down\n"
+        );
+    }
+
+    #[test]
+    fn npd_all_pass_says_how_many_checks_ran() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![
+            CheckResult::pass("a.b", "fine"),
+            CheckResult::skip("a.c", ""),
+        ];
+        assert_eq!(render(&report), "PASS: 2 checks (profile generic)\n");
+    }
+
+    #[test]
+    fn npd_error_without_failure_leads_with_the_error() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![
+            CheckResult::warn("w.x", "slow"),
+            CheckResult::error("e.x", "nvmlInit hung\nafter 10 s"),
+        ];
+        assert_eq!(
+            render(&report),
+            "ERROR e.x (+1 more): nvmlInit hung after 10 s\n"
+        );
+    }
+
+    #[test]
+    fn npd_message_is_one_bounded_line() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![CheckResult::fail("a.b", "ダウン ".repeat(200))];
+        let text = render(&report);
+        assert!(text.len() <= MAX_BYTES + 1, "{} bytes", text.len());
+        assert_eq!(text.lines().count(), 1);
+    }
+
+    #[test]
+    fn npd_exit_codes_follow_the_plugin_protocol() {
+        assert_eq!(exit_code(Exit::OK), 0);
+        assert_eq!(exit_code(Exit::CHECK_FAILED), 1);
+        assert_eq!(exit_code(Exit::COULD_NOT_RUN), 2);
+        assert_eq!(exit_code(Exit::USAGE), 2);
+    }
+}
