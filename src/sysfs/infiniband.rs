@@ -637,6 +637,50 @@ mod tests {
         std::os::unix::fs::symlink(full.file_name().unwrap(), &full).unwrap();
     }
 
+    /// A port attribute holding garbage was read as a value: rdma.counters and rdma.roce passed over it,
+    /// rdma.link warned "rate not recognised" only.
+    #[test]
+    fn garbled_port_attribute_is_an_error() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let ports = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1");
+        for name in ["state", "rate", "lid"] {
+            let file = ports.join(name);
+            let real = std::fs::read(&file).unwrap();
+            std::fs::write(&file, "garbage?\n").unwrap();
+            let host = Host::at(dir.path()).unwrap();
+            let e = read_all_ports(&host).unwrap_err();
+            assert!(e.path.ends_with(&format!("ports/1/{name}")), "{e}");
+            assert!(e.reason().contains("garbage?"), "{e}");
+            std::fs::write(&file, real).unwrap();
+        }
+    }
+
+    /// A judged counter holding garbage was "not available" and the port passed.
+    #[test]
+    fn garbled_counter_is_unreadable_not_unavailable() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let file = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1/hw_counters/rcvd_seq_err");
+        std::fs::write(&file, "garbage?\n").unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let counters = read_counters(&host, "rxe0", 1, |n| n == "hw_counters/rcvd_seq_err");
+        let c = counters
+            .iter()
+            .find(|c| c.name == "hw_counters/rcvd_seq_err")
+            .unwrap();
+        assert!(
+            matches!(&c.value, CounterValue::Unreadable(w) if w.contains("garbage?")),
+            "{c:?}"
+        );
+        assert!(counters
+            .iter()
+            .filter(|c| c.name != "hw_counters/rcvd_seq_err")
+            .all(|c| c.value == CounterValue::NotRead));
+    }
+
     /// An unreadable counter directory is never "no counters" (rxe: rdma.counters skipped "no counters
     /// exposed"; HGX with `counters/` unreadable: passed on `hw_counters` alone).
     #[test]
