@@ -167,8 +167,10 @@ impl Survey {
                 (listed, unbound)
             }
             Stack::Rdma => {
-                if let Ok(m) = Modules::read(host).and_then(|m| m.state(host, "mlx5_ib")) {
-                    evidence.extend(m.evidence());
+                // Shown, not judged (mlx5_ib is one RDMA driver of many), but read: unreadable is a gap.
+                match Modules::read(host).and_then(|m| m.state(host, "mlx5_ib")) {
+                    Ok(m) => evidence.extend(m.evidence()),
+                    Err(e) => add_gap(&mut tree_gap, &e),
                 }
                 let names = infiniband::read_device_names(host);
                 if let Err(e) = &names {

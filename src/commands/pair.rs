@@ -248,16 +248,22 @@ fn inventory(host: &Host) -> Inventory {
         Discovery::Devices(d) => d,
     };
     let mut ports = Vec::new();
-    for (dev, attrs) in infiniband::read_all_ports(host).unwrap_or_default() {
-        if !devices.contains(&dev.name) {
+    let all_ports = match infiniband::read_all_ports(host) {
+        Ok(p) => p,
+        Err(e) => return none(Status::Error, e.to_string()),
+    };
+    for (dev, attrs) in all_ports {
+        if !devices.contains(&dev) {
             continue;
         }
         // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate.
-        let real = dev.pci_bdf.is_some();
+        let real = infiniband::read_device_bdf(host, &dev).is_some();
         for p in attrs.into_iter().filter(|p| p.is_active()) {
             // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
-            let Some(target) = PortTarget::of(host, &p) else {
-                continue;
+            let target = match PortTarget::of(host, &p) {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(e) => return none(Status::Error, e.to_string()),
             };
             ports.push((
                 PortInfo {

@@ -34,25 +34,25 @@ pub struct PortTarget {
 }
 
 impl PortTarget {
-    /// How to address `port`: InfiniBand by LID, RoCE by its RoCE v2 GID; `None` for a RoCE port without one.
+    /// How to address `port`: InfiniBand by LID, RoCE by its RoCE v2 GID; `None` for a RoCE port without one,
+    /// the error when its GIDs could not be read.
     pub fn of(
         host: &crate::host::Host,
         port: &crate::sysfs::infiniband::PortAttrs,
-    ) -> Option<Self> {
+    ) -> Result<Option<Self>, crate::host::ReadError> {
         let roce_gid = if port.is_ethernet() {
-            Some(crate::sysfs::infiniband::roce_v2_gid(
-                host,
-                &port.device,
-                port.port,
-            )?)
+            match crate::sysfs::infiniband::roce_v2_gid(host, &port.device, port.port)? {
+                Some(gid) => Some(gid),
+                None => return Ok(None),
+            }
         } else {
             None
         };
-        Some(PortTarget {
+        Ok(Some(PortTarget {
             device: port.device.clone(),
             port: port.port as u8,
             roce_gid,
-        })
+        }))
     }
 }
 

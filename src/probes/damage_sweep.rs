@@ -187,17 +187,6 @@ fn trees() -> Vec<String> {
     names
 }
 
-/// Probes whose damaged reads are not fixed yet: the rdma.* probes are being reworked under issue 12, which
-/// owns `sysfs::infiniband`. Listed by id so every other probe, and any new one, is held to the rule.
-const NOT_YET: &[&str] = &[
-    "rdma.counters",
-    "rdma.devices",
-    "rdma.link",
-    "rdma.loopback",
-    "rdma.memlock",
-    "rdma.roce",
-];
-
 /// A writable copy of `testdata/hosts/<tree>` at `<dir>/root`, beside room for the files moved aside. A tree
 /// without a recording of library answers gets an empty one: nothing here calls a live library.
 fn writable_copy(tree: &str) -> (tempfile::TempDir, PathBuf) {
@@ -237,9 +226,6 @@ fn every_probe_meets_each_file_it_reads_damaged() {
         for profile_name in ["generic", "hgx-h100-ib"] {
             let profile = crate::profile::load(profile_name, &crate::probes::ids()).unwrap();
             for probe in crate::probes::all() {
-                if NOT_YET.contains(&probe.id()) {
-                    continue;
-                }
                 let clean = run(*probe, &root, &profile, scratch.path());
                 // Nothing to lose: damage cannot make an all-error result any worse.
                 if clean.results.iter().all(|r| r.status == Status::Error) {

@@ -123,9 +123,9 @@ impl Probe for GdrLoopback {
         };
         let ports: Vec<(PortAttrs, Option<String>)> = all_ports
             .into_iter()
-            .filter(|(d, _)| devices.contains(&d.name))
+            .filter(|(d, _)| devices.contains(d))
             .flat_map(|(d, ports)| {
-                let bdf = infiniband::read_device_bdf(cx.host, &d.name);
+                let bdf = infiniband::read_device_bdf(cx.host, &d);
                 ports
                     .into_iter()
                     .filter(PortAttrs::is_active)
@@ -138,7 +138,7 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let targets: Vec<(String, PortTarget, PortAttrs, PcieDistance)> = gpus
+        let targets: Result<Vec<_>, _> = gpus
             .iter()
             .filter_map(|g| {
                 let distances: Vec<PcieDistance> = ports
@@ -147,10 +147,17 @@ impl Probe for GdrLoopback {
                     .collect();
                 let i = nearest(&distances)?;
                 let info = ports[i].0.clone();
-                let t = PortTarget::of(cx.host, &info)?;
-                Some((g.bdf.clone(), t, info, distances[i]))
+                let t = match PortTarget::of(cx.host, &info) {
+                    Ok(t) => t?,
+                    Err(e) => return Some(Err(e)),
+                };
+                Some(Ok((g.bdf.clone(), t, info, distances[i])))
             })
             .collect();
+        let targets: Vec<(String, PortTarget, PortAttrs, PcieDistance)> = match targets {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let jobs: Vec<(String, PortTarget)> = targets
             .iter()
             .map(|(g, t, _, _)| (g.clone(), t.clone()))

@@ -8,8 +8,8 @@ use crate::nccl::line::NetFamily;
 use crate::probe::{CheckResult, Context, Explain, Probe, Status};
 use crate::profile::NcclExpect;
 use crate::sysfs::infiniband::{
-    gid_path, gid_type_path, read_device, read_device_names, read_gid, read_gid_type, read_port,
-    CLASS_INFINIBAND,
+    gid_path, gid_type_path, read_device_names, read_gid, read_gid_type, read_port,
+    read_port_numbers, CLASS_INFINIBAND,
 };
 use crate::sysfs::net::{read_interface_names, CLASS_NET};
 
@@ -200,8 +200,7 @@ fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Result<Vec<(String, u32)>, Rea
     let mut out = Vec::new();
     for d in devs {
         out.extend(
-            read_device(cx.host, d)
-                .ports?
+            read_port_numbers(cx.host, d)?
                 .into_iter()
                 .map(|p| (d.clone(), p)),
         );

@@ -4,7 +4,7 @@
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
 use crate::sysfs::infiniband::{
-    is_saturated, read_all_ports, read_counters, Counter, CounterValue, PortAttrs,
+    counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
 };
 use crate::threshold::{worst, Limit};
 
@@ -70,11 +70,11 @@ impl Probe for RdmaCounters {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match read_all_ports(cx.host) {
-            Ok(d) => d,
+        // Counters need no port attribute: none is read.
+        let ports = match read_all_port_ids(cx.host) {
+            Ok(p) => p,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let ports: Vec<&PortAttrs> = devices.iter().flat_map(|(_, p)| p.iter()).collect();
         if ports.is_empty() {
             return vec![CheckResult::skip(ID, "no RDMA port")];
         }
@@ -85,14 +85,22 @@ impl Probe for RdmaCounters {
             .unwrap_or(DEFAULT_LIMIT);
         ports
             .into_iter()
-            .map(|p| judge_port(cx, p, &limit))
+            .map(|(dev, port)| judge_port(cx, &dev, port, &limit))
             .collect()
     }
 }
 
-fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult {
-    let subject = port.subject();
-    let counters = read_counters(cx.host, &port.device, port.port);
+/// Read: the error counters, and the PMA counters whose width makes saturation visible.
+fn is_read(name: &str) -> bool {
+    ERROR_COUNTERS.contains(&name)
+        || name
+            .strip_prefix("counters/")
+            .is_some_and(|n| counter_width(n).is_some())
+}
+
+fn judge_port(cx: &Context<'_>, dev: &str, port: u32, limit: &Limit) -> CheckResult {
+    let subject = format!("{dev}/{port}");
+    let counters = read_counters(cx.host, dev, port, is_read);
     if counters.is_empty() {
         return CheckResult::skip(ID, "no counters exposed (driver without a PMA)")
             .subject(subject);
@@ -142,16 +150,16 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
             CounterValue::NotAvailable(text) if judged => {
                 r = r.evidence(&c.path, format!("{text} (not available)"));
             }
-            CounterValue::Unreadable(why) if judged => {
+            CounterValue::Unreadable(why) => {
                 unreadable += 1;
                 r = r.evidence(&c.path, why);
             }
             _ => {}
         }
     }
-    // An error counter that cannot be read is not a zero: the port's health is unknown.
+    // A counter that cannot be read is not a zero: the port's health is unknown.
     if unreadable > 0 {
-        statuses.push(Status::Warn);
+        statuses.push(Status::Error);
         findings.push(format!(
             "{unreadable} error counter(s) unreadable: their counts are unknown"
         ));
@@ -163,7 +171,7 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, limit: &Limit) -> CheckResult 
             "no error counts ({} counters read, {} judged)",
             counters
                 .iter()
-                .filter(|c| !matches!(c.value, CounterValue::Unreadable(_)))
+                .filter(|c| matches!(c.value, CounterValue::Value(_)))
                 .count(),
             known
         )
@@ -215,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_error_counter_warns_instead_of_passing() {
+    fn unreadable_error_counter_is_an_error_not_a_pass() {
         let dir = crate::probes::testing::copy_scenario("hgx-healthy");
         let counter = dir
             .path()
@@ -224,7 +232,7 @@ mod tests {
         std::fs::remove_file(&counter).unwrap();
         std::fs::create_dir(&counter).unwrap();
         let r = crate::probes::testing::run_on_root(&RdmaCounters, dir.path(), "generic");
-        assert_eq!(r[0].status, Status::Warn, "{:#?}", r[0]);
+        assert_eq!(r[0].status, Status::Error, "{:#?}", r[0]);
         assert!(
             r[0].summary.contains("1 error counter(s) unreadable"),
             "{}",

@@ -72,10 +72,13 @@ impl Probe for RdmaDevices {
                 .map(|(u, _)| u.clone());
             let node = char_dev.as_ref().map(|u| format!("{DEV_INFINIBAND}/{u}"));
             let access = node.as_deref().and_then(|n| cx.host.access_rw(n));
-            let mut r = match &char_dev {
+            // An attribute or `ports/` that could not be read: the device is not known to be sound.
+            let unread = dev.unread.clone().or_else(|| dev.ports.clone().err());
+            let mut r = match (&unread, &char_dev) {
+                (Some(e), _) => CheckResult::read_error(ID, e),
                 // Live only: the node is there but this user may not open it (no rdma udev rules, or a
                 // container user outside the device's group).
-                Some(u) if matches!(&access, Some(Err(e)) if e.kind == crate::host::ReadErrorKind::PermissionDenied) => {
+                (None, Some(u)) if matches!(&access, Some(Err(e)) if e.kind == crate::host::ReadErrorKind::PermissionDenied) => {
                     CheckResult::fail(
                         ID,
                         format!(
@@ -86,7 +89,7 @@ impl Probe for RdmaDevices {
                     )
                     .fix("run as root, or give the user read-write access to /dev/infiniband/uverbs* (rdma-core's udev rules make them 0666; else add the user to the nodes' group)")
                 }
-                Some(u) if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) => CheckResult::pass(
+                (None, Some(u)) if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) => CheckResult::pass(
                     ID,
                     format!(
                         "{} on {}, {}, {} port(s), opened through {DEV_INFINIBAND}/{u}",
@@ -97,19 +100,16 @@ impl Probe for RdmaDevices {
                             Some(v) => format!("firmware {v}"),
                             None => "firmware unknown".to_string(),
                         },
-                        match &dev.ports {
-                            Ok(p) => p.len().to_string(),
-                            Err(e) => format!("? ({}/ports: {})", dir, e.reason()),
-                        }
+                        dev.ports.as_ref().map_or(0, Vec::len)
                     ),
                 ),
-                Some(u) => CheckResult::fail(
+                (None, Some(u)) => CheckResult::fail(
                     ID,
                     format!("visible in sysfs but {DEV_INFINIBAND}/{u} is missing: verbs cannot open it"),
                 )
                 .fix(FIX_UVERBS),
                 // Unreadable `ibdev` files: one of them may be this device's.
-                None if !uverbs.unreadable.is_empty() => {
+                (None, None) if !uverbs.unreadable.is_empty() => {
                     let mut r = CheckResult::error(
                         ID,
                         format!(
@@ -122,7 +122,7 @@ impl Probe for RdmaDevices {
                     }
                     r
                 }
-                None => CheckResult::fail(
+                (None, None) => CheckResult::fail(
                     ID,
                     "no uverbs device maps to it (ib_uverbs not loaded?): verbs cannot open it",
                 )
@@ -136,12 +136,16 @@ impl Probe for RdmaDevices {
                 ("hca_type", &dev.hca_type),
                 ("device", &dev.pci_bdf),
             ] {
+                let unreadable = unread
+                    .as_ref()
+                    .filter(|e| e.path.ends_with(&format!("/{file}")))
+                    .map(|e| e.reason());
                 r = r.evidence(
                     &format!("{dir}/{file}"),
                     match value.as_deref() {
                         Some("") => "<empty>",
                         Some(v) => v,
-                        None => "<missing>",
+                        None => unreadable.as_deref().unwrap_or("<missing>"),
                     },
                 );
             }
@@ -196,6 +200,29 @@ mod tests {
     use super::*;
     use crate::probe::Status;
     use crate::probes::testing::run_on;
+
+    /// An attribute file that is there but unreadable was read as absent ("firmware unknown", PASS).
+    #[test]
+    fn unreadable_attribute_is_an_error_not_unknown() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let fw = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/fw_ver");
+        std::fs::remove_file(&fw).unwrap();
+        std::os::unix::fs::symlink("fw_ver", &fw).unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaDevices, dir.path(), "generic");
+        let dev = r
+            .iter()
+            .find(|x| x.subject.as_deref() == Some("rxe0"))
+            .unwrap();
+        assert_eq!(dev.status, Status::Error, "{dev:#?}");
+        assert!(
+            dev.evidence
+                .iter()
+                .any(|e| e.ends_with("fw_ver = <symlink loop>")),
+            "{dev:#?}"
+        );
+    }
 
     #[test]
     fn hgx_eight_devices_all_openable_pass() {

@@ -4,7 +4,9 @@
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
 use crate::profile::LinkLayer;
-use crate::sysfs::infiniband::{parse_lid, read_all_ports, PortAttrs, CLASS_INFINIBAND};
+use crate::sysfs::infiniband::{
+    device_dir, parse_lid, read_all_ports, read_hca_type, PortAttrs, CLASS_INFINIBAND,
+};
 
 pub struct RdmaLink;
 
@@ -45,10 +47,17 @@ impl Probe for RdmaLink {
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
         let expect = &cx.profile.expect;
-        let ports: Vec<(Option<String>, &PortAttrs)> = devices
-            .iter()
-            .flat_map(|(dev, ports)| ports.iter().map(move |p| (dev.hca_type.clone(), p)))
-            .collect();
+        // The HCA model groups siblings: one that cannot be read leaves the comparison unknown.
+        let mut ports: Vec<(Option<String>, &PortAttrs)> = Vec::new();
+        for (dev, dev_ports) in &devices {
+            if dev_ports.is_empty() {
+                continue;
+            }
+            match read_hca_type(cx.host, dev) {
+                Ok(model) => ports.extend(dev_ports.iter().map(|p| (model.clone(), p))),
+                Err(e) => return vec![CheckResult::read_error(ID, &e)],
+            }
+        }
         if devices.is_empty() {
             let expected = expect.rdma_port_count.is_some_and(|n| n > 0);
             if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, expected) {
@@ -210,6 +219,9 @@ fn judge_port(
     }
     for (k, v) in port.evidence() {
         r = r.evidence(&k, v);
+    }
+    if let Some(m) = model {
+        r = r.evidence(&format!("{}/hca_type", device_dir(&port.device)), m);
     }
     let speed_unnamed = rate
         .as_ref()

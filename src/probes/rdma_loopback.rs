@@ -89,9 +89,9 @@ impl Probe for RdmaLoopback {
         };
         let ports: Vec<(PortAttrs, bool)> = all_ports
             .into_iter()
-            .filter(|(d, _)| devices.contains(&d.name))
+            .filter(|(d, _)| devices.contains(d))
             .flat_map(|(d, ports)| {
-                let software = d.pci_bdf.is_none();
+                let software = infiniband::read_device_bdf(cx.host, &d).is_none();
                 ports.into_iter().map(move |p| (p, software))
             })
             .collect();
@@ -113,10 +113,14 @@ impl Probe for RdmaLoopback {
             return vec![r];
         }
         // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
-        let targets: Vec<Option<PortTarget>> = active
+        let targets: Vec<Option<PortTarget>> = match active
             .iter()
             .map(|(p, _)| PortTarget::of(cx.host, p))
-            .collect();
+            .collect()
+        {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
         let deadline = cx.deadline;
         let obtained = cx
@@ -133,7 +137,7 @@ impl Probe for RdmaLoopback {
             .unwrap_or_default()
             .or(PORT_RATE_PCT);
         let mut runs = runs.into_iter();
-        active
+        let results = active
             .iter()
             .zip(targets)
             .map(|((port, software), target)| {
@@ -160,7 +164,9 @@ impl Probe for RdmaLoopback {
                 r.evidence = ev;
                 r
             })
-            .collect()
+            .collect();
+        // The survey's gap (bus or module table unread) stays an error beside the measured ports.
+        rdma.completed(ID, results)
     }
 }
 

@@ -46,9 +46,11 @@ impl Probe for RdmaMemlock {
             }
         };
         let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
-        let has_rdma = read_device_names(cx.host)
-            .map(|d| !d.is_empty())
-            .unwrap_or(false);
+        // Whether RDMA devices exist decides between a skip and a verdict: an unreadable list is no answer.
+        let has_rdma = match read_device_names(cx.host) {
+            Ok(d) => !d.is_empty(),
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         vec![judge(
             Limits { soft, hard },
             cap_ipc_lock,

@@ -1,6 +1,7 @@
 //! `rdma.roce`: for Ethernet (RoCE) ports, a RoCE v2 GID on an up netdev whose MTU carries the RoCE MTU the
 //! profile wants; reports the GID index NCCL should use.
 
+use crate::host::ReadError;
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe};
 use crate::sysfs::infiniband::{
@@ -71,28 +72,6 @@ impl Probe for RdmaRoce {
             .flat_map(|(_, ports)| ports.iter())
             .filter(|p| p.is_ethernet())
             .collect();
-        // A port whose link layer cannot be read may be an Ethernet one: say so instead of skipping it.
-        let unknown: Vec<CheckResult> = devices
-            .iter()
-            .flat_map(|(_, ports)| ports.iter())
-            .filter_map(|p| {
-                let e = p.link_layer.as_ref().err()?;
-                Some(
-                    CheckResult::error(
-                        ID,
-                        format!(
-                            "link layer unreadable ({}): cannot tell whether RoCE applies",
-                            e.reason()
-                        ),
-                    )
-                    .subject(p.subject())
-                    .evidence(&e.path, e.reason()),
-                )
-            })
-            .collect();
-        if ethernet.is_empty() && !unknown.is_empty() {
-            return unknown;
-        }
         if devices.is_empty() {
             if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
                 return vec![r];
@@ -106,31 +85,25 @@ impl Probe for RdmaRoce {
             };
             return vec![CheckResult::skip(ID, why)];
         }
-        ethernet
-            .into_iter()
-            .map(|p| judge_port(cx, p))
-            .chain(unknown)
-            .collect()
+        ethernet.into_iter().map(|p| judge_port(cx, p)).collect()
     }
 }
 
-fn read_gids(cx: &Context<'_>, port: &PortAttrs, evidence: &mut Vec<String>) -> Vec<Gid> {
+/// Every populated GID slot of the port; a slot, type or netdev that cannot be read is the error: it may be the
+/// RoCE v2 GID NCCL would pick.
+fn read_gids(
+    cx: &Context<'_>,
+    port: &PortAttrs,
+    evidence: &mut Vec<String>,
+) -> Result<Vec<Gid>, ReadError> {
     let dir = port_dir(&port.device, port.port);
     let mut gids = Vec::new();
-    for index in read_gid_indices(cx.host, &port.device, port.port) {
-        let gid = match read_gid(cx.host, &port.device, port.port, index) {
-            Ok(Some(g)) => g,
-            Ok(None) => continue,
-            Err(e) => {
-                evidence.push(format!("{} = {}", e.path, e.reason()));
-                continue;
-            }
+    for index in read_gid_indices(cx.host, &port.device, port.port)? {
+        let Some(gid) = read_gid(cx.host, &port.device, port.port, index)? else {
+            continue;
         };
-        let gid_type = read_gid_type(cx.host, &port.device, port.port, index).unwrap_or_else(|e| {
-            evidence.push(format!("{} = {}", e.path, e.reason()));
-            None
-        });
-        let ndev = read_gid_ndev(cx.host, &port.device, port.port, index).unwrap_or(None);
+        let gid_type = read_gid_type(cx.host, &port.device, port.port, index)?;
+        let ndev = read_gid_ndev(cx.host, &port.device, port.port, index)?;
         evidence.push(format!(
             "{dir}/gids/{index} = {gid} ({}, {})",
             gid_type.as_deref().unwrap_or("no type"),
@@ -143,13 +116,16 @@ fn read_gids(cx: &Context<'_>, port: &PortAttrs, evidence: &mut Vec<String>) -> 
             ndev,
         });
     }
-    gids
+    Ok(gids)
 }
 
 fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
     let subject = port.subject();
     let mut evidence = Vec::new();
-    let gids = read_gids(cx, port, &mut evidence);
+    let gids = match read_gids(cx, port, &mut evidence) {
+        Ok(g) => g,
+        Err(e) => return CheckResult::read_error(ID, &e).subject(subject),
+    };
     let v2: Vec<&Gid> = gids
         .iter()
         .filter(|g| g.gid_type.as_deref() == Some("RoCE v2"))
@@ -173,16 +149,17 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
         return r;
     };
 
-    let ifname = gid.ndev.clone().or_else(|| {
-        cx.host
-            .canonical(&format!(
-                "{}/device",
-                crate::sysfs::infiniband::device_dir(&port.device)
-            ))
-            .ok()
-            .and_then(|p| p.rsplit('/').next().map(str::to_string))
-            .and_then(|bdf| net::read_pci_netdevs(cx.host, &bdf).into_iter().next())
-    });
+    // Without a netdev in the GID's attributes, the PCI function's first netdev carries it.
+    let ifname = match &gid.ndev {
+        Some(n) => Some(n.clone()),
+        None => match crate::sysfs::infiniband::read_device_bdf(cx.host, &port.device)
+            .map(|bdf| net::read_pci_netdevs(cx.host, &bdf))
+            .transpose()
+        {
+            Ok(netdevs) => netdevs.and_then(|n| n.into_iter().next()),
+            Err(e) => return CheckResult::read_error(ID, &e).subject(subject.clone()),
+        },
+    };
     let address = gid_ipv4(&gid.gid).unwrap_or_else(|| gid.gid.clone());
     let mut failures: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
@@ -300,6 +277,36 @@ mod tests {
         assert!(r.iter().all(|x| x.status == Status::Fail), "{r:#?}");
     }
 
+    /// An unreadable `gids/` was read as a port without GIDs ("no RoCE v2 GID"), an unreadable GID slot was
+    /// passed over: either may hold the GID NCCL would use.
+    #[test]
+    fn unreadable_gids_are_an_error_not_no_gid() {
+        for path in [
+            "ports/1/gids",
+            "ports/1/gids/0",
+            "ports/1/gid_attrs/ndevs/0",
+        ] {
+            let dir = crate::probes::testing::copy_scenario("rxe-vm");
+            let p = dir
+                .path()
+                .join("sys/devices/virtual/infiniband/rxe0")
+                .join(path);
+            if p.is_dir() {
+                std::fs::remove_dir_all(&p).unwrap();
+            } else {
+                std::fs::remove_file(&p).unwrap();
+            }
+            std::os::unix::fs::symlink(p.file_name().unwrap(), &p).unwrap();
+            let r = crate::probes::testing::run_on_root(&RdmaRoce, dir.path(), "generic");
+            assert_eq!(r[0].status, Status::Error, "{path}: {r:#?}");
+            assert!(
+                r[0].summary.contains("symlink loop"),
+                "{path}: {}",
+                r[0].summary
+            );
+        }
+    }
+
     #[test]
     fn infiniband_ports_skip() {
         let r = run_on(&RdmaRoce, "hgx-healthy", "generic");
@@ -321,8 +328,7 @@ mod tests {
         for x in &r {
             assert_eq!(x.status, Status::Error, "{x:#?}");
             assert!(
-                x.summary
-                    .contains("link layer unreadable (<not UTF-8 text>)"),
+                x.summary.contains("link_layer: <not UTF-8 text>"),
                 "{}",
                 x.summary
             );

@@ -72,6 +72,9 @@ pub struct RdmaDevice {
     pub pci_bdf: Option<String>,
     /// Port numbers, ascending; an unreadable `ports/` directory is kept as the error, never read as no port.
     pub ports: Result<Vec<u32>, ReadError>,
+    /// The first attribute file that exists but could not be read (its field is then `None`): missing is a fact
+    /// about the driver, unreadable is not.
+    pub unread: Option<ReadError>,
 }
 
 /// `1: CA` → (1, `CA`); also used for `state` (`4: ACTIVE`) and `phys_state` (`5: LinkUp`).
@@ -94,25 +97,43 @@ pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
         .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some())
 }
 
-pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
+/// Port numbers under `ports/`, ascending; an unreadable directory is the error, never no port.
+pub fn read_port_numbers(host: &Host, name: &str) -> Result<Vec<u32>, ReadError> {
     let dir = real_dir(host, &device_dir(name));
-    let read = |file: &str| host.read(&format!("{dir}/{file}")).ok();
-    let opt = |file: &str| read(file).filter(|s| !s.is_empty());
-    let pci_bdf = read_device_bdf(host, name);
-    let ports = host.read_dir(&format!("{dir}/ports")).map(|names| {
+    host.read_dir(&format!("{dir}/ports")).map(|names| {
         let mut ports: Vec<u32> = names.iter().filter_map(|p| p.parse().ok()).collect();
         ports.sort_unstable();
         ports
-    });
+    })
+}
+
+pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
+    let dir = real_dir(host, &device_dir(name));
+    let unread = std::cell::RefCell::new(None);
+    let read = |file: &str| {
+        crate::host::optional(host.read(&format!("{dir}/{file}"))).unwrap_or_else(|e| {
+            unread.borrow_mut().get_or_insert(e);
+            None
+        })
+    };
+    let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     RdmaDevice {
         name: name.to_string(),
         node_type: opt("node_type").map(|t| parse_numbered(&t).map(|(_, n)| n).unwrap_or(t)),
         fw_ver: read("fw_ver"),
         board_id: opt("board_id"),
         hca_type: opt("hca_type"),
-        pci_bdf,
-        ports,
+        pci_bdf: read_device_bdf(host, name),
+        ports: read_port_numbers(host, name),
+        unread: unread.into_inner(),
     }
+}
+
+/// `hca_type` (`MT4129`): the HCA model; `None` where the driver has none (missing or empty). An unreadable
+/// file is the error: the model decides which ports are compared as siblings.
+pub fn read_hca_type(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
+    let dir = real_dir(host, &device_dir(name));
+    Ok(crate::host::optional(host.read(&format!("{dir}/hca_type")))?.filter(|t| !t.is_empty()))
 }
 
 /// `rate`: `400 Gb/sec (4X NDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)` (old kernels).
@@ -197,6 +218,37 @@ impl PortAttrs {
     pub fn parsed_rate(&self) -> Option<Rate> {
         self.rate.as_deref().ok().and_then(parse_rate)
     }
+    /// The first attribute that could not be read or holds no value the kernel writes: the port's state is then
+    /// unknown, whichever attribute a probe looks at (they are read together, so each must be sound).
+    pub fn unread(&self) -> Option<ReadError> {
+        let dir = port_dir(&self.device, self.port);
+        type Sound = fn(&str) -> bool;
+        let checks: [(&str, &Result<String, ReadError>, Sound); 6] = [
+            ("state", &self.state, |t| parse_numbered(t).is_some()),
+            ("phys_state", &self.phys_state, |t| {
+                parse_numbered(t).is_some()
+            }),
+            ("rate", &self.rate, |t| parse_rate(t).is_some()),
+            ("link_layer", &self.link_layer, |t| {
+                ["InfiniBand", "Ethernet", "Unknown"].contains(&t)
+            }),
+            ("lid", &self.lid, |t| parse_lid(t).is_some()),
+            ("sm_lid", &self.sm_lid, |t| parse_lid(t).is_some()),
+        ];
+        checks
+            .into_iter()
+            .find_map(|(name, value, sound)| match value {
+                // The kernel's answer for a port without a valid width (rate_show): no rate, judged as such.
+                Err(e) if name == "rate" && e.kind == ReadErrorKind::InvalidArgument => None,
+                Err(e) => Some(e.clone()),
+                Ok(t) if !sound(t) => Some(ReadError {
+                    path: format!("{dir}/{name}"),
+                    kind: ReadErrorKind::Other(format!("not a value the kernel writes: {t:?}")),
+                }),
+                Ok(_) => None,
+            })
+    }
+
     /// `(path, value or reason)` for every attribute, in a fixed order.
     pub fn evidence(&self) -> Vec<(String, String)> {
         let dir = port_dir(&self.device, self.port);
@@ -237,21 +289,35 @@ pub fn read_port(host: &Host, dev: &str, port: u32) -> PortAttrs {
     }
 }
 
-/// Every port of every RDMA device, in natural device order.
-pub fn read_all_ports(host: &Host) -> Result<Vec<(RdmaDevice, Vec<PortAttrs>)>, ReadError> {
-    read_device_names(host)?
+/// `(device, port)` for every port of every RDMA device, in natural device order; only directories are listed,
+/// so a probe that needs no port attribute reads none.
+pub fn read_all_port_ids(host: &Host) -> Result<Vec<(String, u32)>, ReadError> {
+    let mut out = Vec::new();
+    for name in read_device_names(host)? {
+        for port in read_port_numbers(host, &name)? {
+            out.push((name.clone(), port));
+        }
+    }
+    Ok(out)
+}
+
+/// Every port of every RDMA device with its attributes, grouped by device name, in natural device order. A port
+/// attribute that could not be read, or that holds garbage, is the error ([`PortAttrs::unread`]).
+pub fn read_all_ports(host: &Host) -> Result<Vec<(String, Vec<PortAttrs>)>, ReadError> {
+    let mut out: Vec<(String, Vec<PortAttrs>)> = read_device_names(host)?
         .into_iter()
-        .map(|name| {
-            let dev = read_device(host, &name);
-            let ports = dev
-                .ports
-                .clone()?
-                .iter()
-                .map(|p| read_port(host, &name, *p))
-                .collect();
-            Ok((dev, ports))
-        })
-        .collect()
+        .map(|name| (name, Vec::new()))
+        .collect();
+    for (name, ports) in &mut out {
+        for port in read_port_numbers(host, name)? {
+            let attrs = read_port(host, name, port);
+            if let Some(e) = attrs.unread() {
+                return Err(e);
+            }
+            ports.push(attrs);
+        }
+    }
+    Ok(out)
 }
 
 pub fn gid_path(dev: &str, port: u32, index: u32) -> String {
@@ -269,15 +335,28 @@ pub fn parse_gid(text: &str) -> Option<&str> {
     (!gid.is_empty() && !empty).then_some(gid)
 }
 
-/// `gids/<index>`; `None` for an empty slot (all zeros, or EINVAL as some kernels answer).
+/// A file holding no value the kernel writes there.
+fn garbled(path: String, text: &str) -> ReadError {
+    ReadError {
+        path,
+        kind: ReadErrorKind::Other(format!("not a value the kernel writes: {:?}", text.trim())),
+    }
+}
+
+/// `gids/<index>`; `None` for an empty slot (all zeros, or EINVAL as some kernels answer). Text that is not a
+/// GID is the error.
 pub fn read_gid(
     host: &Host,
     dev: &str,
     port: u32,
     index: u32,
 ) -> Result<Option<String>, ReadError> {
-    match host.read(&gid_path(dev, port, index)) {
-        Ok(text) => Ok(parse_gid(&text).map(str::to_string)),
+    let path = gid_path(dev, port, index);
+    match host.read(&path) {
+        Ok(text) => match parse_gid(&text) {
+            Some(gid) if parse_gid_bytes(gid).is_none() => Err(garbled(path, &text)),
+            gid => Ok(gid.map(str::to_string)),
+        },
         Err(e) if e.kind == ReadErrorKind::InvalidArgument => Ok(None),
         Err(e) => Err(e),
     }
@@ -298,14 +377,18 @@ pub fn parse_gid_bytes(gid: &str) -> Option<[u8; 16]> {
 }
 
 /// `gid_attrs/types/<index>` (`RoCE v2`, `IB/RoCE v1`). An empty slot fails with EINVAL: that is `None`, as
-/// is a missing file (recorded trees cannot record EINVAL).
+/// is a missing file (recorded trees cannot record EINVAL). Any other text is the error.
 pub fn read_gid_type(
     host: &Host,
     dev: &str,
     port: u32,
     index: u32,
 ) -> Result<Option<String>, ReadError> {
-    empty_slot_is_none(host.read(&gid_type_path(dev, port, index)))
+    let path = gid_type_path(dev, port, index);
+    match empty_slot_is_none(host.read(&path))? {
+        Some(t) if !["RoCE v2", "IB/RoCE v1"].contains(&t.trim()) => Err(garbled(path, &t)),
+        t => Ok(t),
+    }
 }
 
 /// `gid_attrs/ndevs/<index>`: the netdev carrying the GID; `None` when the slot has none.
@@ -334,16 +417,17 @@ fn empty_slot_is_none(read: Result<String, ReadError>) -> Result<Option<String>,
     }
 }
 
-/// Indices present under `gids/`, ascending.
-pub fn read_gid_indices(host: &Host, dev: &str, port: u32) -> Vec<u32> {
-    let mut idx: Vec<u32> = host
-        .read_dir(&format!("{}/gids", port_dir(dev, port)))
+/// Indices present under `gids/`, ascending; none when there is no `gids/`. One that cannot be listed is the
+/// error, never "no GID".
+pub fn read_gid_indices(host: &Host, dev: &str, port: u32) -> Result<Vec<u32>, ReadError> {
+    let names = crate::host::optional(host.read_dir(&format!("{}/gids", port_dir(dev, port))))?;
+    let mut idx: Vec<u32> = names
         .unwrap_or_default()
         .iter()
         .filter_map(|s| s.parse().ok())
         .collect();
     idx.sort_unstable();
-    idx
+    Ok(idx)
 }
 
 /// `0000:0000:0000:0000:0000:ffff:0a01:0203` → `10.1.2.3`.
@@ -363,22 +447,29 @@ pub fn gid_ipv4(gid: &str) -> Option<String> {
     ))
 }
 
-/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick.
-pub fn roce_v2_gid(host: &Host, dev: &str, port: u32) -> Option<(u32, [u8; 16])> {
-    let mut found: Vec<(u32, String)> = read_gid_indices(host, dev, port)
-        .into_iter()
-        .filter(|&i| {
-            read_gid_type(host, dev, port, i)
-                .ok()
-                .flatten()
-                .is_some_and(|t| t == "RoCE v2")
-        })
-        .filter_map(|i| Some((i, read_gid(host, dev, port, i).ok()??)))
-        .collect();
+/// The port's RoCE v2 GID (index and bytes), an IPv4-mapped one first: what NCCL and perftest pick. `None`
+/// when it has none; a GID slot that cannot be read is the error (it may be the one to pick).
+pub fn roce_v2_gid(
+    host: &Host,
+    dev: &str,
+    port: u32,
+) -> Result<Option<(u32, [u8; 16])>, ReadError> {
+    let mut found: Vec<(u32, String)> = Vec::new();
+    for i in read_gid_indices(host, dev, port)? {
+        let (Some(t), Some(gid)) = (
+            read_gid_type(host, dev, port, i)?,
+            read_gid(host, dev, port, i)?,
+        ) else {
+            continue;
+        };
+        if t == "RoCE v2" {
+            found.push((i, gid));
+        }
+    }
     found.sort_by_key(|(i, gid)| (gid_ipv4(gid).is_none(), *i));
-    found
+    Ok(found
         .into_iter()
-        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw)))
+        .find_map(|(i, gid)| parse_gid_bytes(&gid).map(|raw| (i, raw))))
 }
 
 pub fn gid_is_link_local(gid: &str) -> bool {
@@ -397,8 +488,10 @@ pub struct Counter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CounterValue {
     Value(u64),
-    /// `N/A (no PMA)` or another non-number.
+    /// `N/A (no PMA)`: the driver says it has no value.
     NotAvailable(String),
+    /// Listed, but not read: the caller did not want it.
+    NotRead,
     Unreadable(String),
 }
 
@@ -427,8 +520,15 @@ pub fn is_saturated(name: &str, value: u64) -> bool {
 }
 
 /// `counters/*` then `hw_counters/*` of one port. `hw_counters/lifespan` is a setting, not a counter. A
-/// directory that cannot be listed is one entry named after it (`counters`), unreadable.
-pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
+/// directory that cannot be listed is one entry named after it (`counters`), unreadable. Only the counters
+/// `wanted` (by `group/name`) are read: some platforms log a firmware message per read. A wanted file holding
+/// neither a count nor `N/A` is unreadable, never a missing value.
+pub fn read_counters(
+    host: &Host,
+    dev: &str,
+    port: u32,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<Counter> {
     let shown = port_dir(dev, port);
     let real = real_dir(host, &shown);
     let mut out = Vec::new();
@@ -451,15 +551,21 @@ pub fn read_counters(host: &Host, dev: &str, port: u32) -> Vec<Counter> {
                 continue;
             }
             let path = format!("{shown}/{group}/{name}");
-            let value = match host.read_value(&format!("{real}/{group}/{name}")) {
-                Ok(t) => match t.trim().parse() {
-                    Ok(v) => CounterValue::Value(v),
-                    Err(_) => CounterValue::NotAvailable(t),
-                },
-                Err(e) => CounterValue::Unreadable(e.reason()),
+            let full = format!("{group}/{name}");
+            let value = if !wanted(&full) {
+                CounterValue::NotRead
+            } else {
+                match host.read_value(&format!("{real}/{group}/{name}")) {
+                    Ok(t) => match t.trim().parse() {
+                        Ok(v) => CounterValue::Value(v),
+                        Err(_) if t.starts_with("N/A") => CounterValue::NotAvailable(t),
+                        Err(_) => CounterValue::Unreadable(format!("<not a count: {t:?}>")),
+                    },
+                    Err(e) => CounterValue::Unreadable(e.reason()),
+                }
             };
             out.push(Counter {
-                name: format!("{group}/{name}"),
+                name: full,
                 path,
                 value,
             });
@@ -531,6 +637,50 @@ mod tests {
         let full = root.join(path);
         std::fs::remove_dir_all(&full).unwrap();
         std::os::unix::fs::symlink(full.file_name().unwrap(), &full).unwrap();
+    }
+
+    /// A port attribute holding garbage was read as a value: rdma.counters and rdma.roce passed over it,
+    /// rdma.link warned "rate not recognised" only.
+    #[test]
+    fn garbled_port_attribute_is_an_error() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let ports = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1");
+        for name in ["state", "rate", "lid"] {
+            let file = ports.join(name);
+            let real = std::fs::read(&file).unwrap();
+            std::fs::write(&file, "garbage?\n").unwrap();
+            let host = Host::at(dir.path()).unwrap();
+            let e = read_all_ports(&host).unwrap_err();
+            assert!(e.path.ends_with(&format!("ports/1/{name}")), "{e}");
+            assert!(e.reason().contains("garbage?"), "{e}");
+            std::fs::write(&file, real).unwrap();
+        }
+    }
+
+    /// A judged counter holding garbage was "not available" and the port passed.
+    #[test]
+    fn garbled_counter_is_unreadable_not_unavailable() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let file = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1/hw_counters/rcvd_seq_err");
+        std::fs::write(&file, "garbage?\n").unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let counters = read_counters(&host, "rxe0", 1, |n| n == "hw_counters/rcvd_seq_err");
+        let c = counters
+            .iter()
+            .find(|c| c.name == "hw_counters/rcvd_seq_err")
+            .unwrap();
+        assert!(
+            matches!(&c.value, CounterValue::Unreadable(w) if w.contains("garbage?")),
+            "{c:?}"
+        );
+        assert!(counters
+            .iter()
+            .filter(|c| c.name != "hw_counters/rcvd_seq_err")
+            .all(|c| c.value == CounterValue::NotRead));
     }
 
     /// An unreadable counter directory is never "no counters" (rxe: rdma.counters skipped "no counters

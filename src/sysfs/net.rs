@@ -26,8 +26,9 @@ pub fn read_mtu(host: &Host, ifname: &str) -> Result<u32, ReadError> {
     })
 }
 
-/// Netdevs of a PCI function (`/sys/bus/pci/devices/<bdf>/net/*`).
-pub fn read_pci_netdevs(host: &Host, bdf: &str) -> Vec<String> {
-    host.read_dir(&format!("{}/{bdf}/net", super::pci::PCI_DEVICES))
-        .unwrap_or_default()
+/// Netdevs of a PCI function (`/sys/bus/pci/devices/<bdf>/net/*`); none without a `net/` directory, the error
+/// when it cannot be listed.
+pub fn read_pci_netdevs(host: &Host, bdf: &str) -> Result<Vec<String>, ReadError> {
+    crate::host::optional(host.read_dir(&format!("{}/{bdf}/net", super::pci::PCI_DEVICES)))
+        .map(Option::unwrap_or_default)
 }
