@@ -66,7 +66,10 @@ on_bullseye() {
   podman run --rm --network none --cap-add IPC_LOCK -v "$PWD/target:$PWD/target:ro" -v "$PWD/testdata:$PWD/testdata:ro" \
     "$old_base" "$@"
 }
-glibc=$(on_bullseye ldd --version | head -n 1)
+# Read all of it, then keep the first line: `| head` would close the pipe under podman's attach, which then
+# fails with "broken pipe" (seen in CI).
+glibc=$(on_bullseye ldd --version)
+glibc=${glibc%%$'\n'*}
 if refusal=$(on_bullseye "$PWD/target/release/fabric-preflight" --version 2>&1) \
    || ! grep -q "version .GLIBC_2\.3[0-9]*' not found" <<<"$refusal"; then
   echo "FAIL: the ordinary build did not fail on Debian 11's glibc ($glibc): this check proves nothing: $refusal" >&2
