@@ -63,6 +63,8 @@ struct Facts {
     gpus: Vec<u16>,
     rdma_devices: usize,
     ports: Vec<Port>,
+    /// PCI functions or attributes that could not be read (`path = reason`): a GPU among them is not counted.
+    pci_unread: Vec<String>,
 }
 
 impl Facts {
@@ -94,6 +96,7 @@ impl Facts {
             gpus,
             rdma_devices: devices.len(),
             ports,
+            pci_unread: tree.unreadable,
         })
     }
 
@@ -146,7 +149,14 @@ impl Facts {
                 }
             )
         };
-        format!("host shows {gpus}; {rdma}")
+        let unread = match self.pci_unread.first() {
+            None => String::new(),
+            Some(first) => format!(
+                "; {} PCI entries unread, first {first}: the pick is made without them",
+                self.pci_unread.len()
+            ),
+        };
+        format!("host shows {gpus}; {rdma}{unread}")
     }
 
     fn ports_of(&self, layer: LinkLayer) -> impl Iterator<Item = &Port> {
@@ -377,6 +387,7 @@ mod tests {
                     gbps: Some(400.0),
                 })
                 .collect(),
+            pci_unread: Vec::new(),
         }
     }
 
@@ -413,6 +424,30 @@ mod tests {
         assert!(
             why.reasons[0].contains("8× unknown model (10de:1234)"),
             "{why:#?}"
+        );
+    }
+
+    #[test]
+    fn a_partly_unread_bus_is_named_in_the_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        // A GPU function whose `class` cannot be read: it is left out of the tree, not silently absent.
+        let gpu = dir.path().join("sys/devices/pci0000:00/0000:00:01.0");
+        std::fs::create_dir_all(&gpu).unwrap();
+        std::fs::write(gpu.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(gpu.join("device"), "0x2330\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/0000:00:01.0",
+            dir.path().join("sys/bus/pci/devices/0000:00:01.0"),
+        )
+        .unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let (_, why) = choose(&host, &crate::probes::ids()).unwrap();
+        assert!(
+            why.reasons[0].contains("1 PCI entries unread, first ")
+                && why.reasons[0].contains("0000:00:01.0/class"),
+            "{:?}",
+            why.reasons
         );
     }
 
