@@ -250,6 +250,23 @@ fn a_refused_run_leaves_no_empty_report_file_behind() {
 }
 
 #[test]
+fn snapshot_into_an_unwritable_directory_is_refused_before_any_check_runs() {
+    // /proc refuses new entries, to root too.
+    let out = preflight()
+        .args([
+            "snapshot",
+            "--only",
+            "driver.nvidia",
+            "/proc/fabric-preflight-snap",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE, "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing was run"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "a check ran");
+}
+
+#[test]
 fn report_lost_at_the_end_is_exit_3_never_0() {
     let dir = passing_tree();
     assert_eq!(code(&run_passing(dir.path(), &[])), Exit::OK);
