@@ -154,15 +154,22 @@ fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
 }
 
 /// Opens `path` for writing without truncating it, so a missing directory, a read-only filesystem or a
-/// permission is found now rather than after the run. The file is created when new (it is written at the end);
-/// a directory is never created.
+/// permission is found now rather than after the run. A file this test had to create is removed again, so a
+/// run refused here (or stopped before its reports) leaves no empty report behind; a directory is never created.
 fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .open(path)
-        .map(drop)
+        .and_then(|_| std::fs::remove_file(path))
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(false)
+                .open(path)
+                .map(drop),
+            _ => Err(e),
+        })
 }
 
 fn write_report(target: &Target, text: &str) -> std::io::Result<()> {

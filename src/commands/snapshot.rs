@@ -48,6 +48,17 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
             parent.display()
         );
     }
+    if !dir.exists() {
+        // A parent this user may not write (or a read-only filesystem) is found now, not after every check ran.
+        fs::create_dir(dir)
+            .and_then(|()| fs::remove_dir(dir))
+            .with_context(|| {
+                format!(
+                    "snapshot {}: cannot create it, nothing was run",
+                    dir.display()
+                )
+            })?;
+    }
     let mut plan = super::run::prepare(
         None,
         &args.profile,

@@ -3,10 +3,9 @@
 //! line starts with the verdict and the first check that caused it. Slurm's health check reuses the same line
 //! as a drain reason.
 
-use super::termination::{one_line, truncate};
-use super::{in_order, label, RunReport};
+use super::termination::{one_line, problem_line, problems, truncate};
+use super::{label, RunReport};
 use crate::exit::Exit;
-use crate::probe::Status;
 
 /// NPD's codes for the custom-plugin protocol.
 pub const OK: u8 = 0;
@@ -19,8 +18,7 @@ pub const MAX_BYTES: usize = 200;
 /// One line: `PASS: 71 checks (profile generic)`, or the worst result first,
 /// `FAIL rdma.link mlx5_0/1 (+2 more): port down`.
 pub fn render(report: &RunReport) -> String {
-    let problems: Vec<_> =
-        in_order(&report.checks, &[Status::Fail, Status::Error, Status::Warn]).collect();
+    let problems = problems(report);
     let line = match problems.first() {
         None => format!(
             "{}: {} checks (profile {})",
@@ -28,26 +26,11 @@ pub fn render(report: &RunReport) -> String {
             report.checks.len(),
             one_line(&report.profile)
         ),
-        Some(first) => {
-            let subject = first
-                .subject
-                .as_deref()
-                .map(|s| format!(" {}", one_line(s)))
-                .unwrap_or_default();
-            let more = match problems.len() - 1 {
-                0 => String::new(),
-                n => format!(" (+{n} more)"),
-            };
-            // The count goes before the summary so a cut at NPD's length limit keeps it.
-            format!(
-                "{} {}{}{}: {}",
-                label(first.status),
-                first.id,
-                subject,
-                more,
-                one_line(&first.summary)
-            )
-        }
+        // The count goes before the summary so a cut at NPD's length limit keeps it.
+        Some(first) => match problems.len() - 1 {
+            0 => problem_line(first, ""),
+            n => problem_line(first, &format!(" (+{n} more)")),
+        },
     };
     let mut text = truncate(&line, MAX_BYTES).to_string();
     text.push('\n');

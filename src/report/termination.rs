@@ -3,7 +3,7 @@
 //! warning (in that order), and a `… (N more)` line for what did not fit.
 
 use super::{in_order, label, RunReport};
-use crate::probe::Status;
+use crate::probe::{CheckResult, Status};
 
 /// Kubernetes truncates the termination message beyond this many bytes.
 pub const MAX_BYTES: usize = 4096;
@@ -34,21 +34,9 @@ pub fn render(report: &RunReport) -> String {
     let mut out = String::new();
     push_line(&mut out, &header, MAX_BYTES - MORE_LINE_BYTES);
 
-    let listed: Vec<_> =
-        in_order(&report.checks, &[Status::Fail, Status::Error, Status::Warn]).collect();
+    let listed = problems(report);
     for (i, c) in listed.iter().enumerate() {
-        let subject = c
-            .subject
-            .as_deref()
-            .map(|s| format!(" {s}"))
-            .unwrap_or_default();
-        let line = format!(
-            "{} {}{}: {}",
-            label(c.status),
-            c.id,
-            one_line(&subject),
-            one_line(&c.summary)
-        );
+        let line = problem_line(c, "");
         let line = truncate(&line, MAX_LINE_BYTES);
         let left_after = listed.len() - i - 1;
         let reserve = if left_after > 0 { MORE_LINE_BYTES } else { 0 };
@@ -60,6 +48,26 @@ pub fn render(report: &RunReport) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The failures, errors and warnings, in that order: what the one-line reports (this and NPD's) list.
+pub(super) fn problems(report: &RunReport) -> Vec<&CheckResult> {
+    in_order(&report.checks, &[Status::Fail, Status::Error, Status::Warn]).collect()
+}
+
+/// `FAIL rdma.link mlx5_0/1{note}: port down`, on one line.
+pub(super) fn problem_line(c: &CheckResult, note: &str) -> String {
+    let subject = c
+        .subject
+        .as_deref()
+        .map(|s| format!(" {}", one_line(s)))
+        .unwrap_or_default();
+    format!(
+        "{} {}{subject}{note}: {}",
+        label(c.status),
+        c.id,
+        one_line(&c.summary)
+    )
 }
 
 /// The termination log of a run refused before any check ran (exit 2): the reason, cut to fit.

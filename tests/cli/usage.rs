@@ -228,6 +228,45 @@ fn unwritable_output_or_termination_log_is_refused_before_any_check_runs() {
 }
 
 #[test]
+fn a_refused_run_leaves_no_empty_report_file_behind() {
+    let dir = passing_tree();
+    let out_dir = tempfile::tempdir().unwrap();
+    let report = out_dir.path().join("report.json");
+    let out = run_passing(
+        dir.path(),
+        &[
+            "--output",
+            &format!("json={}", report.display()),
+            "--termination-log",
+            "/nonexistent/dir/termination-log",
+        ],
+    );
+    assert_eq!(code(&out), Exit::USAGE, "{}", stderr(&out));
+    assert!(
+        !report.exists(),
+        "an empty {} was left behind",
+        report.display()
+    );
+}
+
+#[test]
+fn snapshot_into_an_unwritable_directory_is_refused_before_any_check_runs() {
+    // /proc refuses new entries, to root too.
+    let out = preflight()
+        .args([
+            "snapshot",
+            "--only",
+            "driver.nvidia",
+            "/proc/fabric-preflight-snap",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE, "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing was run"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "a check ran");
+}
+
+#[test]
 fn report_lost_at_the_end_is_exit_3_never_0() {
     let dir = passing_tree();
     assert_eq!(code(&run_passing(dir.path(), &[])), Exit::OK);
