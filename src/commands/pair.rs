@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
+use crate::answers::Answers;
 use crate::cli::PairArgs;
-use crate::dynlib::verbs::{self, Discovery};
 use crate::exit::Exit;
 use crate::host::Host;
 use crate::measure::rc::{Failure, PortTarget};
@@ -17,6 +17,7 @@ use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::ring::{self, RingArgs};
 use crate::pair::session::{self, Local, Peer};
 use crate::pair::wire::{PortInfo, VERSION};
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Status};
 use crate::report::{HostInfo, RunReport};
 use crate::sysfs::infiniband;
@@ -109,7 +110,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     watchdog(deadline);
     let host = Host::live();
     let hostname = host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into());
-    let inventory = inventory(&host);
+    let inventory = inventory(&host, &Answers::live());
     let settings = Settings {
         plan: PairPlan {
             message_bytes: args.message_size * 1024,
@@ -220,7 +221,10 @@ fn watchdog(deadline: Instant) {
     });
 }
 
-fn inventory(host: &Host) -> Inventory {
+/// This node's ports. Whether RDMA is there at all is the shared presence rule's call (`presence::Survey`), so a
+/// NIC on the bus whose driver or libibverbs is missing or broken fails or errors here as in every probe; only
+/// a node with no RDMA hardware skips.
+fn inventory(host: &Host, answers: &Answers) -> Inventory {
     let gpus = crate::sysfs::nvidia::read_driver_gpus(host)
         .map(|g| g.len())
         .unwrap_or(0);
@@ -229,23 +233,13 @@ fn inventory(host: &Host) -> Inventory {
         gpus,
         none: Some((status, why)),
     };
-    let devices = match verbs::discover() {
-        Discovery::Failed { errno, .. } => {
-            return none(
-                Status::Skip,
-                format!(
-                    "no RDMA device usable: {}",
-                    verbs::explain_discovery_errno(errno)
-                ),
-            )
-        }
-        Discovery::Devices(d) if d.is_empty() => {
-            return none(
-                Status::Skip,
-                "no RDMA device (ibv_get_device_list is empty)".into(),
-            )
-        }
-        Discovery::Devices(d) => d,
+    let rdma = Survey::read(host, Stack::Rdma);
+    if let Some(r) = rdma.gate_if_unusable(ID_RDMA, false) {
+        return none(r.status, r.summary);
+    }
+    let devices = match rdma.verbs_devices(answers, ID_RDMA, false) {
+        Ok(d) => d,
+        Err(r) => return none(r.status, r.summary),
     };
     let mut ports = Vec::new();
     let all_ports = match infiniband::read_all_ports(host) {
@@ -540,4 +534,39 @@ fn summarize(
         args.termination_log.as_deref(),
         code,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// hgx-healthy has ConnectX functions bound to mlx5 and eight mlx5 devices; `device_list` is what
+    /// libibverbs answers.
+    fn inventory_with(device_list: &str) -> Inventory {
+        let dir = tempfile::tempdir().unwrap();
+        let answers = dir.path().join("vendor-answers.json");
+        std::fs::write(
+            &answers,
+            format!(r#"{{"verbs.device_list": {device_list}}}"#),
+        )
+        .unwrap();
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy");
+        inventory(
+            &Host::at(&root).unwrap(),
+            &Answers::from_file(&answers).unwrap(),
+        )
+    }
+
+    #[test]
+    fn rdma_nic_on_the_bus_is_never_a_skip() {
+        // libibverbs cannot be loaded while the NICs and mlx5_ib are there: an error, not "no RDMA device".
+        let (status, why) = inventory_with(r#"{"Failed": {"errno": 95, "message": "not loaded"}}"#)
+            .none
+            .unwrap();
+        assert_eq!(status, Status::Error, "{why}");
+        // libibverbs loads but lists nothing (no provider): a failure.
+        let (status, why) = inventory_with(r#"{"Devices": []}"#).none.unwrap();
+        assert_eq!(status, Status::Fail, "{why}");
+    }
 }

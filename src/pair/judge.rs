@@ -46,14 +46,20 @@ pub fn judge(
             statuses.push(pct.judge_min(p));
         }
     }
-    measurements.push(Measurement::new(
-        "latency_p50_us",
-        outcome.latency_p50_us,
-        "us",
-    ));
-    measurements
-        .push(Measurement::new("latency_p99_us", outcome.latency_p99_us, "us").judged_by(lat));
-    statuses.push(lat.judge_max(outcome.latency_p99_us));
+    // No round trip completed: the percentiles are placeholders (0), not a latency that could pass.
+    if outcome.pings == 0 {
+        statuses.push(Status::Fail);
+        notes.push("no SEND/RECV round trip completed: latency not measured".into());
+    } else {
+        measurements.push(Measurement::new(
+            "latency_p50_us",
+            outcome.latency_p50_us,
+            "us",
+        ));
+        measurements
+            .push(Measurement::new("latency_p99_us", outcome.latency_p99_us, "us").judged_by(lat));
+        statuses.push(lat.judge_max(outcome.latency_p99_us));
+    }
     for (op, ok) in [
         ("RDMA WRITE", outcome.write_verified),
         ("RDMA READ", outcome.read_verified),
@@ -269,6 +275,25 @@ mod tests {
         assert!(r.summary.contains("RDMA READ data did not arrive intact"));
         let r = judge(&outcome(), None, &DEFAULT_PCT, &Limit::new(None, Some(2.0)));
         assert_eq!(r.status, Status::Fail);
+    }
+
+    #[test]
+    fn no_round_trip_is_not_a_passing_latency() {
+        let none = PairOutcome {
+            latency_p50_us: 0.0,
+            latency_p99_us: 0.0,
+            pings: 0,
+            ..outcome()
+        };
+        let r = judge(
+            &none,
+            None,
+            &DEFAULT_PCT,
+            &Limit::new(Some(5.0), Some(10.0)),
+        );
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("latency not measured"), "{}", r.summary);
+        assert!(!r.measurements.iter().any(|m| m.name.starts_with("latency")));
     }
 
     #[test]

@@ -225,15 +225,7 @@ fn greet(
                 limit,
             )
             .map_err(|e| format!("sending welcome: {e}"))?;
-            Ok(Peer {
-                stream,
-                node,
-                addr,
-                ports,
-                no_ports,
-                deadline,
-                port_pair: 0,
-            })
+            Ok(Peer::greeted(stream, addr, node, ports, no_ports, deadline))
         }
         other => Err(refuse(
             &mut stream,
@@ -305,15 +297,7 @@ pub fn connect(
             node,
             ports,
             no_ports,
-        }) => Ok(Peer {
-            stream,
-            node,
-            addr,
-            ports,
-            no_ports,
-            deadline,
-            port_pair: 0,
-        }),
+        }) => Ok(Peer::greeted(stream, addr, node, ports, no_ports, deadline)),
         Ok(Message::Refused { reason }) => Err(SessionError(format!(
             "{target} ({addr}) refused the handshake: {reason}"
         ))),
@@ -328,6 +312,26 @@ pub fn connect(
 }
 
 impl Peer {
+    /// The peer as its handshake message (hello or welcome) announced it.
+    fn greeted(
+        stream: TcpStream,
+        addr: SocketAddr,
+        node: String,
+        ports: Vec<PortInfo>,
+        no_ports: Option<String>,
+        deadline: Instant,
+    ) -> Peer {
+        Peer {
+            stream,
+            node,
+            addr,
+            ports,
+            no_ports,
+            deadline,
+            port_pair: 0,
+        }
+    }
+
     pub fn name(&self) -> String {
         format!("{} ({})", self.node, self.addr)
     }
