@@ -206,11 +206,12 @@ fn run_inner(
                 rkey: peer_rkey,
                 remote: peer_addr + half as u64,
             };
-            let (write_gbps, _, cut) = stream(&mut qp, &send_cq, write, lkey, src, plan, ch)?;
+            let (write_gbps, writes, cut) = stream(&mut qp, &send_cq, write, lkey, src, plan, ch)?;
             cut_short |= cut;
             ch.send(Sync::WriteDone)?;
+            // As for READ: no completed WRITE proves nothing, whatever the peer's buffer holds.
             let write_verified = match expect(ch, "RDMA WRITE check")? {
-                Sync::WriteChecked { verified } => verified,
+                Sync::WriteChecked { verified } => writes > 0 && verified,
                 other => return Err(unexpected("RDMA WRITE check", &other)),
             };
             // READ the peer's source half into our destination half, then compare.
