@@ -1,6 +1,7 @@
 //! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
 
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::presence::{Stack, Survey};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, DriverAndKernel};
@@ -99,6 +100,19 @@ impl Probe for GdrKernelPath {
         let expect = &cx.profile.expect;
         let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
 
+        // Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
+        // rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
+        if peer_module.is_none() && (gpus.is_empty() || rdma.is_empty()) {
+            let gated = [Stack::Gpu, Stack::Rdma].into_iter().find_map(|stack| {
+                Survey::read(cx.host, stack)
+                    .gate_if_unusable(ID, false)
+                    .filter(|r| r.status != Status::Skip)
+            });
+            if let Some(mut r) = gated {
+                r.evidence.splice(0..0, evidence);
+                return vec![r];
+            }
+        }
         let result = match peer_module {
             Some(module) => CheckResult::pass(ID, format!("{module} loaded: peer-memory GPUDirect RDMA path available{}",
                 if dmabuf_possible { " (DMA-BUF also possible)" } else { "" })),
@@ -143,7 +157,6 @@ impl Probe for GdrKernelPath {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Status;
     use crate::probes::testing::{copy_scenario, run_on, run_on_root};
 
     #[test]
@@ -157,6 +170,23 @@ mod tests {
             r[0].summary
         );
         assert!(!r[0].summary.contains("proprietary"), "{}", r[0].summary);
+    }
+
+    /// Reproduced: GPUs on the bus with an empty driver list (driver not bound) and an RDMA NIC gave SKIP
+    /// "no NVIDIA GPU listed by the driver".
+    #[test]
+    fn gpus_on_the_bus_without_their_driver_fail_not_skip() {
+        let dir = copy_scenario("peermem-missing-proprietary");
+        let gpus = dir.path().join("proc/driver/nvidia/gpus");
+        std::fs::remove_dir_all(&gpus).unwrap();
+        std::fs::create_dir(&gpus).unwrap();
+        let r = run_on_root(&GdrKernelPath, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Fail, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains("on the PCI bus without"),
+            "{}",
+            r[0].summary
+        );
     }
 
     /// Reproduced: with `/proc/driver/nvidia/gpus` unreadable the node looked GPU-less and the FAIL (no
