@@ -1,5 +1,6 @@
 //! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
 
+use crate::host::optional;
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
@@ -55,7 +56,8 @@ impl Probe for GdrKernelPath {
             Ok(m) => m,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let memory_peers = cx.host.read(MEMORY_PEERS_NV_MEM).ok();
+        // Missing: MLNX_OFED's registration is not there. Unreadable: unknown, never taken for missing.
+        let memory_peers = optional(cx.host.read(MEMORY_PEERS_NV_MEM));
         let rdma = match read_device_names(cx.host) {
             Ok(d) => d,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
@@ -75,7 +77,11 @@ impl Probe for GdrKernelPath {
         }
         evidence.push(format!(
             "{MEMORY_PEERS_NV_MEM} = {}",
-            memory_peers.as_deref().unwrap_or("<missing>")
+            match &memory_peers {
+                Ok(Some(version)) => version.clone(),
+                Ok(None) => "<missing>".into(),
+                Err(e) => e.reason(),
+            }
         ));
         evidence.extend(platform.evidence());
         evidence.push(format!(
@@ -89,7 +95,7 @@ impl Probe for GdrKernelPath {
 
         let peer_module = if peermem.is_loaded() {
             Some("nvidia_peermem")
-        } else if legacy.is_loaded() || memory_peers.is_some() {
+        } else if legacy.is_loaded() || matches!(memory_peers, Ok(Some(_))) {
             Some("nv_peer_mem")
         } else {
             None
@@ -123,7 +129,10 @@ impl Probe for GdrKernelPath {
                 "nvidia_peermem not loaded; DMA-BUF GPUDirect RDMA path possible (open kernel module, kernel >= 5.12)",
             )
             .note("DMA-BUF support is proven only by a registration (gdr.loopback); NCCL uses it from 2.19 on"),
-            None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => {
+            // The legacy registration that could not be read may be the path: no verdict on it.
+            None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => if let Err(e) = &memory_peers {
+                CheckResult::error(ID, format!("{e}: whether the nv_peer_mem GPUDirect RDMA path is registered is unknown (nvidia_peermem not loaded, DMA-BUF unavailable)"))
+            } else {
                 let why = match (open_module, kernel_ok) {
                     // No driver at all is not a driver flavour: say what is missing.
                     (false, _) if platform.driver.is_none() && !modules.lines.iter().any(|l| l.name == "nvidia") => {
@@ -138,7 +147,7 @@ impl Probe for GdrKernelPath {
                 };
                 CheckResult::fail(ID, format!("no GPUDirect RDMA path: nvidia_peermem not loaded and DMA-BUF unavailable ({why})"))
                     .fix(FIX_PEERMEM)
-            }
+            },
             None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect RDMA does not apply"),
             None => CheckResult::skip(
                 ID,
@@ -187,6 +196,25 @@ mod tests {
             "{}",
             r[0].summary
         );
+    }
+
+    /// Reproduced: an unreadable MLNX_OFED registration file was shown as `<missing>` and the check failed "no
+    /// GPUDirect RDMA path", while that registration may be the path.
+    #[test]
+    fn unreadable_memory_peers_registration_is_an_error_not_missing() {
+        let dir = copy_scenario("peermem-missing-proprietary");
+        let nv_mem = dir.path().join("sys/kernel/mm/memory_peers/nv_mem");
+        std::fs::create_dir_all(&nv_mem).unwrap();
+        std::os::unix::fs::symlink("version", nv_mem.join("version")).unwrap();
+        let r = run_on_root(&GdrKernelPath, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Error, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains(MEMORY_PEERS_NV_MEM),
+            "{}",
+            r[0].summary
+        );
+        let line = format!("{MEMORY_PEERS_NV_MEM} = <symlink loop>");
+        assert!(r[0].evidence.contains(&line), "{:#?}", r[0].evidence);
     }
 
     /// Reproduced: with `/proc/driver/nvidia/gpus` unreadable the node looked GPU-less and the FAIL (no
