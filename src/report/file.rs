@@ -7,7 +7,8 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Writes `text` to a temporary file beside `path` and renames it over `path`. The temporary name starts with
-/// a dot and ends in `.tmp`, so the textfile collector (which reads `*.prom`) never picks it up. Targets that
+/// a dot and ends in `.tmp`, so the textfile collector (which reads `*.prom`) never picks it up; a second
+/// stopping signal during the write removes it ([`crate::interrupt::remove_if_killed`]). Targets that
 /// are not regular files (`/dev/stdout`, a FIFO) cannot be renamed over and are written in place; so is an
 /// existing file that cannot be replaced (a file bind-mounted into a pod, a writable file in a directory this
 /// user may not write).
@@ -34,6 +35,7 @@ pub fn replace(path: &Path, text: &str) -> io::Result<()> {
 
 fn rename_over(path: &Path, text: &str) -> io::Result<()> {
     let temp = temp_path(path)?;
+    let _removed_if_killed = crate::interrupt::remove_if_killed(&temp);
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
