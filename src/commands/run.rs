@@ -156,6 +156,8 @@ fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
 /// Opens `path` for writing without truncating it, so a missing directory, a read-only filesystem or a
 /// permission is found now rather than after the run. A file this test had to create is removed again, so a
 /// run refused here (or stopped before its reports) leaves no empty report behind; a directory is never created.
+/// A FIFO is only checked for write permission: opening it would wait for a reader, or hand a waiting reader an
+/// empty report; whether anyone reads it is found when the report is written.
 fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
@@ -163,6 +165,7 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
         .open(path)
         .and_then(|_| std::fs::remove_file(path))
         .or_else(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists if is_fifo(path) => may_write(path),
             std::io::ErrorKind::AlreadyExists => std::fs::OpenOptions::new()
                 .write(true)
                 .truncate(false)
@@ -170,6 +173,23 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
                 .map(drop),
             _ => Err(e),
         })
+}
+
+fn is_fifo(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// `access(W_OK)`: whether this process may open `path` for writing, without opening it.
+fn may_write(path: &std::path::Path) -> std::io::Result<()> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a valid NUL-terminated path; access() only reads it.
+    if unsafe { libc::access(c_path.as_ptr(), libc::W_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn write_report(target: &Target, text: &str) -> std::io::Result<()> {

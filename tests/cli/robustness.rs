@@ -625,3 +625,76 @@ fn status_of_all(report: &serde_json::Value, id: &str) -> Vec<String> {
     s.dedup();
     s
 }
+
+/// `run --only driver.nvidia` on `hgx-healthy` with `extra`, killed (and the test failed) past 20 s.
+fn run_bounded(extra: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = preflight()
+        .args([
+            "run",
+            "--color",
+            "never",
+            "--only",
+            "driver.nvidia",
+            "--root",
+        ])
+        .arg(host("hgx-healthy"))
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the run did not end within 20 s: {extra:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+}
+
+/// Reproduced: `--output` naming a FIFO nobody reads blocked at start-up (the writability check opened it and
+/// waited for a reader). Now the run goes on and the report it cannot hand over is lost output: exit 3, naming
+/// the FIFO.
+#[test]
+fn fifo_output_without_a_reader_neither_hangs_nor_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    mkfifo(&fifo);
+    let spec = format!("json={}", fifo.display());
+    let out = run_bounded(&["--output".as_ref(), spec.as_ref()]);
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "{}: no process has this FIFO open for reading",
+            fifo.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Reproduced: a reader waiting on the FIFO got an empty report (the start-up check opened and closed it).
+#[test]
+fn fifo_output_with_a_reader_gets_the_whole_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    mkfifo(&fifo);
+    let reading = fifo.clone();
+    // Opening for reading waits for a writer; then it reads until the writer closes.
+    let reader = std::thread::spawn(move || std::fs::read(reading).unwrap());
+    // The reader is in open() before the run gets to its report (the open waits; the run takes far longer).
+    std::thread::sleep(Duration::from_millis(100));
+    let spec = format!("json={}", fifo.display());
+    let out = run_bounded(&["--output".as_ref(), spec.as_ref()]);
+    assert_ne!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+    let report = json(Schema::Run, &reader.join().unwrap());
+    assert_eq!(status_of(&report, "driver.nvidia"), "pass");
+}
