@@ -50,7 +50,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         Err(e) => {
             // The reason for exit 2 belongs where `kubectl describe pod` looks, like any other verdict.
             if let Some(path) = &args.termination_log {
-                let _ = std::fs::write(path, termination::render_usage_error(&format!("{e:#}")));
+                let _ = report::file::replace(
+                    path,
+                    &termination::render_usage_error(&format!("{e:#}")),
+                );
             }
             return Err(e);
         }
@@ -111,7 +114,7 @@ pub fn deliver(
         }
     }
     if let Some(path) = termination_log {
-        if let Err(e) = std::fs::write(path, termination::render(report)) {
+        if let Err(e) = report::file::replace(path, &termination::render(report)) {
             eprintln!(
                 "fabric-preflight: writing termination log {}: {e}",
                 path.display()

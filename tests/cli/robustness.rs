@@ -698,3 +698,23 @@ fn fifo_output_with_a_reader_gets_the_whole_report() {
     let report = json(Schema::Run, &reader.join().unwrap());
     assert_eq!(status_of(&report, "driver.nvidia"), "pass");
 }
+
+/// Reproduced: the termination log was rewritten in place, so a reader holding it (the kubelet) could see it
+/// half written. It is replaced whole, like the reports.
+#[test]
+fn termination_log_is_replaced_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    std::fs::write(&log, "previous run\n").unwrap();
+    let held = std::fs::File::open(&log).unwrap();
+    let out = run_bounded(&["--termination-log".as_ref(), log.as_os_str()]);
+    assert_eq!(code(&out), Exit::OK, "{}", stderr(&out));
+    assert_eq!(std::io::read_to_string(held).unwrap(), "previous run\n");
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.starts_with("fabric-preflight PASS"), "{written}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["termination-log"], "a temporary file was left");
+}
