@@ -718,3 +718,54 @@ fn termination_log_is_replaced_whole() {
         .collect();
     assert_eq!(names, ["termination-log"], "a temporary file was left");
 }
+
+/// Kubernetes bind-mounts the termination log into the container: a rename onto a mount point fails (EBUSY), so
+/// there the log is written in place. Runs the binary in a private mount namespace (`unshare`), where the bind
+/// mount is made; fails loudly where mount namespaces are not allowed.
+#[test]
+fn bind_mounted_termination_log_is_written_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    let outside = dir.path().join("outside");
+    std::fs::write(&log, "").unwrap();
+    std::fs::write(&outside, "previous run\n").unwrap();
+    let out = Command::new("unshare")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["--map-root-user", "--mount", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+        .arg("sh")
+        .args([&outside, &log])
+        .arg(bin())
+        .args([
+            "run",
+            "--color",
+            "never",
+            "--only",
+            "driver.nvidia",
+            "--root",
+        ])
+        .arg(host("hgx-healthy"))
+        .arg("--termination-log")
+        .arg(&log)
+        .output()
+        .expect("this test needs unshare (util-linux)");
+    assert_eq!(
+        code(&out),
+        Exit::OK,
+        "needs mount namespaces (`unshare --map-root-user --mount`); stderr: {}",
+        stderr(&out)
+    );
+    let written = std::fs::read_to_string(&outside).unwrap();
+    assert!(written.starts_with("fabric-preflight PASS"), "{written}");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["outside", "termination-log"],
+        "a temporary file was left"
+    );
+}
