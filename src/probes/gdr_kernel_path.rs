@@ -1,6 +1,6 @@
 //! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
 
-use crate::host::optional;
+use crate::host::{optional, ReadError};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
@@ -44,82 +44,70 @@ impl Probe for GdrKernelPath {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let modules = match Modules::read(cx.host) {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let peermem = match modules.state(cx.host, "nvidia_peermem") {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let legacy = match modules.state(cx.host, "nv_peer_mem") {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        // Missing: MLNX_OFED's registration is not there. Unreadable: unknown, never taken for missing.
-        let memory_peers = optional(cx.host.read(MEMORY_PEERS_NV_MEM));
-        let rdma = match read_device_names(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let gpus = match nvidia::read_driver_gpus(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let platform = match DriverAndKernel::read(cx.host) {
-            Ok(p) => p,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
+        // A host file that could not be read ends the check with the error naming it.
+        judge(cx).unwrap_or_else(|e| vec![CheckResult::read_error(ID, &e)])
+    }
+}
 
-        let mut evidence: Vec<String> = Vec::new();
-        for m in [&peermem, &legacy] {
-            evidence.extend(m.evidence());
+fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let modules = Modules::read(cx.host)?;
+    let peermem = modules.state(cx.host, "nvidia_peermem")?;
+    let legacy = modules.state(cx.host, "nv_peer_mem")?;
+    // Missing: MLNX_OFED's registration is not there. Unreadable: unknown, never taken for missing.
+    let memory_peers = optional(cx.host.read(MEMORY_PEERS_NV_MEM));
+    let rdma = read_device_names(cx.host)?;
+    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    let platform = DriverAndKernel::read(cx.host)?;
+
+    let mut evidence: Vec<String> = Vec::new();
+    for m in [&peermem, &legacy] {
+        evidence.extend(m.evidence());
+    }
+    evidence.push(format!(
+        "{MEMORY_PEERS_NV_MEM} = {}",
+        match &memory_peers {
+            Ok(Some(version)) => version.clone(),
+            Ok(None) => "<missing>".into(),
+            Err(e) => e.reason(),
         }
-        evidence.push(format!(
-            "{MEMORY_PEERS_NV_MEM} = {}",
-            match &memory_peers {
-                Ok(Some(version)) => version.clone(),
-                Ok(None) => "<missing>".into(),
-                Err(e) => e.reason(),
-            }
-        ));
-        evidence.extend(platform.evidence());
-        evidence.push(format!(
-            "{CLASS_INFINIBAND} = {}",
-            if rdma.is_empty() {
-                "<no devices>".to_string()
-            } else {
-                rdma.join(" ")
-            }
-        ));
-
-        let peer_module = if peermem.is_loaded() {
-            Some("nvidia_peermem")
-        } else if legacy.is_loaded() || matches!(memory_peers, Ok(Some(_))) {
-            Some("nv_peer_mem")
+    ));
+    evidence.extend(platform.evidence());
+    evidence.push(format!(
+        "{CLASS_INFINIBAND} = {}",
+        if rdma.is_empty() {
+            "<no devices>".to_string()
         } else {
-            None
-        };
-        let open_module = platform.open_module();
-        let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
-        let dmabuf_possible = open_module && kernel_ok;
-        let expect = &cx.profile.expect;
-        let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
-
-        // Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
-        // rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
-        if peer_module.is_none() && (gpus.is_empty() || rdma.is_empty()) {
-            let gated = [Stack::Gpu, Stack::Rdma].into_iter().find_map(|stack| {
-                Survey::read(cx.host, stack)
-                    .gate_if_unusable(ID, false)
-                    .filter(|r| r.status != Status::Skip)
-            });
-            if let Some(mut r) = gated {
-                r.evidence.splice(0..0, evidence);
-                return vec![r];
-            }
+            rdma.join(" ")
         }
-        let result = match peer_module {
+    ));
+
+    let peer_module = if peermem.is_loaded() {
+        Some("nvidia_peermem")
+    } else if legacy.is_loaded() || matches!(memory_peers, Ok(Some(_))) {
+        Some("nv_peer_mem")
+    } else {
+        None
+    };
+    let open_module = platform.open_module();
+    let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
+    let dmabuf_possible = open_module && kernel_ok;
+    let expect = &cx.profile.expect;
+    let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
+
+    // Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
+    // rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
+    if peer_module.is_none() && (gpus.is_empty() || rdma.is_empty()) {
+        let gated = [Stack::Gpu, Stack::Rdma].into_iter().find_map(|stack| {
+            Survey::read(cx.host, stack)
+                .gate_if_unusable(ID, false)
+                .filter(|r| r.status != Status::Skip)
+        });
+        if let Some(mut r) = gated {
+            r.evidence.splice(0..0, evidence);
+            return Ok(vec![r]);
+        }
+    }
+    let result = match peer_module {
             Some(module) => CheckResult::pass(ID, format!("{module} loaded: peer-memory GPUDirect RDMA path available{}",
                 if dmabuf_possible { " (DMA-BUF also possible)" } else { "" })),
             None if expect.peermem == Some(true) => CheckResult::fail(ID, "nvidia_peermem not loaded and the profile requires it")
@@ -157,10 +145,9 @@ impl Probe for GdrKernelPath {
                 ),
             ),
         };
-        let mut result = result;
-        result.evidence.splice(0..0, evidence);
-        vec![result]
-    }
+    let mut result = result;
+    result.evidence.splice(0..0, evidence);
+    Ok(vec![result])
 }
 
 #[cfg(test)]
