@@ -16,7 +16,7 @@ use crate::profile_match;
 use crate::progress::Progress;
 use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
-use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
+use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 /// Where a report goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,10 +295,8 @@ pub fn execute(plan: Plan) -> Executed {
     let host_info = HostInfo {
         node_name: hostname.clone(),
         hostname,
-        kernel: plan
-            .host
-            .read(OSRELEASE)
-            .unwrap_or_else(|_| "unknown".into()),
+        // Through the shared reader: the checks read the release too.
+        kernel: read_release(&plan.host).unwrap_or_else(|_| "unknown".into()),
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();

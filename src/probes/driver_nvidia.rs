@@ -5,6 +5,7 @@ use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
+use crate::sysfs::stable;
 use crate::version::compare_versions;
 
 pub struct DriverNvidia;
@@ -47,7 +48,7 @@ fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
     let modules = Modules::read(cx.host)?;
     let nvidia = modules.state(cx.host, "nvidia")?;
     let uvm = modules.state(cx.host, "nvidia_uvm")?;
-    let version_text = cx.host.read(NVIDIA_VERSION);
+    let version_text = stable::read(cx.host, NVIDIA_VERSION);
     let expects_gpus = cx.profile.expect.gpu_count.is_some_and(|n| n > 0);
 
     let survey = Survey::read(cx.host, Stack::Gpu);

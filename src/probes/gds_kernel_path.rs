@@ -6,6 +6,7 @@ use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
 use crate::sysfs::nvidia;
+use crate::sysfs::stable;
 
 pub struct GdsKernelPath;
 
@@ -46,7 +47,7 @@ impl Probe for GdsKernelPath {
 fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
     let modules = Modules::read(cx.host)?;
     let nvfs = modules.state(cx.host, "nvidia_fs")?;
-    let version = optional(cx.host.read(NVFS_VERSION))?;
+    let version = optional(stable::read(cx.host, NVFS_VERSION))?;
     let mut evidence: Vec<String> = nvfs.evidence();
     evidence.push(format!(
         "{NVFS_VERSION} = {}",

@@ -110,7 +110,7 @@ pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
 /// Port numbers under `ports/`, ascending; an unreadable directory is the error, never no port.
 pub fn read_port_numbers(host: &Host, name: &str) -> Result<Vec<u32>, ReadError> {
     let dir = real_dir(host, &device_dir(name));
-    host.read_dir(&format!("{dir}/ports")).map(|names| {
+    super::stable::read_dir(host, &format!("{dir}/ports")).map(|names| {
         let mut ports: Vec<u32> = names.iter().filter_map(|p| p.parse().ok()).collect();
         ports.sort_unstable();
         ports
@@ -121,10 +121,12 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let dir = real_dir(host, &device_dir(name));
     let unread = std::cell::RefCell::new(None);
     let read = |file: &str| {
-        crate::host::optional(host.read(&format!("{dir}/{file}"))).unwrap_or_else(|e| {
-            unread.borrow_mut().get_or_insert(e);
-            None
-        })
+        crate::host::optional(super::stable::read(host, &format!("{dir}/{file}"))).unwrap_or_else(
+            |e| {
+                unread.borrow_mut().get_or_insert(e);
+                None
+            },
+        )
     };
     let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     RdmaDevice {
@@ -143,7 +145,10 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
 /// file is the error: the model decides which ports are compared as siblings.
 pub fn read_hca_type(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
     let dir = real_dir(host, &device_dir(name));
-    Ok(crate::host::optional(host.read(&format!("{dir}/hca_type")))?.filter(|t| !t.is_empty()))
+    Ok(
+        crate::host::optional(super::stable::read(host, &format!("{dir}/hca_type")))?
+            .filter(|t| !t.is_empty()),
+    )
 }
 
 /// `rate`: `400 Gb/sec (4X NDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)` (old kernels).

@@ -140,7 +140,7 @@ impl DriverAndKernel {
     /// A missing file is "not known" (driver not loaded); one that exists but cannot be read or parsed is an
     /// error: both decide whether DMA-BUF is possible.
     pub fn read(host: &Host) -> Result<Self, ReadError> {
-        let driver = match host.read(NVIDIA_VERSION) {
+        let driver = match super::stable::read(host, NVIDIA_VERSION) {
             Ok(t) => Some(parse_version(&t).ok_or_else(|| ReadError {
                 path: NVIDIA_VERSION.into(),
                 kind: ReadErrorKind::Other(format!("unrecognised: {:?}", first_line(&t))),

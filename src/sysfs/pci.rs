@@ -218,16 +218,20 @@ pub fn read_numa_node(host: &Host, dir: &str) -> Result<Option<u32>, ReadError> 
 }
 
 fn read_link(host: &Host, dir: &str) -> Link {
+    // Read once: its absence says the function has no link attributes at all.
     let current_speed_path = format!("{dir}/current_link_speed");
-    match host.read(&current_speed_path) {
+    let current_speed_text = match host.read(&current_speed_path) {
         Err(e) if e.is_not_found() => return Link::Absent,
         Err(e) => return Link::Unreadable(e.path.clone(), e.reason()),
-        Ok(_) => {}
-    }
+        Ok(text) => text,
+    };
+    let parse_speed = |path: String, text: String| -> Result<LinkSpeed, (String, String)> {
+        parse_link_speed(&text).ok_or((path, format!("<unrecognised: {text:?}>")))
+    };
     let speed = |name: &str| -> Result<LinkSpeed, (String, String)> {
         let path = format!("{dir}/{name}");
         let text = host.read(&path).map_err(|e| (path.clone(), e.reason()))?;
-        parse_link_speed(&text).ok_or((path, format!("<unrecognised: {text:?}>")))
+        parse_speed(path, text)
     };
     let width = |name: &str| -> Result<u32, (String, String)> {
         let path = format!("{dir}/{name}");
@@ -238,7 +242,7 @@ fn read_link(host: &Host, dir: &str) -> Link {
     };
     let attrs = (|| {
         Ok::<_, (String, String)>(LinkAttrs {
-            current_speed: speed("current_link_speed")?,
+            current_speed: parse_speed(current_speed_path, current_speed_text)?,
             current_width: width("current_link_width")?,
             max_speed: speed("max_link_speed")?,
             max_width: width("max_link_width")?,
