@@ -145,29 +145,8 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
     }
 
-    /// Reproduced: a FIFO nobody reads blocked the write forever.
-    #[test]
-    fn a_fifo_without_a_reader_is_an_error_not_a_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("report.fifo");
-        mkfifo(&fifo);
-        let (done, finished) = std::sync::mpsc::channel();
-        let target = fifo.clone();
-        std::thread::spawn(move || done.send(replace(&target, "x")).unwrap());
-        let result = finished
-            .recv_timeout(std::time::Duration::from_secs(5))
-            .unwrap_or_else(|_| {
-                // Let the stuck writer go before failing.
-                drop(File::open(&fifo));
-                panic!("writing to a FIFO without a reader blocked")
-            });
-        let e = result.unwrap_err();
-        assert!(
-            e.to_string().contains("no process has this FIFO open"),
-            "{e}"
-        );
-    }
-
+    /// More than a pipe holds: the descriptor must be blocking again once open (the CLI tests cover a FIFO
+    /// without a reader).
     #[test]
     fn a_fifo_with_a_reader_gets_the_whole_report() {
         let dir = tempfile::tempdir().unwrap();

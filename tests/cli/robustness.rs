@@ -297,9 +297,7 @@ fn fifo_in_the_tree_does_not_block() {
     let dir = copy_scenario("hgx-healthy");
     let modules = dir.path().join("proc/modules");
     std::fs::remove_file(&modules).unwrap();
-    let c_path = std::ffi::CString::new(modules.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    mkfifo(&modules);
     let started = Instant::now();
     let (_, report) = run_json(
         dir.path(),
@@ -626,17 +624,20 @@ fn status_of_all(report: &serde_json::Value, id: &str) -> Vec<String> {
     s
 }
 
-/// `run --only driver.nvidia` on `hgx-healthy` with `extra`, killed (and the test failed) past 20 s.
+/// A short run that passes on `hgx-healthy`: `run --only driver.nvidia --root`, the tree next.
+const SHORT_RUN: [&str; 6] = [
+    "run",
+    "--color",
+    "never",
+    "--only",
+    "driver.nvidia",
+    "--root",
+];
+
+/// [`SHORT_RUN`] on `hgx-healthy` with `extra`, killed (and the test failed) past 20 s.
 fn run_bounded(extra: &[&std::ffi::OsStr]) -> std::process::Output {
     let mut child = preflight()
-        .args([
-            "run",
-            "--color",
-            "never",
-            "--only",
-            "driver.nvidia",
-            "--root",
-        ])
+        .args(SHORT_RUN)
         .arg(host("hgx-healthy"))
         .args(extra)
         .stdout(std::process::Stdio::piped())
@@ -737,14 +738,7 @@ fn bind_mounted_termination_log_is_written_in_place() {
         .arg("sh")
         .args([&outside, &log])
         .arg(bin())
-        .args([
-            "run",
-            "--color",
-            "never",
-            "--only",
-            "driver.nvidia",
-            "--root",
-        ])
+        .args(SHORT_RUN)
         .arg(host("hgx-healthy"))
         .arg("--termination-log")
         .arg(&log)
