@@ -9,6 +9,7 @@
  *
  * What it pretends:
  * - one device, ordinal 0, PCI bus id STANDIN_BUS_ID (a fixed id no real machine of ours has), driver 13.0;
+ *   CUDA_STANDIN_DEVICES=0 makes it list none (a driver that sees no GPU);
  * - "device memory" is host memory: cuMemAlloc maps a memfd (MAP_SHARED), so ibv_reg_mr on the "device
  *   pointer" works on rxe exactly as it would with nvidia_peermem loaded (the peermem path);
  * - cuMemGetHandleForAddressRange answers CUDA_ERROR_NOT_SUPPORTED (as the proprietary kernel module does),
@@ -74,7 +75,8 @@ int cuDriverGetVersion(int *version) {
 
 int cuDeviceGetCount(int *count) {
     if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    *count = 1;
+    const char *devices = getenv("CUDA_STANDIN_DEVICES");
+    *count = devices && strcmp(devices, "0") == 0 ? 0 : 1;
     return CUDA_SUCCESS;
 }
 
