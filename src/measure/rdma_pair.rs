@@ -154,13 +154,26 @@ pub fn run(
     memory: &mut TestMemory,
     ch: &mut dyn Channel,
 ) -> Result<PairOutcome, Failure> {
-    let result = run_inner(role, target, plan, memory, ch);
+    let mut endpoint_sent = false;
+    let result = run_inner(role, target, plan, memory, ch, &mut endpoint_sent);
     if let Err(f) = &result {
         if !f.stage.starts_with("peer") && !f.stage.starts_with("control") {
-            let _ = ch.send(Sync::Failed(f.clone()));
+            if endpoint_sent {
+                let _ = ch.send(Sync::Failed(f.clone()));
+            } else {
+                stop_before_endpoint(ch, f);
+            }
         }
     }
     result
+}
+
+/// This end stopped before sending its endpoint (memory, port or registration): tell the peer, and take the
+/// peer's first message (its endpoint, or its own failure), which it sent meanwhile, so the next leg on this
+/// connection does not read it as its own.
+pub fn stop_before_endpoint(ch: &mut dyn Channel, f: &Failure) {
+    let _ = ch.send(Sync::Failed(f.clone()));
+    let _ = ch.recv("endpoint exchange");
 }
 
 fn run_inner(
@@ -169,6 +182,7 @@ fn run_inner(
     plan: PairPlan,
     memory: &mut TestMemory,
     ch: &mut dyn Channel,
+    endpoint_sent: &mut bool,
 ) -> Result<PairOutcome, Failure> {
     let half = plan.message_bytes;
     if half < PING_BYTES as usize || half > u32::MAX as usize {
@@ -215,6 +229,7 @@ fn run_inner(
         len: region.len as u64,
         registration: registration.clone(),
     })?;
+    *endpoint_sent = true;
     let (peer, peer_addr, peer_rkey, peer_len, peer_registration) =
         match expect(ch, "endpoint exchange")? {
             Sync::Endpoint {
@@ -508,6 +523,78 @@ mod tests {
         };
         let back: Sync = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// A control channel over two queues, for what `run` says and reads.
+    struct Script {
+        sent: Vec<Sync>,
+        inbox: std::collections::VecDeque<Sync>,
+    }
+
+    impl Channel for Script {
+        fn send(&mut self, step: Sync) -> Result<(), Failure> {
+            self.sent.push(step);
+            Ok(())
+        }
+        fn recv(&mut self, during: &str) -> Result<Sync, Failure> {
+            self.inbox
+                .pop_front()
+                .ok_or_else(|| fail(&format!("peer: {during}"), "closed"))
+        }
+        fn peer_gone(&mut self) -> bool {
+            self.inbox.is_empty()
+        }
+    }
+
+    /// An end that stops before its endpoint (here: a plan it refuses) tells the peer and takes the endpoint the
+    /// peer sent meanwhile; left unread, the next leg on the connection read it as its own peer's endpoint and
+    /// connected to a queue pair that no longer existed.
+    #[test]
+    fn a_failure_before_the_endpoint_leaves_the_channel_in_step() {
+        let peer_endpoint = Sync::Endpoint {
+            remote: Remote {
+                qpn: 7,
+                psn: 0x2000,
+                lid: 0,
+                gid: None,
+            },
+            addr: 0,
+            rkey: 1,
+            len: 8,
+            registration: Registration {
+                call: "ibv_reg_mr".into(),
+                refused: vec![],
+            },
+        };
+        let mut ch = Script {
+            sent: vec![],
+            inbox: [peer_endpoint, Sync::Ready].into(),
+        };
+        let plan = PairPlan {
+            message_bytes: 4,
+            bw_messages: 1,
+            queue_depth: 1,
+            pings: 1,
+            phase_time: Duration::from_secs(1),
+            deadline: Instant::now() + Duration::from_secs(1),
+        };
+        let mut memory = TestMemory::host(8);
+        let f = run(Role::Initiator, &target(), plan, &mut memory, &mut ch).unwrap_err();
+        assert_eq!(f.stage, "plan");
+        assert!(
+            matches!(ch.sent.as_slice(), [Sync::Failed(_)]),
+            "{:?}",
+            ch.sent
+        );
+        assert_eq!(ch.inbox.into_iter().collect::<Vec<_>>(), [Sync::Ready]);
+    }
+
+    fn target() -> PortTarget {
+        PortTarget {
+            device: "rxe0".into(),
+            port: 1,
+            roce_gid: None,
+        }
     }
 
     /// Item 6 of issue 13: the echo is compared with the ping sent, by length always and by number where the
