@@ -15,7 +15,9 @@ use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::BasicQueuePair;
 
 use crate::measure::memory::TestMemory;
-use crate::measure::rc::{self, fail, Failure, Op, PortTarget, Region, Registration, Remote};
+use crate::measure::rc::{
+    self, fail, Failure, Op, PortTarget, Region, Registration, Remote, RoundTrips,
+};
 use crate::measure::rdma_loopback::{bits_per_sec_gbps, pattern_from, percentile_us};
 
 /// What the two ends tell each other during a measurement.
@@ -375,14 +377,6 @@ fn write_u64(addr: u64, v: u64) {
     unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
 }
 
-/// What the initiator's ping-pong measured.
-struct Pings {
-    /// One-way latencies, sorted.
-    samples: Vec<Duration>,
-    mismatched: u32,
-    cut_short: bool,
-}
-
 /// The echo of ping `sent` is intact: its length, and where the CPU can read it (`got`), its number.
 fn echo_intact(sent: u64, got: Option<u64>, len: u32) -> bool {
     len == PING_BYTES && got.is_none_or(|g| g == sent)
@@ -400,16 +394,10 @@ fn ping(
     host_visible: bool,
     plan: PairPlan,
     ch: &mut dyn Channel,
-) -> Result<Pings, Failure> {
-    let mut samples = Vec::with_capacity(plan.pings as usize);
-    let (mut mismatched, mut cut_short) = (0, false);
+) -> Result<RoundTrips, Failure> {
     let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
     // The source half's pattern is needed nowhere after the bulk phases: it carries the numbers.
-    for i in 0..u64::from(plan.pings) {
-        if Instant::now() >= phase_end {
-            cut_short = Instant::now() >= plan.deadline;
-            break;
-        }
+    let pings = rc::round_trips(plan.pings, phase_end, plan.deadline, |i| {
         if host_visible {
             write_u64(src, i);
         }
@@ -417,21 +405,15 @@ fn ping(
         rc::post(qp, Op::Send, i, lkey, src, PING_BYTES)?;
         completions(send_cq, plan.deadline, "SEND", ch)?;
         let got = completions(recv_cq, plan.deadline, "RECV", ch)?;
-        samples.push(t.elapsed() / 2);
+        let took = t.elapsed();
         let len = got.first().map_or(0, |(_, len)| *len);
-        if !echo_intact(i, host_visible.then(|| read_u64(dst)), len) {
-            mismatched += 1;
-        }
+        let intact = echo_intact(i, host_visible.then(|| read_u64(dst)), len);
         rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
-    }
+        Ok((took, intact))
+    })?;
     rc::post(qp, Op::Send, u64::MAX, lkey, src, STOP_BYTES)?;
     completions(send_cq, plan.deadline, "SEND", ch)?;
-    samples.sort_unstable();
-    Ok(Pings {
-        samples,
-        mismatched,
-        cut_short,
-    })
+    Ok(pings)
 }
 
 /// Responder: send every ping back as it came (from where it landed, so GPU memory echoes too) until the
@@ -478,26 +460,25 @@ fn stream(
     plan: PairPlan,
     ch: &mut dyn Channel,
 ) -> Result<(f64, u32, bool), Failure> {
-    let (len, count, depth) = (
-        plan.message_bytes as u32,
-        plan.bw_messages,
-        plan.queue_depth.max(1),
-    );
+    let (len, count) = (plan.message_bytes as u32, plan.bw_messages);
     let started = Instant::now();
     let phase_end = (started + plan.phase_time).min(plan.deadline);
-    let (mut posted, mut completed) = (0u32, 0u32);
-    loop {
-        while posted < count && posted - completed < depth && Instant::now() < phase_end {
-            rc::post(qp, op, u64::from(posted), lkey, local, len)?;
-            posted += 1;
-        }
-        if posted == completed {
-            let gbps = bits_per_sec_gbps(u64::from(completed) * u64::from(len), started.elapsed());
-            let cut = completed < count && Instant::now() >= plan.deadline;
-            return Ok((gbps, completed, cut));
-        }
-        completed += completions(cq, plan.deadline, op.name(), ch)?.len() as u32;
-    }
+    let completed = rc::keep_in_flight(
+        count,
+        plan.queue_depth,
+        phase_end,
+        |n| rc::post(qp, op, u64::from(n), lkey, local, len),
+        || {
+            Ok(completions(cq, plan.deadline, op.name(), ch)?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect())
+        },
+        |_| {},
+    )?;
+    let gbps = bits_per_sec_gbps(u64::from(completed) * u64::from(len), started.elapsed());
+    let cut = completed < count && Instant::now() >= plan.deadline;
+    Ok((gbps, completed, cut))
 }
 
 #[cfg(test)]
