@@ -314,3 +314,140 @@ fn result_only(report: &Value, id: &str) -> Value {
     assert_eq!(found.len(), 1, "{report:#}");
     found[0].clone()
 }
+
+/// The `pair.rdma` result of `vm`'s link with `neighbour` in `report`.
+fn link_with(report: &Value, vm: &str, neighbour: &str) -> Value {
+    let subject = format!("vm-{vm}:rxe0/1 <-> {neighbour}:rxe0/1");
+    results_of(report, "pair.rdma")
+        .into_iter()
+        .find(|c| c["subject"] == subject.as_str())
+        .unwrap_or_else(|| panic!("no pair.rdma {subject} in {report:#}"))
+        .clone()
+}
+
+/// A `pair.rdma` pass that moved and compared data both ways and timed round trips.
+fn assert_pair_moved_checked_data(p: &Value) {
+    assert_verdict(p, "pass", "WRITE");
+    for name in [
+        "write_gbits_per_sec",
+        "read_gbits_per_sec",
+        "latency_p99_us",
+    ] {
+        assert!(measurement(p, name) > 0.0, "{name}: {p:#}");
+    }
+    assert!(
+        p.to_string()
+            .contains("data verified: WRITE true, READ true"),
+        "{p:#}"
+    );
+}
+
+const RING: [(&str, &str, &str); 3] = [("a", "c", "b"), ("b", "a", "c"), ("c", "b", "a")];
+
+/// `pair --ring --peers vm-a,vm-b,vm-c --rank N` in each of the three VMs: every node tests both neighbours
+/// (listening for its predecessor, connecting to its successor), all six ends pass, and each node's
+/// `pair.ring` says so.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_of_three_vms_by_hand() {
+    for (rank, (vm, prev, next)) in RING.into_iter().enumerate() {
+        let r = report(vm, "ring-hand");
+        assert_eq!(exit(vm, "ring-hand"), 0, "{r:#}");
+        assert_eq!(results_of(&r, "pair.handshake").len(), 2, "{r:#}");
+        for h in results_of(&r, "pair.handshake") {
+            assert_verdict(h, "pass", "handshake with");
+        }
+        assert_eq!(results_of(&r, "pair.rdma").len(), 2, "{r:#}");
+        for neighbour in [prev, next] {
+            assert_pair_moved_checked_data(&link_with(&r, vm, &format!("vm-{neighbour}")));
+        }
+        let ring = result_only(&r, "pair.ring");
+        assert_verdict(&ring, "pass", &format!("every ring link of vm-{vm} passes"));
+        assert!(
+            ring.to_string().contains(&format!(
+                "ring = vm-a,vm-b,vm-c (rank {rank} of 3, from --peers/--rank)"
+            )),
+            "{ring:#}"
+        );
+    }
+}
+
+/// The same ring from Slurm's variables alone (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST=vm[1-3], and
+/// SLURM_JOB_ID/SLURM_STEP_ID as the token: no --token, no --peers).
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_of_three_vms_from_slurm_variables() {
+    for (rank, (vm, prev, next)) in RING.into_iter().enumerate() {
+        let r = report(vm, "ring-slurm");
+        assert_eq!(exit(vm, "ring-slurm"), 0, "{r:#}");
+        let me = format!("vm{}", rank + 1);
+        for neighbour in [prev, next] {
+            let n = (neighbour.as_bytes()[0] - b'a' + 1) as usize;
+            let subject = format!("{me}:rxe0/1 <-> vm{n}:rxe0/1");
+            let p = results_of(&r, "pair.rdma")
+                .into_iter()
+                .find(|c| c["subject"] == subject.as_str())
+                .unwrap_or_else(|| panic!("no pair.rdma {subject} in {r:#}"));
+            assert_pair_moved_checked_data(p);
+        }
+        let ring = result_only(&r, "pair.ring");
+        assert_verdict(&ring, "pass", "every ring link");
+        assert!(
+            ring.to_string().contains(&format!(
+                "ring = vm1,vm2,vm3 (rank {rank} of 3, from Slurm (SLURM_PROCID, SLURM_JOB_NODELIST=vm[1-3]))"
+            )),
+            "{ring:#}"
+        );
+    }
+}
+
+/// vm-c drops the RoCE traffic that reaches it (TCP still passes): its two links fail on both ends with the
+/// transport's own error (retry exceeded), well before the 120 s deadline, while vm-a <-> vm-b passes; vm-c's
+/// own `pair.ring` and `pair --summarize` over the three reports name vm-c.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_fault_on_vm_c_is_named_by_summarize() {
+    let (a, b, c) = (
+        report("a", "ring-fault"),
+        report("b", "ring-fault"),
+        report("c", "ring-fault"),
+    );
+    for (vm, r) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_eq!(exit(vm, "ring-fault"), 1, "{r:#}");
+        // rxe retried forever with a retry count of 7: the runs then lasted their whole deadline.
+        assert!(r["duration_ms"].as_u64().unwrap() < 60_000, "{r:#}");
+        for h in results_of(r, "pair.handshake") {
+            assert_verdict(h, "pass", "handshake with");
+        }
+    }
+    assert_pair_moved_checked_data(&link_with(&a, "a", "vm-b"));
+    assert_pair_moved_checked_data(&link_with(&b, "b", "vm-a"));
+    for (vm, r, other) in [
+        ("a", &a, "vm-c"),
+        ("b", &b, "vm-c"),
+        ("c", &c, "vm-a"),
+        ("c", &c, "vm-b"),
+    ] {
+        let p = link_with(r, vm, other);
+        assert_verdict(&p, "fail", "work completion status 12");
+    }
+    assert_verdict(
+        &result_only(&c, "pair.ring"),
+        "fail",
+        "vm-c is common to every failing pair",
+    );
+
+    let summary = report(".", "ring-summary");
+    assert_eq!(exit(".", "ring-summary"), 1, "{summary:#}");
+    let ring = result_only(&summary, "pair.ring");
+    assert_verdict(&ring, "fail", "vm-c is common to every failing pair");
+    let text = ring.to_string();
+    for line in [
+        "reports from vm-a, vm-b, vm-c",
+        "vm-a <-> vm-b = pass",
+        "vm-a <-> vm-c = fail",
+        "vm-b <-> vm-c = fail",
+    ] {
+        assert!(text.contains(line), "{line}: {ring:#}");
+    }
+}

@@ -17,7 +17,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 [ -x target/release/fabric-preflight ] || cargo build --release --locked
-echo "rxe-vm: two VMs (TCG, 1 vCPU, 1 GiB each), Debian kernel + rdma_rxe, fabric-preflight healthy and under live faults"
+echo "rxe-vm: three VMs (TCG, 1 vCPU, 1 GiB each), Debian kernel + rdma_rxe, fabric-preflight healthy and under live faults"
 cache=${RXE_VM_CACHE:-target/rxe-vm}
 time RXE_VM_CACHE=$cache tests/vm/rxe-vm.sh
 RXE_VM_RESULTS=$cache/out cargo test --locked --test rxe_vm -- --ignored

@@ -460,10 +460,12 @@ fn rate_text(rate: Option<f64>) -> String {
         .unwrap_or_else(|| "not meaningful (software device) or unreadable".into())
 }
 
-/// A transfer that stopped: a broken path (completion errors while the peer is alive) fails; a peer that went
-/// away or a call that could not be made is an error, naming the peer.
+/// A transfer that stopped: a broken path (completion errors on either end) fails; a peer that went away or a
+/// call that could not be made is an error, naming the peer.
 fn failed(peer: &mut Peer, f: &Failure) -> CheckResult {
-    let gone = peer.is_gone();
+    // A failure the peer reported is its verdict, even when its process has ended by now (a ring node ends as
+    // soon as both its links are done).
+    let gone = !rdma_pair::is_relayed(f) && peer.is_gone();
     let name = peer.name();
     let text = format!("{}: {}", f.stage, f.message);
     if gone {
@@ -556,6 +558,25 @@ mod tests {
             &Host::at(&root).unwrap(),
             &Answers::from_file(&answers).unwrap(),
         )
+    }
+
+    /// In the three-VM ring, vm-c reported its retry-exceeded completion and ended before vm-a judged the link:
+    /// vm-a called that an error ("went away mid-transfer") instead of the fabric failure it was.
+    #[test]
+    fn a_completion_failure_the_peer_reported_fails_after_it_left() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut here, there) = session::connected_peers(deadline);
+        drop(there);
+        let theirs = crate::measure::rc::fail(
+            "RDMA WRITE completion",
+            "work completion status 12 (transport retry counter exceeded: no ACK from the peer)",
+        );
+        let r = failed(&mut here, &rdma_pair::relayed(&theirs));
+        assert_eq!(r.status, Status::Fail, "{r:?}");
+        assert!(r.summary.contains("status 12"), "{r:?}");
+        // The peer that vanished without a word is still an error naming it.
+        let gone = crate::measure::rc::fail("peer: RDMA WRITE", "closed the connection");
+        assert_eq!(failed(&mut here, &gone).status, Status::Error);
     }
 
     #[test]
