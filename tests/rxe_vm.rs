@@ -451,3 +451,66 @@ fn ring_fault_on_vm_c_is_named_by_summarize() {
         assert!(text.contains(line), "{line}: {ring:#}");
     }
 }
+
+/// The evidence line of `check` that starts with `prefix`.
+fn evidence_line<'a>(check: &'a Value, prefix: &str) -> &'a str {
+    check["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|e| e.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no evidence {prefix:?} in {check:#}"))
+}
+
+/// `pair --memory gpu` between vm-b and vm-c with the CUDA stand-in (tests/vm/cuda-standin.c, "device memory"
+/// that is host memory) as libcuda: beside the host-memory control, the GPU leg moved data both ways, compared
+/// it, timed round trips, and names its registration path on both ends. With the stand-in's DMA-BUF export
+/// refused (as the proprietary driver refuses it) that is ibv_reg_mr on the device pointer (peermem). With
+/// CUDA_STANDIN_DMABUF=udmabuf the export needs /dev/udmabuf: where the guest kernel has none (Debian 12's 6.1
+/// is built without CONFIG_UDMABUF) the export is refused the same way; where it has one, rxe either accepts
+/// ibv_reg_dmabuf_mr or refuses it and ibv_reg_mr is used, and the evidence says which.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn gpu_memory_leg_through_the_cuda_standin() {
+    let no_udmabuf = text("c/udmabuf.dev").contains("No such file");
+    for name in ["gpu-peermem", "gpu-udmabuf"] {
+        for (vm, peer) in [("b", "vm-c"), ("c", "vm-b")] {
+            let r = report(vm, name);
+            assert_eq!(exit(vm, name), 0, "{r:#}");
+            let p = result_only(&r, "pair.rdma");
+            let leg = format!(
+                "GPU leg (GPU memory (0000:5e:00.0) here, GPU memory (0000:5e:00.0) on {peer})"
+            );
+            assert_verdict(&p, "pass", &leg);
+            for m in [
+                "gpu_write_gbits_per_sec",
+                "gpu_read_gbits_per_sec",
+                "gpu_latency_p99_us",
+                "write_gbits_per_sec",
+            ] {
+                assert!(measurement(&p, m) > 0.0, "{m}: {p:#}");
+            }
+            for prefix in ["host memory", leg.as_str()] {
+                assert_eq!(
+                    evidence_line(&p, &format!("{prefix}: data verified")),
+                    format!("{prefix}: data verified: WRITE true, READ true"),
+                );
+            }
+            let refused_export = "ibv_reg_mr (refused first: DMA-BUF export = cuMemGetHandleForAddressRange: CUDA_ERROR_NOT_SUPPORTED)";
+            for who in ["here", "on the peer"] {
+                let line = evidence_line(&p, &format!("{leg}: memory registration {who} = "));
+                let path = line.split_once(&format!("{who} = ")).unwrap().1;
+                if name == "gpu-peermem" || no_udmabuf {
+                    assert_eq!(path, refused_export, "{p:#}");
+                } else {
+                    assert!(
+                        path == "ibv_reg_dmabuf_mr"
+                            || path.starts_with("ibv_reg_mr (refused first: ibv_reg_dmabuf_mr = "),
+                        "{p:#}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -94,8 +94,28 @@ if [ "$ROLE" = c ]; then
         say "tc RoCE drop FAILED"
 fi
 pair_run ring-fault --ring --peers vm-a,vm-b,vm-c --rank "$RANK" --port 18602 --token vm-ring-fault --timeout 120
+[ "$ROLE" = c ] && /usr/sbin/tc qdisc del dev eth0 clsact
+
+# gpu_legs connect|listen: `pair --memory gpu` between vm-b (connects) and vm-c (listens) through the CUDA
+# stand-in, once with its DMA-BUF export refused (as the proprietary driver refuses it: ibv_reg_mr on the
+# "device pointer", the peermem path) and once with CUDA_STANDIN_DMABUF=udmabuf (a real dma-buf from
+# /dev/udmabuf where the kernel has it, offered to ibv_reg_dmabuf_mr).
+gpu_legs() {
+    port=18700
+    for mode in peermem udmabuf; do
+        if [ "$1" = listen ]; then side="--listen $port"; else side="--connect vm-c:$port"; fi
+        (
+            export LD_LIBRARY_PATH=/opt/cuda-standin
+            [ $mode = udmabuf ] && export CUDA_STANDIN_DMABUF=udmabuf
+            pair_run "gpu-$mode" --memory gpu --token vm-gpu-token --timeout 120 $side
+        )
+        port=$((port + 1))
+    done
+}
 if [ "$ROLE" = c ]; then
-    /usr/sbin/tc qdisc del dev eth0 clsact
+    # What the udmabuf leg can find: the device node or not.
+    ls -l /dev/udmabuf >/out/udmabuf.dev 2>&1
+    gpu_legs listen
     finish
 fi
 
@@ -115,6 +135,8 @@ if [ "$ROLE" = b ]; then
     kill -9 $pid
     say "pair listener on 18516 killed (connected after $i polls)"
     run peer-generic
+    # vm-c waits for this (its listener retries until the deadline) while VM a goes through its faults.
+    gpu_legs connect
     finish
 fi
 

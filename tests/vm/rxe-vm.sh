@@ -6,7 +6,7 @@
 # tests/rxe_vm.rs asserts on them; `.ci/stages/50-rxe-vm.sh` runs both.
 #
 # Needs (installed by the CI stage): qemu-system-x86, busybox-static, rdma-core, ibverbs-providers,
-# ibverbs-utils, cpio, kmod, iproute2, xz-utils. Downloads Debian's kernel package once into CACHE.
+# ibverbs-utils, cpio, kmod, iproute2, xz-utils, gcc, libc6-dev. Downloads Debian's kernel package once into CACHE.
 # TCG only: these machines cannot run KVM guests (nested virtualisation is missing), so no KVM probe.
 #
 # Environment: FABRIC_PREFLIGHT (binary, default target/release/fabric-preflight), RXE_VM_CACHE (default
@@ -22,8 +22,8 @@ T0=$SECONDS
 log() { printf '[rxe-vm %4ss] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
-for cmd in qemu-system-x86_64 busybox cpio depmod modprobe dpkg-deb xz ldd; do
-    command -v "$cmd" >/dev/null || die "$cmd not found (the CI stage installs qemu-system-x86 busybox-static cpio kmod)"
+for cmd in qemu-system-x86_64 busybox cpio depmod modprobe dpkg-deb xz ldd cc; do
+    command -v "$cmd" >/dev/null || die "$cmd not found (the CI stage installs qemu-system-x86 busybox-static cpio kmod gcc)"
 done
 for f in /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rdma /etc/libibverbs.d/rxe.driver; do
     [[ -e $f ]] || die "$f not found (install rdma-core ibverbs-providers ibverbs-utils)"
@@ -68,8 +68,12 @@ ln -s usr/lib64 "$IRD/lib64"
 ln -s usr/sbin "$IRD/sbin"
 cp "$(command -v busybox)" "$IRD/bin/busybox"
 : >"$IRD/etc/modules.load"
-# sch_ingress, cls_u32, act_gact: vm-c's RoCE-dropping fault (tc).
-for m in virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe ib_uverbs sch_ingress cls_u32 act_gact; do
+# sch_ingress, cls_u32, act_gact: vm-c's RoCE-dropping fault (tc). udmabuf: the CUDA stand-in's DMA-BUF export,
+# where the kernel builds it as a module (Debian 12's 6.1 does not build it at all: CONFIG_UDMABUF is not set).
+UDMABUF=$(sed -n 's/^CONFIG_UDMABUF=//p' "$KROOT/boot/config-$KVER")
+log "CONFIG_UDMABUF=${UDMABUF:-not set} in $KVER"
+for m in virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe ib_uverbs sch_ingress cls_u32 act_gact \
+    $([[ $UDMABUF == m ]] && echo udmabuf); do
     modprobe -d "$KROOT" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}'
 done | awk '!seen[$0]++' | while read -r ko; do
     rel=${ko#"$KROOT"/lib/modules/"$KVER"/}
@@ -97,6 +101,10 @@ mkdir -p "$IRD/etc/libibverbs.d"
 cp /etc/libibverbs.d/rxe.driver "$IRD/etc/libibverbs.d/"
 copy_with_libs "$TOOL"
 mv "$IRD$(readlink -f "$TOOL")" "$IRD/usr/bin/fabric-preflight"
+# The CUDA stand-in (tests/vm/cuda-standin.c): "device memory" that is host memory, for pair's GPU-memory leg.
+mkdir -p "$IRD/opt/cuda-standin"
+cc -shared -fPIC -O2 -o "$IRD/opt/cuda-standin/libcuda.so.1" "$REPO/tests/vm/cuda-standin.c" ||
+    die "cannot compile tests/vm/cuda-standin.c (install gcc libc6-dev)"
 cp "$REPO/tests/vm/guest.sh" "$IRD/init"
 chmod +x "$IRD/init"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n' >"$IRD/etc/passwd"
