@@ -120,9 +120,10 @@ log "kernel $KVER, initramfs $(du -h "$IMG" | cut -f1)"
 # One L2 segment for the three: qemu's multicast socket netdev, bound to 127.0.0.1 (IP_MULTICAST_IF = lo, TTL 1),
 # so every frame reaches the other two VMs and nothing leaves the host. Point-to-point UDP links would make a
 # triangle (two NICs and two rxe devices per VM, not one fabric); a vde or bridge switch needs another package or
-# host network changes. Joining a group on 127.0.0.1 needs no multicast route and no MULTICAST flag on lo (tried
-# on this Debian 12 host); the group and port are random so concurrent runs do not share a segment. Each VM also
-# hears its own frames back (the socket loops multicast); Linux drops them (not addressed to it, or its own ARP).
+# host network changes. With the interface named, joining and sending need no multicast route and no MULTICAST
+# flag on lo (tried on the build machine). The group and port are random, so concurrent runs do not share a
+# segment. Each VM also hears its own frames back (the socket loops multicast); Linux drops them (not addressed
+# to it, or its own ARP).
 rm -rf "$OUT" && mkdir -p "$OUT"
 SEGMENT=239.255.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)):$((20000 + RANDOM % 20000))
 boot() { # name ip mac [peer ip]
