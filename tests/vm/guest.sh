@@ -3,10 +3,11 @@
 # eth0, then runs the scenario of its role and writes every report under /out, which goes back to the host as a
 # tar on /dev/vda.
 #   All three (vm-a, vm-b, vm-c) first run `pair --ring` together: healthy by hand, healthy from Slurm's
-#   variables, then with vm-c dropping its RoCE traffic.
+#   variables, then with vm-c dropping the RoCE traffic that reaches it.
 #   VM a: the node under test: runs fabric-preflight healthy, records a snapshot, then applies faults live.
-#   VM b: its peer: serves ibv_rc_pingpong so real RDMA traffic crosses the link, runs fabric-preflight once.
-#   VM c: the third ring node; done after the rings.
+#   VM b: its peer: serves ibv_rc_pingpong so real RDMA traffic crosses the link, runs fabric-preflight once,
+#   then `pair --memory gpu` with VM c through the CUDA stand-in.
+#   VM c: the third ring node; after the rings it listens for VM b's GPU-memory pairs.
 /bin/busybox --install -s /bin
 export PATH=/usr/bin:/usr/sbin:/bin COLUMNS=160
 mount -t proc proc /proc
@@ -85,8 +86,9 @@ pair_run ring-hand --ring --peers vm-a,vm-b,vm-c --rank "$RANK" --port 18600 --t
 )
 # A fabric fault on one node: RoCE v2 (UDP 4791) toward vm-c is dropped where it enters vm-c, as by a switch port
 # with a bad ACL or VLAN, while TCP (the handshake) still passes. The senders hear nothing back and exhaust their
-# retries, as on a real fabric. (Dropping on vm-c's egress instead is no fabric fault: rxe 6.1 requeues a packet
-# its own qdisc refused at once and forever, and soft-locks the vCPU.) vm-c's two links must fail and
+# retries, as on a real fabric. (Dropping on vm-c's egress instead is no fabric fault: a packet refused by its own
+# qdisc comes back to rxe as a send error, and rxe 6.1 kept retrying it until the kernel reported a soft lockup
+# of vm-c's vCPU and the run hung to its watchdog.) vm-c's two links must fail and
 # vm-a <-> vm-b must still pass. iproute2's tc by path: busybox's shell prefers its own applet, which lacks clsact.
 if [ "$ROLE" = c ]; then
     /usr/sbin/tc qdisc add dev eth0 clsact &&
