@@ -315,9 +315,9 @@ fn result_only(report: &Value, id: &str) -> Value {
     found[0].clone()
 }
 
-/// The `pair.rdma` result of `vm`'s link with `neighbour` in `report`.
-fn link_with(report: &Value, vm: &str, neighbour: &str) -> Value {
-    let subject = format!("vm-{vm}:rxe0/1 <-> {neighbour}:rxe0/1");
+/// The `pair.rdma` result of node `me`'s link with node `neighbour` in `report`.
+fn link_with(report: &Value, me: &str, neighbour: &str) -> Value {
+    let subject = format!("{me}:rxe0/1 <-> {neighbour}:rxe0/1");
     results_of(report, "pair.rdma")
         .into_iter()
         .find(|c| c["subject"] == subject.as_str())
@@ -342,63 +342,54 @@ fn assert_pair_moved_checked_data(p: &Value) {
     );
 }
 
+/// Each VM with its ring predecessor and successor, in rank order.
 const RING: [(&str, &str, &str); 3] = [("a", "c", "b"), ("b", "a", "c"), ("c", "b", "a")];
 
-/// `pair --ring --peers vm-a,vm-b,vm-c --rank N` in each of the three VMs: every node tests both neighbours
-/// (listening for its predecessor, connecting to its successor), all six ends pass, and each node's
-/// `pair.ring` says so.
-#[test]
-#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
-fn ring_of_three_vms_by_hand() {
+/// The ring run `name` in the three VMs, whose nodes `node` names ("a" -> "vm-a"): every node tested both
+/// neighbours (listening for its predecessor, connecting to its successor), all six ends passed with data
+/// checked, and each node's `pair.ring` passes and says the ring came from `source`.
+fn assert_healthy_ring(name: &str, node: fn(&str) -> String, source: &str) {
+    let nodes = RING.map(|(vm, _, _)| node(vm)).join(",");
     for (rank, (vm, prev, next)) in RING.into_iter().enumerate() {
-        let r = report(vm, "ring-hand");
-        assert_eq!(exit(vm, "ring-hand"), 0, "{r:#}");
+        let r = report(vm, name);
+        assert_eq!(exit(vm, name), 0, "{r:#}");
         assert_eq!(results_of(&r, "pair.handshake").len(), 2, "{r:#}");
         for h in results_of(&r, "pair.handshake") {
             assert_verdict(h, "pass", "handshake with");
         }
         assert_eq!(results_of(&r, "pair.rdma").len(), 2, "{r:#}");
         for neighbour in [prev, next] {
-            assert_pair_moved_checked_data(&link_with(&r, vm, &format!("vm-{neighbour}")));
+            assert_pair_moved_checked_data(&link_with(&r, &node(vm), &node(neighbour)));
         }
         let ring = result_only(&r, "pair.ring");
-        assert_verdict(&ring, "pass", &format!("every ring link of vm-{vm} passes"));
-        assert!(
-            ring.to_string().contains(&format!(
-                "ring = vm-a,vm-b,vm-c (rank {rank} of 3, from --peers/--rank)"
-            )),
-            "{ring:#}"
+        assert_verdict(
+            &ring,
+            "pass",
+            &format!("every ring link of {} passes", node(vm)),
         );
+        let from = format!("ring = {nodes} (rank {rank} of 3, from {source})");
+        assert!(ring.to_string().contains(&from), "{from}: {ring:#}");
     }
 }
 
+/// `pair --ring --peers vm-a,vm-b,vm-c --rank N` in each of the three VMs.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_of_three_vms_by_hand() {
+    assert_healthy_ring("ring-hand", |vm| format!("vm-{vm}"), "--peers/--rank");
+}
+
 /// The same ring from Slurm's variables alone (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST=vm[1-3], and
-/// SLURM_JOB_ID/SLURM_STEP_ID as the token: no --token, no --peers).
+/// SLURM_JOB_ID/SLURM_STEP_ID as the token: no --token, no --peers). The guests answer to vm1..vm3 as well:
+/// Slurm's host lists range over numbers only.
 #[test]
 #[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
 fn ring_of_three_vms_from_slurm_variables() {
-    for (rank, (vm, prev, next)) in RING.into_iter().enumerate() {
-        let r = report(vm, "ring-slurm");
-        assert_eq!(exit(vm, "ring-slurm"), 0, "{r:#}");
-        let me = format!("vm{}", rank + 1);
-        for neighbour in [prev, next] {
-            let n = (neighbour.as_bytes()[0] - b'a' + 1) as usize;
-            let subject = format!("{me}:rxe0/1 <-> vm{n}:rxe0/1");
-            let p = results_of(&r, "pair.rdma")
-                .into_iter()
-                .find(|c| c["subject"] == subject.as_str())
-                .unwrap_or_else(|| panic!("no pair.rdma {subject} in {r:#}"));
-            assert_pair_moved_checked_data(p);
-        }
-        let ring = result_only(&r, "pair.ring");
-        assert_verdict(&ring, "pass", "every ring link");
-        assert!(
-            ring.to_string().contains(&format!(
-                "ring = vm1,vm2,vm3 (rank {rank} of 3, from Slurm (SLURM_PROCID, SLURM_JOB_NODELIST=vm[1-3]))"
-            )),
-            "{ring:#}"
-        );
-    }
+    assert_healthy_ring(
+        "ring-slurm",
+        |vm| format!("vm{}", vm.as_bytes()[0] - b'a' + 1),
+        "Slurm (SLURM_PROCID, SLURM_JOB_NODELIST=vm[1-3])",
+    );
 }
 
 /// vm-c drops the RoCE traffic that reaches it (TCP still passes): its two links fail on both ends with the
@@ -420,15 +411,15 @@ fn ring_fault_on_vm_c_is_named_by_summarize() {
             assert_verdict(h, "pass", "handshake with");
         }
     }
-    assert_pair_moved_checked_data(&link_with(&a, "a", "vm-b"));
-    assert_pair_moved_checked_data(&link_with(&b, "b", "vm-a"));
-    for (vm, r, other) in [
-        ("a", &a, "vm-c"),
-        ("b", &b, "vm-c"),
-        ("c", &c, "vm-a"),
-        ("c", &c, "vm-b"),
+    assert_pair_moved_checked_data(&link_with(&a, "vm-a", "vm-b"));
+    assert_pair_moved_checked_data(&link_with(&b, "vm-b", "vm-a"));
+    for (me, r, other) in [
+        ("vm-a", &a, "vm-c"),
+        ("vm-b", &b, "vm-c"),
+        ("vm-c", &c, "vm-a"),
+        ("vm-c", &c, "vm-b"),
     ] {
-        let p = link_with(r, vm, other);
+        let p = link_with(r, me, other);
         assert_verdict(&p, "fail", "work completion status 12");
     }
     assert_verdict(
