@@ -31,6 +31,14 @@ if "$BIN" pair --help >/dev/null 2>&1; then
   # Two ends on loopback: no RDMA device here, so the pair must say so (never pass without moving data).
   step pair-loopback bash -c "'$BIN' pair --listen 127.0.0.1:18515 --token t --format json --color never > '$OUT/pair-listen.json' 2>'$OUT/pair-listen.err' & sleep 0.3; '$BIN' pair --connect 127.0.0.1:18515 --token t --format json --color never; echo connect-exit=\$?; wait \$!; echo listen-exit=\$?"
 fi
+if "$BIN" pair --help 2>/dev/null | grep -q -- --memory; then
+  # pair --memory with a real GPU and CUDA but no RDMA device: each end names its GPU, every pair skips.
+  step pair-memory-live bench/pair-memory-live.sh --bin "$BIN" --port 18517
+fi
+if command -v strace >/dev/null; then
+  # Each /sys and /proc file is read once per run (the parent process; probe children have their own host).
+  step read-once bash -c "strace -e trace=openat -o '$OUT/openat.txt' '$BIN' run --format json >/dev/null; grep -oE '\"/(sys|proc)[^\"]+\"' '$OUT/openat.txt' | sort | uniq -c | awk '\$1>1' | tee '$OUT/read-twice.txt'; test ! -s '$OUT/read-twice.txt'"
+fi
 if [ -n "$NCCL_BENCH" ]; then
   step nccl-throughput env NCCL_BENCH_MB=512 taskset -c 2 "$NCCL_BENCH"
 fi
