@@ -164,75 +164,67 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         lat: ready.profile.thresholds.pair_latency_us.unwrap_or_default(),
     };
     let token = start.token.as_str();
-    let results = match (start.side, start.ring) {
-        (Some(side), _) => {
-            link(
-                &side,
-                &hostname,
-                None,
-                token,
-                &inventory,
-                &settings,
-                &run.links[0],
-            );
-            run.links[0].take()
-        }
+    // One link, or a ring node's two at once: serving its predecessor, reaching its successor.
+    let (me, sides) = match (start.side, &start.ring) {
+        (Some(side), _) => (hostname, vec![(side, None)]),
         (None, Some(ring)) => {
             let me = ring.me().to_string();
             let port = ring::port_of(&me).unwrap_or(args.port);
             let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
             let next = ring::address(ring.next(), args.port);
-            let [serving, reaching] = &run.links;
-            std::thread::scope(|s| {
-                let serve = s.spawn(|| {
-                    link(
-                        &Side::Listen(listen_on),
-                        &me,
-                        Some(ring.prev()),
-                        token,
-                        &inventory,
-                        &settings,
-                        serving,
-                    )
-                });
-                link(
-                    &Side::Connect(next),
-                    &me,
-                    Some(ring.next()),
-                    token,
-                    &inventory,
-                    &settings,
-                    reaching,
-                );
-                if let Err(payload) = serve.join() {
-                    serving.panicked(&format!("{me} <-> {}", ring.prev()), payload.as_ref());
-                }
-            });
-            let (prev_results, next_results) = (serving.take(), reaching.take());
-            let status =
-                |rs: &[CheckResult]| rs.iter().map(|r| r.status).max().unwrap_or(Status::Error);
-            let links = vec![
-                (ring.prev().to_string(), me.clone(), status(&prev_results)),
-                (me.clone(), ring.next().to_string(), status(&next_results)),
+            let sides = vec![
+                (Side::Listen(listen_on), Some(ring.prev())),
+                (Side::Connect(next), Some(ring.next())),
             ];
-            let mut summary = judge::ring_summary(&me, &links);
-            summary.evidence.insert(
-                0,
-                format!(
-                    "ring = {} (rank {} of {}, from {})",
-                    ring.nodes.join(","),
-                    ring.rank,
-                    ring.nodes.len(),
-                    ring.source
-                ),
-            );
-            let mut all = prev_results;
-            all.extend(next_results);
-            all.push(summary);
-            all
+            (me, sides)
         }
         (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
     };
+    std::thread::scope(|s| {
+        let running: Vec<_> = sides
+            .iter()
+            .zip(&run.links)
+            .map(|((side, neighbour), tally)| {
+                let me = me.as_str();
+                let (inventory, settings) = (&inventory, &settings);
+                let thread =
+                    s.spawn(move || link(side, me, *neighbour, token, inventory, settings, tally));
+                (neighbour, tally, thread)
+            })
+            .collect();
+        for (neighbour, tally, thread) in running {
+            // A link that panicked still leaves a result saying so.
+            if let Err(payload) = thread.join() {
+                let link = format!("{me} <-> {}", neighbour.unwrap_or("?"));
+                tally.panicked(&link, payload.as_ref());
+            }
+        }
+    });
+    let mut results: Vec<CheckResult> = Vec::new();
+    let mut statuses = Vec::new();
+    for tally in &run.links[..sides.len()] {
+        let link = tally.take();
+        statuses.push(link.iter().map(|r| r.status).max().unwrap_or(Status::Error));
+        results.extend(link);
+    }
+    if let Some(ring) = &start.ring {
+        let links = vec![
+            (ring.prev().to_string(), me.clone(), statuses[0]),
+            (me.clone(), ring.next().to_string(), statuses[1]),
+        ];
+        let mut summary = judge::ring_summary(&me, &links);
+        summary.evidence.insert(
+            0,
+            format!(
+                "ring = {} (rank {} of {}, from {})",
+                ring.nodes.join(","),
+                ring.rank,
+                ring.nodes.len(),
+                ring.source
+            ),
+        );
+        results.push(summary);
+    }
     if run.claimed.swap(true, Ordering::SeqCst) {
         // The watchdog is writing the report: it ends the process.
         loop {
@@ -767,14 +759,16 @@ fn measure_in_child(
     });
     drop(socket);
     measured.map_err(|f| {
-        let fix = if f.timed_out {
+        let mut r = stopped(f.summary);
+        r.evidence.extend(f.evidence);
+        if f.interrupted {
+            return r;
+        }
+        Box::new(r.fix(if f.timed_out {
             "a verbs call that does not return is a wedged driver, firmware or device: look at this node's kernel log (dmesg) for the HCA, then reset it or drain the node"
         } else {
             "the verbs library or its provider failed inside the call: check that rdma-core and its provider match the kernel driver, and this node's kernel log"
-        };
-        let mut r = stopped(f.summary);
-        r.evidence.extend(f.evidence);
-        Box::new(r.fix(fix))
+        }))
     })
 }
 
