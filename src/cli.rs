@@ -211,6 +211,13 @@ pub struct PairArgs {
     /// Each phase (WRITE, READ, ping-pong) ends after its count or this many seconds (perftest's -D)
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub phase_time: f64,
+
+    /// Memory the transfers move. auto: GPU memory (DMA-BUF, else peermem) where the NVIDIA driver lists GPUs,
+    /// plus host memory always as the control; host: host memory only; gpu: GPU memory required, the GPUs
+    /// being the ones CUDA lists
+    #[arg(long, value_enum, default_value = "auto")]
+    pub memory: crate::measure::memory::MemoryChoice,
+
     // Last: its "Report" heading would otherwise take in the flags after it.
     #[command(flatten)]
     pub report: ReportArgs,

@@ -25,4 +25,5 @@ pub mod runner;
 pub mod sysfs;
 pub mod threshold;
 pub mod topology;
+pub mod transfer_verdict;
 pub mod version;

@@ -363,6 +363,11 @@ impl PciTree {
         Some(path)
     }
 
+    /// [`PciTree::distance`] between two functions by bus id; None where the tree lacks either.
+    pub fn distance_between(&self, a: &str, b: &str) -> Option<PcieDistance> {
+        Some(self.distance(self.find(a)?, self.find(b)?))
+    }
+
     /// `nvidia-smi topo -m` label for a pair.
     pub fn distance(&self, a: usize, b: usize) -> PcieDistance {
         let (na, nb) = (&self.nodes[a], &self.nodes[b]);
@@ -457,6 +462,16 @@ impl fmt::Display for PciNode {
 }
 
 /// NUMA node for display: `-1` becomes `-`.
+/// Index of the nearest (PIX < PXB < PHB < NODE < SYS); the first of equals. Pairs a GPU with a port
+/// (`gdr.loopback`, `pair`).
+pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
+    distances
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, d)| (**d, *i))
+        .map(|(i, _)| i)
+}
+
 pub fn numa_label(node: &PciNode) -> String {
     node.attrs
         .numa_node

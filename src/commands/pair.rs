@@ -20,22 +20,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::answers::Answers;
 use crate::cli::{PairArgs, ReportArgs};
+use crate::dynlib::{LibError, Library};
 use crate::exit::Exit;
 use crate::host::Host;
 use crate::interrupt;
 use crate::isolate;
-use crate::measure::rc::{Failure, PortTarget};
-use crate::measure::rdma_pair::{self, PairPlan, Role};
-use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
+use crate::measure::memory::{self, MemoryChoice, TestMemory};
+use crate::measure::rc::PortTarget;
+use crate::measure::rdma_pair::{self, Channel, PairPlan, Role, Sync};
+use crate::pair::judge::{self, LegRun, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::ring::{self, RingArgs};
 use crate::pair::session::{self, Handoff, Local, Peer};
-use crate::pair::wire::{PortInfo, VERSION};
+use crate::pair::wire::{self, PortInfo, PortMemory, VERSION};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Status};
+use crate::profile::PcieDistance;
 use crate::report::{Format, HostInfo, RunReport};
 use crate::sysfs::infiniband;
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 use crate::threshold::Limit;
+use crate::topology::{nearest, PciTree};
 
 use super::run::{deliver, report_targets, seconds_flag, usage_error, Target};
 
@@ -54,11 +58,23 @@ const INVENTORY_LIMIT: Duration = Duration::from_secs(10);
 /// This node's testable ports, or why there are none.
 #[derive(Debug, Serialize, Deserialize)]
 struct Inventory {
+    /// Each port announces the memory it brings to the GPU leg (`PortInfo::memory`).
     ports: Vec<(PortInfo, PortTarget)>,
-    /// NVIDIA GPUs the driver lists: their memory is not tested by this version, and the report says so.
-    gpus: usize,
+    /// What this node brings to GPU legs, decided once (`--memory`).
+    gpus: GpuSource,
     /// No port: the reason, and whether that is an absence (skip) or a fault (fail).
     none: Option<(Status, String)>,
+}
+
+/// What this node brings to the GPU legs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum GpuSource {
+    /// Host memory only, and why.
+    None(String),
+    /// The GPUs CUDA lists (sysfs bus ids, CUDA order) whose memory GPU legs use.
+    Gpus(Vec<String>),
+    /// GPU memory due but unusable: the presence rule's status and words.
+    Unusable(Status, String),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -71,8 +87,12 @@ struct Settings {
 /// What a `__pair` child process does.
 #[derive(Debug, Serialize, Deserialize)]
 enum Job {
-    /// List the ports of this node (`root`: a recorded tree; none: the live host).
-    Inventory { root: Option<PathBuf> },
+    /// List the ports of this node and the GPUs whose memory they move (`root`: a recorded tree; none: the
+    /// live host).
+    Inventory {
+        root: Option<PathBuf>,
+        memory: MemoryChoice,
+    },
     /// Measure one port pair over the inherited control socket.
     Measure(Box<MeasureJob>),
 }
@@ -145,7 +165,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     });
     let deadline = run.reporter.started + ready.timeout;
     watchdog(Arc::clone(&run), deadline);
-    let inventory = list_ports(args.root.as_deref(), deadline, &run.links[0]);
+    let inventory = list_ports(args.root.as_deref(), args.memory, deadline, &run.links[0]);
     let settings = Settings {
         plan: PairPlan {
             message_bytes: args.message_size * 1024,
@@ -425,26 +445,32 @@ fn watchdog(run: Arc<Run>, deadline: Instant) {
     });
 }
 
-/// This node's ports, listed in a child process: the presence survey and libibverbs' device list are library
-/// calls that may hang.
-fn list_ports(root: Option<&Path>, deadline: Instant, tally: &Tally) -> Inventory {
+/// This node's ports and GPUs, listed in a child process: the presence survey, libibverbs' device list and
+/// CUDA's are library calls that may hang.
+fn list_ports(
+    root: Option<&Path>,
+    memory: MemoryChoice,
+    deadline: Instant,
+    tally: &Tally,
+) -> Inventory {
     let limit = INVENTORY_LIMIT.min(deadline.saturating_duration_since(Instant::now()) / 2);
     tally.begin(CheckResult::error(
         ID_RDMA,
-        "listing this node's RDMA ports",
+        "listing this node's RDMA ports and GPUs",
     ));
     let job = Job::Inventory {
         root: root.map(Path::to_path_buf),
+        memory,
     };
     let listed = isolate::run_child(CHILD_SUBCOMMAND, &job, limit, |_| {});
     tally.lock().1 = None;
-    listed.unwrap_or_else(|f| Inventory {
-        ports: Vec::new(),
-        gpus: 0,
-        none: Some((
-            Status::Error,
-            format!("listing this node's RDMA ports: {}", f.summary),
-        )),
+    listed.unwrap_or_else(|f| {
+        let why = format!("listing this node's RDMA ports and GPUs: {}", f.summary);
+        Inventory {
+            ports: Vec::new(),
+            gpus: GpuSource::None(why.clone()),
+            none: Some((Status::Error, why)),
+        }
     })
 }
 
@@ -452,17 +478,20 @@ fn list_ports(root: Option<&Path>, deadline: Instant, tally: &Tally) -> Inventor
 pub fn child_main() -> i32 {
     isolate::serve_child(|job: Job| {
         match job {
-            Job::Inventory { root } => {
+            Job::Inventory { root, memory } => {
                 let host = match root {
                     Some(dir) => Host::at(&dir),
                     None => Ok(Host::live()),
                 };
                 let inv = host
                     .and_then(|h| Ok((Answers::for_host(&h)?, h)))
-                    .map(|(answers, host)| inventory(&host, &answers))
+                    .map(|(answers, host)| {
+                        let gpus = gpu_source(&host, memory, &memory::cuda_gpus);
+                        inventory(&host, &answers, gpus)
+                    })
                     .unwrap_or_else(|e| Inventory {
                         ports: Vec::new(),
-                        gpus: 0,
+                        gpus: GpuSource::None(format!("{e:#}")),
                         none: Some((Status::Error, format!("{e:#}"))),
                     });
                 serde_json::to_value(inv)
@@ -489,15 +518,13 @@ pub fn child_main() -> i32 {
 /// This node's ports. Whether RDMA is there at all is the shared presence rule's call (`presence::Survey`), so a
 /// NIC on the bus whose driver or libibverbs is missing or broken fails or errors here as in every probe; only
 /// a node with no RDMA hardware skips.
-fn inventory(host: &Host, answers: &Answers) -> Inventory {
-    let gpus = crate::sysfs::nvidia::read_driver_gpus(host)
-        .map(|g| g.len())
-        .unwrap_or(0);
+fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
     let none = |status, why: String| Inventory {
         ports: Vec::new(),
-        gpus,
+        gpus: gpus.clone(),
         none: Some((status, why)),
     };
+    let tree = PciTree::read(host).ok();
     let rdma = Survey::read(host, Stack::Rdma);
     if let Some(r) = rdma.gate_if_unusable(ID_RDMA, false) {
         return none(r.status, r.summary);
@@ -516,7 +543,8 @@ fn inventory(host: &Host, answers: &Answers) -> Inventory {
             continue;
         }
         // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate.
-        let real = infiniband::read_device_bdf(host, &dev).is_some();
+        let nic = infiniband::read_device_bdf(host, &dev);
+        let real = nic.is_some();
         for p in attrs.into_iter().filter(|p| p.is_active()) {
             // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
             let target = match PortTarget::of(host, &p) {
@@ -530,6 +558,7 @@ fn inventory(host: &Host, answers: &Answers) -> Inventory {
                     port: p.port as u8,
                     link_layer: p.link_layer.clone().unwrap_or_default(),
                     rate_gbps: p.parsed_rate().filter(|_| real).map(|r| r.gbps),
+                    memory: port_memory(&gpus, tree.as_ref(), nic.as_deref()),
                 },
                 target,
             ));
@@ -548,6 +577,91 @@ fn inventory(host: &Host, answers: &Answers) -> Inventory {
         ports,
         gpus,
         none: None,
+    }
+}
+
+/// What this node brings to GPU legs. `auto`: GPU memory where the NVIDIA driver lists GPUs, judged by the
+/// shared presence rule (GPUs on the bus without their driver, or a CUDA that cannot load or lists none, make
+/// the GPU leg fail or error, never a silent host-only pass). `gpu`: the GPUs CUDA lists, required. `cuda`
+/// lists the GPUs (`memory::cuda_gpus`; a parameter so tests need no GPU).
+fn gpu_source(
+    host: &Host,
+    choice: MemoryChoice,
+    cuda: &dyn Fn() -> Result<Vec<String>, LibError>,
+) -> GpuSource {
+    let unusable = |r: CheckResult| GpuSource::Unusable(r.status, r.summary);
+    match choice {
+        MemoryChoice::Host => GpuSource::None("host memory only (--memory host)".into()),
+        MemoryChoice::Auto => {
+            let survey = Survey::read(host, Stack::Gpu);
+            match survey.gate_if_unusable(ID_RDMA, false) {
+                Some(r) if r.status == Status::Skip => GpuSource::None(r.summary),
+                Some(r) => unusable(r),
+                None => match cuda() {
+                    Ok(gpus) if !gpus.is_empty() => GpuSource::Gpus(gpus),
+                    Ok(_) => unusable(survey.library_lists_none(
+                        ID_RDMA,
+                        Library::Cuda,
+                        "cuDeviceGetCount",
+                        false,
+                    )),
+                    Err(e) => unusable(survey.library_failed(ID_RDMA, &e, false)),
+                },
+            }
+        }
+        MemoryChoice::Gpu => match cuda() {
+            Ok(gpus) if !gpus.is_empty() => GpuSource::Gpus(gpus),
+            Ok(_) => GpuSource::Unusable(
+                Status::Fail,
+                "--memory gpu: CUDA lists no device (cuDeviceGetCount = 0)".into(),
+            ),
+            Err(e) => {
+                let survey = Survey::read(host, Stack::Gpu);
+                if survey.hardware_absent() {
+                    GpuSource::Unusable(
+                        Status::Fail,
+                        format!("--memory gpu, but no GPU here: none on the PCI bus, and {e}"),
+                    )
+                } else {
+                    let r = survey.library_failed(ID_RDMA, &e, true);
+                    GpuSource::Unusable(r.status, format!("--memory gpu: {}", r.summary))
+                }
+            }
+        },
+    }
+}
+
+/// The memory a port brings to its GPU leg: the GPU nearest the port in the PCI tree where sysfs places both
+/// (`topology::nearest`, as `gdr.loopback` pairs them), else CUDA's first GPU.
+fn port_memory(gpus: &GpuSource, tree: Option<&PciTree>, nic: Option<&str>) -> PortMemory {
+    let list = match gpus {
+        GpuSource::None(why) => return PortMemory::Host { why: why.clone() },
+        GpuSource::Unusable(status, why) => {
+            return PortMemory::Unusable {
+                status: *status,
+                why: why.clone(),
+            }
+        }
+        GpuSource::Gpus(list) => list,
+    };
+    let placed: Vec<(usize, PcieDistance)> = list
+        .iter()
+        .enumerate()
+        .filter_map(|(i, gpu)| Some((i, tree?.distance_between(gpu, nic?)?)))
+        .collect();
+    let distances: Vec<PcieDistance> = placed.iter().map(|(_, d)| *d).collect();
+    match nearest(&distances) {
+        Some(k) => PortMemory::Gpu {
+            bus_id: list[placed[k].0].clone(),
+            why: format!(
+                "the GPU nearest this port in the PCI tree ({:?})",
+                placed[k].1
+            ),
+        },
+        None => PortMemory::Gpu {
+            bus_id: list[0].clone(),
+            why: "CUDA device 0: sysfs does not place this port and a GPU in one PCI tree".into(),
+        },
     }
 }
 
@@ -603,6 +717,7 @@ fn link(
         )
         .subject(format!("{me} <-> {}", peer.node))
         .evidence("protocol version", VERSION)
+        .evidence("GPU memory here", gpu_text(&inv.gpus))
         .evidence("peer address", peer.addr)
         .evidence(
             "peer ports",
@@ -618,9 +733,25 @@ fn link(
         ),
     );
     if let Some((status, why)) = &inv.none {
+        // No port pair to move GPU memory through; a GPU leg that was due and unusable still counts.
+        let (status, summary) = match &inv.gpus {
+            GpuSource::Unusable(s, gpu_why) => (
+                (*status).max(*s),
+                format!("this node: {why}; GPU memory unusable: {gpu_why}"),
+            ),
+            GpuSource::Gpus(list) => (
+                *status,
+                format!(
+                    "this node: {why}; GPU memory ({}) not tested: no port to move it through",
+                    list.join(", ")
+                ),
+            ),
+            GpuSource::None(_) => (*status, format!("this node: {why}")),
+        };
         return tally.record(
-            CheckResult::new(ID_RDMA, *status, format!("this node: {why}"))
-                .subject(format!("{me} <-> {peer_node}")),
+            CheckResult::new(ID_RDMA, status, summary)
+                .subject(format!("{me} <-> {peer_node}"))
+                .evidence("GPU memory here", gpu_text(&inv.gpus)),
         );
     }
     if peer.ports.is_empty() {
@@ -655,15 +786,7 @@ fn link(
                         .subject(pair_subject(i)),
                 );
                 match measure_in_child(&peer, role, mine, target, &theirs, settings) {
-                    Ok(mut r) => {
-                        if inv.gpus > 0 {
-                            r.evidence.push(format!(
-                                "GPU memory: not tested ({} GPU(s) here; this version moves host memory only)",
-                                inv.gpus
-                            ));
-                        }
-                        r.subject(pair_subject(i))
-                    }
+                    Ok(r) => r.subject(pair_subject(i)),
                     Err(stopped) => {
                         // The control channel may be mid-frame: nothing more can be said with this peer.
                         tally.record((*stopped).subject(pair_subject(i)));
@@ -791,64 +914,98 @@ fn measure_pair(
         )
         .fix("pair ports of the same fabric (InfiniBand with InfiniBand, RoCE with RoCE)");
     }
-    let outcome = rdma_pair::run(role, target, settings.plan, peer);
-    let mut r = match outcome {
-        Ok(o) => judge::judge(
-            &o,
-            judge::comparable_rate(mine.rate_gbps, theirs.rate_gbps),
-            &settings.pct,
-            &settings.lat,
-        ),
-        Err(f) => failed(peer, &f),
+    // The host leg always (the control); the GPU leg when either end brings GPU memory. Both ends decide from
+    // the same two announcements, so they run the same legs in the same order.
+    let host = leg(peer, role, target, settings, None);
+    let gpu = wire::gpu_leg(&mine.memory, &theirs.memory).then(|| {
+        if peer.is_gone() {
+            LegRun::NotRun("the peer went away during the host-memory leg".into())
+        } else {
+            leg(peer, role, target, settings, mine.memory.gpu())
+        }
+    });
+    let legs = PairLegs {
+        peer_name: peer.name(),
+        peer_node: peer.node.clone(),
+        mine: mine.memory.clone(),
+        theirs: theirs.memory.clone(),
+        host,
+        gpu,
     };
+    let mut r = judge::judge(
+        &legs,
+        judge::comparable_rate(mine.rate_gbps, theirs.rate_gbps),
+        &settings.pct,
+        &settings.lat,
+    );
     r.evidence.insert(
         0,
         format!(
-            "{}: link layer {}, rate {}",
+            "{}: link layer {}, rate {}, {} ({})",
             mine.name(),
             mine.link_layer,
-            rate_text(mine.rate_gbps)
+            rate_text(mine.rate_gbps),
+            mine.memory.describe(),
+            mine.memory.why()
         ),
     );
     r.evidence.insert(
         1,
         format!(
-            "{}:{}: link layer {}, rate {}",
+            "{}:{}: link layer {}, rate {}, {} ({})",
             peer.node,
             theirs.name(),
             theirs.link_layer,
-            rate_text(theirs.rate_gbps)
+            rate_text(theirs.rate_gbps),
+            theirs.memory.describe(),
+            theirs.memory.why()
         ),
     );
     r
 }
 
+/// One leg through this end's memory: the GPU at `gpu`, or host memory.
+fn leg(
+    peer: &mut Peer,
+    role: Role,
+    target: &PortTarget,
+    settings: &Settings,
+    gpu: Option<&str>,
+) -> LegRun {
+    let len = settings.plan.region_bytes();
+    let memory = match gpu {
+        Some(bus_id) => TestMemory::gpu(bus_id, len),
+        None => Ok(TestMemory::host(len)),
+    };
+    let result = match memory {
+        Ok(mut memory) => rdma_pair::run(role, target, settings.plan, &mut memory, peer),
+        Err(f) => {
+            // The peer waits for this end's endpoint: tell it why none comes.
+            let _ = Channel::send(peer, Sync::Failed(f.clone()));
+            Err(f)
+        }
+    };
+    match result {
+        Ok(outcome) => LegRun::Done(outcome),
+        Err(failure) => LegRun::Failed {
+            peer_gone: peer.is_gone(),
+            failure,
+        },
+    }
+}
+
+/// The handshake's line on this node's GPU memory.
+fn gpu_text(gpus: &GpuSource) -> String {
+    match gpus {
+        GpuSource::None(why) => format!("none: {why}"),
+        GpuSource::Gpus(list) => format!("{} (CUDA order)", list.join(", ")),
+        GpuSource::Unusable(status, why) => format!("unusable ({status}): {why}"),
+    }
+}
+
 fn rate_text(rate: Option<f64>) -> String {
     rate.map(|r| format!("{r} Gb/s"))
         .unwrap_or_else(|| "not meaningful (software device) or unreadable".into())
-}
-
-/// A transfer that stopped: a broken path (completion errors while the peer is alive) fails; a peer that went
-/// away or a call that could not be made is an error, naming the peer.
-fn failed(peer: &mut Peer, f: &Failure) -> CheckResult {
-    let gone = peer.is_gone();
-    let name = peer.name();
-    let text = format!("{}: {}", f.stage, f.message);
-    if gone {
-        CheckResult::error(
-            ID_RDMA,
-            format!("peer {name} went away mid-transfer ({text})"),
-        )
-        .fix(format!(
-            "see why fabric-preflight on {} stopped (its own report or log)",
-            peer.node
-        ))
-    } else if f.stage.contains("completion") {
-        CheckResult::fail(ID_RDMA, format!("transfer with {name} failed: {text}"))
-            .fix("the path between the two ports drops or refuses traffic: check both ends' rdma.link, MTU, GID index, partition/VLAN, cable and switch port")
-    } else {
-        CheckResult::error(ID_RDMA, format!("with {name}: {text}"))
-    }
 }
 
 /// `--summarize`: every node's ring links together, and the node common to the failing ones.
@@ -899,6 +1056,7 @@ mod tests {
         inventory(
             &Host::at(&root).unwrap(),
             &Answers::from_file(&answers).unwrap(),
+            GpuSource::None("--memory host".into()),
         )
     }
 
@@ -924,6 +1082,120 @@ mod tests {
             "the thread testing a <-> b panicked: index out of bounds"
         );
         assert_eq!(r.subject.as_deref(), Some("a:mlx5_0/1 <-> b:mlx5_0/1"));
+    }
+
+    fn scenario(name: &str) -> Host {
+        Host::at(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/hosts")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    fn not_loaded() -> Result<Vec<String>, LibError> {
+        Err(LibError::not_loaded(
+            Library::Cuda,
+            "libcuda.so.1: cannot open shared object file: No such file or directory",
+        ))
+    }
+
+    #[test]
+    fn auto_uses_the_gpus_the_driver_lists_and_never_falls_back_silently() {
+        let hgx = scenario("hgx-healthy");
+        let two = || Ok(vec!["0000:29:00.0".to_string(), "0000:18:00.0".to_string()]);
+        assert_eq!(
+            gpu_source(&hgx, MemoryChoice::Auto, &two),
+            GpuSource::Gpus(vec!["0000:29:00.0".into(), "0000:18:00.0".into()])
+        );
+        // GPUs bound to nvidia but libcuda missing: an error naming the library, not a host-only pass.
+        let GpuSource::Unusable(status, why) = gpu_source(&hgx, MemoryChoice::Auto, &not_loaded)
+        else {
+            panic!("not unusable")
+        };
+        assert_eq!(status, Status::Error, "{why}");
+        assert!(why.contains("libcuda.so.1"), "{why}");
+        // CUDA loads and lists nothing next to the driver's eight.
+        let none = || Ok(vec![]);
+        assert!(matches!(
+            gpu_source(&hgx, MemoryChoice::Auto, &none),
+            GpuSource::Unusable(Status::Fail, _)
+        ));
+        // No GPU at all: host memory, saying why; CUDA is not asked.
+        let GpuSource::None(why) =
+            gpu_source(&scenario("rxe-vm"), MemoryChoice::Auto, &|| unreachable!())
+        else {
+            panic!("not host-only")
+        };
+        assert!(why.contains("no NVIDIA GPU"), "{why}");
+        assert!(matches!(
+            gpu_source(&hgx, MemoryChoice::Host, &two),
+            GpuSource::None(_)
+        ));
+    }
+
+    #[test]
+    fn gpus_on_the_bus_without_their_driver_fail_the_gpu_leg() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let gpus = dir.path().join("proc/driver/nvidia/gpus");
+        std::fs::remove_dir_all(&gpus).unwrap();
+        std::fs::create_dir(&gpus).unwrap();
+        let GpuSource::Unusable(status, why) = gpu_source(
+            &Host::at(dir.path()).unwrap(),
+            MemoryChoice::Auto,
+            &|| unreachable!(),
+        ) else {
+            panic!("not unusable")
+        };
+        assert_eq!(status, Status::Fail, "{why}");
+        assert!(why.contains("without"), "{why}");
+    }
+
+    #[test]
+    fn gpu_mode_requires_a_cuda_device() {
+        let vm = scenario("rxe-vm");
+        let standin = || Ok(vec!["0000:5e:00.0".to_string()]);
+        assert_eq!(
+            gpu_source(&vm, MemoryChoice::Gpu, &standin),
+            GpuSource::Gpus(vec!["0000:5e:00.0".into()])
+        );
+        for cuda in [&not_loaded as &dyn Fn() -> _, &|| Ok(vec![])] {
+            let GpuSource::Unusable(status, why) = gpu_source(&vm, MemoryChoice::Gpu, cuda) else {
+                panic!("not unusable")
+            };
+            assert_eq!(status, Status::Fail, "{why}");
+            assert!(why.starts_with("--memory gpu"), "{why}");
+        }
+    }
+
+    #[test]
+    fn each_port_gets_the_nearest_gpu_else_cuda_device_0() {
+        let hgx = scenario("hgx-healthy");
+        let tree = PciTree::read(&hgx).unwrap();
+        let gpus = GpuSource::Gpus(vec!["0000:ba:00.0".into(), "0000:18:00.0".into()]);
+        // mlx5_0 (0000:19:00.0) shares a PCIe switch with 0000:18:00.0.
+        let m = port_memory(&gpus, Some(&tree), Some("0000:19:00.0"));
+        assert_eq!(m.gpu(), Some("0000:18:00.0"), "{m:?}");
+        assert!(m.why().contains("nearest"), "{m:?}");
+        // A port sysfs cannot place (soft-RoCE) or a stand-in GPU it does not know: CUDA's first.
+        for (gpus, nic) in [
+            (gpus.clone(), None),
+            (
+                GpuSource::Gpus(vec!["0000:5e:00.0".into()]),
+                Some("0000:19:00.0"),
+            ),
+        ] {
+            let m = port_memory(&gpus, Some(&tree), nic);
+            assert!(m.why().starts_with("CUDA device 0"), "{m:?}");
+        }
+        let unusable = GpuSource::Unusable(Status::Error, "x".into());
+        assert!(matches!(
+            port_memory(&unusable, Some(&tree), None),
+            PortMemory::Unusable {
+                status: Status::Error,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod copy;
 pub mod cufile_read;
 pub mod gdr;
+pub mod memory;
 pub mod rc;
 pub mod rdma_loopback;
 pub mod rdma_pair;

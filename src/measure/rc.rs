@@ -383,15 +383,27 @@ pub fn recv_one(cq: &BasicCompletionQueue, deadline: Instant) -> Result<(u64, u3
 /// The work request ids of the completions that have arrived (at least one); an error status or the
 /// deadline is a failure of `what`.
 pub fn poll(cq: &BasicCompletionQueue, deadline: Instant, what: &str) -> Result<Vec<u64>, Failure> {
+    Ok(poll_lengths(cq, deadline, what)?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect())
+}
+
+/// [`poll`] with each completion's byte count (what a receive got).
+pub fn poll_lengths(
+    cq: &BasicCompletionQueue,
+    deadline: Instant,
+    what: &str,
+) -> Result<Vec<(u64, u32)>, Failure> {
     loop {
         match cq.start_poll() {
             Ok(poller) => {
-                let mut ids = Vec::new();
+                let mut done = Vec::new();
                 for wc in poller {
                     check_status(wc.status(), wc.vendor_err(), what)?;
-                    ids.push(wc.wr_id());
+                    done.push((wc.wr_id(), wc.byte_len()));
                 }
-                return Ok(ids);
+                return Ok(done);
             }
             Err(PollCompletionQueueError::CompletionQueueEmpty) => idle(deadline, what)?,
             Err(e) => return Err(fail("ibv_poll_cq", chain(&e))),

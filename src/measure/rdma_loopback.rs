@@ -13,6 +13,7 @@ use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
 
 use crate::isolate::breadcrumb;
+use crate::measure::memory::TestMemory;
 use crate::measure::rc::{self, fail, mtu_bytes, poll, post_recv, recv_one, Remote};
 pub use crate::measure::rc::{Failure, PortTarget, Region, Registration};
 
@@ -498,6 +499,21 @@ pub fn pattern_from(slot: usize, len: usize) -> Vec<u8> {
 }
 
 impl Outcome {
+    /// The numbers the shared leg rule judges.
+    pub fn numbers(&self, verified: bool) -> crate::transfer_verdict::LegNumbers {
+        crate::transfer_verdict::LegNumbers {
+            write_gbps: self.write.gbps,
+            read_gbps: self.read.gbps,
+            writes: self.write.transfers,
+            reads: self.read.transfers,
+            round_trips: self.latency.samples,
+            latency_p50_us: self.latency.p50_us,
+            latency_p99_us: self.latency.p99_us,
+            verified,
+            cut_short: self.cut_short,
+        }
+    }
+
     /// Nothing this run could check mismatched (in GPU memory the caller also compares the slots itself).
     pub fn checks_pass(&self) -> bool {
         [&self.write, &self.read]
@@ -509,14 +525,8 @@ impl Outcome {
 
 /// The loopback through ordinary host memory (`ibv_reg_mr` on a heap buffer): the port and link alone.
 pub fn host_memory(target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
-    let mut buf = vec![0u8; plan.region_bytes()];
-    let region = Region {
-        addr: buf.as_mut_ptr() as u64,
-        len: buf.len(),
-        dmabuf_fd: None,
-        host_visible: true,
-    };
-    match loopback(target, region, plan, deadline) {
+    let mut memory = TestMemory::host(plan.region_bytes());
+    match loopback(target, memory.region(), plan, deadline) {
         Ok(outcome) => Leg::Done {
             verified: outcome.checks_pass(),
             outcome,

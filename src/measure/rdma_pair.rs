@@ -1,8 +1,9 @@
 //! One port of this node against one port of another, over an RC queue pair (`measure::rc`): RDMA WRITE and
 //! RDMA READ bandwidth with the data checked at the receiving end, and SEND/RECV ping-pong latency (one-way =
-//! half the round trip, as perftest's `ib_send_lat` reports). The initiator drives; the responder serves and
-//! checks. Both sides synchronise through a [`Channel`] (the `pair` TCP connection); nothing here knows
-//! sockets or verdicts.
+//! half the round trip, as perftest's `ib_send_lat` reports), each echo checked against the sequence number
+//! sent where the CPU can read the memory. The initiator drives; the responder serves and checks. The caller
+//! gives the memory (host or GPU, `measure::memory`); both sides synchronise through a [`Channel`] (the `pair`
+//! TCP connection); nothing here knows sockets or verdicts.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use crate::isolate::breadcrumb;
 use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::BasicQueuePair;
 
+use crate::measure::memory::TestMemory;
 use crate::measure::rc::{self, fail, Failure, Op, PortTarget, Region, Registration, Remote};
 use crate::measure::rdma_loopback::{bits_per_sec_gbps, pattern_from, percentile_us};
 
@@ -20,12 +22,13 @@ use crate::measure::rdma_loopback::{bits_per_sec_gbps, pattern_from, percentile_
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Sync {
-    /// The sender's QP and buffer: `addr..addr+len`, source half first.
+    /// The sender's QP and buffer: `addr..addr+len`, source half first, and how it registered it.
     Endpoint {
         remote: Remote,
         addr: u64,
         rkey: u32,
         len: u64,
+        registration: Registration,
     },
     /// The sender's QP is connected and its first receive posted.
     Ready,
@@ -69,23 +72,53 @@ pub struct PairPlan {
     pub deadline: Instant,
 }
 
+impl PairPlan {
+    /// The memory one end registers: its source half, then its destination half.
+    pub fn region_bytes(&self) -> usize {
+        2 * self.message_bytes
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairOutcome {
+    /// How this end registered its memory, and the peer.
     pub registration: Registration,
+    pub peer_registration: Registration,
     pub write_gbps: f64,
+    pub writes: u32,
     pub write_verified: bool,
     pub read_gbps: f64,
+    pub reads: u32,
     pub read_verified: bool,
     pub latency_p50_us: f64,
     pub latency_p99_us: f64,
     pub pings: u32,
+    /// Round trips whose echo was not the ping sent (wrong length, or where readable, wrong sequence number).
+    pub echoes_mismatched: u32,
     /// The deadline ended a phase early.
     pub cut_short: bool,
 }
 
+impl PairOutcome {
+    /// The numbers the shared leg rule judges.
+    pub fn numbers(&self) -> crate::transfer_verdict::LegNumbers {
+        crate::transfer_verdict::LegNumbers {
+            write_gbps: self.write_gbps,
+            read_gbps: self.read_gbps,
+            writes: self.writes,
+            reads: self.reads,
+            round_trips: self.pings,
+            latency_p50_us: self.latency_p50_us,
+            latency_p99_us: self.latency_p99_us,
+            verified: self.write_verified && self.read_verified && self.echoes_mismatched == 0,
+            cut_short: self.cut_short,
+        }
+    }
+}
+
 const PING_BYTES: u32 = 8;
-/// The last ping: tells the responder to stop echoing.
-const PING_STOP: u64 = u64::MAX;
+/// The last ping is shorter: its length, which the responder sees even in GPU memory, says stop.
+const STOP_BYTES: u32 = 4;
 /// A responder that gets no ping for this long decides the initiator is gone.
 const PING_IDLE: Duration = Duration::from_secs(5);
 /// How often a wait for completions looks whether the peer is still there.
@@ -98,9 +131,9 @@ fn completions(
     until: Instant,
     what: &str,
     ch: &mut dyn Channel,
-) -> Result<Vec<u64>, Failure> {
+) -> Result<Vec<(u64, u32)>, Failure> {
     loop {
-        match rc::poll(cq, until.min(Instant::now() + LIVENESS_EVERY), what) {
+        match rc::poll_lengths(cq, until.min(Instant::now() + LIVENESS_EVERY), what) {
             Err(f) if rc::timed_out(&f) && Instant::now() < until => {
                 if ch.peer_gone() {
                     return Err(fail(
@@ -114,14 +147,16 @@ fn completions(
     }
 }
 
-/// Runs one port pair in host memory. A failure is sent to the peer (best effort) before it is returned.
+/// Runs one port pair through `memory` (at least [`PairPlan::region_bytes`]; host or GPU, the caller's). A
+/// failure is sent to the peer (best effort) before it is returned.
 pub fn run(
     role: Role,
     target: &PortTarget,
     plan: PairPlan,
+    memory: &mut TestMemory,
     ch: &mut dyn Channel,
 ) -> Result<PairOutcome, Failure> {
-    let result = run_inner(role, target, plan, ch);
+    let result = run_inner(role, target, plan, memory, ch);
     if let Err(f) = &result {
         if !f.stage.starts_with("peer") && !f.stage.starts_with("control") {
             let _ = ch.send(Sync::Failed(f.clone()));
@@ -134,25 +169,34 @@ fn run_inner(
     role: Role,
     target: &PortTarget,
     plan: PairPlan,
+    memory: &mut TestMemory,
     ch: &mut dyn Channel,
 ) -> Result<PairOutcome, Failure> {
     let half = plan.message_bytes;
     if half < PING_BYTES as usize || half > u32::MAX as usize {
         return Err(fail("plan", format!("message size {half} out of range")));
     }
-    let mut buf = vec![0u8; 2 * half];
-    buf[..half].copy_from_slice(&pattern_from(0, half));
-    let addr = buf.as_mut_ptr() as u64;
+    memory.fill(|buf| {
+        buf[..half].copy_from_slice(&pattern_from(0, half));
+        buf[half..].fill(0);
+    })?;
+    let region = Region {
+        len: plan.region_bytes(),
+        ..memory.region()
+    };
+    if memory.region().len < region.len {
+        return Err(fail("plan", "the test memory is smaller than the plan"));
+    }
+    let (addr, host_visible) = (region.addr, region.host_visible);
     let (src, dst) = (addr, addr + half as u64);
 
     let depth = plan.queue_depth.max(1);
     let port = rc::open_port(target, depth)?;
-    let (mr, registration) = port.register(Region {
-        addr,
-        len: buf.len(),
-        dmabuf_fd: None,
-        host_visible: true,
+    let (mr, mut registration) = port.register(region).map_err(|mut f| {
+        f.refused_registrations.splice(0..0, memory.refused());
+        f
     })?;
+    registration.refused.splice(0..0, memory.refused());
     let send_cq = port.create_cq(depth + 4)?;
     let recv_cq = port.create_cq(4)?;
     let mut qp = port.create_qp(&send_cq, &recv_cq, depth + 2, 2)?;
@@ -170,23 +214,26 @@ fn run_inner(
         },
         addr,
         rkey: mr.rkey(),
-        len: buf.len() as u64,
+        len: region.len as u64,
+        registration: registration.clone(),
     })?;
-    let (peer, peer_addr, peer_rkey, peer_len) = match expect(ch, "endpoint exchange")? {
-        Sync::Endpoint {
-            remote,
-            addr,
-            rkey,
-            len,
-        } => (remote, addr, rkey, len),
-        other => return Err(unexpected("endpoint exchange", &other)),
-    };
-    if peer_len != buf.len() as u64 {
+    let (peer, peer_addr, peer_rkey, peer_len, peer_registration) =
+        match expect(ch, "endpoint exchange")? {
+            Sync::Endpoint {
+                remote,
+                addr,
+                rkey,
+                len,
+                registration,
+            } => (remote, addr, rkey, len, registration),
+            other => return Err(unexpected("endpoint exchange", &other)),
+        };
+    if peer_len != region.len as u64 {
         return Err(fail(
             "endpoint exchange",
             format!(
                 "peer registered {peer_len} bytes, this node {}: run both ends with the same --message-size",
-                buf.len()
+                region.len
             ),
         ));
     }
@@ -199,6 +246,8 @@ fn run_inner(
         Sync::Ready => {}
         other => return Err(unexpected("connect", &other)),
     }
+    let halves_equal =
+        |m: &mut TestMemory| m.read_back().is_ok_and(|b| b[..half] == b[half..2 * half]);
 
     let outcome = match role {
         Role::Initiator => {
@@ -217,26 +266,39 @@ fn run_inner(
                 other => return Err(unexpected("RDMA WRITE check", &other)),
             };
             // READ the peer's source half into our destination half, then compare.
-            buf[half..].fill(0);
+            memory.fill(|b| b[half..].fill(0))?;
             let read = Op::Read {
                 rkey: peer_rkey,
                 remote: peer_addr,
             };
-            let (read_gbps, n, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
+            let (read_gbps, reads, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
             cut_short |= cut;
-            let read_verified = n > 0 && buf[..half] == buf[half..];
+            let read_verified = reads > 0 && halves_equal(memory);
             ch.send(Sync::PingStart)?;
-            let (samples, cut) = ping(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
-            cut_short |= cut;
+            let pings = ping(
+                &mut qp,
+                &send_cq,
+                &recv_cq,
+                lkey,
+                (src, dst),
+                host_visible,
+                plan,
+                ch,
+            )?;
+            cut_short |= pings.cut_short;
             let outcome = PairOutcome {
                 registration,
+                peer_registration,
                 write_gbps,
+                writes,
                 write_verified,
                 read_gbps,
+                reads,
                 read_verified,
-                latency_p50_us: percentile_us(&samples, 50),
-                latency_p99_us: percentile_us(&samples, 99),
-                pings: samples.len() as u32,
+                latency_p50_us: percentile_us(&pings.samples, 50),
+                latency_p99_us: percentile_us(&pings.samples, 99),
+                pings: pings.samples.len() as u32,
+                echoes_mismatched: pings.mismatched,
                 cut_short,
             };
             ch.send(Sync::Outcome(outcome.clone()))?;
@@ -247,15 +309,20 @@ fn run_inner(
                 Sync::WriteDone => {}
                 other => return Err(unexpected("RDMA WRITE", &other)),
             }
-            let verified = buf[..half] == buf[half..];
+            let verified = halves_equal(memory);
             ch.send(Sync::WriteChecked { verified })?;
             match expect(ch, "RDMA READ")? {
                 Sync::PingStart => {}
                 other => return Err(unexpected("RDMA READ", &other)),
             }
-            echo(&mut qp, &send_cq, &recv_cq, lkey, src, dst, plan, ch)?;
+            echo(&mut qp, &send_cq, &recv_cq, lkey, dst, plan, ch)?;
             match expect(ch, "latency")? {
-                Sync::Outcome(o) => o,
+                // The numbers are the initiator's; the registrations seen from this end.
+                Sync::Outcome(o) => PairOutcome {
+                    peer_registration: o.registration.clone(),
+                    registration,
+                    ..o
+                },
                 other => return Err(unexpected("latency", &other)),
             }
         }
@@ -295,57 +362,79 @@ fn write_u64(addr: u64, v: u64) {
     unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
 }
 
-/// Initiator: `plan.pings` round trips of 8 bytes, then a stop ping. Returns the one-way latencies, sorted.
+/// What the initiator's ping-pong measured.
+struct Pings {
+    /// One-way latencies, sorted.
+    samples: Vec<Duration>,
+    mismatched: u32,
+    cut_short: bool,
+}
+
+/// The echo of ping `sent` is intact: its length, and where the CPU can read it (`got`), its number.
+fn echo_intact(sent: u64, got: Option<u64>, len: u32) -> bool {
+    len == PING_BYTES && got.is_none_or(|g| g == sent)
+}
+
+/// Initiator: `plan.pings` round trips of 8 bytes from the source half into the destination half, then a
+/// short stop ping. In host memory each ping carries its number and the echo must bring it back.
 #[allow(clippy::too_many_arguments)]
 fn ping(
     qp: &mut BasicQueuePair,
     send_cq: &BasicCompletionQueue,
     recv_cq: &BasicCompletionQueue,
     lkey: u32,
-    src: u64,
-    dst: u64,
+    (src, dst): (u64, u64),
+    host_visible: bool,
     plan: PairPlan,
     ch: &mut dyn Channel,
-) -> Result<(Vec<Duration>, bool), Failure> {
+) -> Result<Pings, Failure> {
     let mut samples = Vec::with_capacity(plan.pings as usize);
-    let mut cut_short = false;
+    let (mut mismatched, mut cut_short) = (0, false);
     let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
-    let scratch = src; // the pattern is restored nowhere after this; the bulk phases are over
+    // The source half's pattern is needed nowhere after the bulk phases: it carries the numbers.
     for i in 0..u64::from(plan.pings) {
         if Instant::now() >= phase_end {
             cut_short = Instant::now() >= plan.deadline;
             break;
         }
-        write_u64(scratch, i);
+        if host_visible {
+            write_u64(src, i);
+        }
         let t = Instant::now();
-        rc::post(qp, Op::Send, i, lkey, scratch, PING_BYTES)?;
+        rc::post(qp, Op::Send, i, lkey, src, PING_BYTES)?;
         completions(send_cq, plan.deadline, "SEND", ch)?;
-        completions(recv_cq, plan.deadline, "RECV", ch)?;
+        let got = completions(recv_cq, plan.deadline, "RECV", ch)?;
         samples.push(t.elapsed() / 2);
+        let len = got.first().map_or(0, |(_, len)| *len);
+        if !echo_intact(i, host_visible.then(|| read_u64(dst)), len) {
+            mismatched += 1;
+        }
         rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
     }
-    write_u64(scratch, PING_STOP);
-    rc::post(qp, Op::Send, PING_STOP, lkey, scratch, PING_BYTES)?;
+    rc::post(qp, Op::Send, u64::MAX, lkey, src, STOP_BYTES)?;
     completions(send_cq, plan.deadline, "SEND", ch)?;
     samples.sort_unstable();
-    Ok((samples, cut_short))
+    Ok(Pings {
+        samples,
+        mismatched,
+        cut_short,
+    })
 }
 
-/// Responder: echo every ping until the stop ping; silence for [`PING_IDLE`] means the initiator is gone.
-#[allow(clippy::too_many_arguments)]
+/// Responder: send every ping back as it came (from where it landed, so GPU memory echoes too) until the
+/// short stop ping; silence for [`PING_IDLE`] means the initiator is gone.
 fn echo(
     qp: &mut BasicQueuePair,
     send_cq: &BasicCompletionQueue,
     recv_cq: &BasicCompletionQueue,
     lkey: u32,
-    src: u64,
     dst: u64,
     plan: PairPlan,
     ch: &mut dyn Channel,
 ) -> Result<(), Failure> {
-    loop {
+    for n in 1u64.. {
         let wait_until = plan.deadline.min(Instant::now() + PING_IDLE);
-        completions(recv_cq, wait_until, "RECV", ch).map_err(|f| {
+        let got = completions(recv_cq, wait_until, "RECV", ch).map_err(|f| {
             fail(
                 "peer: latency",
                 format!(
@@ -354,15 +443,15 @@ fn echo(
                 ),
             )
         })?;
-        let seq = read_u64(dst);
-        if seq == PING_STOP {
-            return Ok(());
+        if got.first().is_some_and(|(_, len)| *len == STOP_BYTES) {
+            break;
         }
-        rc::post_recv(qp, seq + 1, lkey, dst, PING_BYTES)?;
-        write_u64(src, seq);
-        rc::post(qp, Op::Send, seq, lkey, src, PING_BYTES)?;
+        // The next ping cannot arrive before the initiator has this echo, which the NIC reads out first.
+        rc::post_recv(qp, n, lkey, dst, PING_BYTES)?;
+        rc::post(qp, Op::Send, n, lkey, dst, PING_BYTES)?;
         completions(send_cq, plan.deadline, "SEND", ch)?;
     }
+    Ok(())
 }
 
 /// Keeps `plan.queue_depth` signalled `op`s of one message from `local` in flight until `plan.bw_messages`
@@ -414,8 +503,24 @@ mod tests {
             addr: 0xdead,
             rkey: 9,
             len: 16,
+            registration: Registration {
+                call: "ibv_reg_mr".into(),
+                refused: vec!["DMA-BUF export = CUDA_ERROR_NOT_SUPPORTED".into()],
+            },
         };
         let back: Sync = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// Item 6 of issue 13: the echo is compared with the ping sent, by length always and by number where the
+    /// CPU can read it (before, any 8 bytes back counted as a round trip).
+    #[test]
+    fn an_echo_must_carry_the_ping_sent() {
+        assert!(echo_intact(7, Some(7), PING_BYTES));
+        assert!(!echo_intact(7, Some(6), PING_BYTES));
+        assert!(!echo_intact(7, Some(7), STOP_BYTES));
+        // GPU memory: the number cannot be read; the length still must match.
+        assert!(echo_intact(7, None, PING_BYTES));
+        assert!(!echo_intact(7, None, 0));
     }
 }

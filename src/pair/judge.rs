@@ -3,9 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::measure::rc::{Failure, Registration};
 use crate::measure::rdma_pair::PairOutcome;
+use crate::pair::wire::PortMemory;
 use crate::probe::{CheckResult, Measurement, Status};
 use crate::threshold::{worst, Limit};
+use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
 pub const ID_HANDSHAKE: &str = "pair.handshake";
 pub const ID_RDMA: &str = "pair.rdma";
@@ -23,100 +26,269 @@ pub fn comparable_rate(local: Option<f64>, remote: Option<f64>) -> Option<f64> {
     }
 }
 
-/// One port pair's verdict from the initiator's numbers.
-pub fn judge(
-    outcome: &PairOutcome,
-    rate_gbps: Option<f64>,
-    pct: &Limit,
-    lat: &Limit,
-) -> CheckResult {
-    let mut statuses = Vec::new();
-    let mut measurements = Vec::new();
-    let mut notes = Vec::new();
-    for (op, gbps) in [("write", outcome.write_gbps), ("read", outcome.read_gbps)] {
-        measurements.push(Measurement::new(
-            &format!("{op}_gbits_per_sec"),
-            gbps,
-            "Gb/s",
-        ));
-        if let Some(rate) = rate_gbps {
-            let p = 100.0 * gbps / rate;
-            measurements
-                .push(Measurement::new(&format!("{op}_pct_of_link"), p, "%").judged_by(pct));
-            statuses.push(pct.judge_min(p));
+/// How one leg of a port pair ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LegRun {
+    Done(PairOutcome),
+    /// It stopped at `failure`; `peer_gone`: the peer's process had ended by then.
+    Failed {
+        failure: Failure,
+        peer_gone: bool,
+    },
+    /// Not started, and why (the peer was already gone).
+    NotRun(String),
+}
+
+/// A port pair's legs and what each end brought to them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairLegs {
+    /// `name (addr)` of the peer, for errors; its node name for the memory lines.
+    pub peer_name: String,
+    pub peer_node: String,
+    pub mine: PortMemory,
+    pub theirs: PortMemory,
+    /// Host memory at both ends: always, the control.
+    pub host: LegRun,
+    /// Present when either end brought GPU memory.
+    pub gpu: Option<LegRun>,
+}
+
+const FIX_LINK: &str = "compare both ends' rdma.link (rate, MTU, GID index), then the cable and switch port between them; `ib_write_bw` between the same ports confirms";
+const FIX_GDR: &str = "on the end with GPU memory: load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, rdma-core >= 34); check ACS/IOMMU and the GPU-NIC PCIe placement (gdr.loopback, pcie.acs, topo.gpu_nic)";
+
+impl PairLegs {
+    /// `GPU memory here (0000:17:00.0), host memory on vm-b`.
+    fn gpu_label(&self) -> String {
+        format!(
+            "{} here, {} on {}",
+            self.mine.describe(),
+            self.theirs.describe(),
+            self.peer_node
+        )
+    }
+}
+
+/// One leg's part of the verdict.
+struct LegPart {
+    status: Status,
+    /// Passed every rule (what the culprit comparison uses).
+    healthy: bool,
+    measured: bool,
+    clause: String,
+    measurements: Vec<Measurement>,
+    evidence: Vec<String>,
+    fix: Option<String>,
+}
+
+impl LegPart {
+    fn stopped(status: Status, clause: String, evidence: Vec<String>, fix: Option<String>) -> Self {
+        LegPart {
+            status,
+            healthy: false,
+            measured: false,
+            clause,
+            measurements: vec![],
+            evidence,
+            fix,
         }
     }
-    // No round trip completed: the percentiles are placeholders (0), not a latency that could pass.
-    if outcome.pings == 0 {
-        statuses.push(Status::Fail);
-        notes.push("no SEND/RECV round trip completed: latency not measured".into());
-    } else {
-        measurements.push(Measurement::new(
-            "latency_p50_us",
-            outcome.latency_p50_us,
-            "us",
-        ));
-        measurements
-            .push(Measurement::new("latency_p99_us", outcome.latency_p99_us, "us").judged_by(lat));
-        statuses.push(lat.judge_max(outcome.latency_p99_us));
-    }
+}
+
+/// What the two ends agreed to judge a leg by.
+struct Judging<'a> {
+    rate: &'a LinkRate,
+    pct: &'a Limit,
+    lat: &'a Limit,
+    peer_name: &'a str,
+}
+
+fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPart {
+    let peer_name = j.peer_name;
+    let outcome = match run {
+        LegRun::Done(o) => o,
+        LegRun::NotRun(why) => {
+            return LegPart::stopped(
+                Status::Error,
+                format!("{label}: not run ({why})"),
+                vec![],
+                None,
+            )
+        }
+        // A broken path (completion errors, refused registration while the peer is alive) fails; a peer that
+        // went away or a call that could not be made is an error, naming the peer.
+        LegRun::Failed { failure, peer_gone } => {
+            let text = format!("{}: {}", failure.stage, failure.message);
+            let (status, clause, fix) = if *peer_gone {
+                (
+                    Status::Error,
+                    format!("peer {peer_name} went away mid-transfer ({text})"),
+                    Some(
+                        "see why fabric-preflight on the peer stopped (its own report or log)"
+                            .into(),
+                    ),
+                )
+            } else if failure.stage.contains("completion")
+                || ["register memory", "CUDA"].contains(&failure.stage.as_str())
+            {
+                (
+                    Status::Fail,
+                    format!("transfer with {peer_name} failed: {text}"),
+                    None,
+                )
+            } else {
+                (Status::Error, format!("with {peer_name}: {text}"), None)
+            };
+            let evidence = failure
+                .refused_registrations
+                .iter()
+                .map(|r| format!("{label}: refused {r}"))
+                .collect();
+            return LegPart::stopped(status, format!("{label}: {clause}"), evidence, fix);
+        }
+    };
+    let rule = LegRule {
+        pct: j.pct,
+        latency: j.lat,
+        latency_by: Percentile::P99,
+        prefix,
+        latency_name: "latency",
+        replayed: false,
+    };
+    let v = judge_leg(&outcome.numbers(), j.rate, &rule, true);
+    let mut clause = format!(
+        "{label}: WRITE {}, READ {}, latency p50 {:.2} us p99 {:.2} us",
+        gbps_text(outcome.write_gbps, j.rate),
+        gbps_text(outcome.read_gbps, j.rate),
+        outcome.latency_p50_us,
+        outcome.latency_p99_us
+    );
+    let mut problems = v.problems.clone();
     for (op, ok) in [
         ("RDMA WRITE", outcome.write_verified),
         ("RDMA READ", outcome.read_verified),
     ] {
         if !ok {
-            statuses.push(Status::Fail);
-            notes.push(format!("{op} data did not arrive intact"));
+            problems.push(format!("{op} data did not arrive intact"));
         }
     }
-    if outcome.cut_short {
-        statuses.push(Status::Warn);
-        notes.push("the deadline cut a phase short (raise --timeout)".into());
+    if outcome.echoes_mismatched > 0 {
+        problems.push(format!(
+            "{} SEND/RECV echo(es) did not carry the ping sent",
+            outcome.echoes_mismatched
+        ));
     }
-    let status = worst(statuses);
-    let mut summary = format!(
-        "WRITE {} Gb/s, READ {} Gb/s, latency p50 {:.2} us p99 {:.2} us",
-        gbps_text(outcome.write_gbps),
-        gbps_text(outcome.read_gbps),
-        outcome.latency_p50_us,
-        outcome.latency_p99_us
-    );
-    if rate_gbps.is_none() {
-        summary.push_str(" (no meaningful link rate: bandwidth not judged against it)");
+    if !problems.is_empty() {
+        clause.push_str(&format!("; {}", problems.join("; ")));
     }
-    if !notes.is_empty() {
-        summary.push_str(&format!("; {}", notes.join("; ")));
+    let registration = |who: &str, r: &Registration| {
+        let mut line = format!("{label}: memory registration {who} = {}", r.call);
+        if !r.refused.is_empty() {
+            line.push_str(&format!(" (refused first: {})", r.refused.join("; ")));
+        }
+        line
+    };
+    LegPart {
+        status: v.status,
+        healthy: v.status == Status::Pass,
+        measured: true,
+        clause,
+        measurements: v.measurements,
+        evidence: vec![
+            registration("here", &outcome.registration),
+            registration("on the peer", &outcome.peer_registration),
+            format!(
+                "{label}: data verified: WRITE {}, READ {}",
+                outcome.write_verified, outcome.read_verified
+            ),
+            format!(
+                "{label}: pings = {}, echoes mismatched = {}",
+                outcome.pings, outcome.echoes_mismatched
+            ),
+        ],
+        fix: None,
     }
-    let mut r = CheckResult::new(ID_RDMA, status, summary);
-    r.measurements = measurements;
-    r.evidence.push(format!(
-        "memory registration = {} (host memory)",
-        outcome.registration.call
-    ));
-    r.evidence.push(format!(
-        "data verified: WRITE {}, READ {}",
-        outcome.write_verified, outcome.read_verified
-    ));
-    r.evidence.push(format!("pings = {}", outcome.pings));
-    match rate_gbps {
-        Some(rate) => r.evidence.push(format!("link rate judged against = {rate} Gb/s (lower end)")),
-        None => r.evidence.push(
+}
+
+/// One port pair's verdict: the host leg (the control) and, where either end brought GPU memory, the GPU leg
+/// beside it, each through the shared leg rule; GPU leg failing and host fine blames the GPUDirect path, both
+/// failing the link. An end whose GPU memory was due but unusable fails or errors by the presence rule.
+pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) -> CheckResult {
+    let rate = match rate_gbps {
+        Some(r) => LinkRate::Gbps(r),
+        None => LinkRate::NotMeaningful(
+            "no meaningful link rate (a software device's placeholder, or unreadable)".into(),
+        ),
+    };
+    let j = Judging {
+        rate: &rate,
+        pct,
+        lat,
+        peer_name: &legs.peer_name,
+    };
+    let host = judge_leg_run(&legs.host, "host memory", "", &j);
+    let gpu = legs
+        .gpu
+        .as_ref()
+        .map(|run| judge_leg_run(run, &format!("GPU leg ({})", legs.gpu_label()), "gpu_", &j));
+    let mut statuses = vec![host.status];
+    let mut clauses = Vec::new();
+    let mut evidence = host.evidence.clone();
+    let mut measurements = host.measurements.clone();
+    let mut fix = host.fix.clone();
+    if let PortMemory::Unusable { status, why } = &legs.mine {
+        statuses.push(*status);
+        clauses.push(format!("GPU memory unusable here: {why}"));
+        fix = fix.or(Some(
+            "see gpu.inventory and driver.nvidia on this node (`fabric-preflight run`)".into(),
+        ));
+    }
+    match &gpu {
+        Some(g) => {
+            clauses.push(g.clause.clone());
+            clauses.push(host.clause.clone());
+            statuses.push(g.status);
+            evidence.extend(g.evidence.iter().cloned());
+            measurements.extend(g.measurements.iter().cloned());
+            let culprit = Culprit::of(g.healthy, host.healthy, host.measured);
+            if let Some(words) = culprit.and_then(Culprit::words) {
+                clauses.push(words.to_string());
+            }
+            fix = match culprit {
+                Some(Culprit::GpuDirectPath) => Some(FIX_GDR.into()),
+                _ => fix.or(g.fix.clone()),
+            };
+        }
+        None => {
+            clauses.push(host.clause.clone());
+            evidence.push(format!(
+                "GPU memory: not tested (here: {}; on {}: {})",
+                legs.mine.why(),
+                legs.peer_node,
+                legs.theirs.why()
+            ));
+        }
+    }
+    if let PortMemory::Unusable { why, .. } = &legs.theirs {
+        evidence.push(format!("GPU memory unusable on {}: {why}", legs.peer_node));
+    }
+    match &rate {
+        LinkRate::Gbps(r) => evidence.push(format!("link rate judged against = {r} Gb/s (lower end)")),
+        _ => evidence.push(
             "link rate = not judged (a software device's rate file is a placeholder, or unreadable)".into(),
         ),
     }
-    if status == Status::Fail {
-        r = r.fix("compare both ends' rdma.link (rate, MTU, GID index), then the cable and switch port between them; `ib_write_bw` between the same ports confirms");
+    let status = worst(statuses);
+    let mut summary = clauses.join(" | ");
+    if !matches!(rate, LinkRate::Gbps(_)) {
+        summary.push_str(" (no meaningful link rate: bandwidth not judged against it)");
+    }
+    let mut r = CheckResult::new(ID_RDMA, status, summary);
+    r.measurements = measurements;
+    r.evidence = evidence;
+    if matches!(status, Status::Fail | Status::Error) {
+        r = r.fix(fix.unwrap_or_else(|| FIX_LINK.into()));
     }
     r
-}
-
-/// Three significant figures for slow links (soft-RoCE under emulation), one decimal for real ones.
-fn gbps_text(gbps: f64) -> String {
-    if gbps < 10.0 {
-        format!("{gbps:.3}")
-    } else {
-        format!("{gbps:.1}")
-    }
 }
 
 /// The nodes common to every failing pair (both ends of one failing pair when only one failed: no single node).
@@ -207,22 +379,61 @@ pub fn links_from_reports(reports: &[crate::report::RunReport]) -> Vec<(String, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::rc::Registration;
 
     fn outcome() -> PairOutcome {
+        let reg = Registration {
+            call: "ibv_reg_mr".into(),
+            refused: vec![],
+        };
         PairOutcome {
-            registration: Registration {
-                call: "ibv_reg_mr".into(),
-                refused: vec![],
-            },
+            registration: reg.clone(),
+            peer_registration: reg,
             write_gbps: 380.0,
+            writes: 256,
             write_verified: true,
             read_gbps: 370.0,
+            reads: 256,
             read_verified: true,
             latency_p50_us: 1.8,
             latency_p99_us: 2.4,
             pings: 1000,
+            echoes_mismatched: 0,
             cut_short: false,
+        }
+    }
+
+    fn host_why() -> PortMemory {
+        PortMemory::Host {
+            why: "no NVIDIA GPU on this host".into(),
+        }
+    }
+
+    fn gpu_here() -> PortMemory {
+        PortMemory::Gpu {
+            bus_id: "0000:17:00.0".into(),
+            why: "the GPU nearest this port in the PCI tree (PIX)".into(),
+        }
+    }
+
+    /// Host memory at both ends only.
+    fn host_only(o: PairOutcome) -> PairLegs {
+        PairLegs {
+            peer_name: "vm-b (10.0.0.2:18515)".into(),
+            peer_node: "vm-b".into(),
+            mine: host_why(),
+            theirs: host_why(),
+            host: LegRun::Done(o),
+            gpu: None,
+        }
+    }
+
+    /// GPU memory here, host memory on the peer.
+    fn with_gpu(host: LegRun, gpu: LegRun) -> PairLegs {
+        PairLegs {
+            mine: gpu_here(),
+            host,
+            gpu: Some(gpu),
+            ..host_only(outcome())
         }
     }
 
@@ -231,18 +442,24 @@ mod tests {
         assert_eq!(comparable_rate(Some(400.0), Some(200.0)), Some(200.0));
         assert_eq!(comparable_rate(Some(400.0), None), None);
         let r = judge(
-            &outcome(),
+            &host_only(outcome()),
             Some(400.0),
             &DEFAULT_PCT,
             &Limit::new(Some(5.0), Some(10.0)),
         );
-        assert_eq!(r.status, Status::Pass);
+        assert_eq!(r.status, Status::Pass, "{}", r.summary);
         let slow = PairOutcome {
             write_gbps: 200.0,
             ..outcome()
         };
         assert_eq!(
-            judge(&slow, Some(400.0), &DEFAULT_PCT, &Limit::default()).status,
+            judge(
+                &host_only(slow),
+                Some(400.0),
+                &DEFAULT_PCT,
+                &Limit::default()
+            )
+            .status,
             Status::Fail
         );
     }
@@ -255,13 +472,28 @@ mod tests {
             read_gbps: 0.8,
             ..outcome()
         };
-        let r = judge(&slow, None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&host_only(slow), None, &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Pass);
-        assert!(r.summary.contains("not judged"));
+        assert!(r.summary.contains("no meaningful link rate"));
         assert!(!r
             .measurements
             .iter()
             .any(|m| m.name.ends_with("pct_of_link")));
+        // The VM stage reads these names and lines.
+        for name in ["write_gbits_per_sec", "latency_p50_us", "latency_p99_us"] {
+            assert!(r.measurements.iter().any(|m| m.name == name), "{name}");
+        }
+        assert!(r
+            .evidence
+            .iter()
+            .any(|e| e.contains("data verified: WRITE true, READ true")));
+        assert!(
+            r.evidence
+                .iter()
+                .any(|e| e.starts_with("GPU memory: not tested")),
+            "{:?}",
+            r.evidence
+        );
     }
 
     #[test]
@@ -270,11 +502,28 @@ mod tests {
             read_verified: false,
             ..outcome()
         };
-        let r = judge(&bad, None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&host_only(bad), None, &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Fail);
         assert!(r.summary.contains("RDMA READ data did not arrive intact"));
-        let r = judge(&outcome(), None, &DEFAULT_PCT, &Limit::new(None, Some(2.0)));
+        let r = judge(
+            &host_only(outcome()),
+            None,
+            &DEFAULT_PCT,
+            &Limit::new(None, Some(2.0)),
+        );
         assert_eq!(r.status, Status::Fail);
+    }
+
+    /// Item 6 of issue 13: an echo that does not carry the ping's sequence number fails the leg.
+    #[test]
+    fn wrong_echo_fails() {
+        let bad = PairOutcome {
+            echoes_mismatched: 3,
+            ..outcome()
+        };
+        let r = judge(&host_only(bad), None, &DEFAULT_PCT, &Limit::default());
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("3 SEND/RECV echo(es)"), "{}", r.summary);
     }
 
     #[test]
@@ -286,7 +535,7 @@ mod tests {
             ..outcome()
         };
         let r = judge(
-            &none,
+            &host_only(none),
             None,
             &DEFAULT_PCT,
             &Limit::new(Some(5.0), Some(10.0)),
@@ -294,6 +543,150 @@ mod tests {
         assert_eq!(r.status, Status::Fail);
         assert!(r.summary.contains("latency not measured"), "{}", r.summary);
         assert!(!r.measurements.iter().any(|m| m.name.starts_with("latency")));
+    }
+
+    #[test]
+    fn slow_gpu_leg_with_a_fast_host_leg_blames_the_gpudirect_path() {
+        let slow = PairOutcome {
+            write_gbps: 150.0,
+            read_gbps: 140.0,
+            ..outcome()
+        };
+        let r = judge(
+            &with_gpu(LegRun::Done(outcome()), LegRun::Done(slow.clone())),
+            Some(400.0),
+            &DEFAULT_PCT,
+            &Limit::default(),
+        );
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.summary
+                .starts_with("GPU leg (GPU memory (0000:17:00.0) here, host memory on vm-b)"),
+            "{}",
+            r.summary
+        );
+        assert!(
+            r.summary.contains("GPUDirect RDMA path is the culprit"),
+            "{}",
+            r.summary
+        );
+        assert!(r.remediation.as_deref().unwrap().contains("nvidia_peermem"));
+        // Both legs side by side, the GPU one under its own names.
+        for name in [
+            "write_pct_of_link",
+            "gpu_write_pct_of_link",
+            "gpu_latency_p99_us",
+        ] {
+            assert!(r.measurements.iter().any(|m| m.name == name), "{name}");
+        }
+        // Both slow: the link.
+        let r = judge(
+            &with_gpu(LegRun::Done(slow.clone()), LegRun::Done(slow)),
+            Some(400.0),
+            &DEFAULT_PCT,
+            &Limit::default(),
+        );
+        assert!(
+            r.summary.contains("the port or link is the culprit"),
+            "{}",
+            r.summary
+        );
+    }
+
+    #[test]
+    fn refused_dmabuf_is_named_and_unverified_gpu_data_never_passes() {
+        let gpu = PairOutcome {
+            registration: Registration {
+                call: "ibv_reg_mr".into(),
+                refused: vec!["ibv_reg_dmabuf_mr = Operation not supported (os error 95)".into()],
+            },
+            write_verified: false,
+            ..outcome()
+        };
+        let r = judge(
+            &with_gpu(LegRun::Done(outcome()), LegRun::Done(gpu)),
+            None,
+            &DEFAULT_PCT,
+            &Limit::default(),
+        );
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+        assert!(r.summary.contains("RDMA WRITE data did not arrive intact"));
+        assert!(
+            r.evidence.iter().any(|e| e.contains(
+                "memory registration here = ibv_reg_mr (refused first: ibv_reg_dmabuf_mr = Operation not supported"
+            )),
+            "{:?}",
+            r.evidence
+        );
+        // A refused registration at both paths fails the GPU leg and names both.
+        let refused = LegRun::Failed {
+            failure: Failure {
+                stage: "register memory".into(),
+                message: "ibv_reg_mr = Bad address".into(),
+                refused_registrations: vec![
+                    "DMA-BUF export = CUDA_ERROR_NOT_SUPPORTED".into(),
+                    "ibv_reg_mr = Bad address".into(),
+                ],
+            },
+            peer_gone: false,
+        };
+        let r = judge(
+            &with_gpu(LegRun::Done(outcome()), refused),
+            None,
+            &DEFAULT_PCT,
+            &Limit::default(),
+        );
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.summary.contains("GPUDirect RDMA path is the culprit"),
+            "{}",
+            r.summary
+        );
+        assert!(r
+            .evidence
+            .iter()
+            .any(|e| e.contains("refused DMA-BUF export = CUDA_ERROR_NOT_SUPPORTED")));
+    }
+
+    #[test]
+    fn unusable_gpu_memory_here_is_never_a_host_only_pass() {
+        let legs = PairLegs {
+            mine: PortMemory::Unusable {
+                status: Status::Fail,
+                why: "1 NVIDIA GPU(s) on the PCI bus without the NVIDIA kernel driver".into(),
+            },
+            ..host_only(outcome())
+        };
+        let r = judge(&legs, None, &DEFAULT_PCT, &Limit::default());
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.summary.starts_with("GPU memory unusable here"),
+            "{}",
+            r.summary
+        );
+    }
+
+    #[test]
+    fn a_peer_gone_is_an_error_naming_it() {
+        let gone = LegRun::Failed {
+            failure: Failure {
+                stage: "peer: RDMA WRITE".into(),
+                message: "closed".into(),
+                refused_registrations: vec![],
+            },
+            peer_gone: true,
+        };
+        let legs = PairLegs {
+            host: gone,
+            ..host_only(outcome())
+        };
+        let r = judge(&legs, None, &DEFAULT_PCT, &Limit::default());
+        assert_eq!(r.status, Status::Error);
+        assert!(
+            r.summary.contains("peer vm-b (10.0.0.2:18515) went away"),
+            "{}",
+            r.summary
+        );
     }
 
     #[test]

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::measure::rdma_pair::Sync;
 
 pub const MAGIC: [u8; 4] = *b"FPPR";
-/// Bumped on any incompatible change; both ends must speak the same one.
-pub const VERSION: u8 = 1;
+/// Bumped on any incompatible change; both ends must speak the same one. 2: ports announce their memory,
+/// endpoints their registration.
+pub const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 9;
 /// Large enough for a node with dozens of ports, small enough that a peer cannot make us allocate much.
 pub const MAX_BODY: usize = 16 * 1024;
@@ -24,12 +25,63 @@ pub struct PortInfo {
     pub link_layer: String,
     /// The negotiated rate, where it means something (`None` on software devices such as soft-RoCE).
     pub rate_gbps: Option<f64>,
+    /// What this end brings to the GPU-memory leg through this port.
+    pub memory: PortMemory,
 }
 
 impl PortInfo {
     pub fn name(&self) -> String {
         format!("{}/{}", self.device, self.port)
     }
+}
+
+/// The memory an end moves in a port pair's GPU leg. The leg runs when either end brings GPU memory; an end
+/// without moves host memory in it. The host leg (host memory at both ends) always runs, as the control.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PortMemory {
+    /// Host memory only, and why (`--memory host`, no NVIDIA GPU on this node).
+    Host { why: String },
+    /// The memory of the GPU at `bus_id`, and why that GPU (nearest the port, or CUDA's first).
+    Gpu { bus_id: String, why: String },
+    /// GPU memory was due but cannot be used (the presence rule's verdict, with its status): this end's
+    /// results fail or error; it moves host memory in a GPU leg the peer asks for.
+    Unusable {
+        status: crate::probe::Status,
+        why: String,
+    },
+}
+
+impl PortMemory {
+    pub fn gpu(&self) -> Option<&str> {
+        match self {
+            PortMemory::Gpu { bus_id, .. } => Some(bus_id),
+            _ => None,
+        }
+    }
+
+    /// `GPU memory (0000:17:00.0)` or `host memory`.
+    pub fn describe(&self) -> String {
+        match self.gpu() {
+            Some(bus) => format!("GPU memory ({bus})"),
+            None => "host memory".into(),
+        }
+    }
+
+    /// The reason behind the choice.
+    pub fn why(&self) -> &str {
+        match self {
+            PortMemory::Host { why }
+            | PortMemory::Gpu { why, .. }
+            | PortMemory::Unusable { why, .. } => why,
+        }
+    }
+}
+
+/// Whether a port pair has a GPU leg: either end brings GPU memory. Both ends decide from the same two
+/// announcements, so they agree.
+pub fn gpu_leg(mine: &PortMemory, theirs: &PortMemory) -> bool {
+    mine.gpu().is_some() || theirs.gpu().is_some()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +220,10 @@ mod tests {
                 port: 1,
                 link_layer: "InfiniBand".into(),
                 rate_gbps: Some(400.0),
+                memory: PortMemory::Gpu {
+                    bus_id: "0000:17:00.0".into(),
+                    why: "nearest the port (PIX)".into(),
+                },
             }],
             no_ports: None,
         }
@@ -221,6 +277,37 @@ mod tests {
         bad.extend_from_slice(&3u32.to_be_bytes());
         bad.extend_from_slice(b"{x}");
         assert!(matches!(decode(&bad), Err(WireError::Body(_))));
+    }
+
+    #[test]
+    fn version_1_peers_are_refused_by_name() {
+        // A version-1 binary announces no memory: refused from the header, before its body is parsed.
+        let mut bytes = encode(&hello());
+        bytes[4] = 1;
+        assert_eq!(decode(&bytes).unwrap_err(), WireError::Version(1));
+    }
+
+    #[test]
+    fn legs_agree_from_both_announcements() {
+        let host = PortMemory::Host { why: "x".into() };
+        let gpu = PortMemory::Gpu {
+            bus_id: "0000:17:00.0".into(),
+            why: "y".into(),
+        };
+        let unusable = PortMemory::Unusable {
+            status: crate::probe::Status::Fail,
+            why: "z".into(),
+        };
+        assert!(!gpu_leg(&host, &host));
+        assert!(!gpu_leg(&unusable, &host));
+        for (a, b) in [(&gpu, &host), (&gpu, &gpu), (&unusable, &gpu)] {
+            assert!(gpu_leg(a, b) && gpu_leg(b, a), "{a:?} {b:?}");
+        }
+        for m in [&host, &gpu, &unusable] {
+            let back: PortMemory =
+                serde_json::from_str(&serde_json::to_string(m).unwrap()).unwrap();
+            assert_eq!(&back, m);
+        }
     }
 
     #[test]

@@ -9,13 +9,14 @@ use crate::dynlib::Library;
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, Status};
 use crate::probes::gpu_facts::gpu_survey;
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
 use crate::threshold::{worst, Limit, PORT_RATE_PCT};
-use crate::topology::PciTree;
+use crate::topology::{nearest, PciTree};
+use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
 pub struct GdrLoopback;
 
@@ -213,33 +214,13 @@ impl Probe for GdrLoopback {
 
 /// `nvidia-smi topo` distance between the GPU and a NIC; SYS when either is not in the PCI tree.
 fn distance(tree: Option<&PciTree>, gpu: &str, nic: Option<&str>) -> PcieDistance {
-    match (tree, nic) {
-        (Some(t), Some(nic)) => match (t.find(gpu), t.find(nic)) {
-            (Some(a), Some(b)) => t.distance(a, b),
-            _ => PcieDistance::SYS,
-        },
-        _ => PcieDistance::SYS,
-    }
+    tree.zip(nic)
+        .and_then(|(t, nic)| t.distance_between(gpu, nic))
+        .unwrap_or(PcieDistance::SYS)
 }
 
-/// Index of the nearest port (PIX < PXB < PHB < NODE < SYS); the first of equals.
-pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
-    distances
-        .iter()
-        .enumerate()
-        .min_by_key(|(i, d)| (**d, *i))
-        .map(|(i, _)| i)
-}
-
-/// The bandwidth a leg is judged by: the slower of its WRITE and READ phases.
-fn leg_gbps(leg: &Leg) -> Option<f64> {
-    match leg {
-        Leg::Done { outcome, .. } => Some(outcome.write.gbps.min(outcome.read.gbps)),
-        Leg::Failed { .. } => None,
-    }
-}
-
-/// One pair's verdict: the GPU leg judged, the host leg beside it as the control.
+/// One pair's verdict: each leg through the shared leg rule, the GPU leg judged, the host leg beside it as
+/// the control; the comparison of the two names the culprit.
 pub fn judge(
     run: &PairRun,
     rate_gbps: Option<f64>,
@@ -247,57 +228,38 @@ pub fn judge(
     lat: &Limit,
     replayed: bool,
 ) -> CheckResult {
+    let rate = match rate_gbps {
+        Some(r) if r > 0.0 => LinkRate::Gbps(r),
+        _ => LinkRate::Unreadable("the port's rate file gave no rate".into()),
+    };
     let mut ev = Vec::new();
     let mut measurements = Vec::new();
     let mut statuses = Vec::new();
     let mut parts = Vec::new();
-    let pct_of = |gbps: f64| rate_gbps.filter(|r| *r > 0.0).map(|r| 100.0 * gbps / r);
-    for (label, key, leg) in [
-        ("GPU memory", "gdr", &run.gpu_memory),
-        ("host memory", "host", &run.host_memory),
-    ] {
-        let judged = key == "gdr";
+    let mut fast = [false; 2];
+    let mut measured = [false; 2];
+    for (i, (label, key, leg)) in [
+        ("GPU memory", "gdr_", &run.gpu_memory),
+        ("host memory", "host_", &run.host_memory),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         match leg {
             Leg::Done { outcome, verified } => {
-                let measure = |name: &str, value: f64, unit: &str| {
-                    Measurement::new(&format!("{key}_{name}"), value, unit).replayed(replayed)
+                let rule = LegRule {
+                    pct,
+                    latency: lat,
+                    latency_by: Percentile::P50,
+                    prefix: key,
+                    latency_name: "send_latency",
+                    replayed,
                 };
-                for (name, t) in [("write", &outcome.write), ("read", &outcome.read)] {
-                    measurements.push(measure(&format!("{name}_gbits_per_sec"), t.gbps, "Gb/s"));
-                    let share = pct_of(t.gbps);
-                    if judged && share.is_none() && !pct.is_empty() {
-                        // The limit is a share of the port's rate: without the rate there is nothing to pass.
-                        statuses.push(Status::Error);
-                        parts.push(format!(
-                            "the port rate was not read, so {:.1} Gb/s cannot be judged against the link",
-                            t.gbps
-                        ));
-                    }
-                    if let Some(p) = share {
-                        let mut m = measure(&format!("{name}_pct_of_link"), p, "%");
-                        if judged {
-                            m = m.judged_by(pct);
-                            statuses.push(pct.judge_min(p));
-                        }
-                        measurements.push(m);
-                    }
-                }
-                let mut l = measure("send_latency_p50_us", outcome.latency.p50_us, "us");
-                if judged {
-                    l = l.judged_by(lat);
-                    statuses.push(lat.judge_max(outcome.latency.p50_us));
-                }
-                measurements.push(l);
-                measurements.push(measure("send_latency_p99_us", outcome.latency.p99_us, "us"));
-                let moved = outcome.write.transfers > 0
-                    && outcome.read.transfers > 0
-                    && outcome.latency.samples > 0;
-                if !verified || !moved {
-                    statuses.push(Status::Fail);
-                }
-                if outcome.cut_short {
-                    statuses.push(Status::Warn);
-                }
+                let v = judge_leg(&outcome.numbers(*verified), &rate, &rule, i == 0);
+                measured[i] = true;
+                fast[i] = v.bandwidth_ok(pct);
+                statuses.push(v.status);
+                measurements.extend(v.measurements);
                 ev.push(format!("{label}: {} = ok", outcome.registration.call));
                 ev.extend(
                     outcome
@@ -306,20 +268,15 @@ pub fn judge(
                         .iter()
                         .map(|r| format!("{label}: {r}")),
                 );
-                let pct_text = |gbps: f64| {
-                    pct_of(gbps)
-                        .map(|p| format!(" ({p:.0}% of link)"))
-                        .unwrap_or_default()
-                };
                 parts.push(format!(
-                    "{label} WRITE {:.1} Gb/s{}, READ {:.1} Gb/s{}, SEND p50 {:.2} us{}{}",
-                    outcome.write.gbps,
-                    pct_text(outcome.write.gbps),
-                    outcome.read.gbps,
-                    pct_text(outcome.read.gbps),
+                    "{label} WRITE {}, READ {}, SEND p50 {:.2} us{}",
+                    gbps_text(outcome.write.gbps, &rate),
+                    gbps_text(outcome.read.gbps, &rate),
                     outcome.latency.p50_us,
-                    if *verified { "" } else { ", DATA MISMATCH" },
-                    if moved { "" } else { ", moved no data" }
+                    v.problems
+                        .iter()
+                        .map(|p| format!(", {p}"))
+                        .collect::<String>()
                 ));
             }
             Leg::Failed {
@@ -333,24 +290,20 @@ pub fn judge(
             }
         }
     }
-    let host_gbps = leg_gbps(&run.host_memory);
-    let host_ok = host_gbps
-        .and_then(pct_of)
-        .is_some_and(|p| pct.judge_min(p) == Status::Pass);
-    let gpu_ok = leg_gbps(&run.gpu_memory)
-        .and_then(pct_of)
-        .is_some_and(|p| pct.judge_min(p) == Status::Pass);
-    let (culprit, fix) = match (gpu_ok, host_ok, host_gbps.is_some()) {
-        (true, _, _) => (None, None),
-        (false, true, _) => (Some("host memory is fast and GPU memory is not: the GPUDirect RDMA path is the culprit"), Some(FIX_GDR)),
-        (false, false, true) => (Some("host memory is slow too: the port or link is the culprit"), Some("check rdma.link (rate, state), the cable and the firmware")),
-        (false, false, false) => (None, Some("the host-memory loopback failed too: check the port, rdma-core and memlock (rdma.memlock)")),
-    };
+    let culprit = Culprit::of(fast[0], fast[1], measured[1]);
+    let fix = culprit.map(|c| match c {
+        Culprit::GpuDirectPath => FIX_GDR,
+        Culprit::Link => "check rdma.link (rate, state), the cable and the firmware",
+        Culprit::HostLegFailed => "the host-memory loopback failed too: check the port, rdma-core and memlock (rdma.memlock)",
+    });
     let status = worst(statuses);
     let summary = format!(
         "{}{}",
         parts.join(" | "),
-        culprit.map(|c| format!(" — {c}")).unwrap_or_default()
+        culprit
+            .and_then(Culprit::words)
+            .map(|c| format!(" — {c}"))
+            .unwrap_or_default()
     );
     let mut r = CheckResult::new(ID, status, summary);
     r.measurements = measurements;
@@ -506,7 +459,7 @@ mod tests {
         let r = judge(&run, None, &PORT_RATE_PCT, &Limit::default(), true);
         assert_eq!(r.status, Status::Error, "{}", r.summary);
         assert!(
-            r.summary.contains("port rate was not read"),
+            r.summary.contains("port rate is unreadable"),
             "{}",
             r.summary
         );

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use crate::dynlib::Library;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, Status};
 use crate::sysfs::infiniband::{self, PortAttrs};
-use crate::threshold::{worst, Limit, PORT_RATE_PCT};
+use crate::threshold::{Limit, PORT_RATE_PCT};
+use crate::transfer_verdict::{gbps_text, judge_leg, LegRule, LinkRate, Percentile};
 
 pub struct RdmaLoopback;
 
@@ -172,22 +173,17 @@ impl Probe for RdmaLoopback {
 
 /// The port's rate where it is the hardware's; soft-RoCE (no PCI function behind the device) reports a fixed
 /// placeholder, so its bandwidth is shown but not judged.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RateToJudge {
-    Gbps(f64),
-    Placeholder(String),
-    Unreadable(String),
-}
-
-fn rate_to_judge(port: &PortAttrs, software: bool) -> RateToJudge {
+fn rate_to_judge(port: &PortAttrs, software: bool) -> LinkRate {
     let text = match &port.rate {
         Ok(t) => t.clone(),
-        Err(e) => return RateToJudge::Unreadable(e.reason()),
+        Err(e) => return LinkRate::Unreadable(e.reason()),
     };
     match port.parsed_rate() {
-        _ if software => RateToJudge::Placeholder(text),
-        Some(r) if r.gbps > 0.0 => RateToJudge::Gbps(r.gbps),
-        _ => RateToJudge::Unreadable(text),
+        _ if software => LinkRate::NotMeaningful(format!(
+            "rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
+        )),
+        Some(r) if r.gbps > 0.0 => LinkRate::Gbps(r.gbps),
+        _ => LinkRate::Unreadable(text),
     }
 }
 
@@ -203,8 +199,9 @@ fn run_ports(jobs: &[PortTarget], deadline: Instant) -> Vec<Leg> {
         .collect()
 }
 
-/// One port's verdict. Never a pass without data moved in both directions and the latency measured.
-pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> CheckResult {
+/// One port's verdict through the shared leg rule ([`judge_leg`]): never a pass without data moved in both
+/// directions, every transfer checked and the latency measured.
+pub fn judge(leg: &Leg, rate: LinkRate, pct: &Limit, replayed: bool) -> CheckResult {
     let (outcome, verified) = match leg {
         Leg::Failed {
             stage,
@@ -225,75 +222,37 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
         Leg::Done { outcome, verified } => (outcome, *verified),
     };
     let (w, rd, lat) = (&outcome.write, &outcome.read, &outcome.latency);
-    let measure =
-        |name: &str, value: f64, unit: &str| Measurement::new(name, value, unit).replayed(replayed);
-    let mut r = CheckResult::pass(ID, "");
-    r.measurements = vec![
-        measure("write_gbits_per_sec", w.gbps, "Gb/s"),
-        measure("read_gbits_per_sec", rd.gbps, "Gb/s"),
-        measure("send_latency_p50_us", lat.p50_us, "us"),
-        measure("send_latency_p99_us", lat.p99_us, "us"),
-    ];
-    let mut statuses = vec![Status::Pass];
-    let mut notes = Vec::new();
-    let moved = w.transfers > 0 && rd.transfers > 0 && lat.samples > 0;
-    if !moved {
-        statuses.push(Status::Fail);
-        notes.push(format!(
-            "moved too little to judge ({} WRITEs, {} READs, {} SEND round trips)",
-            w.transfers, rd.transfers, lat.samples
-        ));
-    }
-    if !verified {
-        statuses.push(Status::Fail);
-        notes.push(format!(
-            "DATA MISMATCH: {} WRITE, {} READ, {} SEND transfer(s) did not deliver what was sent",
-            w.mismatched, rd.mismatched, lat.mismatched
-        ));
-    }
-    match &rate {
-        RateToJudge::Gbps(link) => {
-            for (name, t) in [("write", w), ("read", rd)] {
-                let p = 100.0 * t.gbps / link;
-                statuses.push(pct.judge_min(p));
-                r.measurements
-                    .push(measure(&format!("{name}_pct_of_link"), p, "%").judged_by(pct));
-            }
-        }
-        RateToJudge::Placeholder(text) => r = r.note(format!(
-            "bandwidth not judged: rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
-        )),
-        // Never a pass on a reading that was not taken: with a limit set, an unknown rate is an error.
-        RateToJudge::Unreadable(why) if !pct.is_empty() => {
-            statuses.push(Status::Error);
-            notes.push(format!("bandwidth not judged: the port rate is unreadable ({why})"));
-        }
-        RateToJudge::Unreadable(why) => {
-            r = r.note(format!("bandwidth not judged: the port rate is unreadable ({why})"))
-        }
-    }
-    if outcome.cut_short {
-        statuses.push(Status::Warn);
-        notes.push("the deadline cut a phase short".into());
-    }
-    let pct_text = |gbps: f64| match rate {
-        RateToJudge::Gbps(link) => format!(" ({:.0}% of {link} Gb/s)", 100.0 * gbps / link),
-        _ => String::new(),
+    let rule = LegRule {
+        pct,
+        latency: &Limit::default(),
+        latency_by: Percentile::P99,
+        prefix: "",
+        latency_name: "send_latency",
+        replayed,
     };
-    let status = worst(statuses);
-    r.status = status;
-    r.summary = format!(
-        "WRITE {:.2} Gb/s{}, READ {:.2} Gb/s{}, SEND/RECV p50 {:.1} us p99 {:.1} us; {} transfers{}{}",
-        w.gbps,
-        pct_text(w.gbps),
-        rd.gbps,
-        pct_text(rd.gbps),
-        lat.p50_us,
-        lat.p99_us,
-        u64::from(w.transfers) + u64::from(rd.transfers) + u64::from(lat.samples),
-        if verified { ", every one checked" } else { "" },
-        if notes.is_empty() { String::new() } else { format!(" — {}", notes.join("; ")) }
+    let v = judge_leg(&outcome.numbers(verified), &rate, &rule, true);
+    let mut r = CheckResult::new(
+        ID,
+        v.status,
+        format!(
+            "WRITE {}, READ {}, SEND/RECV p50 {:.1} us p99 {:.1} us; {} transfers{}{}",
+            gbps_text(w.gbps, &rate),
+            gbps_text(rd.gbps, &rate),
+            lat.p50_us,
+            lat.p99_us,
+            u64::from(w.transfers) + u64::from(rd.transfers) + u64::from(lat.samples),
+            if verified { ", every one checked" } else { "" },
+            if v.problems.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", v.problems.join("; "))
+            }
+        ),
     );
+    r.measurements = v.measurements;
+    for note in v.notes {
+        r = r.note(note);
+    }
     r = r
         .evidence(
             "registration",
@@ -328,12 +287,13 @@ pub fn judge(leg: &Leg, rate: RateToJudge, pct: &Limit, replayed: bool) -> Check
                 lat.samples, lat.mismatched, outcome.path_mtu
             ),
         );
-    if status != Status::Pass {
+    let moved = w.transfers > 0 && rd.transfers > 0 && lat.samples > 0;
+    if v.status != Status::Pass {
         r = r.fix(if !verified {
             "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"
         } else if !moved {
             "the port moves almost nothing: check rdma.link and rdma.roce, the cable and the firmware"
-        } else if matches!(rate, RateToJudge::Unreadable(_)) {
+        } else if matches!(rate, LinkRate::Unreadable(_)) {
             "the port's rate could not be read: see rdma.link for /sys/class/infiniband/<dev>/ports/<n>/rate"
         } else if outcome.cut_short {
             "the run's deadline ended a phase: raise the check's timeout in the profile"
@@ -429,7 +389,7 @@ mod tests {
     fn hardware_rate_judges_the_slower_direction() {
         let r = judge(
             &done(390.0, 280.0),
-            RateToJudge::Gbps(400.0),
+            LinkRate::Gbps(400.0),
             &PORT_RATE_PCT,
             false,
         );
@@ -440,13 +400,13 @@ mod tests {
             r.summary
         );
         assert!(
-            r.summary.contains("READ 280.00 Gb/s (70% of 400 Gb/s)"),
+            r.summary.contains("READ 280.0 Gb/s (70% of link)"),
             "{}",
             r.summary
         );
         let r = judge(
             &done(390.0, 380.0),
-            RateToJudge::Gbps(400.0),
+            LinkRate::Gbps(400.0),
             &PORT_RATE_PCT,
             false,
         );
@@ -461,7 +421,7 @@ mod tests {
     fn unreadable_rate_of_a_hardware_port_is_an_error() {
         let r = judge(
             &done(390.0, 380.0),
-            RateToJudge::Unreadable("<missing>".into()),
+            LinkRate::Unreadable("<missing>".into()),
             &PORT_RATE_PCT,
             false,
         );
@@ -477,7 +437,7 @@ mod tests {
         }
         let r = judge(
             &leg,
-            RateToJudge::Placeholder("2.5 Gb/sec (1X SDR)".into()),
+            LinkRate::NotMeaningful("2.5 Gb/sec (1X SDR)".into()),
             &PORT_RATE_PCT,
             false,
         );
@@ -492,13 +452,9 @@ mod tests {
             outcome.write.mismatched = 1;
             *verified = false;
         }
-        let r = judge(&leg, RateToJudge::Gbps(400.0), &PORT_RATE_PCT, false);
+        let r = judge(&leg, LinkRate::Gbps(400.0), &PORT_RATE_PCT, false);
         assert_eq!(r.status, Status::Fail);
-        assert!(
-            r.summary.contains("DATA MISMATCH: 1 WRITE"),
-            "{}",
-            r.summary
-        );
+        assert!(r.summary.contains("DATA MISMATCH"), "{}", r.summary);
     }
 
     #[test]
@@ -508,7 +464,7 @@ mod tests {
             message: "ibv_reg_mr = failed to register memory region: Cannot allocate memory (os error 12)".into(),
             refused: vec![],
         };
-        let r = judge(&leg, RateToJudge::Gbps(400.0), &PORT_RATE_PCT, false);
+        let r = judge(&leg, LinkRate::Gbps(400.0), &PORT_RATE_PCT, false);
         assert_eq!(r.status, Status::Fail);
         assert!(r.remediation.as_deref().unwrap().contains("rdma.memlock"));
     }

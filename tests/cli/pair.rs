@@ -23,15 +23,64 @@ fn free_port() -> u16 {
 }
 
 fn pair(args: &[&str], token: Option<&str>) -> Child {
+    pair_env(args, token, &[])
+}
+
+fn pair_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Child {
     let mut cmd = preflight();
     cmd.args(["pair", "--format", "json", "--color", "never"])
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(t) = token {
         cmd.env("FABRIC_PREFLIGHT_TOKEN", t);
     }
     cmd.spawn().expect("binary runs")
+}
+
+/// tests/vm/cuda-standin.c built as the VM stage builds it, in a directory of its own for LD_LIBRARY_PATH.
+fn cuda_standin() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/cuda-standin.c");
+    let out = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(dir.path().join("libcuda.so.1"))
+        .arg(&source)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("the CUDA stand-in needs a C compiler: `cc` could not run ({e})")
+        });
+    assert!(out.status.success(), "cc: {}", stderr(&out));
+    dir
+}
+
+/// A listener with `listener_env` and a connector with `--memory host`, both on loopback.
+fn memory_pair(memory: &str, listener_env: &[(&str, &str)]) -> [(u8, Value); 2] {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let listener = pair_env(
+        &["--listen", &listen, "--memory", memory, "--timeout", "20"],
+        Some("m"),
+        listener_env,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let connector = pair(
+        &["--connect", &listen, "--memory", "host", "--timeout", "20"],
+        Some("m"),
+    );
+    let (l_code, l_report, _) = finish(listener);
+    let (c_code, c_report, _) = finish(connector);
+    nothing_listens_on(port);
+    [(l_code, l_report), (c_code, c_report)]
+}
+
+fn evidence_has(result: &Value, line: &str) -> bool {
+    result["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e.as_str().unwrap().contains(line))
 }
 
 fn finish(child: Child) -> (u8, Value, Output) {
@@ -453,7 +502,7 @@ fn first_pair_stopped(report: &Value, words: &str) {
 fn a_verbs_call_that_hangs_in_the_measurement_is_killed_and_named() {
     let libs = verbs_opening("for (;;) pause(); return 0;");
     let t = Instant::now();
-    let (listener, connector) = pair_on_hgx(libs.path(), "3", &[]);
+    let (listener, connector) = pair_on_hgx(libs.path(), "4", &[]);
     for side in [connector, listener] {
         let (code, report, _) = finish(side);
         assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
@@ -461,7 +510,7 @@ fn a_verbs_call_that_hangs_in_the_measurement_is_killed_and_named() {
         first_pair_stopped(&report, "in ibv_open_device");
     }
     assert!(
-        t.elapsed() < Duration::from_secs(3 + 4),
+        t.elapsed() < Duration::from_secs(4 + 4),
         "{:?}",
         t.elapsed()
     );
@@ -493,7 +542,7 @@ void ibv_free_device_list(void **l) {}
 "#;
     let libs = shims(&[("libibverbs.so.1", hang)]);
     let t = Instant::now();
-    let (listener, connector) = pair_on_hgx(libs.path(), "4", &[]);
+    let (listener, connector) = pair_on_hgx(libs.path(), "6", &[]);
     for side in [connector, listener] {
         let (code, report, _) = finish(side);
         assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
@@ -504,12 +553,12 @@ void ibv_free_device_list(void **l) {}
             .to_string();
         assert!(
             rdma.contains(
-                "listing this node's RDMA ports: timed out after 2 s in ibv_get_device_list"
+                "listing this node's RDMA ports and GPUs: timed out after 3 s in ibv_get_device_list"
             ),
             "{rdma}"
         );
     }
-    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 /// SIGTERM (pod deletion, slurmd) stops the measuring children at once, and the report is still written.
@@ -543,15 +592,19 @@ fn the_watchdog_writes_the_report_with_what_was_in_flight() {
     let file = dir.path().join("report.json");
     let t = Instant::now();
     let output = format!("json={}", file.display());
-    let (listener, connector) = pair_on_hgx(libs.path(), "2", &["--output", &output]);
+    let (listener, connector) = pair_on_hgx(libs.path(), "4", &["--output", &output]);
     let (code, report, out) = finish(connector);
     assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
     assert!(
-        t.elapsed() < Duration::from_secs(2 + 5 + 2),
+        t.elapsed() < Duration::from_secs(4 + 5 + 2),
         "{:?}",
         t.elapsed()
     );
-    assert_eq!(results(&report, "pair.handshake")[0]["status"], "pass");
+    assert_eq!(
+        results(&report, "pair.handshake")[0]["status"],
+        "pass",
+        "{report}"
+    );
     let stuck = results(&report, "pair.rdma")[0]["summary"]
         .as_str()
         .unwrap()
@@ -629,5 +682,86 @@ fn usage_errors_are_written_to_the_termination_log() {
             "{args:?}: {text}"
         );
         std::fs::remove_file(&log).unwrap();
+    }
+}
+
+/// `--memory gpu` through the CUDA stand-in: the end announces the stand-in's GPU, and says which GPU its port
+/// pairs use. Without an RDMA device (this machine, CI) the port pairs skip for that reason; with one, the GPU
+/// leg runs beside the host leg.
+#[test]
+fn memory_gpu_through_the_cuda_standin_names_the_gpu() {
+    let standin = cuda_standin();
+    let lib = standin.path().to_str().unwrap();
+    let [(l_code, listener), (c_code, connector)] = memory_pair("gpu", &[("LD_LIBRARY_PATH", lib)]);
+    assert_eq!(
+        (l_code, c_code),
+        (Exit::OK, Exit::OK),
+        "{listener}\n{connector}"
+    );
+    let hs = results(&listener, "pair.handshake");
+    assert!(
+        evidence_has(hs[0], "GPU memory here = 0000:5e:00.0 (CUDA order)"),
+        "{listener}"
+    );
+    let hs = results(&connector, "pair.handshake");
+    assert!(
+        evidence_has(
+            hs[0],
+            "GPU memory here = none: host memory only (--memory host)"
+        ),
+        "{connector}"
+    );
+    for p in results(&listener, "pair.rdma") {
+        if p["status"] == "skip" {
+            assert!(evidence_has(p, "GPU memory here = 0000:5e:00.0"), "{p}");
+        } else {
+            assert!(
+                p["summary"]
+                    .as_str()
+                    .unwrap()
+                    .contains("GPU leg (GPU memory (0000:5e:00.0) here"),
+                "{p}"
+            );
+        }
+    }
+    rdma_ran_or_was_skipped_with_reason(&connector);
+}
+
+/// `--memory gpu` where CUDA lists no device fails that end, whatever the RDMA side; the peer is unaffected.
+#[test]
+fn memory_gpu_without_a_cuda_device_fails() {
+    let standin = cuda_standin();
+    let lib = standin.path().to_str().unwrap();
+    let [(l_code, listener), (c_code, connector)] = memory_pair(
+        "gpu",
+        &[("LD_LIBRARY_PATH", lib), ("CUDA_STANDIN_DEVICES", "0")],
+    );
+    assert_eq!(l_code, Exit::CHECK_FAILED, "{listener}");
+    let p = results(&listener, "pair.rdma");
+    assert_eq!(p[0]["status"], "fail", "{listener}");
+    assert!(
+        p[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("--memory gpu: CUDA lists no device"),
+        "{listener}"
+    );
+    assert_eq!(c_code, Exit::OK, "{connector}");
+}
+
+/// `--memory auto` (the default) on a node without NVIDIA GPUs moves host memory and says why; on a GPU node
+/// (the H200) it names the GPU instead.
+#[test]
+fn memory_auto_says_what_it_chose() {
+    let [(l_code, listener), _] = memory_pair("auto", &[]);
+    let hs = results(&listener, "pair.handshake");
+    if std::path::Path::new("/proc/driver/nvidia/gpus").exists() {
+        assert!(evidence_has(hs[0], "GPU memory here = "), "{listener}");
+    } else {
+        assert_eq!(l_code, Exit::OK, "{listener}");
+        assert!(
+            evidence_has(hs[0], "GPU memory here = none: no NVIDIA GPU"),
+            "{listener}"
+        );
     }
 }

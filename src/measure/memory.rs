@@ -1,0 +1,183 @@
+//! The memory a transfer test moves, host or GPU, behind one interface shared by `gdr.loopback` and `pair`:
+//! allocate, fill, give the region to register (`rc::Port::register`: DMA-BUF first where an fd was exported,
+//! then `ibv_reg_mr`, which on a GPU pointer is the peermem path), read back to verify. The CPU cannot touch
+//! GPU memory, so filling and reading go through a pinned staging copy.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
+use crate::dynlib::cuda_dmabuf::{self, DmabufFd};
+use crate::measure::rc::{fail, Failure, Region};
+
+/// Which memory `pair` moves (`--memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryChoice {
+    /// GPU memory where the NVIDIA driver lists GPUs (judged by the presence rule), host memory always.
+    Auto,
+    /// Host memory only.
+    Host,
+    /// GPU memory required; the GPUs are the ones CUDA lists.
+    Gpu,
+}
+
+pub enum TestMemory {
+    Host(Vec<u8>),
+    Gpu(Box<GpuMemory>),
+}
+
+/// GPU memory with its staging copy. Fields drop in order: the DMA-BUF fd and the buffers before the context
+/// they belong to.
+pub struct GpuMemory {
+    bus_id: String,
+    /// Why no DMA-BUF fd was exported (`cuMemGetHandleForAddressRange`'s answer), if so.
+    export_refused: Option<String>,
+    dmabuf: Option<DmabufFd>,
+    dev: DeviceBuffer,
+    staging: PinnedHostBuffer,
+    _ctx: DeviceContext,
+}
+
+fn cuda_failure(e: impl std::fmt::Display) -> Failure {
+    fail("CUDA", e.to_string())
+}
+
+impl TestMemory {
+    /// `len` zeroed bytes of ordinary host memory.
+    pub fn host(len: usize) -> TestMemory {
+        TestMemory::Host(vec![0; len])
+    }
+
+    /// `len` zeroed bytes on the GPU at `bus_id`, exported as a DMA-BUF where the driver allows.
+    pub fn gpu(bus_id: &str, len: usize) -> Result<TestMemory, Failure> {
+        let ctx =
+            DeviceContext::new(gpu_ordinal(bus_id).map_err(cuda_failure)?).map_err(cuda_failure)?;
+        let dev = DeviceBuffer::alloc(len).map_err(cuda_failure)?;
+        let mut staging = PinnedHostBuffer::alloc(len).map_err(cuda_failure)?;
+        staging.as_mut_slice().fill(0);
+        cuda::copy_htod(&dev, &staging).map_err(cuda_failure)?;
+        let (dmabuf, export_refused) = match cuda_dmabuf::export(&dev) {
+            Ok(fd) => (Some(fd), None),
+            Err(e) => (None, Some(format!("DMA-BUF export = {e}"))),
+        };
+        Ok(TestMemory::Gpu(Box::new(GpuMemory {
+            bus_id: bus_id.to_string(),
+            export_refused,
+            dmabuf,
+            dev,
+            staging,
+            _ctx: ctx,
+        })))
+    }
+
+    /// What to register (`&mut`: the NIC and the caller's checks write through the address).
+    pub fn region(&mut self) -> Region {
+        match self {
+            TestMemory::Host(buf) => Region {
+                addr: buf.as_mut_ptr() as u64,
+                len: buf.len(),
+                dmabuf_fd: None,
+                host_visible: true,
+            },
+            TestMemory::Gpu(g) => Region {
+                addr: g.dev.ptr(),
+                len: g.dev.len(),
+                dmabuf_fd: g.dmabuf.as_ref().map(DmabufFd::raw),
+                host_visible: false,
+            },
+        }
+    }
+
+    /// `host memory` or `GPU memory (0000:17:00.0)`.
+    pub fn describe(&self) -> String {
+        match self {
+            TestMemory::Host(_) => "host memory".into(),
+            TestMemory::Gpu(g) => format!("GPU memory ({})", g.bus_id),
+        }
+    }
+
+    /// Registration paths refused before `ibv_*_mr` was called (a GPU whose driver exports no DMA-BUF).
+    pub fn refused(&self) -> Vec<String> {
+        match self {
+            TestMemory::Gpu(g) => g.export_refused.iter().cloned().collect(),
+            TestMemory::Host(_) => Vec::new(),
+        }
+    }
+
+    /// Changes the contents through `edit`, which sees the whole current contents. No transfer may be in
+    /// flight.
+    pub fn fill(&mut self, edit: impl FnOnce(&mut [u8])) -> Result<(), Failure> {
+        match self {
+            TestMemory::Host(buf) => {
+                edit(buf);
+                Ok(())
+            }
+            TestMemory::Gpu(g) => {
+                cuda::copy_dtoh(&mut g.staging, &g.dev).map_err(cuda_failure)?;
+                edit(g.staging.as_mut_slice());
+                cuda::copy_htod(&g.dev, &g.staging).map_err(cuda_failure)
+            }
+        }
+    }
+
+    /// The current contents (GPU memory: copied back first). No transfer may be in flight.
+    pub fn read_back(&mut self) -> Result<&[u8], Failure> {
+        match self {
+            TestMemory::Host(buf) => Ok(buf),
+            TestMemory::Gpu(g) => {
+                cuda::copy_dtoh(&mut g.staging, &g.dev).map_err(cuda_failure)?;
+                Ok(g.staging.as_slice())
+            }
+        }
+    }
+}
+
+/// A PCI bus id as sysfs writes it: lower case, 4-digit domain (CUDA prints 8 digits on some drivers).
+pub fn sysfs_bus_id(id: &str) -> String {
+    let id = id.to_ascii_lowercase();
+    match id.split_once(':') {
+        Some((domain, rest)) if domain.is_ascii() && domain.len() > 4 => {
+            format!("{}:{rest}", &domain[domain.len() - 4..])
+        }
+        _ => id,
+    }
+}
+
+/// The GPUs CUDA lists, by ordinal, as sysfs bus ids.
+pub fn cuda_gpus() -> Result<Vec<String>, crate::dynlib::LibError> {
+    cuda::load()?;
+    (0..cuda::device_count()?)
+        .map(|i| Ok(sysfs_bus_id(&cuda::Device::get(i)?.pci_bus_id()?)))
+        .collect()
+}
+
+/// The CUDA ordinal of the GPU at `bdf` (CUDA numbers GPUs its own way).
+fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
+    let gpus = cuda_gpus().map_err(|e| e.to_string())?;
+    gpus.iter()
+        .position(|g| *g == sysfs_bus_id(bdf))
+        .ok_or_else(|| format!("no CUDA device has PCI bus id {bdf}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_ids_compare_in_sysfs_form() {
+        assert_eq!(sysfs_bus_id("00000000:17:00.0"), "0000:17:00.0");
+        assert_eq!(sysfs_bus_id("0000:5E:00.0"), "0000:5e:00.0");
+        assert_eq!(sysfs_bus_id("garbage"), "garbage");
+    }
+
+    #[test]
+    fn host_memory_fills_and_reads_back() {
+        let mut m = TestMemory::host(8);
+        m.fill(|b| b[..4].copy_from_slice(&[1, 2, 3, 4])).unwrap();
+        assert_eq!(m.read_back().unwrap(), &[1, 2, 3, 4, 0, 0, 0, 0]);
+        let r = m.region();
+        assert!(r.host_visible && r.dmabuf_fd.is_none() && r.len == 8);
+        assert!(m.refused().is_empty());
+        assert_eq!(m.describe(), "host memory");
+    }
+}
