@@ -4,7 +4,9 @@
 //!
 //! Protocol: the parent writes a [`ProbeJob`] as JSON on the child's stdin; the child moves its own stdout onto
 //! stderr, runs the probe, and writes a [`ProbeReply`] on the original stdout. Before each library call a probe
-//! leaves a [`breadcrumb`] on stderr, so a timeout can name the call that never returned.
+//! leaves a [`breadcrumb`] on stderr, so a timeout can name the call that never returned. [`run_child`] and
+//! [`serve_child`] are the same machinery for any job and reply: `pair` lists its ports and measures each port
+//! pair through them (`__pair`).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
