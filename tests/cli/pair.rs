@@ -561,6 +561,55 @@ void ibv_free_device_list(void **l) {}
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
+/// In a ring both links of a node measure in their own children at once: a hang is killed in each, and the
+/// ring summary still comes.
+#[test]
+fn a_ring_node_kills_both_links_hung_children_and_still_summarizes() {
+    let libs = verbs_opening("for (;;) pause(); return 0;");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let t = Instant::now();
+    let nodes: Vec<Child> = (0..3)
+        .map(|rank| {
+            preflight()
+                .env("LD_LIBRARY_PATH", libs.path())
+                .args(["pair", "--format", "json", "--token", "t", "--root"])
+                .arg(host("hgx-healthy"))
+                .args(["--ring", "--peers", &peers, "--rank", &rank.to_string()])
+                .args(["--timeout", "5"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for node in nodes {
+        let (code, report, _) = finish(node);
+        // The ring summary fails the links that errored.
+        assert_eq!(code, Exit::CHECK_FAILED, "{report}");
+        let hung: Vec<_> = results(&report, "pair.rdma")
+            .into_iter()
+            .filter(|r| {
+                r["summary"]
+                    .as_str()
+                    .unwrap()
+                    .contains("in ibv_open_device")
+            })
+            .collect();
+        assert_eq!(hung.len(), 2, "one per link: {report}");
+        assert_eq!(results(&report, "pair.ring").len(), 1, "{report}");
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(5 + 4),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
 /// SIGTERM (pod deletion, slurmd) stops the measuring children at once, and the report is still written.
 #[test]
 fn sigterm_kills_the_measuring_children_and_the_report_is_written() {
