@@ -192,7 +192,7 @@ pub struct PairArgs {
     #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
     pub profile: String,
 
-    /// Deadline for the whole run (handshake included), in seconds
+    /// Deadline for the whole run (handshake included), in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
 
