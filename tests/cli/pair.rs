@@ -456,10 +456,11 @@ void *ibv_open_device(void *d) {{ {open} }}
     shims(&[("libibverbs.so.1", &source)])
 }
 
-/// Both ends of a pair on `hgx-healthy`'s ports with the stand-in libibverbs in `libs`; `extra` flags on both.
+/// Both ends of a pair on `hgx-healthy`'s ports with the stand-in libibverbs in `libs`; `extra` flags on the
+/// connector.
 fn pair_on_hgx(libs: &Path, timeout: &str, extra: &[&str]) -> (Child, Child) {
     let port = free_port();
-    let side = |mode: &[&str]| {
+    let side = |mode: &[&str], extra: &[&str]| {
         let mut cmd = preflight();
         cmd.env("LD_LIBRARY_PATH", libs)
             .args(["pair", "--format", "json", "--token", "t", "--root"])
@@ -471,8 +472,8 @@ fn pair_on_hgx(libs: &Path, timeout: &str, extra: &[&str]) -> (Child, Child) {
             .stderr(Stdio::piped());
         cmd.spawn().expect("binary runs")
     };
-    let listener = side(&["--listen", &format!("127.0.0.1:{port}")]);
-    let connector = side(&["--connect", &format!("127.0.0.1:{port}")]);
+    let listener = side(&["--listen", &format!("127.0.0.1:{port}")], &[]);
+    let connector = side(&["--connect", &format!("127.0.0.1:{port}")], extra);
     (listener, connector)
 }
 
