@@ -16,7 +16,7 @@
 
 use crate::answers::Answers;
 use crate::dynlib::{verbs, ErrorKind, LibError, Library};
-use crate::host::Host;
+use crate::host::{optional, Host, ReadResult};
 use crate::probe::{CheckResult, Status};
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
@@ -153,15 +153,24 @@ impl Survey {
                 // The function's own `driver` link decides where sysfs has it: a container shows every GPU on
                 // the bus but lists only its own under /proc/driver/nvidia/gpus. Recorded trees lack the link:
                 // the driver's list decides there, and an unreadable list proves nothing unbound.
+                // An unreadable link is no answer: the driver's list or an unloaded module still decides, and
+                // where neither does, it is a gap.
+                let is_listed = |bdf: &String| listed.as_ref().is_ok_and(|l| l.contains(bdf));
                 let unbound = nodes
                     .iter()
                     .filter_map(|(subject, bdf, _)| match pci_driver(host, bdf) {
-                        Some(d) if d == "nvidia" => None,
-                        Some(d) => Some(format!("{subject} (bound to {d})")),
-                        None if !loaded || listed.as_ref().is_ok_and(|l| !l.contains(bdf)) => {
-                            Some(subject.clone())
+                        Ok(Some(d)) if d == "nvidia" => None,
+                        Ok(Some(d)) => Some(format!("{subject} (bound to {d})")),
+                        Ok(None) if !loaded || !is_listed(bdf) => Some(subject.clone()),
+                        Ok(None) => None,
+                        Err(e) if !loaded || is_listed(bdf) => {
+                            evidence.push(format!("{} = {}", e.path, e.reason()));
+                            (!loaded).then(|| subject.clone())
                         }
-                        None => None,
+                        Err(e) => {
+                            add_gap(&mut tree_gap, &e);
+                            None
+                        }
                     })
                     .collect();
                 (listed, unbound)
@@ -187,8 +196,12 @@ impl Survey {
                     Ok(n) if n.is_empty() => nodes
                         .iter()
                         .map(|(subject, bdf, _)| match pci_driver(host, bdf) {
-                            Some(d) => format!("{subject} (PCI driver {d})"),
-                            None => subject.clone(),
+                            Ok(Some(d)) => format!("{subject} (PCI driver {d})"),
+                            Ok(None) => subject.clone(),
+                            Err(e) => {
+                                evidence.push(format!("{} = {}", e.path, e.reason()));
+                                format!("{subject} (PCI driver link unreadable)")
+                            }
                         })
                         .collect(),
                     _ => vec![],
@@ -406,12 +419,10 @@ impl Survey {
 }
 
 /// The driver bound to a PCI function, from its `driver` link; None where there is no link (nothing bound
-/// live; not recorded in a tree).
-fn pci_driver(host: &Host, bdf: &str) -> Option<String> {
-    let target = host
-        .read_link(&format!("/sys/bus/pci/devices/{bdf}/driver"))
-        .ok()?;
-    target.rsplit('/').next().map(str::to_string)
+/// live; not recorded in a tree). A link that exists but cannot be read is the error, not "no driver".
+fn pci_driver(host: &Host, bdf: &str) -> ReadResult<Option<String>> {
+    let target = optional(host.read_link(&format!("/sys/bus/pci/devices/{bdf}/driver")))?;
+    Ok(target.and_then(|t| t.rsplit('/').next().map(str::to_string)))
 }
 
 /// What to mount or install when the kernel side is there and the library is not.
@@ -470,6 +481,47 @@ mod tests {
             "{}",
             r.summary
         );
+    }
+
+    /// A copy of `hgx-healthy` whose first GPU has a `driver` entry that is no link (reading it fails with
+    /// EINVAL), optionally dropped from the driver's list; the host and the GPU's address.
+    fn gpu_with_unreadable_driver_link(listed: bool) -> (tempfile::TempDir, Host, String) {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let host = Host::at(dir.path()).unwrap();
+        let bdf = nvidia::read_driver_gpus(&host).unwrap()[0]
+            .bdf
+            .to_ascii_lowercase();
+        let device = host
+            .resolve(&format!("/sys/bus/pci/devices/{bdf}"))
+            .unwrap();
+        std::fs::write(device.join("driver"), "").unwrap();
+        if !listed {
+            std::fs::remove_dir_all(dir.path().join(format!("proc/driver/nvidia/gpus/{bdf}")))
+                .unwrap();
+        }
+        let host = Host::at(dir.path()).unwrap();
+        (dir, host, bdf)
+    }
+
+    /// Reproduced: an unreadable `driver` link read as "no link", so a GPU the driver does not list was called
+    /// unbound (FAIL) where nothing says which driver has it; now an error naming the link.
+    #[test]
+    fn an_unreadable_driver_link_is_an_error_where_it_decides() {
+        let (_dir, host, bdf) = gpu_with_unreadable_driver_link(false);
+        let r = Survey::read(&host, Stack::Gpu).gate("x", false).unwrap();
+        assert_eq!(r.status, Status::Error, "{r:#?}");
+        let link = format!("/sys/bus/pci/devices/{bdf}/driver");
+        assert!(r.summary.contains(&link), "{}", r.summary);
+    }
+
+    /// Where the driver's list decides, the verdict stands and the evidence shows the failed read, not nothing.
+    #[test]
+    fn an_unreadable_driver_link_is_shown_where_the_list_decides() {
+        let (_dir, host, bdf) = gpu_with_unreadable_driver_link(true);
+        let survey = Survey::read(&host, Stack::Gpu);
+        assert!(survey.gate("x", false).is_none());
+        let line = format!("/sys/bus/pci/devices/{bdf}/driver = <EINVAL>");
+        assert!(survey.evidence.contains(&line), "{:#?}", survey.evidence);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::interrupt;
 use crate::isolate;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
 use crate::measure::rc::PortTarget;
-use crate::measure::rdma_pair::{self, Channel, PairPlan, Role, Sync};
+use crate::measure::rdma_pair::{self, PairPlan, Role};
 use crate::pair::judge::{self, LegRun, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::ring::{self, RingArgs};
 use crate::pair::session::{self, Handoff, Local, Peer};
@@ -916,13 +916,13 @@ fn measure_pair(
     }
     // The host leg always (the control); the GPU leg when either end brings GPU memory. Both ends decide from
     // the same two announcements, so they run the same legs in the same order.
+    // A failed host leg ends the pair: both ends saw it fail (a failure is sent to the peer), so both skip the
+    // GPU leg, and a failure mid-leg can leave the control channel out of step for another leg.
     let host = leg(peer, role, target, settings, None);
-    let gpu = wire::gpu_leg(&mine.memory, &theirs.memory).then(|| {
-        if peer.is_gone() {
-            LegRun::NotRun("the peer went away during the host-memory leg".into())
-        } else {
-            leg(peer, role, target, settings, mine.memory.gpu())
-        }
+    let gpu = wire::gpu_leg(&mine.memory, &theirs.memory).then(|| match &host {
+        LegRun::Done(_) if !peer.is_gone() => leg(peer, role, target, settings, mine.memory.gpu()),
+        LegRun::Done(_) => LegRun::NotRun("the peer went away after the host-memory leg".into()),
+        _ => LegRun::NotRun("the host-memory leg failed first".into()),
     });
     let legs = PairLegs {
         peer_name: peer.name(),
@@ -980,8 +980,7 @@ fn leg(
     let result = match memory {
         Ok(mut memory) => rdma_pair::run(role, target, settings.plan, &mut memory, peer),
         Err(f) => {
-            // The peer waits for this end's endpoint: tell it why none comes.
-            let _ = Channel::send(peer, Sync::Failed(f.clone()));
+            rdma_pair::stop_before_endpoint(peer, &f);
             Err(f)
         }
     };

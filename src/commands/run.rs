@@ -16,7 +16,7 @@ use crate::profile_match;
 use crate::progress::Progress;
 use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
-use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
+use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 /// Where a report goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub fn deliver(
         }
     }
     if let Some(path) = termination_log {
-        if let Err(e) = std::fs::write(path, termination::render(report)) {
+        if let Err(e) = report::file::replace(path, &termination::render(report)) {
             eprintln!(
                 "fabric-preflight: writing termination log {}: {e}",
                 path.display()
@@ -121,7 +121,7 @@ pub fn deliver(
 /// `--termination-log` (when given) and returned.
 pub fn usage_error(flags: &ReportArgs, e: anyhow::Error) -> anyhow::Error {
     if let Some(path) = &flags.termination_log {
-        let _ = std::fs::write(path, termination::render_usage_error(&format!("{e:#}")));
+        let _ = report::file::replace(path, &termination::render_usage_error(&format!("{e:#}")));
     }
     e
 }
@@ -168,6 +168,8 @@ fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
 /// Opens `path` for writing without truncating it, so a missing directory, a read-only filesystem or a
 /// permission is found now rather than after the run. A file this test had to create is removed again, so a
 /// run refused here (or stopped before its reports) leaves no empty report behind; a directory is never created.
+/// A FIFO is only checked for write permission: opening it would wait for a reader, or hand a waiting reader an
+/// empty report; whether anyone reads it is found when the report is written.
 fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
@@ -175,6 +177,7 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
         .open(path)
         .and_then(|_| std::fs::remove_file(path))
         .or_else(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists if is_fifo(path) => may_write(path),
             std::io::ErrorKind::AlreadyExists => std::fs::OpenOptions::new()
                 .write(true)
                 .truncate(false)
@@ -182,6 +185,23 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
                 .map(drop),
             _ => Err(e),
         })
+}
+
+fn is_fifo(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// `access(W_OK)`: whether this process may open `path` for writing, without opening it.
+fn may_write(path: &std::path::Path) -> std::io::Result<()> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a valid NUL-terminated path; access() only reads it.
+    if unsafe { libc::access(c_path.as_ptr(), libc::W_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn write_report(target: &Target, text: &str) -> std::io::Result<()> {
@@ -283,10 +303,8 @@ pub fn execute(plan: Plan) -> Executed {
     let host_info = HostInfo {
         node_name: hostname.clone(),
         hostname,
-        kernel: plan
-            .host
-            .read(OSRELEASE)
-            .unwrap_or_else(|_| "unknown".into()),
+        // Through the shared reader: the checks read the release too.
+        kernel: read_release(&plan.host).unwrap_or_else(|_| "unknown".into()),
         root: plan.host.root().display().to_string(),
     };
     let profile_name = plan.profile.name.clone();

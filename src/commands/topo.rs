@@ -61,19 +61,10 @@ pub fn render_table(tree: &PciTree, width: u16) -> String {
     let (body, links_in_legend) = if widest(&whole) <= width {
         (whole, false)
     } else {
-        let mut blocks = Vec::new();
-        let mut rest = &members[..];
-        while !rest.is_empty() {
-            // The most columns that fit, at least one.
-            let mut take = rest.len();
-            let mut block = matrix(tree, &members, &rest[..take], false);
-            while take > 1 && widest(&block) > width {
-                take -= 1;
-                block = matrix(tree, &members, &rest[..take], false);
-            }
-            blocks.push(block);
-            rest = &rest[take..];
-        }
+        let blocks: Vec<String> = column_blocks(tree, &members, width)
+            .into_iter()
+            .map(|columns| matrix(tree, &members, columns, false))
+            .collect();
         (blocks.join("\n\n"), true)
     };
     let mut out = format!("{body}\n\nLegend:\n");
@@ -134,6 +125,53 @@ fn matrix(tree: &PciTree, rows: &[usize], columns: &[usize], with_links: bool) -
         table.add_row(row);
     }
     table.to_string()
+}
+
+/// Consecutive runs of `members` as matrix columns, each the most that fit in `width` beside the row names (at
+/// least one). Widths are computed from the cells, not by rendering: the table style has no borders, so a
+/// column is its widest cell plus one space of padding each side.
+fn column_blocks<'a>(tree: &PciTree, members: &'a [usize], width: usize) -> Vec<&'a [usize]> {
+    let padded = |text_width: usize| text_width + 2;
+    let row_names = padded(
+        members
+            .iter()
+            .map(|&i| tree.short_name(i).chars().count())
+            .max()
+            .unwrap_or(0),
+    );
+    let widths: Vec<usize> = members
+        .iter()
+        .map(|&b| {
+            let widest_cell = members
+                .iter()
+                .map(|&a| {
+                    if a == b {
+                        1
+                    } else {
+                        format!("{:?}", tree.distance(a, b)).len()
+                    }
+                })
+                .max()
+                .unwrap_or(0);
+            padded(widest_cell.max(tree.short_name(b).chars().count()))
+        })
+        .collect();
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    while start < members.len() {
+        let mut used = row_names;
+        let take = widths[start..]
+            .iter()
+            .take_while(|&&w| {
+                used += w;
+                used <= width
+            })
+            .count()
+            .max(1);
+        blocks.push(&members[start..start + take]);
+        start += take;
+    }
+    blocks
 }
 
 fn widest(text: &str) -> usize {
@@ -226,6 +264,28 @@ mod tests {
         let t = render_table(&tree, 250);
         assert!(t.contains("NIC0   0000:19:00.0 NIC (mlx5_0)\n"), "{t}");
         assert!(t.contains("NARROWEST LINK"));
+    }
+
+    /// The widths the split computes are the widths the table renders, and each block takes the most columns
+    /// that fit: one more would overflow.
+    #[test]
+    fn column_blocks_fill_each_block_to_the_width() {
+        let (_h, tree) = hgx();
+        let members = members(&tree);
+        for width in [40, 80, 120] {
+            let blocks = column_blocks(&tree, &members, width);
+            assert_eq!(blocks.concat(), members);
+            let mut start = 0;
+            for block in &blocks {
+                assert!(widest(&matrix(&tree, &members, block, false)) <= width);
+                let end = start + block.len();
+                if end < members.len() {
+                    let one_more = &members[start..=end];
+                    assert!(widest(&matrix(&tree, &members, one_more, false)) > width);
+                }
+                start = end;
+            }
+        }
     }
 
     #[test]

@@ -170,6 +170,56 @@ mod tests {
         assert_eq!(sysfs_bus_id("garbage"), "garbage");
     }
 
+    /// GPU memory through tests/vm/cuda-standin.c: allocation, fill and read back through the staging copy,
+    /// the region (no DMA-BUF: the stand-in answers CUDA_ERROR_NOT_SUPPORTED, as the proprietary module does),
+    /// and that refusal named. The loader reads LD_LIBRARY_PATH at start, so the test runs itself again with it.
+    #[test]
+    fn gpu_memory_through_the_cuda_standin() {
+        if std::env::var_os("FABRIC_PREFLIGHT_STANDIN_CHILD").is_some() {
+            let mut m = TestMemory::gpu("0000:5e:00.0", 4096).unwrap();
+            m.fill(|b| b[..3].copy_from_slice(&[7, 8, 9])).unwrap();
+            m.fill(|b| b[4095] = 1).unwrap();
+            let back = m.read_back().unwrap();
+            assert_eq!((&back[..4], back[4095]), (&[7, 8, 9, 0][..], 1));
+            let r = m.region();
+            assert!(!r.host_visible && r.dmabuf_fd.is_none() && r.len == 4096);
+            let refused = m.refused();
+            assert!(
+                refused.len() == 1 && refused[0].contains("CUDA_ERROR_NOT_SUPPORTED"),
+                "{refused:?}"
+            );
+            assert_eq!(m.describe(), "GPU memory (0000:5e:00.0)");
+            assert!(TestMemory::gpu("0000:17:00.0", 4096).is_err());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cc = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(dir.path().join("libcuda.so.1"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/vm/cuda-standin.c"
+            ))
+            .status()
+            .expect("the CUDA stand-in needs a C compiler (cc)");
+        assert!(cc.success());
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "measure::memory::tests::gpu_memory_through_the_cuda_standin",
+            ])
+            .env("LD_LIBRARY_PATH", dir.path())
+            .env("FABRIC_PREFLIGHT_STANDIN_CHILD", "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     #[test]
     fn host_memory_fills_and_reads_back() {
         let mut m = TestMemory::host(8);

@@ -364,6 +364,73 @@ pub fn post_recv(
     guard.post().map_err(|e| fail("ibv_post_recv", chain(&e)))
 }
 
+/// The bandwidth loop of every measurement here: keeps up to `depth` signalled work requests in flight until
+/// `count` have completed or `phase_end` has passed (those in flight are still waited for). `post(n)` posts the
+/// n-th, `wait()` returns the ids of completions that have arrived (at least one), `done(id)` sees each.
+/// Returns how many completed.
+pub fn keep_in_flight(
+    count: u32,
+    depth: u32,
+    phase_end: Instant,
+    mut post: impl FnMut(u32) -> Result<(), Failure>,
+    mut wait: impl FnMut() -> Result<Vec<u64>, Failure>,
+    mut done: impl FnMut(u64),
+) -> Result<u32, Failure> {
+    let depth = depth.max(1);
+    let (mut posted, mut completed) = (0u32, 0u32);
+    loop {
+        while posted < count && posted - completed < depth && Instant::now() < phase_end {
+            post(posted)?;
+            posted += 1;
+        }
+        if posted == completed {
+            return Ok(completed);
+        }
+        for id in wait()? {
+            done(id);
+            completed += 1;
+        }
+    }
+}
+
+/// What a ping-pong measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundTrips {
+    /// One-way latencies (half of each round trip, as perftest's `ib_send_lat`), sorted.
+    pub samples: Vec<std::time::Duration>,
+    /// Round trips whose data did not come back intact.
+    pub mismatched: u32,
+    /// The deadline ended the phase.
+    pub cut_short: bool,
+}
+
+/// The latency loop of every measurement here: `one(n)` makes round trip n and returns how long it took and
+/// whether it came back intact; runs `count` of them or until `phase_end`.
+pub fn round_trips(
+    count: u32,
+    phase_end: Instant,
+    deadline: Instant,
+    mut one: impl FnMut(u64) -> Result<(std::time::Duration, bool), Failure>,
+) -> Result<RoundTrips, Failure> {
+    let mut samples = Vec::with_capacity(count as usize);
+    let (mut mismatched, mut cut_short) = (0, false);
+    for n in 0..u64::from(count) {
+        if Instant::now() >= phase_end {
+            cut_short = Instant::now() >= deadline;
+            break;
+        }
+        let (took, intact) = one(n)?;
+        samples.push(took / 2);
+        mismatched += u32::from(!intact);
+    }
+    samples.sort_unstable();
+    Ok(RoundTrips {
+        samples,
+        mismatched,
+        cut_short,
+    })
+}
+
 /// One receive completion: its work request id and length.
 pub fn recv_one(cq: &BasicCompletionQueue, deadline: Instant) -> Result<(u64, u32), Failure> {
     loop {
@@ -454,5 +521,59 @@ fn status_name(status: u32) -> &'static str {
         12 => "transport retry counter exceeded: no ACK from the peer",
         13 => "RNR retry counter exceeded",
         _ => "see ibv_wc_status_str",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn keep_in_flight_holds_the_depth_and_sees_every_completion() {
+        let far = Instant::now() + Duration::from_secs(60);
+        let (mut in_flight, mut most, mut seen) = (Vec::new(), 0, Vec::new());
+        let in_flight = std::cell::RefCell::new(&mut in_flight);
+        let completed = keep_in_flight(
+            10,
+            3,
+            far,
+            |n| {
+                in_flight.borrow_mut().push(u64::from(n));
+                most = most.max(in_flight.borrow().len());
+                Ok(())
+            },
+            || Ok(vec![in_flight.borrow_mut().remove(0)]),
+            |id| seen.push(id),
+        )
+        .unwrap();
+        assert_eq!(completed, 10);
+        assert_eq!(most, 3);
+        assert_eq!(seen, (0..10).collect::<Vec<u64>>());
+        // Past the phase end nothing is posted, and nothing is waited for.
+        let none = keep_in_flight(
+            10,
+            3,
+            Instant::now(),
+            |_| unreachable!(),
+            || unreachable!(),
+            |_| {},
+        );
+        assert_eq!(none.unwrap(), 0);
+    }
+
+    #[test]
+    fn round_trips_halve_sort_and_count_mismatches() {
+        let far = Instant::now() + Duration::from_secs(60);
+        let r = round_trips(5, far, far, |n| Ok((Duration::from_millis(10 - n), n != 3))).unwrap();
+        assert_eq!(r.samples.len(), 5);
+        assert_eq!(r.samples[0], Duration::from_millis(3));
+        assert!(r.samples.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!((r.mismatched, r.cut_short), (1, false));
+        let now = Instant::now();
+        let cut = round_trips(5, now, now, |_| unreachable!()).unwrap();
+        assert!(cut.samples.is_empty() && cut.cut_short);
+        let failed = round_trips(5, far, far, |_| Err(fail("RECV completion", "x")));
+        assert_eq!(failed.unwrap_err().stage, "RECV completion");
     }
 }

@@ -300,39 +300,37 @@ impl Run<'_> {
         if host && op == Op::Read {
             self.clear_destinations();
         }
-        let depth = p.depth.max(1);
-        let (mut posted, mut completed, mut mismatched) = (0u32, 0u32, 0u32);
+        let mut mismatched = 0u32;
         let started = Instant::now();
         let phase_end = (started + p.phase_time).min(self.deadline);
-        loop {
-            while posted < p.bw_messages && posted - completed < depth && Instant::now() < phase_end
-            {
-                let slot = posted as usize % p.slots();
+        let this = &*self;
+        let completed = rc::keep_in_flight(
+            p.bw_messages,
+            p.depth,
+            phase_end,
+            |n| {
+                let slot = n as usize % p.slots();
                 if host {
-                    self.stamp(slot, u64::from(posted));
+                    this.stamp(slot, u64::from(n));
                 }
                 post_rdma(
                     qp,
                     op,
-                    u64::from(posted),
-                    self.lkey,
-                    self.rkey,
+                    u64::from(n),
+                    this.lkey,
+                    this.rkey,
                     &p,
-                    self.base(),
+                    this.base(),
                     slot,
-                )?;
-                posted += 1;
-            }
-            if posted == completed {
-                break;
-            }
-            for wr_id in poll(self.send_cq, self.deadline, op.name())? {
-                if host && !self.stamped(wr_id as usize % p.slots(), wr_id) {
+                )
+            },
+            || poll(this.send_cq, this.deadline, op.name()),
+            |wr_id| {
+                if host && !this.stamped(wr_id as usize % p.slots(), wr_id) {
                     mismatched += 1;
                 }
-                completed += 1;
-            }
-        }
+            },
+        )?;
         if Instant::now() >= self.deadline && completed < p.bw_messages {
             self.cut_short = true;
         }
@@ -357,49 +355,43 @@ impl Run<'_> {
         let p = self.plan;
         let host = self.region.host_visible;
         let [a_send, b_recv, b_send, a_recv] = [0, 1, 2, 3].map(|i| p.ping(self.base(), i));
-        let started = Instant::now();
-        let phase_end = (started + p.phase_time).min(self.deadline);
-        let mut samples = Vec::with_capacity(p.lat_iterations as usize);
-        let mut mismatched = 0u32;
-        for n in 0..u64::from(p.lat_iterations) {
-            if Instant::now() >= phase_end {
-                self.cut_short |= Instant::now() >= self.deadline;
-                break;
-            }
-            post_recv(b, WR_PING, self.lkey, b_recv, PING_BYTES as u32)?;
-            post_recv(a, WR_PONG, self.lkey, a_recv, PING_BYTES as u32)?;
+        let phase_end = (Instant::now() + p.phase_time).min(self.deadline);
+        let this = &*self;
+        let pings = rc::round_trips(p.lat_iterations, phase_end, self.deadline, |n| {
+            post_recv(b, WR_PING, this.lkey, b_recv, PING_BYTES as u32)?;
+            post_recv(a, WR_PONG, this.lkey, a_recv, PING_BYTES as u32)?;
             if host {
                 // SAFETY: the ping buffers lie in the caller's host memory; nothing is in flight.
                 unsafe { std::ptr::write_volatile(a_send as *mut u64, n) };
             }
             let t = Instant::now();
-            post_send(a, WR_PING, self.lkey, a_send)?;
-            let got = recv_one(self.recv_cq, self.deadline)?;
+            post_send(a, WR_PING, this.lkey, a_send)?;
+            let got = recv_one(this.recv_cq, this.deadline)?;
             if host {
                 // SAFETY: as above; B's receive has completed.
                 let echo = unsafe { std::ptr::read_volatile(b_recv as *const u64) };
                 unsafe { std::ptr::write_volatile(b_send as *mut u64, echo) };
             }
-            post_send(b, WR_PONG, self.lkey, b_send)?;
-            let back = recv_one(self.recv_cq, self.deadline)?;
-            samples.push(t.elapsed() / 2);
+            post_send(b, WR_PONG, this.lkey, b_send)?;
+            let back = recv_one(this.recv_cq, this.deadline)?;
+            let took = t.elapsed();
             // SAFETY: as above; A's receive has completed.
             let wrong_data = host && unsafe { std::ptr::read_volatile(a_recv as *const u64) } != n;
             let wrong_completion =
                 got != (WR_PING, PING_BYTES as u32) || back != (WR_PONG, PING_BYTES as u32);
-            mismatched += u32::from(wrong_data || wrong_completion);
             // Both SENDs' own completions, so the send queue never fills.
             let mut sends = 0;
             while sends < 2 {
-                sends += poll(self.send_cq, self.deadline, "SEND")?.len();
+                sends += poll(this.send_cq, this.deadline, "SEND")?.len();
             }
-        }
-        samples.sort_unstable();
+            Ok((took, !(wrong_data || wrong_completion)))
+        })?;
+        self.cut_short |= pings.cut_short;
         Ok(Latency {
-            samples: samples.len() as u32,
-            p50_us: percentile_us(&samples, 50),
-            p99_us: percentile_us(&samples, 99),
-            mismatched,
+            samples: pings.samples.len() as u32,
+            p50_us: percentile_us(&pings.samples, 50),
+            p99_us: percentile_us(&pings.samples, 99),
+            mismatched: pings.mismatched,
         })
     }
 }

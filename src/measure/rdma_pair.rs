@@ -15,7 +15,9 @@ use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::BasicQueuePair;
 
 use crate::measure::memory::TestMemory;
-use crate::measure::rc::{self, fail, Failure, Op, PortTarget, Region, Registration, Remote};
+use crate::measure::rc::{
+    self, fail, Failure, Op, PortTarget, Region, Registration, Remote, RoundTrips,
+};
 use crate::measure::rdma_loopback::{bits_per_sec_gbps, pattern_from, percentile_us};
 
 /// What the two ends tell each other during a measurement.
@@ -156,13 +158,26 @@ pub fn run(
     memory: &mut TestMemory,
     ch: &mut dyn Channel,
 ) -> Result<PairOutcome, Failure> {
-    let result = run_inner(role, target, plan, memory, ch);
+    let mut endpoint_sent = false;
+    let result = run_inner(role, target, plan, memory, ch, &mut endpoint_sent);
     if let Err(f) = &result {
         if !f.stage.starts_with("peer") && !f.stage.starts_with("control") {
-            let _ = ch.send(Sync::Failed(f.clone()));
+            if endpoint_sent {
+                let _ = ch.send(Sync::Failed(f.clone()));
+            } else {
+                stop_before_endpoint(ch, f);
+            }
         }
     }
     result
+}
+
+/// This end stopped before sending its endpoint (memory, port or registration): tell the peer, and take the
+/// peer's first message (its endpoint, or its own failure), which it sent meanwhile, so the next leg on this
+/// connection does not read it as its own.
+pub fn stop_before_endpoint(ch: &mut dyn Channel, f: &Failure) {
+    let _ = ch.send(Sync::Failed(f.clone()));
+    let _ = ch.recv("endpoint exchange");
 }
 
 fn run_inner(
@@ -171,6 +186,7 @@ fn run_inner(
     plan: PairPlan,
     memory: &mut TestMemory,
     ch: &mut dyn Channel,
+    endpoint_sent: &mut bool,
 ) -> Result<PairOutcome, Failure> {
     let half = plan.message_bytes;
     if half < PING_BYTES as usize || half > u32::MAX as usize {
@@ -217,6 +233,7 @@ fn run_inner(
         len: region.len as u64,
         registration: registration.clone(),
     })?;
+    *endpoint_sent = true;
     let (peer, peer_addr, peer_rkey, peer_len, peer_registration) =
         match expect(ch, "endpoint exchange")? {
             Sync::Endpoint {
@@ -362,14 +379,6 @@ fn write_u64(addr: u64, v: u64) {
     unsafe { std::ptr::write_volatile(addr as *mut u64, v) }
 }
 
-/// What the initiator's ping-pong measured.
-struct Pings {
-    /// One-way latencies, sorted.
-    samples: Vec<Duration>,
-    mismatched: u32,
-    cut_short: bool,
-}
-
 /// The echo of ping `sent` is intact: its length, and where the CPU can read it (`got`), its number.
 fn echo_intact(sent: u64, got: Option<u64>, len: u32) -> bool {
     len == PING_BYTES && got.is_none_or(|g| g == sent)
@@ -387,16 +396,10 @@ fn ping(
     host_visible: bool,
     plan: PairPlan,
     ch: &mut dyn Channel,
-) -> Result<Pings, Failure> {
-    let mut samples = Vec::with_capacity(plan.pings as usize);
-    let (mut mismatched, mut cut_short) = (0, false);
+) -> Result<RoundTrips, Failure> {
     let phase_end = (Instant::now() + plan.phase_time).min(plan.deadline);
     // The source half's pattern is needed nowhere after the bulk phases: it carries the numbers.
-    for i in 0..u64::from(plan.pings) {
-        if Instant::now() >= phase_end {
-            cut_short = Instant::now() >= plan.deadline;
-            break;
-        }
+    let pings = rc::round_trips(plan.pings, phase_end, plan.deadline, |i| {
         if host_visible {
             write_u64(src, i);
         }
@@ -404,21 +407,15 @@ fn ping(
         rc::post(qp, Op::Send, i, lkey, src, PING_BYTES)?;
         completions(send_cq, plan.deadline, "SEND", ch)?;
         let got = completions(recv_cq, plan.deadline, "RECV", ch)?;
-        samples.push(t.elapsed() / 2);
+        let took = t.elapsed();
         let len = got.first().map_or(0, |(_, len)| *len);
-        if !echo_intact(i, host_visible.then(|| read_u64(dst)), len) {
-            mismatched += 1;
-        }
+        let intact = echo_intact(i, host_visible.then(|| read_u64(dst)), len);
         rc::post_recv(qp, i + 1, lkey, dst, PING_BYTES)?;
-    }
+        Ok((took, intact))
+    })?;
     rc::post(qp, Op::Send, u64::MAX, lkey, src, STOP_BYTES)?;
     completions(send_cq, plan.deadline, "SEND", ch)?;
-    samples.sort_unstable();
-    Ok(Pings {
-        samples,
-        mismatched,
-        cut_short,
-    })
+    Ok(pings)
 }
 
 /// Responder: send every ping back as it came (from where it landed, so GPU memory echoes too) until the
@@ -465,26 +462,25 @@ fn stream(
     plan: PairPlan,
     ch: &mut dyn Channel,
 ) -> Result<(f64, u32, bool), Failure> {
-    let (len, count, depth) = (
-        plan.message_bytes as u32,
-        plan.bw_messages,
-        plan.queue_depth.max(1),
-    );
+    let (len, count) = (plan.message_bytes as u32, plan.bw_messages);
     let started = Instant::now();
     let phase_end = (started + plan.phase_time).min(plan.deadline);
-    let (mut posted, mut completed) = (0u32, 0u32);
-    loop {
-        while posted < count && posted - completed < depth && Instant::now() < phase_end {
-            rc::post(qp, op, u64::from(posted), lkey, local, len)?;
-            posted += 1;
-        }
-        if posted == completed {
-            let gbps = bits_per_sec_gbps(u64::from(completed) * u64::from(len), started.elapsed());
-            let cut = completed < count && Instant::now() >= plan.deadline;
-            return Ok((gbps, completed, cut));
-        }
-        completed += completions(cq, plan.deadline, op.name(), ch)?.len() as u32;
-    }
+    let completed = rc::keep_in_flight(
+        count,
+        plan.queue_depth,
+        phase_end,
+        |n| rc::post(qp, op, u64::from(n), lkey, local, len),
+        || {
+            Ok(completions(cq, plan.deadline, op.name(), ch)?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect())
+        },
+        |_| {},
+    )?;
+    let gbps = bits_per_sec_gbps(u64::from(completed) * u64::from(len), started.elapsed());
+    let cut = completed < count && Instant::now() >= plan.deadline;
+    Ok((gbps, completed, cut))
 }
 
 #[cfg(test)]
@@ -510,6 +506,78 @@ mod tests {
         };
         let back: Sync = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// A control channel over two queues, for what `run` says and reads.
+    struct Script {
+        sent: Vec<Sync>,
+        inbox: std::collections::VecDeque<Sync>,
+    }
+
+    impl Channel for Script {
+        fn send(&mut self, step: Sync) -> Result<(), Failure> {
+            self.sent.push(step);
+            Ok(())
+        }
+        fn recv(&mut self, during: &str) -> Result<Sync, Failure> {
+            self.inbox
+                .pop_front()
+                .ok_or_else(|| fail(&format!("peer: {during}"), "closed"))
+        }
+        fn peer_gone(&mut self) -> bool {
+            self.inbox.is_empty()
+        }
+    }
+
+    /// An end that stops before its endpoint (here: a plan it refuses) tells the peer and takes the endpoint the
+    /// peer sent meanwhile; left unread, the next leg on the connection read it as its own peer's endpoint and
+    /// connected to a queue pair that no longer existed.
+    #[test]
+    fn a_failure_before_the_endpoint_leaves_the_channel_in_step() {
+        let peer_endpoint = Sync::Endpoint {
+            remote: Remote {
+                qpn: 7,
+                psn: 0x2000,
+                lid: 0,
+                gid: None,
+            },
+            addr: 0,
+            rkey: 1,
+            len: 8,
+            registration: Registration {
+                call: "ibv_reg_mr".into(),
+                refused: vec![],
+            },
+        };
+        let mut ch = Script {
+            sent: vec![],
+            inbox: [peer_endpoint, Sync::Ready].into(),
+        };
+        let plan = PairPlan {
+            message_bytes: 4,
+            bw_messages: 1,
+            queue_depth: 1,
+            pings: 1,
+            phase_time: Duration::from_secs(1),
+            deadline: Instant::now() + Duration::from_secs(1),
+        };
+        let mut memory = TestMemory::host(8);
+        let f = run(Role::Initiator, &target(), plan, &mut memory, &mut ch).unwrap_err();
+        assert_eq!(f.stage, "plan");
+        assert!(
+            matches!(ch.sent.as_slice(), [Sync::Failed(_)]),
+            "{:?}",
+            ch.sent
+        );
+        assert_eq!(ch.inbox.into_iter().collect::<Vec<_>>(), [Sync::Ready]);
+    }
+
+    fn target() -> PortTarget {
+        PortTarget {
+            device: "rxe0".into(),
+            port: 1,
+            roce_gid: None,
+        }
     }
 
     /// Item 6 of issue 13: the echo is compared with the ping sent, by length always and by number where the

@@ -102,6 +102,16 @@ struct Judging<'a> {
     peer_name: &'a str,
 }
 
+/// `label: text`, or the text alone where one leg needs no label.
+fn labelled(label: &str, text: String) -> String {
+    if label.is_empty() {
+        text
+    } else {
+        format!("{label}: {text}")
+    }
+}
+
+/// One leg through the shared leg rule; `label` names it where there are two (empty: the host leg alone).
 fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPart {
     let peer_name = j.peer_name;
     let outcome = match run {
@@ -109,7 +119,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         LegRun::NotRun(why) => {
             return LegPart::stopped(
                 Status::Error,
-                format!("{label}: not run ({why})"),
+                labelled(label, format!("not run ({why})")),
                 vec![],
                 None,
             )
@@ -141,9 +151,9 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
             let evidence = failure
                 .refused_registrations
                 .iter()
-                .map(|r| format!("{label}: refused {r}"))
+                .map(|r| labelled(label, format!("refused {r}")))
                 .collect();
-            return LegPart::stopped(status, format!("{label}: {clause}"), evidence, fix);
+            return LegPart::stopped(status, labelled(label, clause), evidence, fix);
         }
     };
     let rule = LegRule {
@@ -156,7 +166,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     };
     let v = judge_leg(&outcome.numbers(), j.rate, &rule, true);
     let mut clause = format!(
-        "{label}: WRITE {}, READ {}, latency p50 {:.2} us p99 {:.2} us",
+        "WRITE {}, READ {}, latency p50 {:.2} us p99 {:.2} us",
         gbps_text(outcome.write_gbps, j.rate),
         gbps_text(outcome.read_gbps, j.rate),
         outcome.latency_p50_us,
@@ -180,12 +190,13 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     if !problems.is_empty() {
         clause.push_str(&format!("; {}", problems.join("; ")));
     }
+    let clause = labelled(label, clause);
     let registration = |who: &str, r: &Registration| {
-        let mut line = format!("{label}: memory registration {who} = {}", r.call);
+        let mut line = format!("memory registration {who} = {}", r.call);
         if !r.refused.is_empty() {
             line.push_str(&format!(" (refused first: {})", r.refused.join("; ")));
         }
-        line
+        labelled(label, line)
     };
     LegPart {
         status: v.status,
@@ -196,13 +207,19 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         evidence: vec![
             registration("here", &outcome.registration),
             registration("on the peer", &outcome.peer_registration),
-            format!(
-                "{label}: data verified: WRITE {}, READ {}",
-                outcome.write_verified, outcome.read_verified
+            labelled(
+                label,
+                format!(
+                    "data verified: WRITE {}, READ {}",
+                    outcome.write_verified, outcome.read_verified
+                ),
             ),
-            format!(
-                "{label}: pings = {}, echoes mismatched = {}",
-                outcome.pings, outcome.echoes_mismatched
+            labelled(
+                label,
+                format!(
+                    "pings = {}, echoes mismatched = {}",
+                    outcome.pings, outcome.echoes_mismatched
+                ),
             ),
         ],
         fix: None,
@@ -225,7 +242,12 @@ pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) 
         lat,
         peer_name: &legs.peer_name,
     };
-    let host = judge_leg_run(&legs.host, "host memory", "", &j);
+    let host_label = if legs.gpu.is_some() {
+        "host memory"
+    } else {
+        ""
+    };
+    let host = judge_leg_run(&legs.host, host_label, "", &j);
     let gpu = legs
         .gpu
         .as_ref()

@@ -279,6 +279,28 @@ mod tests {
         assert!(matches!(decode(&bad), Err(WireError::Body(_))));
     }
 
+    /// The announcement as it travels (the fuzz target's seeds are written in this form).
+    #[test]
+    fn port_memory_on_the_wire() {
+        let body = r#"{"type":"welcome","node":"n2","no_ports":null,"ports":[
+            {"device":"mlx5_0","port":1,"link_layer":"InfiniBand","rate_gbps":400.0,
+             "memory":{"kind":"gpu","bus_id":"0000:17:00.0","why":"nearest"}},
+            {"device":"mlx5_1","port":1,"link_layer":"InfiniBand","rate_gbps":null,
+             "memory":{"kind":"unusable","status":"fail","why":"no driver"}}]}"#;
+        let Message::Welcome { ports, .. } = decode_body(body.as_bytes()).unwrap() else {
+            panic!("not a welcome")
+        };
+        assert_eq!(ports[0].memory.gpu(), Some("0000:17:00.0"));
+        assert_eq!(ports[1].memory.describe(), "host memory");
+        // A version-1 port (no memory) is not a version-2 one.
+        let old = r#"{"type":"welcome","node":"n2","no_ports":null,"ports":[
+            {"device":"mlx5_0","port":1,"link_layer":"InfiniBand","rate_gbps":400.0}]}"#;
+        assert!(matches!(
+            decode_body(old.as_bytes()),
+            Err(WireError::Body(_))
+        ));
+    }
+
     #[test]
     fn version_1_peers_are_refused_by_name() {
         // A version-1 binary announces no memory: refused from the header, before its body is parsed.

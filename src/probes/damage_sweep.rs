@@ -3,8 +3,10 @@
 //! silently skip). What a probe reads is taken from a clean run through a recording [`Host`], so a new probe
 //! or a new read is covered without a list to keep. Only contents are damaged (files read, directories listed):
 //! whether a path exists or where a link points is a fact about the node, and its absence may rightly decide a
-//! verdict. Probes run in this process against recorded library answers (an empty recording where a tree has
-//! none), active ones included; one file of each kind per probe and verdict stands for the rest ([`kind_of`]).
+//! verdict. But a file or link the probe looked for and did not find is planted back unreadable: missing is a
+//! fact, unreadable is not, so the probe must then say it could not read it, never that it is missing.
+//! Probes run in this process against recorded library answers (an empty recording where a tree has none),
+//! active ones included; one file of each kind per probe and verdict stands for the rest ([`kind_of`]).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -115,6 +117,68 @@ fn judge(clean: &[CheckResult], damaged: &[CheckResult], damage: Damage) -> Opti
         return Some(format!("no new error or failure: {list:?}"));
     }
     None
+}
+
+/// What is wrong with `damaged` when `path`, missing in the clean run, was planted back unreadable: the probe must
+/// not call it missing, nor pass or skip where it did not before. A read the verdict does not rest on may go
+/// unmentioned.
+fn judge_planted(clean: &[CheckResult], damaged: &[CheckResult], path: &str) -> Option<String> {
+    let missing = format!("{path} = <missing>");
+    if damaged
+        .iter()
+        .flat_map(|r| std::iter::once(&r.summary).chain(&r.evidence))
+        .any(|t| t.contains(&missing))
+    {
+        return Some("shown as <missing>".into());
+    }
+    let had = |r: &CheckResult| {
+        clean
+            .iter()
+            .any(|c| c.subject == r.subject && c.status == r.status)
+    };
+    damaged
+        .iter()
+        .find(|r| matches!(r.status, Status::Pass | Status::Skip) && !had(r))
+        .map(|r| format!("{:?} became {}: {}", r.subject, r.status, r.summary))
+}
+
+/// An unreadable entry planted where host path `path` was missing, with the directories above it that were
+/// missing too: a symlink to itself for a file or directory that is read (ELOOP), a regular file for a link
+/// (readlink: EINVAL). Removed, with the directories made for it, when dropped.
+struct Planted {
+    real: PathBuf,
+    /// The highest directory made for it, if any.
+    made: Option<PathBuf>,
+}
+
+impl Planted {
+    fn at(root: &Path, path: &str, access: Access) -> Option<Planted> {
+        let real = Host::at(root).ok()?.resolve(path).ok()?;
+        if fs::symlink_metadata(&real).is_ok() {
+            return None;
+        }
+        let parent = real.parent()?;
+        let made = parent
+            .ancestors()
+            .take_while(|d| fs::symlink_metadata(d).is_err())
+            .last()
+            .map(Path::to_path_buf);
+        fs::create_dir_all(parent).ok()?;
+        match access {
+            Access::Link => fs::write(&real, "").unwrap(),
+            _ => symlink(real.file_name()?, &real).unwrap(),
+        }
+        Some(Planted { real, made })
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        match &self.made {
+            Some(dir) => fs::remove_dir_all(dir).unwrap(),
+            None => fs::remove_file(&self.real).unwrap(),
+        }
+    }
 }
 
 /// Moves the real file or directory behind host path `path` aside and puts the damage in its place; the
@@ -232,8 +296,22 @@ fn every_probe_meets_each_file_it_reads_damaged() {
                     continue;
                 }
                 let verdicts: Vec<Status> = clean.results.iter().map(|r| r.status).collect();
-                for (path, _) in clean.reads.iter().filter(|(_, a)| *a == Access::Contents) {
+                for (path, access) in clean.reads.iter().filter(|(_, a)| *a != Access::Lookup) {
                     if !covered.insert((probe.id(), kind_of(path), verdicts.clone())) {
+                        continue;
+                    }
+                    if let Some(planted) = Planted::at(&root, path, *access) {
+                        let damaged = run(*probe, &root, &profile, scratch.path());
+                        drop(planted);
+                        if let Some(why) = judge_planted(&clean.results, &damaged.results, path) {
+                            problems.push(format!(
+                                "{tree} ({profile_name}) {}: {path} missing, planted unreadable: {why}",
+                                probe.id()
+                            ));
+                        }
+                        continue;
+                    }
+                    if *access != Access::Contents {
                         continue;
                     }
                     for damage in [Damage::Unreadable, Damage::Garbage] {

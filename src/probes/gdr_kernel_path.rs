@@ -1,5 +1,6 @@
 //! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
 
+use crate::host::{optional, ReadError};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
@@ -43,77 +44,70 @@ impl Probe for GdrKernelPath {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let modules = match Modules::read(cx.host) {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let peermem = match modules.state(cx.host, "nvidia_peermem") {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let legacy = match modules.state(cx.host, "nv_peer_mem") {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let memory_peers = cx.host.read(MEMORY_PEERS_NV_MEM).ok();
-        let rdma = match read_device_names(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let gpus = match nvidia::read_driver_gpus(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let platform = match DriverAndKernel::read(cx.host) {
-            Ok(p) => p,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
+        // A host file that could not be read ends the check with the error naming it.
+        judge(cx).unwrap_or_else(|e| vec![CheckResult::read_error(ID, &e)])
+    }
+}
 
-        let mut evidence: Vec<String> = Vec::new();
-        for m in [&peermem, &legacy] {
-            evidence.extend(m.evidence());
+fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let modules = Modules::read(cx.host)?;
+    let peermem = modules.state(cx.host, "nvidia_peermem")?;
+    let legacy = modules.state(cx.host, "nv_peer_mem")?;
+    // Missing: MLNX_OFED's registration is not there. Unreadable: unknown, never taken for missing.
+    let memory_peers = optional(cx.host.read(MEMORY_PEERS_NV_MEM));
+    let rdma = read_device_names(cx.host)?;
+    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    let platform = DriverAndKernel::read(cx.host)?;
+
+    let mut evidence: Vec<String> = Vec::new();
+    for m in [&peermem, &legacy] {
+        evidence.extend(m.evidence());
+    }
+    evidence.push(format!(
+        "{MEMORY_PEERS_NV_MEM} = {}",
+        match &memory_peers {
+            Ok(Some(version)) => version.clone(),
+            Ok(None) => "<missing>".into(),
+            Err(e) => e.reason(),
         }
-        evidence.push(format!(
-            "{MEMORY_PEERS_NV_MEM} = {}",
-            memory_peers.as_deref().unwrap_or("<missing>")
-        ));
-        evidence.extend(platform.evidence());
-        evidence.push(format!(
-            "{CLASS_INFINIBAND} = {}",
-            if rdma.is_empty() {
-                "<no devices>".to_string()
-            } else {
-                rdma.join(" ")
-            }
-        ));
-
-        let peer_module = if peermem.is_loaded() {
-            Some("nvidia_peermem")
-        } else if legacy.is_loaded() || memory_peers.is_some() {
-            Some("nv_peer_mem")
+    ));
+    evidence.extend(platform.evidence());
+    evidence.push(format!(
+        "{CLASS_INFINIBAND} = {}",
+        if rdma.is_empty() {
+            "<no devices>".to_string()
         } else {
-            None
-        };
-        let open_module = platform.open_module();
-        let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
-        let dmabuf_possible = open_module && kernel_ok;
-        let expect = &cx.profile.expect;
-        let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
-
-        // Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
-        // rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
-        if peer_module.is_none() && (gpus.is_empty() || rdma.is_empty()) {
-            let gated = [Stack::Gpu, Stack::Rdma].into_iter().find_map(|stack| {
-                Survey::read(cx.host, stack)
-                    .gate_if_unusable(ID, false)
-                    .filter(|r| r.status != Status::Skip)
-            });
-            if let Some(mut r) = gated {
-                r.evidence.splice(0..0, evidence);
-                return vec![r];
-            }
+            rdma.join(" ")
         }
-        let result = match peer_module {
+    ));
+
+    let peer_module = if peermem.is_loaded() {
+        Some("nvidia_peermem")
+    } else if legacy.is_loaded() || matches!(memory_peers, Ok(Some(_))) {
+        Some("nv_peer_mem")
+    } else {
+        None
+    };
+    let open_module = platform.open_module();
+    let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
+    let dmabuf_possible = open_module && kernel_ok;
+    let expect = &cx.profile.expect;
+    let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
+
+    // Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
+    // rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
+    if peer_module.is_none() && (gpus.is_empty() || rdma.is_empty()) {
+        let gated = [Stack::Gpu, Stack::Rdma].into_iter().find_map(|stack| {
+            Survey::read(cx.host, stack)
+                .gate_if_unusable(ID, false)
+                .filter(|r| r.status != Status::Skip)
+        });
+        if let Some(mut r) = gated {
+            r.evidence.splice(0..0, evidence);
+            return Ok(vec![r]);
+        }
+    }
+    let result = match peer_module {
             Some(module) => CheckResult::pass(ID, format!("{module} loaded: peer-memory GPUDirect RDMA path available{}",
                 if dmabuf_possible { " (DMA-BUF also possible)" } else { "" })),
             None if expect.peermem == Some(true) => CheckResult::fail(ID, "nvidia_peermem not loaded and the profile requires it")
@@ -123,7 +117,10 @@ impl Probe for GdrKernelPath {
                 "nvidia_peermem not loaded; DMA-BUF GPUDirect RDMA path possible (open kernel module, kernel >= 5.12)",
             )
             .note("DMA-BUF support is proven only by a registration (gdr.loopback); NCCL uses it from 2.19 on"),
-            None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => {
+            // The legacy registration that could not be read may be the path: no verdict on it.
+            None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => if let Err(e) = &memory_peers {
+                CheckResult::error(ID, format!("{e}: whether the nv_peer_mem GPUDirect RDMA path is registered is unknown (nvidia_peermem not loaded, DMA-BUF unavailable)"))
+            } else {
                 let why = match (open_module, kernel_ok) {
                     // No driver at all is not a driver flavour: say what is missing.
                     (false, _) if platform.driver.is_none() && !modules.lines.iter().any(|l| l.name == "nvidia") => {
@@ -138,7 +135,7 @@ impl Probe for GdrKernelPath {
                 };
                 CheckResult::fail(ID, format!("no GPUDirect RDMA path: nvidia_peermem not loaded and DMA-BUF unavailable ({why})"))
                     .fix(FIX_PEERMEM)
-            }
+            },
             None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect RDMA does not apply"),
             None => CheckResult::skip(
                 ID,
@@ -148,10 +145,9 @@ impl Probe for GdrKernelPath {
                 ),
             ),
         };
-        let mut result = result;
-        result.evidence.splice(0..0, evidence);
-        vec![result]
-    }
+    let mut result = result;
+    result.evidence.splice(0..0, evidence);
+    Ok(vec![result])
 }
 
 #[cfg(test)]
@@ -187,6 +183,25 @@ mod tests {
             "{}",
             r[0].summary
         );
+    }
+
+    /// Reproduced: an unreadable MLNX_OFED registration file was shown as `<missing>` and the check failed "no
+    /// GPUDirect RDMA path", while that registration may be the path.
+    #[test]
+    fn unreadable_memory_peers_registration_is_an_error_not_missing() {
+        let dir = copy_scenario("peermem-missing-proprietary");
+        let nv_mem = dir.path().join("sys/kernel/mm/memory_peers/nv_mem");
+        std::fs::create_dir_all(&nv_mem).unwrap();
+        std::os::unix::fs::symlink("version", nv_mem.join("version")).unwrap();
+        let r = run_on_root(&GdrKernelPath, dir.path(), "generic");
+        assert_eq!(r[0].status, Status::Error, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains(MEMORY_PEERS_NV_MEM),
+            "{}",
+            r[0].summary
+        );
+        let line = format!("{MEMORY_PEERS_NV_MEM} = <symlink loop>");
+        assert!(r[0].evidence.contains(&line), "{:#?}", r[0].evidence);
     }
 
     /// Reproduced: with `/proc/driver/nvidia/gpus` unreadable the node looked GPU-less and the FAIL (no

@@ -11,6 +11,7 @@ use crate::sysfs::modules::Modules;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
 use crate::sysfs::nvfs::NVFS_VERSION;
 use crate::sysfs::nvidia::{DriverAndKernel, ModuleFlavour};
+use crate::sysfs::stable;
 use crate::threshold::worst;
 
 pub struct GdsConfig;
@@ -124,7 +125,7 @@ impl HostFacts {
         let unread = |e: ReadError| Box::new(CheckResult::read_error(ID, &e));
         let modules = Modules::read(cx.host).map_err(unread)?;
         let nvfs = modules.state(cx.host, "nvidia_fs").map_err(unread)?;
-        let nvfs_version = optional(cx.host.read(NVFS_VERSION)).map_err(unread)?;
+        let nvfs_version = optional(stable::read(cx.host, NVFS_VERSION)).map_err(unread)?;
         let platform = DriverAndKernel::read(cx.host).map_err(unread)?;
         let kconfig_path = platform
             .release

@@ -1,11 +1,12 @@
 //! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
 
-use crate::host::optional;
+use crate::host::{optional, ReadError};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
 use crate::sysfs::nvidia;
+use crate::sysfs::stable;
 
 pub struct GdsKernelPath;
 
@@ -38,91 +39,79 @@ impl Probe for GdsKernelPath {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let modules = match Modules::read(cx.host) {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let nvfs = match modules.state(cx.host, "nvidia_fs") {
-            Ok(m) => m,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let version = match optional(cx.host.read(NVFS_VERSION)) {
-            Ok(v) => v,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let mut evidence: Vec<String> = nvfs.evidence();
-        evidence.push(format!(
-            "{NVFS_VERSION} = {}",
-            version.as_deref().unwrap_or("<missing>")
-        ));
+        // A host file that could not be read ends the check with the error naming it.
+        judge(cx).unwrap_or_else(|e| vec![CheckResult::read_error(ID, &e)])
+    }
+}
 
-        if nvfs.is_loaded() || version.is_some() {
-            let (count, stats) = match (
-                optional(cx.host.read(NVFS_DEVCOUNT)),
-                optional(cx.host.read(NVFS_STATS)),
-            ) {
-                (Ok(c), Ok(s)) => (c, s),
-                (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
-            };
-            if let Some(count) = count {
-                evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
-            }
-            let stats_errors = stats.map(|s| nvfs::error_row(&s));
-            let mut r = match &stats_errors {
-                // nvidia-fs always prints its `Error` row: a stats file without one is not its output.
-                Some(None) => CheckResult::error(
-                    ID,
-                    format!("cannot read {NVFS_STATS}: <no Error row: unrecognised>"),
-                ),
-                Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
-                    ID,
-                    format!(
-                        "nvidia_fs loaded ({}), but its stats report errors",
-                        short_version(&version)
-                    ),
-                )
-                .evidence(&format!("{NVFS_STATS} [Error]"), row)
-                .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation"),
-                _ => CheckResult::pass(
-                    ID,
-                    format!(
-                        "nvidia_fs loaded ({}): GDS can bypass host memory",
-                        short_version(&version)
-                    ),
-                ),
-            };
-            r.evidence.splice(0..0, evidence);
-            return vec![r];
-        }
+fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let modules = Modules::read(cx.host)?;
+    let nvfs = modules.state(cx.host, "nvidia_fs")?;
+    let version = optional(stable::read(cx.host, NVFS_VERSION))?;
+    let mut evidence: Vec<String> = nvfs.evidence();
+    evidence.push(format!(
+        "{NVFS_VERSION} = {}",
+        version.as_deref().unwrap_or("<missing>")
+    ));
 
-        // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
-        let survey = Survey::read(cx.host, Stack::Gpu);
-        if let Some(mut r) = survey.gate_if_unusable(ID, cx.profile.expect.gds == Some(true)) {
-            r.evidence.extend(evidence);
-            return vec![r];
+    if nvfs.is_loaded() || version.is_some() {
+        let count = optional(cx.host.read(NVFS_DEVCOUNT))?;
+        let stats = optional(cx.host.read(NVFS_STATS))?;
+        if let Some(count) = count {
+            evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
         }
-        let gpus = match nvidia::read_driver_gpus(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
-        let mut r = match cx.profile.expect.gds {
-            Some(true) => {
-                CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX)
-            }
-            Some(false) => CheckResult::skip(
+        let stats_errors = stats.map(|s| nvfs::error_row(&s));
+        let mut r = match &stats_errors {
+            // nvidia-fs always prints its `Error` row: a stats file without one is not its output.
+            Some(None) => CheckResult::error(
                 ID,
-                "nvidia_fs not loaded; the profile does not expect GPUDirect Storage",
+                format!("cannot read {NVFS_STATS}: <no Error row: unrecognised>"),
             ),
-            None if gpus.is_empty() => CheckResult::skip(
+            Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
                 ID,
-                "no NVIDIA GPU listed by the driver: GPUDirect Storage does not apply",
+                format!(
+                    "nvidia_fs loaded ({}), but its stats report errors",
+                    short_version(&version)
+                ),
+            )
+            .evidence(&format!("{NVFS_STATS} [Error]"), row)
+            .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation"),
+            _ => CheckResult::pass(
+                ID,
+                format!(
+                    "nvidia_fs loaded ({}): GDS can bypass host memory",
+                    short_version(&version)
+                ),
             ),
-            None => CheckResult::warn(ID, summary).fix(FIX),
         };
         r.evidence.splice(0..0, evidence);
-        survey.completed(ID, vec![r])
+        return Ok(vec![r]);
     }
+
+    // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
+    let survey = Survey::read(cx.host, Stack::Gpu);
+    if let Some(mut r) = survey.gate_if_unusable(ID, cx.profile.expect.gds == Some(true)) {
+        r.evidence.extend(evidence);
+        return Ok(vec![r]);
+    }
+    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
+    let mut r = match cx.profile.expect.gds {
+        Some(true) => {
+            CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX)
+        }
+        Some(false) => CheckResult::skip(
+            ID,
+            "nvidia_fs not loaded; the profile does not expect GPUDirect Storage",
+        ),
+        None if gpus.is_empty() => CheckResult::skip(
+            ID,
+            "no NVIDIA GPU listed by the driver: GPUDirect Storage does not apply",
+        ),
+        None => CheckResult::warn(ID, summary).fix(FIX),
+    };
+    r.evidence.splice(0..0, evidence);
+    Ok(survey.completed(ID, vec![r]))
 }
 
 fn short_version(version: &Option<String>) -> String {

@@ -12,8 +12,8 @@ use crate::measure::copy::{
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
 use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed, Findings};
 use crate::profile::Profile;
-use crate::sysfs::pci::{parse_hex, VENDOR_NVIDIA};
-use crate::sysfs::pci_device::{attr_path, parse_cpulist, parse_numa_node, PCI_DEVICES};
+use crate::sysfs::pci::{device_dir, read_hex, read_numa_node, VENDOR_NVIDIA};
+use crate::sysfs::pci_device::{attr_path, parse_cpulist, PCI_DEVICES};
 use crate::threshold::Limit;
 
 pub struct GpuCopyBandwidth;
@@ -134,14 +134,7 @@ pub fn read_gpu_locality(host: &Host) -> Result<Vec<Locality>, ReadError> {
     let Some(names) = optional(host.read_dir(PCI_DEVICES))? else {
         return Ok(vec![]);
     };
-    let hex = |bdf: &str, attr: &str| -> Result<u32, ReadError> {
-        let path = attr_path(bdf, attr);
-        let text = host.read(&path)?;
-        parse_hex(&text).ok_or_else(|| ReadError {
-            path,
-            kind: ReadErrorKind::Other(format!("not a hex number: {text:?}")),
-        })
-    };
+    let hex = |bdf: &str, attr: &str| read_hex(host, &attr_path(bdf, attr));
     let mut gpus = Vec::new();
     for bdf in names {
         if hex(&bdf, "vendor")? != u32::from(VENDOR_NVIDIA) || hex(&bdf, "class")? >> 16 != 0x03 {
@@ -156,15 +149,7 @@ pub fn read_gpu_locality(host: &Host) -> Result<Vec<Locality>, ReadError> {
                 kind: ReadErrorKind::Other(format!("not a CPU list: {cpulist:?}")),
             });
         }
-        let numa_path = attr_path(&bdf, "numa_node");
-        let numa_node = match optional(host.read(&numa_path))? {
-            None => None,
-            Some(t) if t.trim() == "-1" => None,
-            Some(t) => Some(parse_numa_node(&t).ok_or_else(|| ReadError {
-                path: numa_path,
-                kind: ReadErrorKind::Other(format!("not a NUMA node: {t:?}")),
-            })?),
-        };
+        let numa_node = read_numa_node(host, &device_dir(&bdf))?;
         gpus.push(Locality {
             cpus,
             numa_node,

@@ -1,6 +1,6 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
-use crate::host::ReadError;
+use crate::host::{optional, ReadError};
 use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
 use crate::nccl::judge::allowed_families;
@@ -343,19 +343,17 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
             continue;
         }
         // NCCL uses the GID index on RoCE (Ethernet link layer) ports only.
-        match read_port(cx.host, &dev, port).link_layer {
-            Ok(ll) if ll.eq_ignore_ascii_case("ethernet") => {}
+        match optional(read_port(cx.host, &dev, port).link_layer) {
+            Ok(Some(ll)) if ll.eq_ignore_ascii_case("ethernet") => {}
             Ok(_) => continue,
-            Err(e) if e.is_not_found() => continue,
             Err(e) => {
                 out.push(unreadable(VAR, &e));
                 continue;
             }
         }
         let subject = format!("{dev}:{port}");
-        let gid = match read_gid(cx.host, &dev, port, index) {
-            Ok(g) => g,
-            Err(e) if e.is_not_found() => None,
+        let gid = match optional(read_gid(cx.host, &dev, port, index)) {
+            Ok(g) => g.flatten(),
             Err(e) => {
                 out.push(unreadable(VAR, &e).subject(subject));
                 continue;
@@ -374,9 +372,8 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
             );
             continue;
         };
-        let kind = match read_gid_type(cx.host, &dev, port, index) {
-            Ok(k) => k,
-            Err(e) if e.is_not_found() => None,
+        let kind = match optional(read_gid_type(cx.host, &dev, port, index)) {
+            Ok(k) => k.flatten(),
             Err(e) => {
                 out.push(unreadable(VAR, &e).subject(subject));
                 continue;

@@ -1,22 +1,24 @@
 //! Report files are replaced whole: a reader (node_exporter's textfile collector, a CI step, a DaemonSet's next
-//! run) sees the previous report or the new one, never a half-written file.
+//! run, the kubelet reading a termination log) sees the previous report or the new one, never a half-written file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Writes `text` to a temporary file beside `path` and renames it over `path`. The temporary name starts with
-/// a dot and ends in `.tmp`, so the textfile collector (which reads `*.prom`) never picks it up. Targets that
-/// are not regular files (`/dev/stdout`, a FIFO) cannot be renamed over and are written in place; so is an
-/// existing file that cannot be replaced (a file bind-mounted into a pod, a writable file in a directory this
-/// user may not write).
+/// a dot and ends in `.tmp`, so the textfile collector (which reads `*.prom`) never picks it up; a second
+/// stopping signal during the write removes it ([`crate::interrupt::remove_if_killed`]). Targets that are not
+/// regular files (`/dev/stdout`, a FIFO) cannot be renamed over and are written in place; so is an existing
+/// file that cannot be replaced (Kubernetes' bind-mounted /dev/termination-log, a writable file in a directory
+/// this user may not write).
 pub fn replace(path: &Path, text: &str) -> io::Result<()> {
     let existing = fs::metadata(path).ok().map(|m| m.file_type());
     if existing
         .is_some_and(|t| t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket())
     {
-        return fs::write(path, text);
+        return write_in_place(path, text);
     }
     match rename_over(path, text) {
         Err(e)
@@ -26,14 +28,41 @@ pub fn replace(path: &Path, text: &str) -> io::Result<()> {
                     Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY | libc::EXDEV)
                 ) =>
         {
-            fs::write(path, text)
+            write_in_place(path, text)
         }
         done => done,
     }
 }
 
+/// Writes `text` into `path` as it is. The open does not wait: a FIFO nobody reads is an error (ENXIO) rather
+/// than a run that never ends; once open, the write blocks as usual for a slow reader.
+fn write_in_place(path: &Path, text: &str) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => {
+                io::Error::new(e.kind(), "no process has this FIFO open for reading")
+            }
+            _ => e,
+        })?;
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+    let blocking = unsafe {
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        flags >= 0 && libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+    };
+    if !blocking {
+        return Err(io::Error::last_os_error());
+    }
+    file.write_all(text.as_bytes())
+}
+
 fn rename_over(path: &Path, text: &str) -> io::Result<()> {
     let temp = temp_path(path)?;
+    let _removed_if_killed = crate::interrupt::remove_if_killed(&temp);
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -108,5 +137,31 @@ mod tests {
     #[test]
     fn character_devices_are_written_in_place() {
         replace(Path::new("/dev/null"), "x").unwrap();
+    }
+
+    fn mkfifo(path: &Path) {
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    }
+
+    /// More than a pipe holds: the descriptor must be blocking again once open (the CLI tests cover a FIFO
+    /// without a reader).
+    #[test]
+    fn a_fifo_with_a_reader_gets_the_whole_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("report.fifo");
+        mkfifo(&fifo);
+        let target = fifo.clone();
+        // Opening for reading waits for the writer, then reads to its close.
+        let reader = std::thread::spawn(move || fs::read_to_string(target).unwrap());
+        let text = "x".repeat(1 << 20);
+        // The reader may not have opened yet: retry until it has.
+        let started = std::time::Instant::now();
+        while let Err(e) = replace(&fifo, &text) {
+            assert!(started.elapsed().as_secs() < 5, "{e}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(reader.join().unwrap(), text);
     }
 }

@@ -8,7 +8,17 @@ pub const CLASS_INFINIBAND_VERBS: &str = "/sys/class/infiniband_verbs";
 pub const DEV_INFINIBAND: &str = "/dev/infiniband";
 
 /// Names under `/sys/class/infiniband` (`mlx5_0`, `mlx5_bond_0`, `rocep1s0f0`, …). Missing class dir = none.
+/// Listed once per host and shared: the presence rule and most RDMA checks ask.
 pub fn read_device_names(host: &Host) -> Result<Vec<String>, ReadError> {
+    host.shared(|host| DeviceNames(read_device_names_uncached(host)))
+        .0
+        .clone()
+}
+
+/// The shared model's own type ([`Host::shared`] keys models by type).
+struct DeviceNames(Result<Vec<String>, ReadError>);
+
+fn read_device_names_uncached(host: &Host) -> Result<Vec<String>, ReadError> {
     match host.read_dir(CLASS_INFINIBAND) {
         Ok(mut names) => {
             names.sort_by(|a, b| natural_cmp(a, b));
@@ -100,7 +110,7 @@ pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
 /// Port numbers under `ports/`, ascending; an unreadable directory is the error, never no port.
 pub fn read_port_numbers(host: &Host, name: &str) -> Result<Vec<u32>, ReadError> {
     let dir = real_dir(host, &device_dir(name));
-    host.read_dir(&format!("{dir}/ports")).map(|names| {
+    super::stable::read_dir(host, &format!("{dir}/ports")).map(|names| {
         let mut ports: Vec<u32> = names.iter().filter_map(|p| p.parse().ok()).collect();
         ports.sort_unstable();
         ports
@@ -111,10 +121,12 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
     let dir = real_dir(host, &device_dir(name));
     let unread = std::cell::RefCell::new(None);
     let read = |file: &str| {
-        crate::host::optional(host.read(&format!("{dir}/{file}"))).unwrap_or_else(|e| {
-            unread.borrow_mut().get_or_insert(e);
-            None
-        })
+        crate::host::optional(super::stable::read(host, &format!("{dir}/{file}"))).unwrap_or_else(
+            |e| {
+                unread.borrow_mut().get_or_insert(e);
+                None
+            },
+        )
     };
     let opt = |file: &str| read(file).filter(|s| !s.is_empty());
     RdmaDevice {
@@ -133,7 +145,10 @@ pub fn read_device(host: &Host, name: &str) -> RdmaDevice {
 /// file is the error: the model decides which ports are compared as siblings.
 pub fn read_hca_type(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
     let dir = real_dir(host, &device_dir(name));
-    Ok(crate::host::optional(host.read(&format!("{dir}/hca_type")))?.filter(|t| !t.is_empty()))
+    Ok(
+        crate::host::optional(super::stable::read(host, &format!("{dir}/hca_type")))?
+            .filter(|t| !t.is_empty()),
+    )
 }
 
 /// `rate`: `400 Gb/sec (4X NDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)` (old kernels).
@@ -302,8 +317,18 @@ pub fn read_all_port_ids(host: &Host) -> Result<Vec<(String, u32)>, ReadError> {
 }
 
 /// Every port of every RDMA device with its attributes, grouped by device name, in natural device order. A port
-/// attribute that could not be read, or that holds garbage, is the error ([`PortAttrs::unread`]).
+/// attribute that could not be read, or that holds garbage, is the error ([`PortAttrs::unread`]). Read once per
+/// host and shared by the checks of a run.
 pub fn read_all_ports(host: &Host) -> Result<Vec<(String, Vec<PortAttrs>)>, ReadError> {
+    host.shared(|host| AllPorts(read_all_ports_uncached(host)))
+        .0
+        .clone()
+}
+
+/// The shared model's own type ([`Host::shared`] keys models by type).
+struct AllPorts(Result<Vec<(String, Vec<PortAttrs>)>, ReadError>);
+
+fn read_all_ports_uncached(host: &Host) -> Result<Vec<(String, Vec<PortAttrs>)>, ReadError> {
     let mut out: Vec<(String, Vec<PortAttrs>)> = read_device_names(host)?
         .into_iter()
         .map(|name| (name, Vec::new()))
@@ -609,6 +634,21 @@ pub fn read_uverbs_map(host: &Host) -> UverbsMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// rdma.link, rdma.roce, the loopbacks and `--profile auto` all ask for the ports: read once per host.
+    #[test]
+    fn all_ports_are_read_once_per_host() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let host = Host::at(dir.path()).unwrap();
+        let first = read_all_ports(&host).unwrap();
+        let state = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/ports/1/state");
+        std::fs::write(&state, "1: DOWN\n").unwrap();
+        assert_eq!(read_all_ports(&host.clone()).unwrap(), first);
+        let fresh = read_all_ports(&Host::at(dir.path()).unwrap()).unwrap();
+        assert_ne!(fresh, first);
+    }
 
     /// A device whose `ports/` cannot be listed is an error, not a device without ports (rdma.link skipped
     /// "no RDMA port" on it; rdma.loopback failed "0 RDMA port(s), none ACTIVE").

@@ -14,7 +14,7 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 }
 
 pub fn read_release(host: &Host) -> Result<String, ReadError> {
-    host.read(OSRELEASE)
+    super::stable::read(host, OSRELEASE)
 }
 
 #[cfg(test)]

@@ -15,4 +15,5 @@ pub mod nvidia;
 pub mod pci;
 pub mod pci_config;
 pub mod pci_device;
+pub mod stable;
 pub mod udev;

@@ -1,6 +1,7 @@
 //! Kernel modules: `/proc/modules` (loadable modules) and `/sys/module/<name>` (also built-ins).
 
 use crate::host::{optional, Host, ReadError};
+use crate::sysfs::stable;
 
 pub const PROC_MODULES: &str = "/proc/modules";
 pub const SYS_MODULE: &str = "/sys/module";
@@ -181,7 +182,8 @@ impl Modules {
             name: name.to_string(),
             line: self.lines.iter().find(|l| l.name == name).cloned(),
             in_sysfs: host.is_dir(&dir),
-            version: optional(host.read(&format!("{dir}/version")))?.filter(|v| !v.is_empty()),
+            version: optional(stable::read(host, &format!("{dir}/version")))?
+                .filter(|v| !v.is_empty()),
         })
     }
 }

@@ -93,8 +93,18 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
-/// The GPUs under `/proc/driver/nvidia/gpus/`. ENOENT (driver not loaded) is an empty list.
+/// The GPUs under `/proc/driver/nvidia/gpus/`. ENOENT (driver not loaded) is an empty list. Read once per host
+/// and shared: the presence rule and several checks of one run ask for it.
 pub fn read_driver_gpus(host: &Host) -> Result<Vec<DriverGpu>, ReadError> {
+    host.shared(|host| DriverGpus(read_driver_gpus_uncached(host)))
+        .0
+        .clone()
+}
+
+/// The shared model's own type ([`Host::shared`] keys models by type).
+struct DriverGpus(Result<Vec<DriverGpu>, ReadError>);
+
+fn read_driver_gpus_uncached(host: &Host) -> Result<Vec<DriverGpu>, ReadError> {
     let names = match host.read_dir(NVIDIA_GPUS) {
         Ok(n) => n,
         Err(e) if e.is_not_found() => return Ok(Vec::new()),
@@ -130,7 +140,7 @@ impl DriverAndKernel {
     /// A missing file is "not known" (driver not loaded); one that exists but cannot be read or parsed is an
     /// error: both decide whether DMA-BUF is possible.
     pub fn read(host: &Host) -> Result<Self, ReadError> {
-        let driver = match host.read(NVIDIA_VERSION) {
+        let driver = match super::stable::read(host, NVIDIA_VERSION) {
             Ok(t) => Some(parse_version(&t).ok_or_else(|| ReadError {
                 path: NVIDIA_VERSION.into(),
                 kind: ReadErrorKind::Other(format!("unrecognised: {:?}", first_line(&t))),
@@ -187,6 +197,20 @@ impl DriverAndKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The presence rule and the checks of one run ask for the list in turn: the driver's files are read once.
+    #[test]
+    fn driver_gpu_list_is_read_once_per_host() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let host = Host::at(dir.path()).unwrap();
+        let first = read_driver_gpus(&host).unwrap();
+        assert_eq!(first.len(), 8);
+        std::fs::remove_dir_all(dir.path().join("proc/driver/nvidia/gpus")).unwrap();
+        assert_eq!(read_driver_gpus(&host.clone()).unwrap(), first);
+        assert!(read_driver_gpus(&Host::at(dir.path()).unwrap())
+            .unwrap()
+            .is_empty());
+    }
 
     #[test]
     fn version_open_module_h200_double_spaces() {

@@ -183,14 +183,7 @@ pub fn read_bdfs(host: &Host) -> Result<Vec<Bdf>, ReadError> {
 /// `/sys/devices/...` path when known: it resolves without the `/sys/bus/pci/devices` symlink hop).
 /// `class`, `vendor` and `device` are required; the rest is optional.
 pub fn read_attrs(host: &Host, bdf: Bdf, dir: &str) -> Result<PciAttrs, ReadError> {
-    let hex_file = |name: &str| -> Result<u32, ReadError> {
-        let path = format!("{dir}/{name}");
-        let text = host.read(&path)?;
-        parse_hex(&text).ok_or_else(|| ReadError {
-            path,
-            kind: crate::host::ReadErrorKind::Other(format!("not a hex number: {text:?}")),
-        })
-    };
+    let hex_file = |name: &str| read_hex(host, &format!("{dir}/{name}"));
     Ok(PciAttrs {
         bdf,
         class: hex_file("class")?,
@@ -201,32 +194,44 @@ pub fn read_attrs(host: &Host, bdf: Bdf, dir: &str) -> Result<PciAttrs, ReadErro
     })
 }
 
-/// `numa_node`: None for `-1` (no affinity) or a missing file; anything else unreadable or not a number is an
-/// error, not "no affinity".
-fn read_numa_node(host: &Host, dir: &str) -> Result<Option<u32>, ReadError> {
+/// A hex attribute (`class`, `vendor`, `device`); a file holding anything else is an error.
+pub fn read_hex(host: &Host, path: &str) -> Result<u32, ReadError> {
+    let text = host.read(path)?;
+    parse_hex(&text).ok_or_else(|| ReadError {
+        path: path.to_string(),
+        kind: crate::host::ReadErrorKind::Other(format!("not a hex number: {text:?}")),
+    })
+}
+
+/// `numa_node` of the function whose sysfs directory is `dir`: None for `-1` (no affinity) or a missing file;
+/// anything else unreadable or not a number is an error, not "no affinity".
+pub fn read_numa_node(host: &Host, dir: &str) -> Result<Option<u32>, ReadError> {
     let path = format!("{dir}/numa_node");
-    match host.read(&path) {
-        Ok(text) if text.trim() == "-1" => Ok(None),
-        Ok(text) => parse_numa_node(&text).map(Some).ok_or_else(|| ReadError {
+    match crate::host::optional(host.read(&path))? {
+        None => Ok(None),
+        Some(text) if text.trim() == "-1" => Ok(None),
+        Some(text) => parse_numa_node(&text).map(Some).ok_or_else(|| ReadError {
             path,
             kind: crate::host::ReadErrorKind::Other(format!("not a NUMA node: {text:?}")),
         }),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
 fn read_link(host: &Host, dir: &str) -> Link {
+    // Read once: its absence says the function has no link attributes at all.
     let current_speed_path = format!("{dir}/current_link_speed");
-    match host.read(&current_speed_path) {
+    let current_speed_text = match host.read(&current_speed_path) {
         Err(e) if e.is_not_found() => return Link::Absent,
         Err(e) => return Link::Unreadable(e.path.clone(), e.reason()),
-        Ok(_) => {}
-    }
+        Ok(text) => text,
+    };
+    let parse_speed = |path: String, text: String| -> Result<LinkSpeed, (String, String)> {
+        parse_link_speed(&text).ok_or((path, format!("<unrecognised: {text:?}>")))
+    };
     let speed = |name: &str| -> Result<LinkSpeed, (String, String)> {
         let path = format!("{dir}/{name}");
         let text = host.read(&path).map_err(|e| (path.clone(), e.reason()))?;
-        parse_link_speed(&text).ok_or((path, format!("<unrecognised: {text:?}>")))
+        parse_speed(path, text)
     };
     let width = |name: &str| -> Result<u32, (String, String)> {
         let path = format!("{dir}/{name}");
@@ -237,7 +242,7 @@ fn read_link(host: &Host, dir: &str) -> Link {
     };
     let attrs = (|| {
         Ok::<_, (String, String)>(LinkAttrs {
-            current_speed: speed("current_link_speed")?,
+            current_speed: parse_speed(current_speed_path, current_speed_text)?,
             current_width: width("current_link_width")?,
             max_speed: speed("max_link_speed")?,
             max_width: width("max_link_width")?,

@@ -5,7 +5,7 @@
 use crate::host::{Host, ReadResult};
 use crate::sysfs::pci::parse_link_speed;
 
-pub use super::pci::{parse_numa_node, PCI_DEVICES};
+pub use super::pci::PCI_DEVICES;
 
 /// `/sys/bus/pci/devices/<bdf>/<attr>`.
 pub fn attr_path(bdf: &str, attr: &str) -> String {

@@ -450,6 +450,40 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// Why gds.read wrote no test file, from the run's own report (stopped with SIGTERM if still running, which
+/// still writes it). gds.read rightly refuses to fill a disk: on a build filesystem with less than 5% (at
+/// least 1 GiB) free beyond the 8 MiB file, this test cannot run, and says so.
+fn why_no_test_file(mut run: std::process::Child, gds_dir: &Path) -> String {
+    if run.try_wait().unwrap().is_none() {
+        // SAFETY: a signal to the process this test started.
+        unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    }
+    let out = run.wait_with_output().unwrap();
+    let said = serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|report| {
+            report["checks"]
+                .as_array()?
+                .iter()
+                .find(|r| r["id"] == "gds.read")
+                .map(|r| r["summary"].as_str().unwrap_or_default().to_string())
+        });
+    match said {
+        Some(summary) if summary.contains("not writing the") => format!(
+            "gds.read refused to write its test file: the filesystem holding {} (CARGO_TARGET_TMPDIR) is too \
+             full for it (it keeps 5% of the filesystem, at least 1 GiB, free). Free space there and rerun. \
+             gds.read said: {summary}",
+            gds_dir.display()
+        ),
+        Some(summary) => format!("gds.read never wrote its test file; it said: {summary}"),
+        None => format!(
+            "gds.read never wrote its test file, and the run gave no report ({}); stderr: {}",
+            out.status,
+            stderr(&out)
+        ),
+    }
+}
+
 /// Pod deletion (SIGTERM) and Ctrl-C (SIGINT) while an active check is inside a library call: the child is
 /// killed, its scratch directory (gds.read's test file and cuFile's log) removed, the partial report still written
 /// with the interrupted check as an error and the finished ones as they were, and the exit is 3.
@@ -499,10 +533,9 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             .iter()
             .any(|f| f.ends_with("gds-read.bin") && f.metadata().is_ok_and(|m| m.len() == 8 << 20))
         {
-            assert!(
-                waiting.elapsed() < Duration::from_secs(20),
-                "gds.read never wrote its test file"
-            );
+            if run.try_wait().unwrap().is_some() || waiting.elapsed() > Duration::from_secs(20) {
+                panic!("{}", why_no_test_file(run, gds_dir.path()));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         let children = children_of(run.id());

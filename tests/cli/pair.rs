@@ -39,20 +39,9 @@ fn pair_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Child {
     cmd.spawn().expect("binary runs")
 }
 
-/// tests/vm/cuda-standin.c built as the VM stage builds it, in a directory of its own for LD_LIBRARY_PATH.
+/// tests/vm/cuda-standin.c built as libcuda.so.1 in a directory of its own, for LD_LIBRARY_PATH.
 fn cuda_standin() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm/cuda-standin.c");
-    let out = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(dir.path().join("libcuda.so.1"))
-        .arg(&source)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("the CUDA stand-in needs a C compiler: `cc` could not run ({e})")
-        });
-    assert!(out.status.success(), "cc: {}", stderr(&out));
-    dir
+    crate::faults::shims(&[("libcuda.so.1", include_str!("../vm/cuda-standin.c"))])
 }
 
 /// A listener with `listener_env` and a connector with `--memory host`, both on loopback.

@@ -297,9 +297,7 @@ fn fifo_in_the_tree_does_not_block() {
     let dir = copy_scenario("hgx-healthy");
     let modules = dir.path().join("proc/modules");
     std::fs::remove_file(&modules).unwrap();
-    let c_path = std::ffi::CString::new(modules.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    mkfifo(&modules);
     let started = Instant::now();
     let (_, report) = run_json(
         dir.path(),
@@ -624,4 +622,144 @@ fn status_of_all(report: &serde_json::Value, id: &str) -> Vec<String> {
         .collect();
     s.dedup();
     s
+}
+
+/// A short run that passes on `hgx-healthy`: `run --only driver.nvidia --root`, the tree next.
+const SHORT_RUN: [&str; 6] = [
+    "run",
+    "--color",
+    "never",
+    "--only",
+    "driver.nvidia",
+    "--root",
+];
+
+/// [`SHORT_RUN`] on `hgx-healthy` with `extra`, killed (and the test failed) past 20 s.
+fn run_bounded(extra: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = preflight()
+        .args(SHORT_RUN)
+        .arg(host("hgx-healthy"))
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the run did not end within 20 s: {extra:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+}
+
+/// Reproduced: `--output` naming a FIFO nobody reads blocked at start-up (the writability check opened it and
+/// waited for a reader). Now the run goes on and the report it cannot hand over is lost output: exit 3, naming
+/// the FIFO.
+#[test]
+fn fifo_output_without_a_reader_neither_hangs_nor_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    mkfifo(&fifo);
+    let spec = format!("json={}", fifo.display());
+    let out = run_bounded(&["--output".as_ref(), spec.as_ref()]);
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "{}: no process has this FIFO open for reading",
+            fifo.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Reproduced: a reader waiting on the FIFO got an empty report (the start-up check opened and closed it).
+#[test]
+fn fifo_output_with_a_reader_gets_the_whole_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    mkfifo(&fifo);
+    let reading = fifo.clone();
+    // Opening for reading waits for a writer; then it reads until the writer closes.
+    let reader = std::thread::spawn(move || std::fs::read(reading).unwrap());
+    // The reader is in open() before the run gets to its report (the open waits; the run takes far longer).
+    std::thread::sleep(Duration::from_millis(100));
+    let spec = format!("json={}", fifo.display());
+    let out = run_bounded(&["--output".as_ref(), spec.as_ref()]);
+    assert_ne!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+    let report = json(Schema::Run, &reader.join().unwrap());
+    assert_eq!(status_of(&report, "driver.nvidia"), "pass");
+}
+
+/// Reproduced: the termination log was rewritten in place, so a reader holding it (the kubelet) could see it
+/// half written. It is replaced whole, like the reports.
+#[test]
+fn termination_log_is_replaced_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    std::fs::write(&log, "previous run\n").unwrap();
+    let held = std::fs::File::open(&log).unwrap();
+    let out = run_bounded(&["--termination-log".as_ref(), log.as_os_str()]);
+    assert_eq!(code(&out), Exit::OK, "{}", stderr(&out));
+    assert_eq!(std::io::read_to_string(held).unwrap(), "previous run\n");
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.starts_with("fabric-preflight PASS"), "{written}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["termination-log"], "a temporary file was left");
+}
+
+/// Kubernetes bind-mounts the termination log into the container: a rename onto a mount point fails (EBUSY), so
+/// there the log is written in place. Runs the binary in a private mount namespace (`unshare`), where the bind
+/// mount is made; fails loudly where mount namespaces are not allowed.
+#[test]
+fn bind_mounted_termination_log_is_written_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    let outside = dir.path().join("outside");
+    std::fs::write(&log, "").unwrap();
+    std::fs::write(&outside, "previous run\n").unwrap();
+    let out = Command::new("unshare")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["--map-root-user", "--mount", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+        .arg("sh")
+        .args([&outside, &log])
+        .arg(bin())
+        .args(SHORT_RUN)
+        .arg(host("hgx-healthy"))
+        .arg("--termination-log")
+        .arg(&log)
+        .output()
+        .expect("this test needs unshare (util-linux)");
+    let err = stderr(&out);
+    assert!(
+        !err.starts_with("unshare:") && !err.starts_with("mount:"),
+        "this test needs mount namespaces (`unshare --map-root-user --mount`): {err}"
+    );
+    assert_eq!(code(&out), Exit::OK, "{err}");
+    let written = std::fs::read_to_string(&outside).unwrap();
+    assert!(written.starts_with("fabric-preflight PASS"), "{written}");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["outside", "termination-log"],
+        "a temporary file was left"
+    );
 }
