@@ -466,24 +466,32 @@ fn pair_on_hgx(libs: &Path, timeout: &str, extra: &[&str]) -> (Child, Child) {
     (listener, connector)
 }
 
-/// The first port pair's result says `words` and names the peer; the second was not run.
-fn first_pair_stopped(report: &Value, words: &str) {
-    let pairs = results(report, "pair.rdma");
-    assert_eq!(pairs.len(), 2, "{report}");
-    let first = pairs[0]["summary"].as_str().unwrap();
-    assert_eq!(pairs[0]["status"], "error", "{report}");
-    assert!(
-        first.contains(words) && first.contains("measurement with hgx-healthy (127.0.0.1:"),
-        "{first}"
-    );
-    assert_eq!(pairs[1]["status"], "error", "{report}");
-    assert!(
-        pairs[1]["summary"]
-            .as_str()
-            .unwrap()
-            .starts_with("not run: the measurement of port pair 0 stopped"),
-        "{report}"
-    );
+/// Both ends exit 3, each report's first port pair an error saying every one of `words` and naming the peer,
+/// the second not run; the reports.
+fn both_ends_stopped(ends: (Child, Child), words: &[&str]) -> Vec<Value> {
+    let (listener, connector) = ends;
+    let mut reports = Vec::new();
+    for side in [connector, listener] {
+        let (code, report, _) = finish(side);
+        assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+        let pairs = results(&report, "pair.rdma");
+        assert_eq!(pairs.len(), 2, "{report}");
+        let first = pairs[0]["summary"].as_str().unwrap();
+        assert_eq!(pairs[0]["status"], "error", "{report}");
+        assert!(
+            first.contains("measurement with hgx-healthy (127.0.0.1:")
+                && words.iter().all(|w| first.contains(w)),
+            "{first}"
+        );
+        assert_eq!(pairs[1]["status"], "error", "{report}");
+        let second = pairs[1]["summary"].as_str().unwrap();
+        assert!(
+            second.starts_with("not run: the measurement of port pair 0 stopped"),
+            "{report}"
+        );
+        reports.push(report);
+    }
+    reports
 }
 
 /// A verbs call of the measurement that never returns is killed a moment after the deadline: the report names
@@ -492,13 +500,10 @@ fn first_pair_stopped(report: &Value, words: &str) {
 fn a_verbs_call_that_hangs_in_the_measurement_is_killed_and_named() {
     let libs = verbs_opening("for (;;) pause(); return 0;");
     let t = Instant::now();
-    let (listener, connector) = pair_on_hgx(libs.path(), "4", &[]);
-    for side in [connector, listener] {
-        let (code, report, _) = finish(side);
-        assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
-        first_pair_stopped(&report, "timed out after");
-        first_pair_stopped(&report, "in ibv_open_device");
-    }
+    both_ends_stopped(
+        pair_on_hgx(libs.path(), "4", &[]),
+        &["timed out after", "in ibv_open_device"],
+    );
     assert!(
         t.elapsed() < Duration::from_secs(4 + 4),
         "{:?}",
@@ -509,16 +514,11 @@ fn a_verbs_call_that_hangs_in_the_measurement_is_killed_and_named() {
 #[test]
 fn a_verbs_call_that_crashes_is_named_with_its_signal() {
     let libs = verbs_opening("*(volatile int *)0 = 1; return 0;");
-    let (listener, connector) = pair_on_hgx(libs.path(), "10", &[]);
     let t = Instant::now();
-    for side in [connector, listener] {
-        let (code, report, _) = finish(side);
-        assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
-        first_pair_stopped(
-            &report,
-            "crashed with signal 11 (SIGSEGV) in ibv_open_device",
-        );
-    }
+    both_ends_stopped(
+        pair_on_hgx(libs.path(), "10", &[]),
+        &["crashed with signal 11 (SIGSEGV) in ibv_open_device"],
+    );
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
@@ -611,11 +611,9 @@ fn sigterm_kills_the_measuring_children_and_the_report_is_written() {
         // SAFETY: kill(2) on a child process this test started and has not reaped.
         unsafe { libc::kill(side.id() as i32, libc::SIGTERM) };
     }
-    for side in [connector, listener] {
-        let (code, report, _) = finish(side);
-        assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+    let words = ["interrupted by SIGTERM in ibv_open_device"];
+    for report in both_ends_stopped((listener, connector), &words) {
         assert_eq!(report["interrupted"], "SIGTERM", "{report}");
-        first_pair_stopped(&report, "interrupted by SIGTERM in ibv_open_device");
     }
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
