@@ -51,9 +51,9 @@ const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
 /// A measuring child is killed this long after the deadline: its phases end at the deadline and it still has to
 /// send its reply. Shorter than the watchdog's grace, so the report names the call that did not return.
 const CHILD_GRACE: Duration = Duration::from_secs(1);
-/// Listing the ports takes at most this long, and at most half the deadline: a hung libibverbs must leave time
-/// to tell the peer.
-const INVENTORY_LIMIT: Duration = Duration::from_secs(10);
+/// Listing the ports and GPUs takes at most this long, and at most half the deadline: a hung library must leave
+/// time to tell the peer. Generous, because `cuInit` on eight GPUs without persistence mode takes seconds.
+const INVENTORY_LIMIT: Duration = Duration::from_secs(20);
 
 /// This node's testable ports, or why there are none.
 #[derive(Debug, Serialize, Deserialize)]
