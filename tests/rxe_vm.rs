@@ -314,3 +314,194 @@ fn result_only(report: &Value, id: &str) -> Value {
     assert_eq!(found.len(), 1, "{report:#}");
     found[0].clone()
 }
+
+/// The `pair.rdma` result of node `me`'s link with node `neighbour` in `report`.
+fn link_with(report: &Value, me: &str, neighbour: &str) -> Value {
+    let subject = format!("{me}:rxe0/1 <-> {neighbour}:rxe0/1");
+    results_of(report, "pair.rdma")
+        .into_iter()
+        .find(|c| c["subject"] == subject.as_str())
+        .unwrap_or_else(|| panic!("no pair.rdma {subject} in {report:#}"))
+        .clone()
+}
+
+/// A `pair.rdma` pass that moved and compared data both ways and timed round trips.
+fn assert_pair_moved_checked_data(p: &Value) {
+    assert_verdict(p, "pass", "WRITE");
+    for name in [
+        "write_gbits_per_sec",
+        "read_gbits_per_sec",
+        "latency_p99_us",
+    ] {
+        assert!(measurement(p, name) > 0.0, "{name}: {p:#}");
+    }
+    assert!(
+        p.to_string()
+            .contains("data verified: WRITE true, READ true"),
+        "{p:#}"
+    );
+}
+
+/// Each VM with its ring predecessor and successor, in rank order.
+const RING: [(&str, &str, &str); 3] = [("a", "c", "b"), ("b", "a", "c"), ("c", "b", "a")];
+
+/// The ring run `name` in the three VMs, whose nodes `node` names ("a" -> "vm-a"): every node tested both
+/// neighbours (listening for its predecessor, connecting to its successor), all six ends passed with data
+/// checked, and each node's `pair.ring` passes and says the ring came from `source`.
+fn assert_healthy_ring(name: &str, node: fn(&str) -> String, source: &str) {
+    let nodes = RING.map(|(vm, _, _)| node(vm)).join(",");
+    for (rank, (vm, prev, next)) in RING.into_iter().enumerate() {
+        let r = report(vm, name);
+        assert_eq!(exit(vm, name), 0, "{r:#}");
+        assert_eq!(results_of(&r, "pair.handshake").len(), 2, "{r:#}");
+        for h in results_of(&r, "pair.handshake") {
+            assert_verdict(h, "pass", "handshake with");
+        }
+        assert_eq!(results_of(&r, "pair.rdma").len(), 2, "{r:#}");
+        for neighbour in [prev, next] {
+            assert_pair_moved_checked_data(&link_with(&r, &node(vm), &node(neighbour)));
+        }
+        let ring = result_only(&r, "pair.ring");
+        assert_verdict(
+            &ring,
+            "pass",
+            &format!("every ring link of {} passes", node(vm)),
+        );
+        let from = format!("ring = {nodes} (rank {rank} of 3, from {source})");
+        assert!(ring.to_string().contains(&from), "{from}: {ring:#}");
+    }
+}
+
+/// `pair --ring --peers vm-a,vm-b,vm-c --rank N` in each of the three VMs.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_of_three_vms_by_hand() {
+    assert_healthy_ring("ring-hand", |vm| format!("vm-{vm}"), "--peers/--rank");
+}
+
+/// The same ring from Slurm's variables alone (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST=vm[1-3], and
+/// SLURM_JOB_ID/SLURM_STEP_ID as the token: no --token, no --peers). The guests answer to vm1..vm3 as well:
+/// Slurm's host lists range over numbers only.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_of_three_vms_from_slurm_variables() {
+    assert_healthy_ring(
+        "ring-slurm",
+        |vm| format!("vm{}", vm.as_bytes()[0] - b'a' + 1),
+        "Slurm (SLURM_PROCID, SLURM_JOB_NODELIST=vm[1-3])",
+    );
+}
+
+/// vm-c drops the RoCE traffic that reaches it (TCP still passes): its two links fail on both ends with the
+/// transport's own error (retry exceeded), well before the 120 s deadline, while vm-a <-> vm-b passes; vm-c's
+/// own `pair.ring` and `pair --summarize` over the three reports name vm-c.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn ring_fault_on_vm_c_is_named_by_summarize() {
+    let (a, b, c) = (
+        report("a", "ring-fault"),
+        report("b", "ring-fault"),
+        report("c", "ring-fault"),
+    );
+    for (vm, r) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_eq!(exit(vm, "ring-fault"), 1, "{r:#}");
+        // rxe retried forever with a retry count of 7: the runs then lasted their whole deadline.
+        assert!(r["duration_ms"].as_u64().unwrap() < 60_000, "{r:#}");
+        for h in results_of(r, "pair.handshake") {
+            assert_verdict(h, "pass", "handshake with");
+        }
+    }
+    assert_pair_moved_checked_data(&link_with(&a, "vm-a", "vm-b"));
+    assert_pair_moved_checked_data(&link_with(&b, "vm-b", "vm-a"));
+    for (me, r, other) in [
+        ("vm-a", &a, "vm-c"),
+        ("vm-b", &b, "vm-c"),
+        ("vm-c", &c, "vm-a"),
+        ("vm-c", &c, "vm-b"),
+    ] {
+        let p = link_with(r, me, other);
+        assert_verdict(&p, "fail", "work completion status 12");
+    }
+    assert_verdict(
+        &result_only(&c, "pair.ring"),
+        "fail",
+        "vm-c is common to every failing pair",
+    );
+
+    let summary = report(".", "ring-summary");
+    assert_eq!(exit(".", "ring-summary"), 1, "{summary:#}");
+    let ring = result_only(&summary, "pair.ring");
+    assert_verdict(&ring, "fail", "vm-c is common to every failing pair");
+    let text = ring.to_string();
+    for line in [
+        "reports from vm-a, vm-b, vm-c",
+        "vm-a <-> vm-b = pass",
+        "vm-a <-> vm-c = fail",
+        "vm-b <-> vm-c = fail",
+    ] {
+        assert!(text.contains(line), "{line}: {ring:#}");
+    }
+}
+
+/// The evidence line of `check` that starts with `prefix`.
+fn evidence_line<'a>(check: &'a Value, prefix: &str) -> &'a str {
+    check["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|e| e.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no evidence {prefix:?} in {check:#}"))
+}
+
+/// `pair --memory gpu` between vm-b and vm-c with the CUDA stand-in (tests/vm/cuda-standin.c, "device memory"
+/// that is host memory) as libcuda: beside the host-memory control, the GPU leg moved data both ways, compared
+/// it, timed round trips, and names its registration path on both ends. With the stand-in's DMA-BUF export
+/// refused (as the proprietary driver refuses it) that is ibv_reg_mr on the device pointer (peermem). With
+/// CUDA_STANDIN_DMABUF=udmabuf the export needs /dev/udmabuf: where the guest kernel has none (Debian 12's 6.1
+/// is built without CONFIG_UDMABUF) the export is refused the same way; where it has one, rxe either accepts
+/// ibv_reg_dmabuf_mr or refuses it and ibv_reg_mr is used, and the evidence says which.
+#[test]
+#[ignore = "needs the rxe VMs: .ci/stages/50-rxe-vm.sh"]
+fn gpu_memory_leg_through_the_cuda_standin() {
+    let no_udmabuf = text("c/udmabuf.dev").contains("No such file");
+    for name in ["gpu-peermem", "gpu-udmabuf"] {
+        for (vm, peer) in [("b", "vm-c"), ("c", "vm-b")] {
+            let r = report(vm, name);
+            assert_eq!(exit(vm, name), 0, "{r:#}");
+            let p = result_only(&r, "pair.rdma");
+            let leg = format!(
+                "GPU leg (GPU memory (0000:5e:00.0) here, GPU memory (0000:5e:00.0) on {peer})"
+            );
+            assert_verdict(&p, "pass", &leg);
+            for m in [
+                "gpu_write_gbits_per_sec",
+                "gpu_read_gbits_per_sec",
+                "gpu_latency_p99_us",
+                "write_gbits_per_sec",
+            ] {
+                assert!(measurement(&p, m) > 0.0, "{m}: {p:#}");
+            }
+            for prefix in ["host memory", leg.as_str()] {
+                assert_eq!(
+                    evidence_line(&p, &format!("{prefix}: data verified")),
+                    format!("{prefix}: data verified: WRITE true, READ true"),
+                );
+            }
+            let refused_export = "ibv_reg_mr (refused first: DMA-BUF export = cuMemGetHandleForAddressRange: CUDA_ERROR_NOT_SUPPORTED)";
+            for who in ["here", "on the peer"] {
+                let line = evidence_line(&p, &format!("{leg}: memory registration {who} = "));
+                let path = line.split_once(&format!("{who} = ")).unwrap().1;
+                if name == "gpu-peermem" || no_udmabuf {
+                    assert_eq!(path, refused_export, "{p:#}");
+                } else {
+                    assert!(
+                        path == "ibv_reg_dmabuf_mr"
+                            || path.starts_with("ibv_reg_mr (refused first: ibv_reg_dmabuf_mr = "),
+                        "{p:#}"
+                    );
+                }
+            }
+        }
+    }
+}

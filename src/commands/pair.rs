@@ -26,7 +26,7 @@ use crate::host::Host;
 use crate::interrupt;
 use crate::isolate;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
-use crate::measure::rc::PortTarget;
+use crate::measure::rc::{self, PortTarget};
 use crate::measure::rdma_pair::{self, PairPlan, Role};
 use crate::pair::judge::{self, LegRun, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::ring::{self, RingArgs};
@@ -986,10 +986,16 @@ fn leg(
     };
     match result {
         Ok(outcome) => LegRun::Done(outcome),
-        Err(failure) => LegRun::Failed {
-            peer_gone: peer.is_gone(),
-            failure,
-        },
+        Err(failure) => leg_failed(peer, failure),
+    }
+}
+
+/// A leg that stopped at `failure`. A failure the peer reported is its verdict on the path, even when its
+/// process has ended by now (a ring node ends as soon as both its links are done): the peer did not go away.
+fn leg_failed(peer: &mut Peer, failure: rc::Failure) -> LegRun {
+    LegRun::Failed {
+        peer_gone: !rdma_pair::is_relayed(&failure) && peer.is_gone(),
+        failure,
     }
 }
 
@@ -1081,6 +1087,32 @@ mod tests {
             "the thread testing a <-> b panicked: index out of bounds"
         );
         assert_eq!(r.subject.as_deref(), Some("a:mlx5_0/1 <-> b:mlx5_0/1"));
+    }
+
+    /// In the three-VM ring, vm-c reported its retry-exceeded completion and ended before vm-a judged the link:
+    /// vm-a called that an error ("went away mid-transfer") instead of the fabric failure it was.
+    #[test]
+    fn a_completion_failure_the_peer_reported_fails_after_it_left() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut here, there) = session::connected_peers(deadline);
+        drop(there);
+        let theirs = rc::fail(
+            "RDMA WRITE completion",
+            "work completion status 12 (transport retry counter exceeded: no ACK from the peer)",
+        );
+        let LegRun::Failed { peer_gone, .. } = leg_failed(&mut here, rdma_pair::relayed(&theirs))
+        else {
+            panic!("not failed")
+        };
+        assert!(!peer_gone);
+        // The peer that vanished without a word is still gone.
+        let LegRun::Failed { peer_gone, .. } = leg_failed(
+            &mut here,
+            rc::fail("peer: RDMA WRITE", "closed the connection"),
+        ) else {
+            panic!("not failed")
+        };
+        assert!(peer_gone);
     }
 
     fn scenario(name: &str) -> Host {

@@ -288,11 +288,13 @@ impl Port {
 
         breadcrumb("ibv_modify_qp(RTS)");
         let mut rts = QueuePairAttribute::new();
-        // timeout 14 (67 ms) x retry 7: a peer that stops answering fails the work request in about half a second.
+        // timeout 14 (67 ms) x retry 6: a peer or path that stops answering fails the work request in about half a
+        // second. Not 7: rxe takes a retry count of 7 as "retry forever" (rxe_comp.c), so a path dropping RoCE
+        // never completed with an error and the transfer hung until the deadline (seen in the three-VM ring).
         rts.setup_state(QueuePairState::ReadyToSend)
             .setup_sq_psn(own_psn)
             .setup_timeout(14)
-            .setup_retry_cnt(7)
+            .setup_retry_cnt(6)
             .setup_rnr_retry(7)
             .setup_max_read_atomic(self.reads);
         qp.modify(&rts)

@@ -353,12 +353,24 @@ fn run_inner(
 /// The next step from the peer; a `Failed` from it becomes our failure, naming its stage.
 fn expect(ch: &mut dyn Channel, during: &str) -> Result<Sync, Failure> {
     match ch.recv(during)? {
-        Sync::Failed(f) => Err(fail(
-            &format!("peer: {}", f.stage),
-            format!("the peer stopped: {}", f.message),
-        )),
+        Sync::Failed(f) => Err(relayed(&f)),
         s => Ok(s),
     }
+}
+
+const PEER_STOPPED: &str = "the peer stopped: ";
+
+/// The failure the peer reported (`Sync::Failed`) as this end's: its stage under "peer: ".
+pub fn relayed(theirs: &Failure) -> Failure {
+    fail(
+        &format!("peer: {}", theirs.stage),
+        format!("{PEER_STOPPED}{}", theirs.message),
+    )
+}
+
+/// The peer reported this failure itself before it stopped: it did not die mid-transfer.
+pub fn is_relayed(f: &Failure) -> bool {
+    f.message.starts_with(PEER_STOPPED)
 }
 
 fn unexpected(during: &str, got: &Sync) -> Failure {

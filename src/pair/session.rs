@@ -454,38 +454,36 @@ impl Channel for Peer {
     }
 }
 
+/// A connected pair of peers over loopback: the listener's side ("lsn") and the connector's ("cnx").
+#[cfg(test)]
+pub(crate) fn connected_peers(deadline: Instant) -> (Peer, Peer) {
+    let local = |node: &str| Local {
+        node: node.into(),
+        ports: vec![],
+        no_ports: None,
+        accept_only: None,
+    };
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let lsn = local("lsn");
+    let server =
+        std::thread::spawn(move || listen(bind, "tok", &lsn, deadline, &mut |_| {}).unwrap());
+    let client = connect(&format!("127.0.0.1:{port}"), "tok", &local("cnx"), deadline).unwrap();
+    (server.join().unwrap(), client)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn local(node: &str) -> Local {
-        Local {
-            node: node.into(),
-            ports: vec![],
-            no_ports: None,
-            accept_only: None,
-        }
-    }
-
-    /// A connected pair of peers over loopback.
-    fn peers(deadline: Instant) -> (Peer, Peer) {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let bind: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let server = std::thread::spawn(move || {
-            listen(bind, "tok", &local("lsn"), deadline, &mut |_| {}).unwrap()
-        });
-        let client = connect(&format!("127.0.0.1:{port}"), "tok", &local("cnx"), deadline).unwrap();
-        (server.join().unwrap(), client)
-    }
-
     #[test]
     fn a_peer_that_dies_mid_transfer_is_named_not_waited_for() {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let (mut listener_side, connector_side) = peers(deadline);
+        let (mut listener_side, connector_side) = connected_peers(deadline);
         assert_eq!(listener_side.node, "cnx");
         drop(connector_side);
         let t = Instant::now();
@@ -506,7 +504,7 @@ mod tests {
     #[test]
     fn a_silent_peer_ends_at_the_deadline() {
         let deadline = Instant::now() + Duration::from_secs(2);
-        let (mut a, _b) = peers(deadline);
+        let (mut a, _b) = connected_peers(deadline);
         assert!(!a.is_gone());
         let err = Channel::recv(&mut a, "latency").unwrap_err();
         assert!(err

@@ -2,8 +2,12 @@
 # /init of the rxe test VMs (tests/vm/rxe-vm.sh builds the initramfs): loads the RDMA modules, brings up rxe0 on
 # eth0, then runs the scenario of its role and writes every report under /out, which goes back to the host as a
 # tar on /dev/vda.
+#   All three (vm-a, vm-b, vm-c) first run `pair --ring` together: healthy by hand, healthy from Slurm's
+#   variables, then with vm-c dropping the RoCE traffic that reaches it.
 #   VM a: the node under test: runs fabric-preflight healthy, records a snapshot, then applies faults live.
-#   VM b: its peer: serves ibv_rc_pingpong so real RDMA traffic crosses the link, runs fabric-preflight once.
+#   VM b: its peer: serves ibv_rc_pingpong so real RDMA traffic crosses the link, runs fabric-preflight once,
+#   then `pair --memory gpu` with VM c through the CUDA stand-in.
+#   VM c: the third ring node; after the rings it listens for VM b's GPU-memory pairs.
 /bin/busybox --install -s /bin
 export PATH=/usr/bin:/usr/sbin:/bin COLUMNS=160
 mount -t proc proc /proc
@@ -40,15 +44,17 @@ run() {
     say "END $name exit $(cat "/out/$name.exit")"
 }
 
-# pair_run NAME ARGS...: one `fabric-preflight pair`, JSON into /out/NAME.json, exit status into /out/NAME.exit.
-# Small transfers: TCG moves a soft-RoCE byte slowly, and the numbers are not judged against rxe's rate anyway.
+# pair_run NAME ARGS...: one `fabric-preflight pair`, JSON into /out/NAME.json, exit status into /out/NAME.exit,
+# the table into /out/NAME.txt and on the console. Small transfers: TCG moves a soft-RoCE byte slowly, and the
+# numbers are not judged against rxe's rate anyway.
 pair_run() {
     name=$1
     shift
     say "BEGIN $name: fabric-preflight pair $*"
-    fabric-preflight pair --color never --token vm-pair-token --message-size 64 --messages "${MESSAGES:-64}" --phase-time "${PHASE_TIME:-2}" --pings 200 \
-        --output "json=/tmp/$name.json" "$@"
+    fabric-preflight pair --color never --message-size 64 --messages "${MESSAGES:-64}" --phase-time "${PHASE_TIME:-2}" --pings 200 \
+        --output "json=/tmp/$name.json" "$@" >"/out/$name.txt" 2>&1
     echo $? >"/out/$name.exit"
+    cat "/out/$name.txt"
     cp "/tmp/$name.json" "/out/$name.json" 2>/dev/null
     say "END $name exit $(cat "/out/$name.exit")"
 }
@@ -67,11 +73,59 @@ finish() {
     poweroff -f
 }
 
+# The ring vm-a -> vm-b -> vm-c -> vm-a: each node listens for its predecessor and connects to its successor,
+# retrying until that one listens, so the three need not start together. A port per ring keeps a late node from
+# meeting an earlier ring's listener.
+RANK=$(case $ROLE in a) echo 0 ;; b) echo 1 ;; c) echo 2 ;; esac)
+pair_run ring-hand --ring --peers vm-a,vm-b,vm-c --rank "$RANK" --port 18600 --token vm-ring-token --timeout 120
+# The same ring as `srun --ntasks-per-node=1` starts it: rank, nodes and token (job.step) from Slurm's variables.
+# Slurm's host lists range over numbers only, so the node list names the numbered aliases vm1..vm3 (/etc/hosts).
+(
+    export SLURM_PROCID=$RANK SLURM_NTASKS=3 SLURM_JOB_NODELIST='vm[1-3]' SLURM_JOB_ID=4242 SLURM_STEP_ID=0
+    pair_run ring-slurm --ring --port 18601 --timeout 120
+)
+# A fabric fault on one node: RoCE v2 (UDP 4791) toward vm-c is dropped where it enters vm-c, as by a switch port
+# with a bad ACL or VLAN, while TCP (the handshake) still passes. The senders hear nothing back and exhaust their
+# retries, as on a real fabric. (Dropping on vm-c's egress instead is no fabric fault: a packet refused by its own
+# qdisc comes back to rxe as a send error, and rxe 6.1 kept retrying it until the kernel reported a soft lockup
+# of vm-c's vCPU and the run hung to its watchdog.) vm-c's two links must fail and
+# vm-a <-> vm-b must still pass. iproute2's tc by path: busybox's shell prefers its own applet, which lacks clsact.
+if [ "$ROLE" = c ]; then
+    /usr/sbin/tc qdisc add dev eth0 clsact &&
+        /usr/sbin/tc filter add dev eth0 ingress protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff action drop ||
+        say "tc RoCE drop FAILED"
+fi
+pair_run ring-fault --ring --peers vm-a,vm-b,vm-c --rank "$RANK" --port 18602 --token vm-ring-fault --timeout 120
+[ "$ROLE" = c ] && /usr/sbin/tc qdisc del dev eth0 clsact
+
+# gpu_legs connect|listen: `pair --memory gpu` between vm-b (connects) and vm-c (listens) through the CUDA
+# stand-in, once with its DMA-BUF export refused (as the proprietary driver refuses it: ibv_reg_mr on the
+# "device pointer", the peermem path) and once with CUDA_STANDIN_DMABUF=udmabuf (a real dma-buf from
+# /dev/udmabuf where the kernel has it, offered to ibv_reg_dmabuf_mr).
+gpu_legs() {
+    port=18700
+    for mode in peermem udmabuf; do
+        if [ "$1" = listen ]; then side="--listen $port"; else side="--connect vm-c:$port"; fi
+        (
+            export LD_LIBRARY_PATH=/opt/cuda-standin
+            [ $mode = udmabuf ] && export CUDA_STANDIN_DMABUF=udmabuf
+            pair_run "gpu-$mode" --memory gpu --token vm-gpu-token --timeout 120 $side
+        )
+        port=$((port + 1))
+    done
+}
+if [ "$ROLE" = c ]; then
+    # What the udmabuf leg can find: the device node or not.
+    ls -l /dev/udmabuf >/out/udmabuf.dev 2>&1
+    gpu_legs listen
+    finish
+fi
+
 if [ "$ROLE" = b ]; then
     timeout 120 ibv_rc_pingpong -d rxe0 -g "$GIDX" -s 4096 -n 200 >/out/pingpong.txt 2>&1
     echo $? >/out/pingpong.exit
     # `pair` with VM a over rxe0, host memory; then nothing may still listen on its port.
-    pair_run pair-listen --listen 18515 --timeout 150
+    pair_run pair-listen --token vm-pair-token --listen 18515 --timeout 150
     tcp_sockets 18515 0A >/out/pair-listen.listening-after
     # The peer dies mid-transfer: this listener is killed once VM a is connected and moving data.
     fabric-preflight pair --color never --token vm-pair-token --listen 18516 --timeout 150 --message-size 64 \
@@ -83,6 +137,8 @@ if [ "$ROLE" = b ]; then
     kill -9 $pid
     say "pair listener on 18516 killed (connected after $i polls)"
     run peer-generic
+    # vm-c waits for this (its listener retries until the deadline) while VM a goes through its faults.
+    gpu_legs connect
     finish
 fi
 
@@ -95,10 +151,10 @@ until ibv_rc_pingpong -d rxe0 -g "$GIDX" -s 4096 -n 200 "$PEER" >/out/pingpong.t
 done
 echo $n >/out/pingpong.retries
 # The node pair between the two VMs (VM b listens); the connector retries until b's listener is up.
-pair_run pair-connect --connect "$PEER:18515" --timeout 150
+pair_run pair-connect --token vm-pair-token --connect "$PEER:18515" --timeout 150
 # Long phases, so VM b's listener dies while data moves.
 MESSAGES=1000000 PHASE_TIME=100
-pair_run pair-peer-killed --connect "$PEER:18516" --timeout 120
+pair_run pair-peer-killed --token vm-pair-token --connect "$PEER:18516" --timeout 120
 MESSAGES=64 PHASE_TIME=2
 run generic
 run roce-400g --profile roce-400g

@@ -1,28 +1,29 @@
 #!/usr/bin/env bash
-# rxe-vm.sh: boots two QEMU VMs running Debian 12's own kernel with a real soft-RoCE device (rdma_rxe) each,
-# joined by a qemu UDP socket link on 127.0.0.1, runs fabric-preflight inside them (tests/vm/guest.sh) and
-# unpacks what the guests wrote into OUT (default target/rxe-vm/out): OUT/a and OUT/b, one JSON report per run.
+# rxe-vm.sh: boots three QEMU VMs (vm-a, vm-b, vm-c) running Debian 12's own kernel with a real soft-RoCE device
+# (rdma_rxe) each, on one qemu multicast segment bound to 127.0.0.1, runs fabric-preflight inside them
+# (tests/vm/guest.sh) and unpacks what the guests wrote into OUT (default target/rxe-vm/out): OUT/a, OUT/b, OUT/c,
+# one JSON report per run, plus OUT/ring-summary.* (`pair --summarize` over the three nodes' faulted ring).
 # tests/rxe_vm.rs asserts on them; `.ci/stages/50-rxe-vm.sh` runs both.
 #
 # Needs (installed by the CI stage): qemu-system-x86, busybox-static, rdma-core, ibverbs-providers,
-# ibverbs-utils, cpio, kmod, iproute2, xz-utils. Downloads Debian's kernel package once into CACHE.
+# ibverbs-utils, cpio, kmod, iproute2, xz-utils, gcc, libc6-dev. Downloads Debian's kernel package once into CACHE.
 # TCG only: these machines cannot run KVM guests (nested virtualisation is missing), so no KVM probe.
 #
 # Environment: FABRIC_PREFLIGHT (binary, default target/release/fabric-preflight), RXE_VM_CACHE (default
-# target/rxe-vm), RXE_VM_OUT (default $RXE_VM_CACHE/out), RXE_VM_TIMEOUT (seconds for the VM pair, default 240).
+# target/rxe-vm), RXE_VM_OUT (default $RXE_VM_CACHE/out), RXE_VM_TIMEOUT (seconds for the VMs, default 300).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${RXE_VM_CACHE:-$REPO/target/rxe-vm}
 OUT=${RXE_VM_OUT:-$CACHE/out}
 TOOL=${FABRIC_PREFLIGHT:-$REPO/target/release/fabric-preflight}
-TIMEOUT=${RXE_VM_TIMEOUT:-240}
+TIMEOUT=${RXE_VM_TIMEOUT:-300}
 T0=$SECONDS
 log() { printf '[rxe-vm %4ss] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
-for cmd in qemu-system-x86_64 busybox cpio depmod modprobe dpkg-deb xz ldd; do
-    command -v "$cmd" >/dev/null || die "$cmd not found (the CI stage installs qemu-system-x86 busybox-static cpio kmod)"
+for cmd in qemu-system-x86_64 busybox cpio depmod modprobe dpkg-deb xz ldd cc; do
+    command -v "$cmd" >/dev/null || die "$cmd not found (the CI stage installs qemu-system-x86 busybox-static cpio kmod gcc)"
 done
 for f in /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rdma /etc/libibverbs.d/rxe.driver; do
     [[ -e $f ]] || die "$f not found (install rdma-core ibverbs-providers ibverbs-utils)"
@@ -67,7 +68,12 @@ ln -s usr/lib64 "$IRD/lib64"
 ln -s usr/sbin "$IRD/sbin"
 cp "$(command -v busybox)" "$IRD/bin/busybox"
 : >"$IRD/etc/modules.load"
-for m in virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe ib_uverbs; do
+# sch_ingress, cls_u32, act_gact: vm-c's RoCE-dropping fault (tc). udmabuf: the CUDA stand-in's DMA-BUF export,
+# where the kernel builds it as a module (Debian 12's 6.1 does not build it at all: CONFIG_UDMABUF is not set).
+UDMABUF=$(sed -n 's/^CONFIG_UDMABUF=//p' "$KROOT/boot/config-$KVER")
+log "CONFIG_UDMABUF=${UDMABUF:-not set} in $KVER"
+for m in virtio_pci virtio_net virtio_blk crc32_generic rdma_rxe ib_uverbs sch_ingress cls_u32 act_gact \
+    $([[ $UDMABUF == m ]] && echo udmabuf); do
     modprobe -d "$KROOT" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}'
 done | awk '!seen[$0]++' | while read -r ko; do
     rel=${ko#"$KROOT"/lib/modules/"$KVER"/}
@@ -89,52 +95,78 @@ copy_with_libs() { # each file at its resolved path, with its ldd closure (merge
     done
 }
 ML=/usr/lib/x86_64-linux-gnu
-copy_with_libs /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rdma "$(command -v ip)" \
+copy_with_libs /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rdma "$(command -v ip)" "$(command -v tc)" \
     "$ML/libibverbs/librxe-rdmav34.so" "$ML/libibverbs.so.1"
 mkdir -p "$IRD/etc/libibverbs.d"
 cp /etc/libibverbs.d/rxe.driver "$IRD/etc/libibverbs.d/"
 copy_with_libs "$TOOL"
 mv "$IRD$(readlink -f "$TOOL")" "$IRD/usr/bin/fabric-preflight"
+# The CUDA stand-in (tests/vm/cuda-standin.c): "device memory" that is host memory, for pair's GPU-memory leg.
+mkdir -p "$IRD/opt/cuda-standin"
+cc -shared -fPIC -O2 -o "$IRD/opt/cuda-standin/libcuda.so.1" "$REPO/tests/vm/cuda-standin.c" ||
+    die "cannot compile tests/vm/cuda-standin.c (install gcc libc6-dev)"
 cp "$REPO/tests/vm/guest.sh" "$IRD/init"
 chmod +x "$IRD/init"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n' >"$IRD/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$IRD/etc/group"
+# The ring names its nodes; glibc resolves them from /etc/hosts (no DNS in the guests). vm1..vm3: the names of a
+# Slurm node list (numeric ranges only).
+printf '127.0.0.1 localhost\n10.99.0.1 vm-a vm1\n10.99.0.2 vm-b vm2\n10.99.0.3 vm-c vm3\n' >"$IRD/etc/hosts"
+printf 'hosts: files\n' >"$IRD/etc/nsswitch.conf"
 (cd "$IRD" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1 >"$IMG")
 log "kernel $KVER, initramfs $(du -h "$IMG" | cut -f1)"
 
-# ---------------------------------------------------------------- boot: two VMs, 1 vCPU each, TCG
+# ---------------------------------------------------------------- boot: three VMs, 1 vCPU each, TCG
+# One L2 segment for the three: qemu's multicast socket netdev, bound to 127.0.0.1 (IP_MULTICAST_IF = lo, TTL 1),
+# so every frame reaches the other two VMs and nothing leaves the host. Point-to-point UDP links would make a
+# triangle (two NICs and two rxe devices per VM, not one fabric); a vde or bridge switch needs another package or
+# host network changes. With the interface named, joining and sending need no multicast route and no MULTICAST
+# flag on lo (tried on the build machine). The group and port are random, so concurrent runs do not share a
+# segment. Each VM also hears its own frames back (the socket loops multicast); Linux drops them (not addressed
+# to it, or its own ARP).
 rm -rf "$OUT" && mkdir -p "$OUT"
-PA=$((20000 + RANDOM % 20000)); PB=$((PA + 1))
-boot() { # name role myip peer mac localport remoteport
+SEGMENT=239.255.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)):$((20000 + RANDOM % 20000))
+boot() { # name ip mac [peer ip]
     local name=$1
     # Results come back as a tar written onto a raw virtio disk: no host network, no 9p.
     truncate -s 64M "$OUT/$name.tar"
     timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 1024 \
         -nodefaults -no-user-config -display none -no-reboot \
         -kernel "$KIMG" -initrd "$IMG" \
-        -append "console=ttyS0 panic=-1 loglevel=4 vmrole=$2 vmip=$3 vmpeer=$4" \
+        -append "console=ttyS0 panic=-1 loglevel=4 vmrole=$name vmip=$2 vmpeer=${4:-}" \
         -serial "file:$OUT/console-$name.log" \
         -drive "file=$OUT/$name.tar,format=raw,if=virtio" \
-        -netdev "socket,id=n0,udp=127.0.0.1:$7,localaddr=127.0.0.1:$6" \
-        -device "virtio-net-pci,netdev=n0,mac=$5" >"$OUT/qemu-$name.out" 2>&1
+        -netdev "socket,id=n0,mcast=$SEGMENT,localaddr=127.0.0.1" \
+        -device "virtio-net-pci,netdev=n0,mac=$3" >"$OUT/qemu-$name.out" 2>&1
 }
-log "booting VM a (node under test) and VM b (its peer), TCG, 1 vCPU each"
-boot a a 10.99.0.1 10.99.0.2 52:54:00:99:00:01 "$PA" "$PB" &
+log "booting VM a (node under test), VM b (its peer) and VM c (third ring node), TCG, 1 vCPU each, segment $SEGMENT"
+boot a 10.99.0.1 52:54:00:99:00:01 10.99.0.2 &
 pa=$!
-boot b b 10.99.0.2 10.99.0.1 52:54:00:99:00:02 "$PB" "$PA" &
+boot b 10.99.0.2 52:54:00:99:00:02 10.99.0.1 &
 pb=$!
-rca=0; rcb=0
-wait $pa || rca=$?
-wait $pb || rcb=$?
-log "VMs powered off (qemu exit a=$rca b=$rcb)"
-for name in a b; do
+boot c 10.99.0.3 52:54:00:99:00:03 &
+pc=$!
+declare -A rc=([a]=0 [b]=0 [c]=0)
+wait $pa || rc[a]=$?
+wait $pb || rc[b]=$?
+wait $pc || rc[c]=$?
+log "VMs powered off (qemu exit a=${rc[a]} b=${rc[b]} c=${rc[c]})"
+for name in a b c; do
     cat "$OUT/qemu-$name.out" >&2
     grep -a '^### ' "$OUT/console-$name.log" | tr -d '\r' | sed "s/^/[vm $name] /" >&2 || true
     mkdir -p "$OUT/$name"
     tar -xf "$OUT/$name.tar" -C "$OUT/$name" 2>/dev/null || die "VM $name wrote no results (console: $OUT/console-$name.log)"
     rm -f "$OUT/$name.tar"
 done
-((rca == 0)) || die "VM a: qemu exit $rca (124 = timed out after $TIMEOUT s; console: $OUT/console-a.log)"
-((rcb == 0)) || die "VM b: qemu exit $rcb (console: $OUT/console-b.log)"
-[[ -f $OUT/a/DONE && -f $OUT/b/DONE ]] || die "a guest did not finish its scenario (see $OUT/console-*.log)"
-log "results in $OUT ($(ls "$OUT/a" | wc -l) files from a, $(ls "$OUT/b" | wc -l) from b)"
+for name in a b c; do
+    ((rc[$name] == 0)) || die "VM $name: qemu exit ${rc[$name]} (124 = timed out after $TIMEOUT s; console: $OUT/console-$name.log)"
+    [[ -f $OUT/$name/DONE ]] || die "VM $name did not finish its scenario (see $OUT/console-$name.log)"
+done
+# The faulted ring seen from outside: every node's report together names the node common to the failing links.
+set +e
+"$TOOL" pair --summarize "$OUT"/{a,b,c}/ring-fault.json --color never --output "json=$OUT/ring-summary.json" \
+    >"$OUT/ring-summary.txt" 2>&1
+echo $? >"$OUT/ring-summary.exit"
+set -e
+sed 's/^/[ring summary] /' "$OUT/ring-summary.txt" >&2
+log "results in $OUT ($(ls "$OUT/a" | wc -l) files from a, $(ls "$OUT/b" | wc -l) from b, $(ls "$OUT/c" | wc -l) from c)"
