@@ -618,6 +618,29 @@ fn sigterm_kills_the_measuring_children_and_the_report_is_written() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
 
+/// SIGTERM while a listener waits for its peer: it stops waiting, reports why, and nothing is left listening.
+#[test]
+fn sigterm_stops_a_listener_waiting_for_its_peer() {
+    let port = free_port();
+    let listener = pair(
+        &["--listen", &format!("127.0.0.1:{port}"), "--timeout", "60"],
+        Some("t"),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    // SAFETY: kill(2) on a child process this test started and has not reaped.
+    unsafe { libc::kill(listener.id() as i32, libc::SIGTERM) };
+    let (code, report, _) = finish(listener);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+    let hs = results(&report, "pair.handshake")[0]["summary"].to_string();
+    assert!(
+        hs.contains("interrupted by SIGTERM while waiting for a peer"),
+        "{hs}"
+    );
+    nothing_listens_on(port);
+}
+
 /// A call the parent itself waits on past the deadline and the grace (here: the killed child's output, held
 /// open by a helper process the library started) is the watchdog's: it writes the report with what finished
 /// and an error for what was in flight, then ends the process.
