@@ -54,6 +54,9 @@ pub enum Cmd {
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
+    /// Lists ports or measures one port pair in a child process (internal: used by `pair`)
+    #[command(name = "__pair", hide = true)]
+    PairChild,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,6 +64,32 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
+}
+
+/// Where and how a report is written: shared by `run` and `pair`, so both take the same flags and mean the same.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Report")]
+pub struct ReportArgs {
+    /// Format written to stdout (or to a bare --output PATH)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+
+    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
+    /// Repeatable.
+    #[arg(long, value_name = "[FORMAT=]PATH")]
+    pub output: Vec<String>,
+
+    /// Warnings fail the run (exit 1)
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+
+    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -78,15 +107,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID,..", value_delimiter = ',')]
     pub skip: Vec<String>,
 
-    /// Format written to stdout (or to a bare --output PATH)
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-
-    /// Also write a report to a file: FORMAT=PATH (json=out.json, junit=out.xml), or PATH for --format.
-    /// Repeatable.
-    #[arg(long, value_name = "[FORMAT=]PATH")]
-    pub output: Vec<String>,
-
     /// Read /proc, /sys, /dev, /etc and /run under DIR instead of / (a recorded tree)
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -94,14 +114,6 @@ pub struct RunArgs {
     /// Deadline for the whole run, in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     pub timeout: f64,
-
-    /// Warnings fail the run (exit 1)
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
-    #[arg(long, value_enum, default_value = "auto")]
-    pub color: ColorChoice,
 
     /// The table on stdout shows only what fails the run (nothing when it passes); files are complete
     #[arg(long, short)]
@@ -112,10 +124,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node_name: Option<String>,
 
-    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
-    #[arg(long, value_name = "PATH")]
-    pub termination_log: Option<PathBuf>,
-
     /// NCCL_DEBUG=INFO output to judge with nccl.transport (repeatable)
     #[arg(long, value_name = "PATH")]
     pub nccl_log: Vec<PathBuf>,
@@ -123,6 +131,9 @@ pub struct RunArgs {
     /// Directory on the filesystem to test with gds.read (default: the system temp dir)
     #[arg(long, value_name = "DIR")]
     pub gds_dir: Option<PathBuf>,
+    // Last: its "Report" heading would otherwise take in the flags after it.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Debug, Args)]
@@ -172,33 +183,18 @@ pub struct PairArgs {
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
 
+    /// Read /proc and /sys under DIR instead of / (a recorded tree): the ports offered to the peer. Transfers
+    /// still go through this host's libibverbs
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
     /// Profile whose thresholds judge the pairs (pair_bandwidth_pct_of_link, pair_latency_us)
     #[arg(long, value_name = "NAME|PATH", default_value = "generic")]
     pub profile: String,
 
-    /// Format written to stdout (or to a bare --output PATH)
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-
-    /// Also write a report to a file: FORMAT=PATH or PATH for --format. Repeatable.
-    #[arg(long, value_name = "[FORMAT=]PATH")]
-    pub output: Vec<String>,
-
-    /// Deadline for the whole run (handshake included), in seconds
+    /// Deadline for the whole run (handshake included), in seconds (more than 0, at most 86400)
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
-
-    /// Warnings fail the run (exit 1)
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Colour the table (auto: only on a terminal, and not when NO_COLOR is set)
-    #[arg(long, value_enum, default_value = "auto")]
-    pub color: ColorChoice,
-
-    /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
-    #[arg(long, value_name = "PATH")]
-    pub termination_log: Option<PathBuf>,
 
     /// Bandwidth message size in KiB (both ends must agree)
     #[arg(long, value_name = "KIB", default_value_t = 1024)]
@@ -221,6 +217,10 @@ pub struct PairArgs {
     /// being the ones CUDA lists
     #[arg(long, value_enum, default_value = "auto")]
     pub memory: crate::measure::memory::MemoryChoice,
+
+    // Last: its "Report" heading would otherwise take in the flags after it.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 /// `--help` text for the codes of `nccl`.

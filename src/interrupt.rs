@@ -1,9 +1,11 @@
 //! SIGTERM and SIGINT (pod deletion, slurmd's kill, Ctrl-C) stop a run cleanly instead of killing it: the
 //! handler only records the signal; the runner stops starting checks, the child-process probes are killed and
 //! their scratch directories removed, and the checks cut short are reported as errors, so the partial report is
-//! still written and the exit is 3. A second signal ends the process at once. As PID 1 of a container, the handler is also what makes SIGTERM work at all
-//! (the kernel drops signals PID 1 has no handler for). A report's temporary file being written then is removed
-//! first, so no hidden `.NAME.<pid>.tmp` is left beside the report.
+//! still written and the exit is 3. `pair` does the same: its measuring children are killed, the listener and
+//! connector stop waiting, and the port pairs left are errors. A second signal ends the process at once. As PID 1
+//! of a container, the handler is also what makes SIGTERM work at all (the kernel drops signals PID 1 has no
+//! handler for). A report's temporary file being written then is removed first, so no hidden `.NAME.<pid>.tmp`
+//! is left beside the report.
 
 use std::ffi::CString;
 use std::path::Path;

@@ -4,7 +4,9 @@
 //!
 //! Protocol: the parent writes a [`ProbeJob`] as JSON on the child's stdin; the child moves its own stdout onto
 //! stderr, runs the probe, and writes a [`ProbeReply`] on the original stdout. Before each library call a probe
-//! leaves a [`breadcrumb`] on stderr, so a timeout can name the call that never returned.
+//! leaves a [`breadcrumb`] on stderr, so a timeout can name the call that never returned. [`run_child`] and
+//! [`serve_child`] are the same machinery for any job and reply: `pair` lists its ports and measures each port
+//! pair through them (`__pair`).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -15,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -78,26 +81,39 @@ pub struct ChildFailure {
 
 /// Runs `job` in a child process and waits at most `timeout` for it.
 pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, ChildFailure> {
-    let exe = std::env::current_exe().map_err(|e| ChildFailure {
-        summary: format!("cannot find this binary to run the probe in a child process: {e}"),
+    run_child(CHILD_SUBCOMMAND, job, timeout, |_| {})
+}
+
+/// Runs this binary's hidden `subcommand` with `job` and waits at most `timeout` (or until SIGTERM/SIGINT) for
+/// its reply; killed then. `prepare` adds to the command before it starts (a descriptor the child inherits).
+pub fn run_child<J: Serialize, R: DeserializeOwned>(
+    subcommand: &str,
+    job: &J,
+    timeout: Duration,
+    prepare: impl FnOnce(&mut Command),
+) -> Result<R, ChildFailure> {
+    let not_started = |summary: String| ChildFailure {
+        summary,
         evidence: vec![],
         timed_out: false,
         last_call: None,
         interrupted: false,
+    };
+    let exe = std::env::current_exe().map_err(|e| {
+        not_started(format!(
+            "cannot find this binary to run {subcommand} in a child process: {e}"
+        ))
     })?;
-    let mut child = Command::new(exe)
-        .arg(CHILD_SUBCOMMAND)
+    let mut command = Command::new(exe);
+    command
+        .arg(subcommand)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    prepare(&mut command);
+    let mut child = command
         .spawn()
-        .map_err(|e| ChildFailure {
-            summary: format!("cannot start probe child process: {e}"),
-            evidence: vec![],
-            timed_out: false,
-            last_call: None,
-            interrupted: false,
-        })?;
+        .map_err(|e| not_started(format!("cannot start the {subcommand} child process: {e}")))?;
 
     let job_json = serde_json::to_vec(job).unwrap_or_default();
     if let Some(mut stdin) = child.stdin.take() {
@@ -226,7 +242,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     if !status.success() {
         return Err(failure(
             format!(
-                "probe child process exited with status {}{in_call}",
+                "the child process exited with status {}{in_call}",
                 status.code().unwrap_or(-1)
             ),
             evidence,
@@ -235,7 +251,7 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
     }
     serde_json::from_slice(&stdout).map_err(|e| {
         failure(
-            format!("probe child process sent an unreadable reply: {e}"),
+            format!("the child process sent an unreadable reply: {e}"),
             evidence,
             false,
         )
@@ -244,6 +260,12 @@ pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, Chi
 
 /// Entry point of `fabric-preflight __probe`: reads the job on stdin, answers on stdout. Returns the exit code.
 pub fn child_main() -> i32 {
+    serve_child(|job: ProbeJob| run_job(&job))
+}
+
+/// The child's side of [`run_child`]: reads the job on stdin, runs `work`, answers on stdout. Returns the exit
+/// code.
+pub fn serve_child<J: DeserializeOwned, R: Serialize>(work: impl FnOnce(J) -> R) -> i32 {
     IN_CHILD.store(true, Ordering::Relaxed);
     // Die with the parent, even when it is killed outright (SIGKILL after slurmd's KillWait): no probe
     // outlives the run. SAFETY: prctl with integer arguments only.
@@ -252,7 +274,7 @@ pub fn child_main() -> i32 {
     // SAFETY: plain descriptor duplication on descriptors this process owns.
     let reply_fd = unsafe { libc::dup(1) };
     if reply_fd < 0 || unsafe { libc::dup2(2, 1) } < 0 {
-        eprintln!("fabric-preflight: cannot set up the probe child's output");
+        eprintln!("fabric-preflight: cannot set up the child's output");
         return 70;
     }
     // SAFETY: reply_fd is a fresh descriptor from dup() that nothing else owns.
@@ -260,17 +282,17 @@ pub fn child_main() -> i32 {
 
     let mut input = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut input) {
-        eprintln!("fabric-preflight: reading probe job: {e}");
+        eprintln!("fabric-preflight: reading the child's job: {e}");
         return 70;
     }
-    let job: ProbeJob = match serde_json::from_slice(&input) {
+    let job: J = match serde_json::from_slice(&input) {
         Ok(job) => job,
         Err(e) => {
-            eprintln!("fabric-preflight: malformed probe job: {e}");
+            eprintln!("fabric-preflight: malformed child job: {e}");
             return 70;
         }
     };
-    let reply = run_job(&job);
+    let reply = work(job);
     match serde_json::to_vec(&reply) {
         Ok(bytes) if reply_out.write_all(&bytes).is_ok() => 0,
         _ => 70,
@@ -352,5 +374,21 @@ fn signal_name(signal: i32) -> &'static str {
         libc::SIGKILL => "SIGKILL",
         libc::SIGTERM => "SIGTERM",
         _ => "signal",
+    }
+}
+
+/// A deadline in a job for a child process: sent as the time left until it, so the child's own clock can hold
+/// it (an `Instant` means nothing in another process).
+pub mod deadline {
+    use std::time::{Duration, Instant};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(at: &Instant, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(at.saturating_duration_since(Instant::now()).as_micros() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Instant, D::Error> {
+        Ok(Instant::now() + Duration::from_micros(u64::deserialize(d)?))
     }
 }

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
     });
     let code = match cli.cmd {
         Cmd::ProbeChild => return ExitCode::from(isolate::child_main() as u8),
+        Cmd::PairChild => return ExitCode::from(commands::pair::child_main() as u8),
         Cmd::Run(args) => commands::run::main(args),
         Cmd::List => commands::list::main(),
         Cmd::Explain { id } => commands::list::explain(&id),
@@ -41,9 +42,9 @@ fn main() -> ExitCode {
     }))
 }
 
-/// The value of `--termination-log PATH` or `--termination-log=PATH` in raw arguments.
+/// The value of `--termination-log PATH` or `--termination-log=PATH` in the raw arguments of `run` or `pair`.
 fn termination_log_arg(args: impl Iterator<Item = OsString>) -> Option<OsString> {
-    let mut args = args.skip_while(|a| a != "run").skip(1);
+    let mut args = args.skip_while(|a| a != "run" && a != "pair").skip(1);
     while let Some(arg) = args.next() {
         if arg == "--termination-log" {
             return args.next();

@@ -452,12 +452,17 @@ fn unique_suffix() -> u128 {
         .unwrap_or(0)
 }
 
-fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult {
-    let message = payload
+/// What a panic said, from its payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult {
+    let message = panic_message(payload.as_ref());
     CheckResult::error(id, format!("{id}: probe panicked: {message}"))
         .fix("this is a bug in fabric-preflight: please report it with the evidence of this run")
 }

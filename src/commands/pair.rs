@@ -1,40 +1,62 @@
 //! `fabric-preflight pair`: handshake with one peer (or both ring neighbours), measure every port pair, report
 //! in the formats and exit codes of `run`.
+//!
+//! Every library call runs in a child process of this binary (`__pair`, on the machinery of `isolate`): one
+//! lists this node's ports, and one per port pair measures it over the control socket it inherits. A verbs
+//! call that hangs or crashes is killed at the deadline and reported naming the call and the peer; the parent
+//! keeps the TCP handshake, the report, and a watchdog for whatever still does not return.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use serde::{Deserialize, Serialize};
 
 use crate::answers::Answers;
-use crate::cli::PairArgs;
+use crate::cli::{PairArgs, ReportArgs};
 use crate::dynlib::{LibError, Library};
 use crate::exit::Exit;
 use crate::host::Host;
+use crate::interrupt;
+use crate::isolate;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
 use crate::measure::rc::{self, PortTarget};
 use crate::measure::rdma_pair::{self, PairPlan, Role};
 use crate::pair::judge::{self, LegRun, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::ring::{self, RingArgs};
-use crate::pair::session::{self, Local, Peer};
+use crate::pair::session::{self, Handoff, Local, Peer};
 use crate::pair::wire::{self, PortInfo, PortMemory, VERSION};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Status};
 use crate::profile::PcieDistance;
-use crate::report::{HostInfo, RunReport};
+use crate::report::{Format, HostInfo, RunReport};
 use crate::sysfs::infiniband;
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 use crate::threshold::Limit;
 use crate::topology::{nearest, PciTree};
 
-use super::run::{deliver, parse_outputs};
+use super::run::{deliver, report_targets, seconds_flag, usage_error, Target};
 
 pub const TOKEN_ENV: &str = "FABRIC_PREFLIGHT_TOKEN";
+/// Hidden subcommand of the child processes.
+const CHILD_SUBCOMMAND: &str = "__pair";
 /// After the deadline, this long for the last results to be written before the watchdog ends the process.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
+/// A measuring child is killed this long after the deadline: its phases end at the deadline and it still has to
+/// send its reply. Shorter than the watchdog's grace, so the report names the call that did not return.
+const CHILD_GRACE: Duration = Duration::from_secs(1);
+/// Listing the ports and GPUs takes at most this long, and at most half the deadline: a hung library must leave
+/// time to tell the peer. Generous, because `cuInit` on eight GPUs without persistence mode takes seconds.
+const INVENTORY_LIMIT: Duration = Duration::from_secs(20);
 
 /// This node's testable ports, or why there are none.
+#[derive(Debug, Serialize, Deserialize)]
 struct Inventory {
     /// Each port announces the memory it brings to the GPU leg (`PortInfo::memory`).
     ports: Vec<(PortInfo, PortTarget)>,
@@ -45,7 +67,7 @@ struct Inventory {
 }
 
 /// What this node brings to the GPU legs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum GpuSource {
     /// Host memory only, and why.
     None(String),
@@ -55,10 +77,34 @@ enum GpuSource {
     Unusable(Status, String),
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Settings {
     plan: PairPlan,
     pct: Limit,
     lat: Limit,
+}
+
+/// What a `__pair` child process does.
+#[derive(Debug, Serialize, Deserialize)]
+enum Job {
+    /// List the ports of this node and the GPUs whose memory they move (`root`: a recorded tree; none: the
+    /// live host).
+    Inventory {
+        root: Option<PathBuf>,
+        memory: MemoryChoice,
+    },
+    /// Measure one port pair over the inherited control socket.
+    Measure(Box<MeasureJob>),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MeasureJob {
+    peer: Handoff,
+    role: Role,
+    mine: PortInfo,
+    target: PortTarget,
+    theirs: PortInfo,
+    settings: Settings,
 }
 
 enum Side {
@@ -66,27 +112,171 @@ enum Side {
     Connect(String),
 }
 
+/// Everything resolved from the flags before anything starts; an error here is a usage error.
+struct Ready {
+    outputs: Vec<(Format, Target)>,
+    profile: crate::profile::Profile,
+    timeout: Duration,
+    phase_time: Duration,
+    /// `None`: `--summarize`.
+    start: Option<Start>,
+}
+
+/// Whom to test and how.
+struct Start {
+    host: Host,
+    token: String,
+    side: Option<Side>,
+    ring: Option<ring::Ring>,
+}
+
 pub fn main(args: PairArgs) -> anyhow::Result<u8> {
-    let outputs = parse_outputs(&args.output, args.format)?;
+    // The reason for an exit 2 goes to the termination log, as `run`'s does.
+    let ready = prepare(&args).map_err(|e| usage_error(&args.report, e))?;
+    let reporter = |host: HostInfo| Reporter {
+        flags: args.report.clone(),
+        outputs: ready.outputs.clone(),
+        host,
+        profile: ready.profile.name.clone(),
+        started: Instant::now(),
+    };
+    let Some(start) = ready.start else {
+        let summary = summarize(&args.summarize).map_err(|e| usage_error(&args.report, e))?;
+        let host = HostInfo {
+            hostname: "(ring summary)".into(),
+            node_name: "(ring summary)".into(),
+            kernel: "-".into(),
+            root: "-".into(),
+        };
+        return Ok(reporter(host).deliver(vec![summary]));
+    };
+    interrupt::install();
+    let host = start.host;
+    let hostname = host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into());
+    let run = Arc::new(Run {
+        reporter: reporter(HostInfo {
+            node_name: hostname.clone(),
+            hostname: hostname.clone(),
+            kernel: host.read(OSRELEASE).unwrap_or_else(|_| "unknown".into()),
+            root: host.root().display().to_string(),
+        }),
+        links: [Tally::default(), Tally::default()],
+        claimed: AtomicBool::new(false),
+    });
+    let deadline = run.reporter.started + ready.timeout;
+    watchdog(Arc::clone(&run), deadline);
+    let inventory = list_ports(args.root.as_deref(), args.memory, deadline, &run.links[0]);
+    let settings = Settings {
+        plan: PairPlan {
+            message_bytes: args.message_size * 1024,
+            bw_messages: args.messages,
+            queue_depth: 16,
+            pings: args.pings,
+            phase_time: ready.phase_time,
+            deadline,
+        },
+        pct: ready
+            .profile
+            .thresholds
+            .pair_bandwidth_pct_of_link
+            .unwrap_or_default()
+            .or(judge::DEFAULT_PCT),
+        lat: ready.profile.thresholds.pair_latency_us.unwrap_or_default(),
+    };
+    let token = start.token.as_str();
+    // One link, or a ring node's two at once: serving its predecessor, reaching its successor.
+    let (me, sides) = match (start.side, &start.ring) {
+        (Some(side), _) => (hostname, vec![(side, None)]),
+        (None, Some(ring)) => {
+            let me = ring.me().to_string();
+            let port = ring::port_of(&me).unwrap_or(args.port);
+            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+            let next = ring::address(ring.next(), args.port);
+            let sides = vec![
+                (Side::Listen(listen_on), Some(ring.prev())),
+                (Side::Connect(next), Some(ring.next())),
+            ];
+            (me, sides)
+        }
+        (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
+    };
+    std::thread::scope(|s| {
+        let running: Vec<_> = sides
+            .iter()
+            .zip(&run.links)
+            .map(|((side, neighbour), tally)| {
+                let me = me.as_str();
+                let (inventory, settings) = (&inventory, &settings);
+                let thread =
+                    s.spawn(move || link(side, me, *neighbour, token, inventory, settings, tally));
+                (neighbour, tally, thread)
+            })
+            .collect();
+        for (neighbour, tally, thread) in running {
+            // A link that panicked still leaves a result saying so.
+            if let Err(payload) = thread.join() {
+                let link = format!("{me} <-> {}", neighbour.unwrap_or("?"));
+                tally.panicked(&link, payload.as_ref());
+            }
+        }
+    });
+    let mut results: Vec<CheckResult> = Vec::new();
+    let mut statuses = Vec::new();
+    for tally in &run.links[..sides.len()] {
+        let link = tally.take();
+        statuses.push(link.iter().map(|r| r.status).max().unwrap_or(Status::Error));
+        results.extend(link);
+    }
+    if let Some(ring) = &start.ring {
+        let links = vec![
+            (ring.prev().to_string(), me.clone(), statuses[0]),
+            (me.clone(), ring.next().to_string(), statuses[1]),
+        ];
+        let mut summary = judge::ring_summary(&me, &links);
+        summary.evidence.insert(
+            0,
+            format!(
+                "ring = {} (rank {} of {}, from {})",
+                ring.nodes.join(","),
+                ring.rank,
+                ring.nodes.len(),
+                ring.source
+            ),
+        );
+        results.push(summary);
+    }
+    if run.claimed.swap(true, Ordering::SeqCst) {
+        // The watchdog is writing the report: it ends the process.
+        loop {
+            std::thread::park();
+        }
+    }
+    Ok(run.reporter.deliver(results))
+}
+
+/// Checks every flag (report files writable included) and resolves whom to test.
+fn prepare(args: &PairArgs) -> anyhow::Result<Ready> {
+    let outputs = report_targets(&args.report)?;
     let profile = crate::profile::load(&args.profile, &crate::probes::ids())?;
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!(
-            "--timeout must be a positive number of seconds, got {}",
-            args.timeout
-        );
-    }
-    if !(args.phase_time.is_finite() && args.phase_time > 0.0) {
-        bail!(
-            "--phase-time must be a positive number of seconds, got {}",
-            args.phase_time
-        );
-    }
+    let timeout = seconds_flag("--timeout", args.timeout)?;
+    let phase_time = seconds_flag("--phase-time", args.phase_time)?;
     if args.message_size == 0 || args.message_size > 1 << 20 {
         bail!("--message-size must be 1..=1048576 KiB");
     }
+    let ready = |start| Ready {
+        outputs,
+        profile,
+        timeout,
+        phase_time,
+        start,
+    };
     if !args.summarize.is_empty() {
-        return summarize(&args, &outputs, &profile.name);
+        return Ok(ready(None));
     }
+    let host = match &args.root {
+        Some(dir) => Host::at(dir)?,
+        None => Host::live(),
+    };
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let ring = if args.ring {
         let ring_args = RingArgs {
@@ -120,103 +310,12 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         }
         _ => None,
     };
-
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.timeout);
-    watchdog(deadline);
-    let host = Host::live();
-    let hostname = host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into());
-    let gpus = gpu_source(&host, args.memory, &memory::cuda_gpus);
-    let inventory = inventory(&host, &Answers::live(), gpus);
-    let settings = Settings {
-        plan: PairPlan {
-            message_bytes: args.message_size * 1024,
-            bw_messages: args.messages,
-            queue_depth: 16,
-            pings: args.pings,
-            phase_time: Duration::from_secs_f64(args.phase_time),
-            deadline,
-        },
-        pct: profile
-            .thresholds
-            .pair_bandwidth_pct_of_link
-            .unwrap_or_default()
-            .or(judge::DEFAULT_PCT),
-        lat: profile.thresholds.pair_latency_us.unwrap_or_default(),
-    };
-    let results = match (side, ring) {
-        (Some(side), _) => link(&side, &hostname, None, &token, &inventory, &settings),
-        (None, Some(ring)) => {
-            let me = ring.me().to_string();
-            let port = ring::port_of(&me).unwrap_or(args.port);
-            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
-            let next = ring::address(ring.next(), args.port);
-            let (prev_results, next_results) = std::thread::scope(|s| {
-                let serve = s.spawn(|| {
-                    link(
-                        &Side::Listen(listen_on),
-                        &me,
-                        Some(ring.prev()),
-                        &token,
-                        &inventory,
-                        &settings,
-                    )
-                });
-                let reach = link(
-                    &Side::Connect(next),
-                    &me,
-                    Some(ring.next()),
-                    &token,
-                    &inventory,
-                    &settings,
-                );
-                (serve.join().unwrap_or_default(), reach)
-            });
-            let status =
-                |rs: &[CheckResult]| rs.iter().map(|r| r.status).max().unwrap_or(Status::Error);
-            let links = vec![
-                (ring.prev().to_string(), me.clone(), status(&prev_results)),
-                (me.clone(), ring.next().to_string(), status(&next_results)),
-            ];
-            let mut summary = judge::ring_summary(&me, &links);
-            summary.evidence.insert(
-                0,
-                format!(
-                    "ring = {} (rank {} of {}, from {})",
-                    ring.nodes.join(","),
-                    ring.rank,
-                    ring.nodes.len(),
-                    ring.source
-                ),
-            );
-            let mut all = prev_results;
-            all.extend(next_results);
-            all.push(summary);
-            all
-        }
-        (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
-    };
-    let report = RunReport::new(
-        HostInfo {
-            node_name: hostname.clone(),
-            hostname,
-            kernel: host.read(OSRELEASE).unwrap_or_else(|_| "unknown".into()),
-            root: "/".into(),
-        },
-        profile.name.clone(),
-        started.elapsed().as_millis() as u64,
-        results,
-    );
-    let report = report.with_strict(args.strict);
-    let code = report.exit_code;
-    Ok(deliver(
-        &report,
-        &outputs,
-        args.color,
-        false,
-        args.termination_log.as_deref(),
-        code,
-    ))
+    Ok(ready(Some(Start {
+        host,
+        token,
+        side,
+        ring,
+    })))
 }
 
 /// `PORT` or `ADDR:PORT` (`[::1]:PORT` for IPv6).
@@ -228,14 +327,192 @@ fn parse_listen(spec: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--listen {spec}: expected PORT or ADDR:PORT"))
 }
 
-/// A wedged verbs call or peer must not hold the node: past the deadline (plus a grace to write the report),
-/// the process ends with the could-not-run code.
-fn watchdog(deadline: Instant) {
+/// What the report of this run needs besides its results.
+struct Reporter {
+    flags: ReportArgs,
+    outputs: Vec<(Format, Target)>,
+    host: HostInfo,
+    profile: String,
+    started: Instant,
+}
+
+impl Reporter {
+    /// Writes the report of `results` everywhere it goes; the exit code.
+    fn deliver(&self, results: Vec<CheckResult>) -> u8 {
+        let mut report = RunReport::new(
+            self.host.clone(),
+            self.profile.clone(),
+            self.started.elapsed().as_millis() as u64,
+            results,
+        )
+        .with_strict(self.flags.strict);
+        report.interrupted = interrupt::requested().map(str::to_string);
+        let code = report.exit_code;
+        deliver(
+            &report,
+            &self.outputs,
+            self.flags.color,
+            false,
+            self.flags.termination_log.as_deref(),
+            code,
+        )
+    }
+}
+
+/// One run: its links' results as they come, shared with the watchdog.
+struct Run {
+    reporter: Reporter,
+    /// One link, or a ring node's two (serving its predecessor, reaching its successor). The first also holds
+    /// the listing of this node's ports while it runs.
+    links: [Tally; 2],
+    /// The report is being written (by the run or by the watchdog): only one writes it.
+    claimed: AtomicBool,
+}
+
+/// A link's results so far, and the error to report for the step in flight if it never returns.
+#[derive(Default)]
+struct Tally(Mutex<(Vec<CheckResult>, Option<CheckResult>)>);
+
+impl Tally {
+    fn lock(&self) -> MutexGuard<'_, (Vec<CheckResult>, Option<CheckResult>)> {
+        // A thread that panicked holding the lock left consistent data: every change is one push or one set.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A step starts; `if_stuck` names it for the watchdog, should it never return.
+    fn begin(&self, if_stuck: CheckResult) {
+        self.lock().1 = Some(if_stuck);
+    }
+
+    /// A step's result; nothing is in flight any more.
+    fn record(&self, r: CheckResult) {
+        let mut t = self.lock();
+        t.0.push(r);
+        t.1 = None;
+    }
+
+    fn take(&self) -> Vec<CheckResult> {
+        std::mem::take(&mut self.lock().0)
+    }
+
+    /// The results so far and the step in flight as an error, for the watchdog.
+    fn so_far(&self) -> Vec<CheckResult> {
+        let t = self.lock();
+        let stuck = t.1.clone().map(|mut r| {
+            r.summary.push_str(&format!(
+                ": did not return within the deadline and {} s of grace; the watchdog wrote this report and ended the run",
+                WATCHDOG_GRACE.as_secs()
+            ));
+            r
+        });
+        t.0.iter().cloned().chain(stuck).collect()
+    }
+
+    /// The thread running this link panicked: the step in flight (or the link) ends in an error saying so.
+    fn panicked(&self, link: &str, payload: &(dyn std::any::Any + Send)) {
+        let message = crate::runner::panic_message(payload);
+        let mut t = self.lock();
+        let (id, subject) = match t.1.take() {
+            Some(stuck) => (stuck.id, stuck.subject.unwrap_or_else(|| link.to_string())),
+            None => (ID_HANDSHAKE.to_string(), link.to_string()),
+        };
+        t.0.push(
+            CheckResult::error(
+                &id,
+                format!("the thread testing {link} panicked: {message}"),
+            )
+            .subject(subject)
+            .fix(
+                "this is a bug in fabric-preflight: please report it with the evidence of this run",
+            ),
+        );
+    }
+}
+
+/// A wedged call must not hold the node: past the deadline (plus a grace for the last results), the report is
+/// written with what finished and an error for what is still in flight, and the process ends.
+fn watchdog(run: Arc<Run>, deadline: Instant) {
     std::thread::spawn(move || {
         std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + WATCHDOG_GRACE);
-        eprintln!("fabric-preflight pair: the deadline passed {WATCHDOG_GRACE:?} ago and a call has not returned; giving up");
-        std::process::exit(Exit::COULD_NOT_RUN.into());
+        eprintln!("fabric-preflight pair: the deadline passed {WATCHDOG_GRACE:?} ago and a call has not returned; writing the report without it");
+        if run.claimed.swap(true, Ordering::SeqCst) {
+            // The run is writing its report: give it one more grace, no more.
+            std::thread::sleep(WATCHDOG_GRACE);
+            std::process::exit(Exit::COULD_NOT_RUN.into());
+        }
+        let results = run.links.iter().flat_map(Tally::so_far).collect();
+        std::process::exit(run.reporter.deliver(results).into());
     });
+}
+
+/// This node's ports and GPUs, listed in a child process: the presence survey, libibverbs' device list and
+/// CUDA's are library calls that may hang.
+fn list_ports(
+    root: Option<&Path>,
+    memory: MemoryChoice,
+    deadline: Instant,
+    tally: &Tally,
+) -> Inventory {
+    let limit = INVENTORY_LIMIT.min(deadline.saturating_duration_since(Instant::now()) / 2);
+    tally.begin(CheckResult::error(
+        ID_RDMA,
+        "listing this node's RDMA ports and GPUs",
+    ));
+    let job = Job::Inventory {
+        root: root.map(Path::to_path_buf),
+        memory,
+    };
+    let listed = isolate::run_child(CHILD_SUBCOMMAND, &job, limit, |_| {});
+    tally.lock().1 = None;
+    listed.unwrap_or_else(|f| {
+        let why = format!("listing this node's RDMA ports and GPUs: {}", f.summary);
+        Inventory {
+            ports: Vec::new(),
+            gpus: GpuSource::None(why.clone()),
+            none: Some((Status::Error, why)),
+        }
+    })
+}
+
+/// Entry point of `fabric-preflight __pair`.
+pub fn child_main() -> i32 {
+    isolate::serve_child(|job: Job| {
+        match job {
+            Job::Inventory { root, memory } => {
+                let host = match root {
+                    Some(dir) => Host::at(&dir),
+                    None => Ok(Host::live()),
+                };
+                let inv = host
+                    .and_then(|h| Ok((Answers::for_host(&h)?, h)))
+                    .map(|(answers, host)| {
+                        let gpus = gpu_source(&host, memory, &memory::cuda_gpus);
+                        inventory(&host, &answers, gpus)
+                    })
+                    .unwrap_or_else(|e| Inventory {
+                        ports: Vec::new(),
+                        gpus: GpuSource::None(format!("{e:#}")),
+                        none: Some((Status::Error, format!("{e:#}"))),
+                    });
+                serde_json::to_value(inv)
+            }
+            Job::Measure(job) => {
+                // SAFETY: the parent cleared close-on-exec on this descriptor for this child alone; nothing else
+                // here owns it.
+                let mut peer = unsafe { Peer::adopt(job.peer) };
+                let r = measure_pair(
+                    &mut peer,
+                    job.role,
+                    &job.mine,
+                    &job.target,
+                    &job.theirs,
+                    &job.settings,
+                );
+                serde_json::to_value(r)
+            }
+        }
+        .unwrap_or_default()
+    })
 }
 
 /// This node's ports. Whether RDMA is there at all is the shared presence rule's call (`presence::Survey`), so a
@@ -388,7 +665,7 @@ fn port_memory(gpus: &GpuSource, tree: Option<&PciTree>, nic: Option<&str>) -> P
     }
 }
 
-/// One peer: handshake, then every port pair.
+/// One peer: handshake, then every port pair, each measured in a child process.
 /// `expected` names the peer for the report when no handshake happened (the ring knows its neighbours).
 fn link(
     side: &Side,
@@ -397,7 +674,8 @@ fn link(
     token: &str,
     inv: &Inventory,
     settings: &Settings,
-) -> Vec<CheckResult> {
+    tally: &Tally,
+) {
     let local = Local {
         node: me.to_string(),
         ports: inv.ports.iter().map(|(p, _)| p.clone()).collect(),
@@ -408,50 +686,52 @@ fn link(
         },
     };
     let deadline = settings.plan.deadline;
-    let (peer, role, what) = match side {
-        Side::Listen(addr) => (
-            session::listen(*addr, token, &local, deadline, &mut |line| {
-                eprintln!("fabric-preflight pair: refused {line}")
-            }),
-            Role::Responder,
-            format!("listening on {addr}"),
-        ),
-        Side::Connect(target) => (
-            session::connect(target, token, &local, deadline),
-            Role::Initiator,
-            format!("connecting to {target}"),
-        ),
+    let (role, what) = match side {
+        Side::Listen(addr) => (Role::Responder, format!("listening on {addr}")),
+        Side::Connect(target) => (Role::Initiator, format!("connecting to {target}")),
+    };
+    let unnamed = format!("{me} <-> {}", expected.unwrap_or("?"));
+    tally.begin(
+        CheckResult::error(ID_HANDSHAKE, format!("{what}: the handshake")).subject(unnamed.clone()),
+    );
+    let peer = match side {
+        Side::Listen(addr) => session::listen(*addr, token, &local, deadline, &mut |line| {
+            eprintln!("fabric-preflight pair: refused {line}")
+        }),
+        Side::Connect(target) => session::connect(target, token, &local, deadline),
     };
     let mut peer = match peer {
         Ok(p) => p,
         Err(e) => {
-            return vec![CheckResult::error(ID_HANDSHAKE, format!("{what}: {e}"))
-                .subject(format!("{me} <-> {}", expected.unwrap_or("?")))
-                .fix("start the other end with the same --token within the deadline; check that the TCP port is open between the nodes")]
+            return tally.record(CheckResult::error(ID_HANDSHAKE, format!("{what}: {e}"))
+                .subject(unnamed)
+                .fix("start the other end with the same --token within the deadline; check that the TCP port is open between the nodes"))
         }
     };
     let peer_node = peer.node.clone();
     let subject = |l: &str, r: &str| format!("{me}:{l} <-> {peer_node}:{r}");
-    let mut results = vec![CheckResult::pass(
-        ID_HANDSHAKE,
-        format!("{what}: handshake with {} done", peer.name()),
-    )
-    .subject(format!("{me} <-> {}", peer.node))
-    .evidence("protocol version", VERSION)
-    .evidence("GPU memory here", gpu_text(&inv.gpus))
-    .evidence("peer address", peer.addr)
-    .evidence(
-        "peer ports",
-        if peer.ports.is_empty() {
-            peer.no_ports.clone().unwrap_or_else(|| "none".into())
-        } else {
-            peer.ports
-                .iter()
-                .map(PortInfo::name)
-                .collect::<Vec<_>>()
-                .join(" ")
-        },
-    )];
+    tally.record(
+        CheckResult::pass(
+            ID_HANDSHAKE,
+            format!("{what}: handshake with {} done", peer.name()),
+        )
+        .subject(format!("{me} <-> {}", peer.node))
+        .evidence("protocol version", VERSION)
+        .evidence("GPU memory here", gpu_text(&inv.gpus))
+        .evidence("peer address", peer.addr)
+        .evidence(
+            "peer ports",
+            if peer.ports.is_empty() {
+                peer.no_ports.clone().unwrap_or_else(|| "none".into())
+            } else {
+                peer.ports
+                    .iter()
+                    .map(PortInfo::name)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            },
+        ),
+    );
     if let Some((status, why)) = &inv.none {
         // No port pair to move GPU memory through; a GPU leg that was due and unusable still counts.
         let (status, summary) = match &inv.gpus {
@@ -468,30 +748,57 @@ fn link(
             ),
             GpuSource::None(_) => (*status, format!("this node: {why}")),
         };
-        results.push(
+        return tally.record(
             CheckResult::new(ID_RDMA, status, summary)
                 .subject(format!("{me} <-> {peer_node}"))
                 .evidence("GPU memory here", gpu_text(&inv.gpus)),
         );
-        return results;
     }
     if peer.ports.is_empty() {
         let why = peer.no_ports.clone().unwrap_or_else(|| "no port".into());
-        results.push(
+        return tally.record(
             CheckResult::skip(ID_RDMA, format!("peer {}: {why}", peer.node))
                 .subject(format!("{me} <-> {peer_node}")),
         );
-        return results;
     }
     let pairs = inv.ports.len().max(peer.ports.len());
+    let pair_subject = |i: usize| {
+        let name = |p: Option<&PortInfo>| p.map(PortInfo::name).unwrap_or_else(|| "-".into());
+        subject(
+            &name(inv.ports.get(i).map(|(p, _)| p)),
+            &name(peer.ports.get(i)),
+        )
+    };
     for i in 0..pairs {
+        if let Some(signal) = interrupt::requested() {
+            return not_run(
+                tally,
+                i..pairs,
+                &pair_subject,
+                &format!("interrupted by {signal}"),
+            );
+        }
         peer.port_pair = i as u32;
         let result = match (inv.ports.get(i), peer.ports.get(i).cloned()) {
             (Some((mine, target)), Some(theirs)) => {
-                let s = subject(&mine.name(), &theirs.name());
-                measure_pair(&mut peer, role, mine, target, &theirs, settings).subject(s)
+                tally.begin(
+                    CheckResult::error(ID_RDMA, format!("measurement with {}", peer.name()))
+                        .subject(pair_subject(i)),
+                );
+                match measure_in_child(&peer, role, mine, target, &theirs, settings) {
+                    Ok(r) => r.subject(pair_subject(i)),
+                    Err(stopped) => {
+                        // The control channel may be mid-frame: nothing more can be said with this peer.
+                        tally.record((*stopped).subject(pair_subject(i)));
+                        let why = format!(
+                            "the measurement of port pair {i} stopped mid-protocol, so the control channel with {} cannot be trusted",
+                            peer.name()
+                        );
+                        return not_run(tally, i + 1..pairs, &pair_subject, &why);
+                    }
+                }
             }
-            (Some((mine, _)), None) => CheckResult::warn(
+            (Some(_), None) => CheckResult::warn(
                 ID_RDMA,
                 format!(
                     "no counterpart: {} has {} active port(s)",
@@ -499,20 +806,93 @@ fn link(
                     peer.ports.len()
                 ),
             )
-            .subject(subject(&mine.name(), "-")),
-            (None, Some(theirs)) => CheckResult::warn(
+            .subject(pair_subject(i)),
+            (None, Some(_)) => CheckResult::warn(
                 ID_RDMA,
                 format!(
                     "no counterpart: this node has {} active port(s)",
                     inv.ports.len()
                 ),
             )
-            .subject(subject("-", &theirs.name())),
+            .subject(pair_subject(i)),
             (None, None) => unreachable!(),
         };
-        results.push(result);
+        tally.record(result);
     }
-    results
+}
+
+/// The port pairs `range` were not measured, and why.
+fn not_run(
+    tally: &Tally,
+    range: std::ops::Range<usize>,
+    subject: &dyn Fn(usize) -> String,
+    why: &str,
+) {
+    for i in range {
+        tally.record(CheckResult::error(ID_RDMA, format!("not run: {why}")).subject(subject(i)));
+    }
+}
+
+/// Runs [`measure_pair`] in a child process that inherits the control socket, killed a moment after the
+/// deadline. `Err`: the child was killed or crashed (the result says so, naming the call and the peer).
+fn measure_in_child(
+    peer: &Peer,
+    role: Role,
+    mine: &PortInfo,
+    target: &PortTarget,
+    theirs: &PortInfo,
+    settings: &Settings,
+) -> Result<CheckResult, Box<CheckResult>> {
+    let stopped = |summary: String| {
+        Box::new(CheckResult::error(
+            ID_RDMA,
+            format!("measurement with {}: {summary}", peer.name()),
+        ))
+    };
+    let (handoff, socket) = peer.handoff().map_err(|e| {
+        stopped(format!(
+            "cannot hand the control socket to a child process: {e}"
+        ))
+    })?;
+    let fd = socket.as_raw_fd();
+    let job = Job::Measure(Box::new(MeasureJob {
+        peer: handoff,
+        role,
+        mine: mine.clone(),
+        target: target.clone(),
+        theirs: theirs.clone(),
+        settings: settings.clone(),
+    }));
+    let timeout = settings
+        .plan
+        .deadline
+        .saturating_duration_since(Instant::now())
+        + CHILD_GRACE;
+    let measured = isolate::run_child(CHILD_SUBCOMMAND, &job, timeout, |cmd| {
+        // SAFETY: between fork and exec only fcntl, which is async-signal-safe, on a descriptor this process
+        // owns: the duplicate stays open in this child alone.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    });
+    drop(socket);
+    measured.map_err(|f| {
+        let mut r = stopped(f.summary);
+        r.evidence.extend(f.evidence);
+        if f.interrupted {
+            return r;
+        }
+        Box::new(r.fix(if f.timed_out {
+            "a verbs call that does not return is a wedged driver, firmware or device: look at this node's kernel log (dmesg) for the HCA, then reset it or drain the node"
+        } else {
+            "the verbs library or its provider failed inside the call: check that rdma-core and its provider match the kernel driver, and this node's kernel log"
+        }))
+    })
 }
 
 fn measure_pair(
@@ -634,13 +1014,9 @@ fn rate_text(rate: Option<f64>) -> String {
 }
 
 /// `--summarize`: every node's ring links together, and the node common to the failing ones.
-fn summarize(
-    args: &PairArgs,
-    outputs: &[(crate::report::Format, super::run::Target)],
-    profile: &str,
-) -> anyhow::Result<u8> {
+fn summarize(paths: &[PathBuf]) -> anyhow::Result<CheckResult> {
     let mut reports = Vec::new();
-    for path in &args.summarize {
+    for path in paths {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let report: RunReport = serde_json::from_str(&text)
@@ -663,27 +1039,7 @@ fn summarize(
                 .join(", ")
         ),
     );
-    let report = RunReport::new(
-        HostInfo {
-            hostname: "(ring summary)".into(),
-            node_name: "(ring summary)".into(),
-            kernel: "-".into(),
-            root: "-".into(),
-        },
-        profile.to_string(),
-        0,
-        vec![summary],
-    );
-    let report = report.with_strict(args.strict);
-    let code = report.exit_code;
-    Ok(deliver(
-        &report,
-        outputs,
-        args.color,
-        false,
-        args.termination_log.as_deref(),
-        code,
-    ))
+    Ok(summary)
 }
 
 #[cfg(test)]
@@ -707,6 +1063,30 @@ mod tests {
             &Answers::from_file(&answers).unwrap(),
             GpuSource::None("--memory host".into()),
         )
+    }
+
+    /// A ring node's serving thread that panics leaves an error naming the step it was in, after what it had
+    /// already found.
+    #[test]
+    fn a_link_thread_that_panics_leaves_a_result_saying_why() {
+        let tally = Tally::default();
+        tally.record(CheckResult::pass(ID_HANDSHAKE, "handshake done"));
+        tally.begin(
+            CheckResult::error(ID_RDMA, "measurement with b").subject("a:mlx5_0/1 <-> b:mlx5_0/1"),
+        );
+        let payload = std::thread::spawn(|| panic!("index out of bounds"))
+            .join()
+            .unwrap_err();
+        tally.panicked("a <-> b", payload.as_ref());
+        let results = tally.take();
+        assert_eq!(results.len(), 2);
+        let r = &results[1];
+        assert_eq!((r.status, r.id.as_str()), (Status::Error, ID_RDMA));
+        assert_eq!(
+            r.summary,
+            "the thread testing a <-> b panicked: index out of bounds"
+        );
+        assert_eq!(r.subject.as_deref(), Some("a:mlx5_0/1 <-> b:mlx5_0/1"));
     }
 
     /// In the three-VM ring, vm-c reported its retry-exceeded completion and ended before vm-a judged the link:

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context as _};
 
 use crate::answers::Answers;
-use crate::cli::{ColorChoice, RunArgs};
+use crate::cli::{ColorChoice, ReportArgs, RunArgs};
 use crate::exit;
 use crate::host::Host;
 use crate::probe::{AnswerSource, Inputs, Probe};
@@ -45,26 +45,14 @@ pub struct Executed {
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<u8> {
-    let (outputs, plan) = match plan_run(&args) {
-        Ok(ready) => ready,
-        Err(e) => {
-            // The reason for exit 2 belongs where `kubectl describe pod` looks, like any other verdict.
-            if let Some(path) = &args.termination_log {
-                let _ = report::file::replace(
-                    path,
-                    &termination::render_usage_error(&format!("{e:#}")),
-                );
-            }
-            return Err(e);
-        }
-    };
+    let (outputs, plan) = plan_run(&args).map_err(|e| usage_error(&args.report, e))?;
     runner::install_panic_hook();
     crate::interrupt::install();
     let mut executed = execute(Plan {
         progress: Progress::on_terminal(args.quiet),
         ..plan
     });
-    executed.report = executed.report.with_strict(args.strict);
+    executed.report = executed.report.with_strict(args.report.strict);
     // In a pod the kernel's hostname is the pod's: the node's name (downward API) is the host to report.
     if let Some(name) = args.node_name.clone().filter(|n| !n.is_empty()) {
         executed.report.host.hostname = name.clone();
@@ -73,12 +61,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     let code = deliver(
         &executed.report,
         &outputs,
-        args.color,
+        args.report.color,
         args.quiet,
-        args.termination_log.as_deref(),
+        args.report.termination_log.as_deref(),
         executed.report.exit_code,
     );
-    if args.format == Format::Npd {
+    if args.report.format == Format::Npd {
         // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown.
         return Ok(report::npd::exit_code(code));
     }
@@ -129,10 +117,39 @@ pub fn deliver(
     }
 }
 
+/// The reason for exit 2 belongs where `kubectl describe pod` looks, like any other verdict: written to
+/// `--termination-log` (when given) and returned.
+pub fn usage_error(flags: &ReportArgs, e: anyhow::Error) -> anyhow::Error {
+    if let Some(path) = &flags.termination_log {
+        let _ = report::file::replace(path, &termination::render_usage_error(&format!("{e:#}")));
+    }
+    e
+}
+
+/// The report targets of `--output` and `--format`, every report file and `--termination-log` found writable
+/// now, before anything runs: a typo'd directory is a usage error, not a lost report after the work.
+pub fn report_targets(flags: &ReportArgs) -> anyhow::Result<Vec<(Format, Target)>> {
+    let outputs = parse_outputs(&flags.output, flags.format)?;
+    for (_, target) in &outputs {
+        if let Target::File(path) = target {
+            check_writable(path).with_context(|| format!("--output {}", path.display()))?;
+        }
+    }
+    if let Some(path) = &flags.termination_log {
+        check_writable(path).with_context(|| format!("--termination-log {}", path.display()))?;
+    }
+    Ok(outputs)
+}
+
+/// `--timeout`-like flags: a deadline in seconds, more than 0 and at most a day.
+pub fn seconds_flag(flag: &str, secs: f64) -> anyhow::Result<Duration> {
+    crate::profile::timeout_duration(secs).map_err(|e| anyhow::anyhow!("{flag} {e}"))
+}
+
 /// Everything that can be a usage error, checked before any check runs: the outputs (parsed, and their files
 /// writable), then the plan.
 fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
-    let outputs = parse_outputs(&args.output, args.format)?;
+    let outputs = report_targets(&args.report)?;
     let plan = prepare(
         args.root.as_deref(),
         &args.profile,
@@ -145,14 +162,6 @@ fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
             env: std::env::vars().collect(),
         },
     )?;
-    for (_, target) in &outputs {
-        if let Target::File(path) = target {
-            check_writable(path).with_context(|| format!("--output {}", path.display()))?;
-        }
-    }
-    if let Some(path) = &args.termination_log {
-        check_writable(path).with_context(|| format!("--termination-log {}", path.display()))?;
-    }
     Ok((outputs, plan))
 }
 
@@ -235,8 +244,7 @@ pub fn prepare(
             bail!("unknown check id `{id}` (see `fabric-preflight list`)");
         }
     }
-    let timeout = crate::profile::timeout_duration(timeout_secs)
-        .map_err(|e| anyhow::anyhow!("--timeout {e}"))?;
+    let timeout = seconds_flag("--timeout", timeout_secs)?;
     for log in &inputs.nccl_logs {
         crate::nccl::check_log_path(log).map_err(|e| anyhow::anyhow!("--nccl-log {e}"))?;
     }

@@ -60,7 +60,8 @@ pub enum Role {
     Responder,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// Serializable so that `pair` can hand it to the child process that measures (`commands::pair`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct PairPlan {
     pub message_bytes: usize,
     pub bw_messages: u32,
@@ -69,6 +70,7 @@ pub struct PairPlan {
     /// Each phase (WRITE, READ, ping-pong) ends after its count or this long, whichever comes first.
     pub phase_time: Duration,
     /// Hard end: a phase cut by it is `cut_short`.
+    #[serde(with = "crate::isolate::deadline")]
     pub deadline: Instant,
 }
 

@@ -5,7 +5,10 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 use crate::measure::rc::{fail, Failure};
 use crate::measure::rdma_pair::{Channel, Sync};
@@ -140,6 +143,11 @@ pub fn listen(
         .map_err(|e| SessionError(format!("listen on {bind}: {e}")))?;
     let mut refused = Vec::new();
     loop {
+        if let Some(signal) = crate::interrupt::requested() {
+            return Err(SessionError(format!(
+                "interrupted by {signal} while waiting for a peer on {bind}"
+            )));
+        }
         if left(deadline).is_none() {
             let mut msg =
                 format!("no peer with the job token connected to {bind} before the deadline");
@@ -253,6 +261,11 @@ pub fn connect(
 ) -> Result<Peer, SessionError> {
     let mut last = String::from("never tried");
     let (mut stream, addr) = loop {
+        if let Some(signal) = crate::interrupt::requested() {
+            return Err(SessionError(format!(
+                "interrupted by {signal} while reaching {target}"
+            )));
+        }
         let Some(t) = left(deadline) else {
             return Err(SessionError(format!(
                 "could not reach {target} before the deadline (last: {last})"
@@ -311,7 +324,52 @@ pub fn connect(
     }
 }
 
+/// A greeted peer handed to a child process: the connected socket is inherited as descriptor `fd`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Handoff {
+    fd: RawFd,
+    node: String,
+    addr: SocketAddr,
+    ports: Vec<PortInfo>,
+    no_ports: Option<String>,
+    #[serde(with = "crate::isolate::deadline")]
+    deadline: Instant,
+    port_pair: u32,
+}
+
 impl Peer {
+    /// This peer for a child process: a duplicate of the socket (close-on-exec, so no other child gets it; the
+    /// caller clears the flag for its one child only) and what the child needs to rebuild the peer.
+    pub fn handoff(&self) -> std::io::Result<(Handoff, OwnedFd)> {
+        let dup = self.stream.as_fd().try_clone_to_owned()?;
+        let handoff = Handoff {
+            fd: dup.as_raw_fd(),
+            node: self.node.clone(),
+            addr: self.addr,
+            ports: self.ports.clone(),
+            no_ports: self.no_ports.clone(),
+            deadline: self.deadline,
+            port_pair: self.port_pair,
+        };
+        Ok((handoff, dup))
+    }
+
+    /// The child's side of [`Peer::handoff`].
+    ///
+    /// # Safety
+    /// `h.fd` must be the inherited socket, open in this process and owned by nothing else.
+    pub unsafe fn adopt(h: Handoff) -> Peer {
+        Peer {
+            stream: TcpStream::from(OwnedFd::from_raw_fd(h.fd)),
+            node: h.node,
+            addr: h.addr,
+            ports: h.ports,
+            no_ports: h.no_ports,
+            deadline: h.deadline,
+            port_pair: h.port_pair,
+        }
+    }
+
     /// The peer as its handshake message (hello or welcome) announced it.
     fn greeted(
         stream: TcpStream,

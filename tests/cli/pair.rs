@@ -4,11 +4,13 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::faults::shims;
 use crate::util::*;
 use fabric_preflight::pair::wire::{self, Message, MAGIC, VERSION};
 
@@ -421,6 +423,326 @@ fn usage_errors() {
         .output()
         .unwrap();
     assert_eq!(code(&out), Exit::USAGE);
+}
+
+/// A stand-in libibverbs that lists mlx5_0 and mlx5_1 (two of `hgx-healthy`'s ports) and does `open` in
+/// `ibv_open_device`, the measurement's first call on a device.
+fn verbs_opening(open: &str) -> tempfile::TempDir {
+    let source = format!(
+        r#"#include <stdlib.h>
+#include <unistd.h>
+static int dev[2];
+void **ibv_get_device_list(int *n) {{
+    void **l = calloc(3, sizeof(void *));
+    l[0] = &dev[0]; l[1] = &dev[1]; *n = 2;
+    return l;
+}}
+void ibv_free_device_list(void **l) {{ free(l); }}
+const char *ibv_get_device_name(void *d) {{ return d == &dev[0] ? "mlx5_0" : "mlx5_1"; }}
+void *ibv_open_device(void *d) {{ {open} }}
+"#
+    );
+    shims(&[("libibverbs.so.1", &source)])
+}
+
+/// Both ends of a pair on `hgx-healthy`'s ports with the stand-in libibverbs in `libs`; `extra` flags on the
+/// connector.
+fn pair_on_hgx(libs: &Path, timeout: &str, extra: &[&str]) -> (Child, Child) {
+    let port = free_port();
+    let side = |mode: &[&str], extra: &[&str]| {
+        let mut cmd = preflight();
+        cmd.env("LD_LIBRARY_PATH", libs)
+            .args(["pair", "--format", "json", "--token", "t", "--root"])
+            .arg(host("hgx-healthy"))
+            .args(["--timeout", timeout])
+            .args(mode)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.spawn().expect("binary runs")
+    };
+    let listener = side(&["--listen", &format!("127.0.0.1:{port}")], &[]);
+    let connector = side(&["--connect", &format!("127.0.0.1:{port}")], extra);
+    (listener, connector)
+}
+
+/// Both ends exit 3, each report's first port pair an error saying every one of `words` and naming the peer,
+/// the second not run; the reports.
+fn both_ends_stopped(ends: (Child, Child), words: &[&str]) -> Vec<Value> {
+    let (listener, connector) = ends;
+    let mut reports = Vec::new();
+    for side in [connector, listener] {
+        let (code, report, _) = finish(side);
+        assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+        let pairs = results(&report, "pair.rdma");
+        assert_eq!(pairs.len(), 2, "{report}");
+        let first = pairs[0]["summary"].as_str().unwrap();
+        assert_eq!(pairs[0]["status"], "error", "{report}");
+        assert!(
+            first.contains("measurement with hgx-healthy (127.0.0.1:")
+                && words.iter().all(|w| first.contains(w)),
+            "{first}"
+        );
+        assert_eq!(pairs[1]["status"], "error", "{report}");
+        let second = pairs[1]["summary"].as_str().unwrap();
+        assert!(
+            second.starts_with("not run: the measurement of port pair 0 stopped"),
+            "{report}"
+        );
+        reports.push(report);
+    }
+    reports
+}
+
+/// A verbs call of the measurement that never returns is killed a moment after the deadline: the report names
+/// the call and the peer, the port pairs after it are not run, and the pair ends long before the watchdog.
+#[test]
+fn a_verbs_call_that_hangs_in_the_measurement_is_killed_and_named() {
+    let libs = verbs_opening("for (;;) pause(); return 0;");
+    let t = Instant::now();
+    both_ends_stopped(
+        pair_on_hgx(libs.path(), "4", &[]),
+        &["timed out after", "in ibv_open_device"],
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(4 + 4),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_verbs_call_that_crashes_is_named_with_its_signal() {
+    let libs = verbs_opening("*(volatile int *)0 = 1; return 0;");
+    let t = Instant::now();
+    both_ends_stopped(
+        pair_on_hgx(libs.path(), "10", &[]),
+        &["crashed with signal 11 (SIGSEGV) in ibv_open_device"],
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// The presence survey's device list is a library call too: a libibverbs that hangs in it costs half the
+/// deadline at most, and the peer still hears why this node has no port.
+#[test]
+fn listing_the_ports_is_bounded() {
+    let hang = r#"#include <unistd.h>
+void **ibv_get_device_list(int *n) { for (;;) pause(); return 0; }
+void ibv_free_device_list(void **l) {}
+"#;
+    let libs = shims(&[("libibverbs.so.1", hang)]);
+    let t = Instant::now();
+    let (listener, connector) = pair_on_hgx(libs.path(), "6", &[]);
+    for side in [connector, listener] {
+        let (code, report, _) = finish(side);
+        assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+        assert_eq!(results(&report, "pair.handshake")[0]["status"], "pass");
+        let rdma = results(&report, "pair.rdma")[0]["summary"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            rdma.contains(
+                "listing this node's RDMA ports and GPUs: timed out after 3 s in ibv_get_device_list"
+            ),
+            "{rdma}"
+        );
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// In a ring both links of a node measure in their own children at once: a hang is killed in each, and the
+/// ring summary still comes.
+#[test]
+fn a_ring_node_kills_both_links_hung_children_and_still_summarizes() {
+    let libs = verbs_opening("for (;;) pause(); return 0;");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let t = Instant::now();
+    let nodes: Vec<Child> = (0..3)
+        .map(|rank| {
+            preflight()
+                .env("LD_LIBRARY_PATH", libs.path())
+                .args(["pair", "--format", "json", "--token", "t", "--root"])
+                .arg(host("hgx-healthy"))
+                .args(["--ring", "--peers", &peers, "--rank", &rank.to_string()])
+                .args(["--timeout", "5"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for node in nodes {
+        let (code, report, _) = finish(node);
+        // The ring summary fails the links that errored.
+        assert_eq!(code, Exit::CHECK_FAILED, "{report}");
+        let hung: Vec<_> = results(&report, "pair.rdma")
+            .into_iter()
+            .filter(|r| {
+                r["summary"]
+                    .as_str()
+                    .unwrap()
+                    .contains("in ibv_open_device")
+            })
+            .collect();
+        assert_eq!(hung.len(), 2, "one per link: {report}");
+        assert_eq!(results(&report, "pair.ring").len(), 1, "{report}");
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(5 + 4),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+/// SIGTERM (pod deletion, slurmd) stops the measuring children at once, and the report is still written.
+#[test]
+fn sigterm_kills_the_measuring_children_and_the_report_is_written() {
+    let libs = verbs_opening("for (;;) pause(); return 0;");
+    let (listener, connector) = pair_on_hgx(libs.path(), "60", &[]);
+    std::thread::sleep(Duration::from_millis(2000));
+    let t = Instant::now();
+    for side in [&connector, &listener] {
+        // SAFETY: kill(2) on a child process this test started and has not reaped.
+        unsafe { libc::kill(side.id() as i32, libc::SIGTERM) };
+    }
+    let words = ["interrupted by SIGTERM in ibv_open_device"];
+    for report in both_ends_stopped((listener, connector), &words) {
+        assert_eq!(report["interrupted"], "SIGTERM", "{report}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+/// SIGTERM while a listener waits for its peer: it stops waiting, reports why, and nothing is left listening.
+#[test]
+fn sigterm_stops_a_listener_waiting_for_its_peer() {
+    let port = free_port();
+    let listener = pair(
+        &["--listen", &format!("127.0.0.1:{port}"), "--timeout", "60"],
+        Some("t"),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    // SAFETY: kill(2) on a child process this test started and has not reaped.
+    unsafe { libc::kill(listener.id() as i32, libc::SIGTERM) };
+    let (code, report, _) = finish(listener);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+    let hs = results(&report, "pair.handshake")[0]["summary"].to_string();
+    assert!(
+        hs.contains("interrupted by SIGTERM while waiting for a peer"),
+        "{hs}"
+    );
+    nothing_listens_on(port);
+}
+
+/// A call the parent itself waits on past the deadline and the grace (here: the killed child's output, held
+/// open by a helper process the library started) is the watchdog's: it writes the report with what finished
+/// and an error for what was in flight, then ends the process.
+#[test]
+fn the_watchdog_writes_the_report_with_what_was_in_flight() {
+    let libs =
+        verbs_opening("if (fork() == 0) { sleep(20); _exit(0); } for (;;) pause(); return 0;");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.json");
+    let t = Instant::now();
+    let output = format!("json={}", file.display());
+    let (listener, connector) = pair_on_hgx(libs.path(), "4", &["--output", &output]);
+    let (code, report, out) = finish(connector);
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report}");
+    assert!(
+        t.elapsed() < Duration::from_secs(4 + 5 + 2),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        results(&report, "pair.handshake")[0]["status"],
+        "pass",
+        "{report}"
+    );
+    let stuck = results(&report, "pair.rdma")[0]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        stuck.starts_with("measurement with hgx-healthy (127.0.0.1:")
+            && stuck.contains("did not return within the deadline and 5 s of grace"),
+        "{stuck}"
+    );
+    assert!(
+        stderr(&out).contains("the deadline passed"),
+        "{}",
+        stderr(&out)
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written["checks"], report["checks"]);
+    let (code, _, _) = finish(listener);
+    assert_eq!(code, Exit::COULD_NOT_RUN);
+}
+
+/// An --output that cannot be written is refused before the pair starts: exit 2 at once, nothing listening.
+#[test]
+fn unwritable_output_is_refused_before_the_handshake() {
+    let port = free_port();
+    for flag in ["--output", "--termination-log"] {
+        let mut listener = preflight()
+            .args(["pair", "--token", "t", "--timeout", "5", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args([flag, "/nonexistent/dir/report.json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        nothing_listens_on(port);
+        let _ = listener.kill();
+        let out = listener.wait_with_output().unwrap();
+        assert_eq!(code(&out), Exit::USAGE, "{flag}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("/nonexistent/dir/report.json"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+/// A usage error of `pair`, whether clap's or its own, goes to the termination log like `run`'s.
+#[test]
+fn usage_errors_are_written_to_the_termination_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    for (args, words) in [
+        (
+            &["--listen", "1", "--token", "t", "--message-size", "0"][..],
+            "--message-size",
+        ),
+        (
+            &["--listen", "1", "--token", "t", "--timeout", "0"][..],
+            "--timeout must be more than 0",
+        ),
+        (&["--listen", "1", "--format", "yaml"][..], "'yaml'"),
+    ] {
+        let out = preflight()
+            .arg("pair")
+            .args(args)
+            .arg("--termination-log")
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), Exit::USAGE, "{args:?}");
+        let text = std::fs::read_to_string(&log).expect("termination log written");
+        assert!(
+            text.starts_with("fabric-preflight usage error (exit 2)") && text.contains(words),
+            "{args:?}: {text}"
+        );
+        std::fs::remove_file(&log).unwrap();
+    }
 }
 
 /// `--memory gpu` through the CUDA stand-in: the end announces the stand-in's GPU, and says which GPU its port
