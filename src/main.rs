@@ -7,7 +7,7 @@ use clap::Parser;
 
 use fabric_preflight::cli::{Cli, Cmd};
 use fabric_preflight::exit::Exit;
-use fabric_preflight::report::termination;
+use fabric_preflight::report::{self, termination};
 use fabric_preflight::{commands, isolate};
 
 fn main() -> ExitCode {
@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         if e.use_stderr() {
             if let Some(path) = termination_log_arg(std::env::args_os()) {
                 let first_line = e.to_string().lines().next().unwrap_or_default().to_string();
-                let _ = std::fs::write(path, termination::render_usage_error(&first_line));
+                let _ = report::file::replace(
+                    std::path::Path::new(&path),
+                    &termination::render_usage_error(&first_line),
+                );
             }
         }
         e.exit()

@@ -165,31 +165,24 @@ fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
     Ok((outputs, plan))
 }
 
-/// Opens `path` for writing without truncating it, so a missing directory, a read-only filesystem or a
-/// permission is found now rather than after the run. A file this test had to create is removed again, so a
-/// run refused here (or stopped before its reports) leaves no empty report behind; a directory is never created.
-/// A FIFO is only checked for write permission: opening it would wait for a reader, or hand a waiting reader an
-/// empty report; whether anyone reads it is found when the report is written.
+/// Asks, without opening or creating anything, whether `path` can be written: an existing file (or FIFO) for
+/// write permission, a new one for write permission on its directory. So a missing directory, a read-only
+/// filesystem or a permission is found now rather than after the run, a refused run leaves no empty report
+/// behind, a FIFO is not opened (that would wait for a reader, or hand a waiting reader an empty report), and two
+/// processes checking one path at once cannot trip over each other's test file.
 fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .and_then(|_| std::fs::remove_file(path))
-        .or_else(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists if is_fifo(path) => may_write(path),
-            std::io::ErrorKind::AlreadyExists => std::fs::OpenOptions::new()
-                .write(true)
-                .truncate(false)
-                .open(path)
-                .map(drop),
-            _ => Err(e),
-        })
-}
-
-fn is_fifo(path: &std::path::Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
+        Ok(_) => may_write(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            may_write(dir)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `access(W_OK)`: whether this process may open `path` for writing, without opening it.
@@ -389,6 +382,30 @@ fn use_color(choice: ColorChoice) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two ends of a pair started with one --output path check it at once: a check that created and removed a
+    /// test file made the other one fail with "No such file or directory" now and then.
+    #[test]
+    fn checking_one_path_from_many_threads_at_once_never_fails_and_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..2000 {
+                        check_writable(&path).unwrap();
+                    }
+                });
+            }
+        });
+        assert!(!path.exists());
+        let missing_dir = dir.path().join("no/such/dir/report.json");
+        assert!(check_writable(&missing_dir).is_err());
+        assert_eq!(
+            check_writable(dir.path()).unwrap_err().raw_os_error(),
+            Some(libc::EISDIR)
+        );
+    }
 
     #[test]
     fn outputs_keep_stdout_unless_a_bare_path_takes_it() {
