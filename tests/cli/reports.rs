@@ -498,7 +498,11 @@ fn a_report_file_that_cannot_be_renamed_over_is_written_in_place() {
 /// run reports of the generic, auto and node-type profiles, `topo` and `nccl` on that machine.
 #[test]
 fn the_h200_recording_matches_the_schemas() {
-    for session in ["session-2026-12-01", "session-2026-12-01-final"] {
+    for session in [
+        "session-2026-12-01",
+        "session-2026-12-01-final",
+        "session-2026-12-01-s3",
+    ] {
         let dir = testdata(&format!("device/h200/{session}"));
         for (file, schema) in [
             ("run-generic.json", Schema::Run),
@@ -508,6 +512,7 @@ fn the_h200_recording_matches_the_schemas() {
             ("topo.json", Schema::Topo),
             ("fleet/topo.json", Schema::Topo),
             ("nccl-h200-1rank.json", Schema::Nccl),
+            ("pair-listen.json", Schema::Run),
         ] {
             let bytes = std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
             json(schema, &bytes);
