@@ -163,9 +163,12 @@ impl Host {
         })
     }
 
-    /// This host, remembering every path asked for from now on (clones share the record).
+    /// This host, remembering every path asked for from now on (clones share the record). Models and files
+    /// shared before (`profile auto` reads the PCIe tree and the RDMA ports to choose) are read again: a cached
+    /// answer notes no path, and a snapshot missing those files would replay as a machine without the hardware.
     pub fn recording(mut self) -> Self {
         self.recorder = Some(Arc::default());
+        self.shared = Arc::default();
         self
     }
 
@@ -520,6 +523,22 @@ mod tests {
         assert_eq!(a.as_deref(), Some("0x10de"));
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(builds.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    /// Reproduced: `snapshot --profile auto` read the PCIe tree and the RDMA ports to choose the profile, then
+    /// started recording; the checks got those answers from the shared cache and the files were never recorded.
+    #[test]
+    fn a_recording_host_records_files_read_and_shared_before_it_started() {
+        let (_d, host) = tree();
+        let vendor = "/sys/bus/pci/devices/0000:00:06.0/vendor";
+        let build = |h: &Host| h.read(vendor).ok();
+        assert_eq!(host.shared(build).as_deref(), Some("0x10de"));
+        let recording = host.recording();
+        assert_eq!(recording.shared(build).as_deref(), Some("0x10de"));
+        assert_eq!(
+            recording.recorded(),
+            [(vendor.to_string(), Access::Contents)]
+        );
     }
 
     #[test]

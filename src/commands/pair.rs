@@ -220,6 +220,13 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             }
         }
     });
+    // Claimed before the tallies are taken: a watchdog firing in between would report them empty, a pass.
+    if run.claimed.swap(true, Ordering::SeqCst) {
+        // The watchdog is writing the report: it ends the process.
+        loop {
+            std::thread::park();
+        }
+    }
     let mut results: Vec<CheckResult> = Vec::new();
     let mut statuses = Vec::new();
     for tally in &run.links[..sides.len()] {
@@ -244,12 +251,6 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             ),
         );
         results.push(summary);
-    }
-    if run.claimed.swap(true, Ordering::SeqCst) {
-        // The watchdog is writing the report: it ends the process.
-        loop {
-            std::thread::park();
-        }
     }
     Ok(run.reporter.deliver(results))
 }

@@ -3,15 +3,18 @@
 //! Not for values that move (counters, link states a check waits on).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::host::{Host, ReadResult};
 
-#[derive(Default)]
-struct Texts(Mutex<HashMap<String, ReadResult<String>>>);
+/// One cell per path, so a read that blocks (a driver's attribute) holds up only the checks asking for that path.
+type Cells<T> = Mutex<HashMap<String, Arc<OnceLock<ReadResult<T>>>>>;
 
 #[derive(Default)]
-struct Listings(Mutex<HashMap<String, ReadResult<Vec<String>>>>);
+struct Texts(Cells<String>);
+
+#[derive(Default)]
+struct Listings(Cells<Vec<String>>);
 
 /// [`Host::read`], once per host and path.
 pub fn read(host: &Host, path: &str) -> ReadResult<String> {
@@ -27,17 +30,20 @@ pub fn read_dir(host: &Host, path: &str) -> ReadResult<Vec<String>> {
     })
 }
 
-/// The answer kept for `path`, or `read`'s, kept. The lock is held while reading: two checks asking at once
-/// read the file once (these files are small).
+/// The answer kept for `path`, or `read`'s, kept. Read outside the map's lock; two checks asking for the same
+/// path at once read it once.
 fn once<T: Clone>(
-    cache: &Mutex<HashMap<String, ReadResult<T>>>,
+    cells: &Cells<T>,
     path: &str,
     read: impl FnOnce() -> ReadResult<T>,
 ) -> ReadResult<T> {
-    let mut cache = cache
+    let cell = cells
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    cache.entry(path.to_string()).or_insert_with(read).clone()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(path.to_string())
+        .or_default()
+        .clone();
+    cell.get_or_init(read).clone()
 }
 
 #[cfg(test)]
@@ -60,5 +66,34 @@ mod tests {
         );
         assert_eq!(read_dir(&host, "/sys/module").unwrap(), ["nvidia"]);
         assert!(read(&Host::at(dir.path()).unwrap(), "/sys/module/nvidia/version").is_err());
+    }
+
+    /// A read that never returns (a wedged driver's attribute) must not hold up the checks reading other files.
+    #[test]
+    fn a_read_that_blocks_holds_up_only_its_own_path() {
+        let cells = &Cells::<String>::default();
+        let (started, reading) = std::sync::mpsc::channel();
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                once(cells, "/sys/class/infiniband/mlx5_0/fw_ver", || {
+                    started.send(()).unwrap();
+                    blocked.recv().unwrap();
+                    Ok("28.39".into())
+                })
+            });
+            reading.recv().unwrap();
+            s.spawn(move || {
+                let version = once(cells, "/sys/module/nvidia/version", || Ok("580.1".into()));
+                done.send(version).unwrap()
+            });
+            let other = finished.recv_timeout(std::time::Duration::from_secs(5));
+            release.send(()).unwrap();
+            assert_eq!(
+                other.expect("held up by another path's read").unwrap(),
+                "580.1"
+            );
+        });
     }
 }
