@@ -66,15 +66,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         args.report.termination_log.as_deref(),
         executed.report.exit_code,
     );
-    if args.report.format == Format::Npd {
-        // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown.
-        return Ok(report::npd::exit_code(code));
-    }
     Ok(code)
 }
 
 /// Writes `report` to every target (stdout styled, files plain) and the termination log; returns `code`, or the
-/// lost-output code when a report could not be written. Shared by `run` and `pair`.
+/// lost-output code when a report could not be written, as NPD reads it when stdout is `npd`. Shared by `run` and
+/// `pair`.
 pub fn deliver(
     report: &RunReport,
     outputs: &[(Format, Target)],
@@ -110,11 +107,16 @@ pub fn deliver(
             written = false;
         }
     }
-    if written {
+    let code = if written {
         code
     } else {
         exit::output_lost(code)
+    };
+    if outputs.contains(&(Format::Npd, Target::Stdout)) {
+        // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown (for `run` and `pair` alike).
+        return report::npd::exit_code(code);
     }
+    code
 }
 
 /// The reason for exit 2 belongs where `kubectl describe pod` looks, like any other verdict: written to

@@ -181,6 +181,21 @@ fn nobody_listening_is_an_error_at_the_deadline() {
     );
 }
 
+/// `pair --format npd` speaks NPD's exit codes like `run --format npd`: a pair that could not run is Unknown (2),
+/// not the could-not-run code 3 that NPD would not understand.
+#[test]
+fn npd_format_gives_npds_exit_codes() {
+    let port = free_port();
+    let out = preflight()
+        .args(["pair", "--format", "npd", "--timeout", "1", "--token", "t"])
+        .args(["--connect", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{line}");
+    assert!(line.starts_with("ERROR pair.handshake"), "{line}");
+}
+
 #[test]
 fn wrong_token_is_refused_on_both_sides() {
     let port = free_port();
