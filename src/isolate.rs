@@ -176,7 +176,12 @@ pub fn run_child<J: Serialize, R: DeserializeOwned>(
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
+            // Its status cannot be asked: end it rather than leave it running unwatched.
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
         }
     };
     let stdout = stdout_reader

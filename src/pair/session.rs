@@ -359,6 +359,9 @@ impl Peer {
     /// # Safety
     /// `h.fd` must be the inherited socket, open in this process and owned by nothing else.
     pub unsafe fn adopt(h: Handoff) -> Peer {
+        // Inherited without close-on-exec; set it again so a helper a library execs in this child (libcuda's
+        // nvidia-modprobe) does not hold the control connection open past the measurement.
+        libc::fcntl(h.fd, libc::F_SETFD, libc::FD_CLOEXEC);
         Peer {
             stream: TcpStream::from(OwnedFd::from_raw_fd(h.fd)),
             node: h.node,
