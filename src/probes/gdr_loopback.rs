@@ -35,6 +35,7 @@ const PLAN: Plan = Plan {
 
 const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, \
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
+const FIX_LINK: &str = "check rdma.link (rate, state), the cable and the firmware";
 
 impl Probe for GdrLoopback {
     fn id(&self) -> &'static str {
@@ -293,9 +294,10 @@ pub fn judge(
     let culprit = Culprit::of(fast[0], fast[1], measured[1]);
     let fix = culprit.map(|c| match c {
         Culprit::GpuDirectPath => FIX_GDR,
-        Culprit::Link => "check rdma.link (rate, state), the cable and the firmware",
+        Culprit::Link => FIX_LINK,
         Culprit::HostLegFailed => "the host-memory loopback failed too: check the port, rdma-core and memlock (rdma.memlock)",
     });
+    let fix = fix.or(matches!(rate, LinkRate::Unreadable(_)).then_some(FIX_LINK));
     let status = worst(statuses);
     let summary = format!(
         "{}{}",
@@ -460,6 +462,21 @@ mod tests {
         assert_eq!(r.status, Status::Error, "{}", r.summary);
         assert!(
             r.summary.contains("port rate is unreadable"),
+            "{}",
+            r.summary
+        );
+        // Without a rate nothing shows either leg slow: before, both counted as slow and the summary said
+        // "host memory is slow too: the port or link is the culprit", and a refused GPU registration beside a
+        // working host leg blamed the link instead of the GPUDirect path.
+        assert!(!r.summary.contains("culprit"), "{}", r.summary);
+        assert!(r.remediation.as_deref().unwrap().contains("rdma.link"));
+        let refused = PairRun {
+            gpu_memory: leg_failed("register memory", "ibv_reg_mr = Bad address"),
+            ..run
+        };
+        let r = judge(&refused, None, &PORT_RATE_PCT, &Limit::default(), true);
+        assert!(
+            r.summary.contains("GPUDirect RDMA path is the culprit"),
             "{}",
             r.summary
         );
