@@ -71,7 +71,7 @@ impl PairLegs {
 /// One leg's part of the verdict.
 struct LegPart {
     status: Status,
-    /// Passed every rule (what the culprit comparison uses).
+    /// Passed every rule but the deadline's (what the culprit comparison uses).
     healthy: bool,
     measured: bool,
     /// Not run, or ended by the peer going away: it says nothing about the path (no culprit from it).
@@ -174,7 +174,15 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         latency_name: "latency",
         replayed: false,
     };
-    let v = judge_leg(&outcome.numbers(), j.rate, &rule, true);
+    let numbers = outcome.numbers();
+    let v = judge_leg(&numbers, j.rate, &rule, true);
+    // What the culprit comparison uses: every rule but the deadline's (a cut phase says nothing about the path,
+    // and the GPU leg, run second, is the one a tight deadline cuts).
+    let uncut = crate::transfer_verdict::LegNumbers {
+        cut_short: false,
+        ..numbers
+    };
+    let healthy = judge_leg(&uncut, j.rate, &rule, true).status == Status::Pass;
     let mut clause = format!(
         "WRITE {}, READ {}, latency p50 {:.2} us p99 {:.2} us",
         gbps_text(outcome.write_gbps, j.rate),
@@ -210,7 +218,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     };
     LegPart {
         status: v.status,
-        healthy: v.status == Status::Pass,
+        healthy,
         measured: true,
         cut_off: false,
         clause,
@@ -755,6 +763,29 @@ mod tests {
                 r.remediation
             );
         }
+    }
+
+    /// The GPU leg runs after the host leg, so it is the one a tight deadline cuts: that is no verdict on the
+    /// GPUDirect path. Before, a cut GPU leg beside a healthy host leg was called the culprit.
+    #[test]
+    fn a_gpu_leg_cut_by_the_deadline_blames_no_path() {
+        let cut = PairOutcome {
+            cut_short: true,
+            ..outcome()
+        };
+        let r = judge(
+            &with_gpu(LegRun::Done(outcome()), LegRun::Done(cut)),
+            Some(400.0),
+            &DEFAULT_PCT,
+            &Limit::default(),
+        );
+        assert_eq!(r.status, Status::Warn, "{}", r.summary);
+        assert!(
+            r.summary.contains("the deadline cut a phase short"),
+            "{}",
+            r.summary
+        );
+        assert!(!r.summary.contains("culprit"), "{}", r.summary);
     }
 
     #[test]
