@@ -308,7 +308,8 @@ pub fn judge(
                 };
                 let v = judge_leg(&outcome.numbers(*verified), &rate, &rule, i == 0);
                 measured[i] = true;
-                fast[i] = v.bandwidth_ok(pct);
+                // What the culprit comparison uses: bandwidth not shown slow, and the data verified.
+                fast[i] = v.bandwidth_ok(pct) && *verified;
                 statuses.push(v.status);
                 measurements.extend(v.measurements);
                 ev.push(format!("{label}: {} = ok", outcome.registration.call));
@@ -524,6 +525,30 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.contains("ibv_reg_dmabuf_mr = Operation not supported")));
+        assert!(r.remediation.as_deref().unwrap().contains("nvidia_peermem"));
+    }
+
+    /// GPU memory that did not hold what was sent, beside a host leg that did: the GPUDirect path, with its fix.
+    /// Before, a GPU leg at full bandwidth counted as fine, so this FAIL named no culprit and gave no fix.
+    #[test]
+    fn corrupted_gpu_data_beside_a_clean_host_leg_blames_the_gdr_path() {
+        let mut gpu_memory = done(390.0, 2.0);
+        if let Leg::Done { verified, .. } = &mut gpu_memory {
+            *verified = false;
+        }
+        let run = PairRun {
+            gpu: "g".into(),
+            gpu_memory,
+            host_memory: done(392.0, 2.0),
+        };
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("DATA MISMATCH"), "{}", r.summary);
+        assert!(
+            r.summary.contains("GPUDirect RDMA path is the culprit"),
+            "{}",
+            r.summary
+        );
         assert!(r.remediation.as_deref().unwrap().contains("nvidia_peermem"));
     }
 
