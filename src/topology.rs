@@ -461,7 +461,6 @@ impl fmt::Display for PciNode {
     }
 }
 
-/// NUMA node for display: `-1` becomes `-`.
 /// Index of the nearest (PIX < PXB < PHB < NODE < SYS); the first of equals. Pairs a GPU with a port
 /// (`gdr.loopback`, `pair`).
 pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
@@ -472,6 +471,7 @@ pub fn nearest(distances: &[PcieDistance]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
+/// NUMA node for display: `-1` becomes `-`.
 pub fn numa_label(node: &PciNode) -> String {
     node.attrs
         .numa_node

@@ -76,10 +76,11 @@ pub struct LegVerdict {
 }
 
 impl LegVerdict {
-    /// The bandwidth limit passes (known rate, at or above the fail and warn marks).
+    /// Nothing shows the bandwidth below the limit: a known rate at or above the fail and warn marks, or no rate
+    /// to set it against (then the leg is not called slow; the rule reports the missing rate itself).
     pub fn bandwidth_ok(&self, pct: &Limit) -> bool {
         self.pct_of_link
-            .is_some_and(|p| pct.judge_min(p) == Status::Pass)
+            .is_none_or(|p| pct.judge_min(p) == Status::Pass)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::memory::TestMemory;
-use crate::measure::rdma_loopback::{self, guarded, pattern_from, Leg, Plan, PortTarget};
+use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairRun {
@@ -39,39 +39,10 @@ pub fn run_pairs(jobs: &[(String, PortTarget)], plan: Plan, deadline: Instant) -
 }
 
 /// The loopback through memory of the GPU at `bdf`. The CPU cannot stamp GPU memory, so the check is the
-/// comparison of every destination slot with its source slot afterwards (written by the WRITEs, fetched again
-/// by the READs).
+/// comparison of every destination slot with its source slot after each phase (through the staging copy).
 pub fn gpu_memory(bdf: &str, target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
-    let sources = plan.depth.max(1) as usize * plan.message_bytes;
-    let mut memory = match TestMemory::gpu(bdf, plan.region_bytes()) {
-        Ok(m) => m,
-        Err(f) => return f.into(),
-    };
-    let filled = memory.fill(|buf| {
-        for (slot, chunk) in buf[..sources].chunks_mut(plan.message_bytes).enumerate() {
-            chunk.copy_from_slice(&pattern_from(slot, plan.message_bytes));
-        }
-    });
-    if let Err(f) = filled {
-        return f.into();
-    }
-    let mut refused = memory.refused();
-    match rdma_loopback::loopback(target, memory.region(), plan, deadline) {
-        Ok(mut outcome) => {
-            outcome.registration.refused.splice(0..0, refused);
-            let verified = outcome.checks_pass()
-                && memory
-                    .read_back()
-                    .is_ok_and(|b| b[..sources] == b[sources..2 * sources]);
-            Leg::Done { outcome, verified }
-        }
-        Err(f) => {
-            refused.extend(f.refused_registrations);
-            Leg::Failed {
-                stage: f.stage,
-                message: f.message,
-                refused,
-            }
-        }
+    match TestMemory::gpu(bdf, plan.region_bytes()) {
+        Ok(memory) => rdma_loopback::leg(target, memory, plan, deadline),
+        Err(f) => f.into(),
     }
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda::{self, DeviceBuffer, DeviceContext, PinnedHostBuffer};
 use crate::dynlib::cuda_dmabuf::{self, DmabufFd};
+use crate::dynlib::nvml::normalize_bus_id;
 use crate::measure::rc::{fail, Failure, Region};
 
 /// Which memory `pair` moves (`--memory`).
@@ -132,22 +133,11 @@ impl TestMemory {
     }
 }
 
-/// A PCI bus id as sysfs writes it: lower case, 4-digit domain (CUDA prints 8 digits on some drivers).
-pub fn sysfs_bus_id(id: &str) -> String {
-    let id = id.to_ascii_lowercase();
-    match id.split_once(':') {
-        Some((domain, rest)) if domain.is_ascii() && domain.len() > 4 => {
-            format!("{}:{rest}", &domain[domain.len() - 4..])
-        }
-        _ => id,
-    }
-}
-
 /// The GPUs CUDA lists, by ordinal, as sysfs bus ids.
 pub fn cuda_gpus() -> Result<Vec<String>, crate::dynlib::LibError> {
     cuda::load()?;
     (0..cuda::device_count()?)
-        .map(|i| Ok(sysfs_bus_id(&cuda::Device::get(i)?.pci_bus_id()?)))
+        .map(|i| Ok(normalize_bus_id(&cuda::Device::get(i)?.pci_bus_id()?)))
         .collect()
 }
 
@@ -155,7 +145,7 @@ pub fn cuda_gpus() -> Result<Vec<String>, crate::dynlib::LibError> {
 fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
     let gpus = cuda_gpus().map_err(|e| e.to_string())?;
     gpus.iter()
-        .position(|g| *g == sysfs_bus_id(bdf))
+        .position(|g| *g == normalize_bus_id(bdf))
         .ok_or_else(|| format!("no CUDA device has PCI bus id {bdf}"))
 }
 
@@ -165,9 +155,9 @@ mod tests {
 
     #[test]
     fn bus_ids_compare_in_sysfs_form() {
-        assert_eq!(sysfs_bus_id("00000000:17:00.0"), "0000:17:00.0");
-        assert_eq!(sysfs_bus_id("0000:5E:00.0"), "0000:5e:00.0");
-        assert_eq!(sysfs_bus_id("garbage"), "garbage");
+        assert_eq!(normalize_bus_id("00000000:17:00.0"), "0000:17:00.0");
+        assert_eq!(normalize_bus_id("0000:5E:00.0"), "0000:5e:00.0");
+        assert_eq!(normalize_bus_id("garbage"), "garbage");
     }
 
     /// GPU memory through tests/vm/cuda-standin.c: allocation, fill and read back through the staging copy,

@@ -1,9 +1,10 @@
 //! An RDMA loopback through one port: one device, one protection domain, one memory region, two RC queue pairs
 //! on the same port connected to each other (IB: by LID; RoCE: by the RoCE v2 GID). Queue pair A RDMA-WRITEs
 //! source slots into destination slots, then RDMA-READs them back, `depth` transfers in flight; then A and B
-//! ping-pong small SENDs for the latency. The caller owns the memory (host or GPU); in host memory every
-//! transfer is checked (a sequence stamp at both ends of each message) and every slot compared in full after
-//! each phase. No verdicts here: a judge reads the [`Outcome`].
+//! ping-pong small SENDs for the latency. The caller gives the memory (host or GPU, `measure::memory`); every
+//! destination slot is cleared before each phase and compared in full with its source slot after it (GPU memory
+//! through its staging copy), and in host memory every transfer is checked too (a sequence stamp at both ends
+//! of each message). No verdicts here: a judge reads the [`Outcome`].
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -56,6 +57,28 @@ impl Plan {
     fn ping(&self, base: u64, which: usize) -> u64 {
         base + (2 * self.slots() * self.message_bytes + which * PING_BYTES) as u64
     }
+    /// Bytes of all source slots (the destination slots follow, as many).
+    fn slot_bytes(&self) -> usize {
+        self.slots() * self.message_bytes
+    }
+    /// Each source slot gets its pattern (shifted per slot), each destination slot zeros.
+    fn fill_slots(&self, region: &mut [u8]) {
+        for (slot, chunk) in region[..self.slot_bytes()]
+            .chunks_mut(self.message_bytes)
+            .enumerate()
+        {
+            chunk.copy_from_slice(&pattern_from(slot, self.message_bytes));
+        }
+        self.clear_destinations(region);
+    }
+    fn clear_destinations(&self, region: &mut [u8]) {
+        region[self.slot_bytes()..2 * self.slot_bytes()].fill(0);
+    }
+    /// Every destination slot equals its source slot.
+    fn slots_equal(&self, region: &[u8]) -> bool {
+        let n = self.slot_bytes();
+        region[..n] == region[n..2 * n]
+    }
 }
 
 /// One bandwidth phase (RDMA WRITE or RDMA READ).
@@ -68,8 +91,8 @@ pub struct Throughput {
     pub checked: u32,
     /// Checked transfers whose destination did not hold what was sent.
     pub mismatched: u32,
-    /// Every destination slot equals its source slot after the phase (host memory only; `None` = not compared
-    /// here, the caller compares GPU memory).
+    /// Every destination slot equals its source slot after the phase (cleared before it). `None` only in
+    /// recordings made before GPU memory was compared after each phase.
     pub slots_equal: Option<bool>,
 }
 
@@ -102,15 +125,14 @@ const PSN_B: u32 = 0x2000;
 const WR_PING: u64 = u64::MAX - 1;
 const WR_PONG: u64 = u64::MAX - 2;
 
-/// Runs the loopback on `target` over `region`, ending by `deadline` (a phase cut by it is `cut_short`). For GPU
-/// memory the caller fills the source slots before and compares the slots after; host memory is filled and
-/// checked here.
+/// Runs the loopback on `target` through `memory`, ending by `deadline` (a phase cut by it is `cut_short`).
 pub fn loopback(
     target: &PortTarget,
-    region: Region,
+    memory: &mut TestMemory,
     plan: Plan,
     deadline: Instant,
 ) -> Result<Outcome, Failure> {
+    let region = memory.region();
     if plan.message_bytes < 2 * STAMP
         || plan.message_bytes > u32::MAX as usize
         || region.len < plan.region_bytes()
@@ -153,11 +175,13 @@ pub fn loopback(
         recv_cq: &recv_cq,
         cut_short: false,
     };
-    if region.host_visible {
-        run.fill_sources();
-    }
-    let write = run.bandwidth(&mut qp_a, Op::Write)?;
-    let read = run.bandwidth(&mut qp_a, Op::Read)?;
+    memory.fill(|b| plan.fill_slots(b))?;
+    let write = checked_phase(memory, plan, Op::Write, |_| {
+        run.bandwidth(&mut qp_a, Op::Write)
+    })?;
+    let read = checked_phase(memory, plan, Op::Read, |_| {
+        run.bandwidth(&mut qp_a, Op::Read)
+    })?;
     let latency = run.latency(&mut qp_a, &mut qp_b)?;
     let cut_short = run.cut_short;
     breadcrumb("ibv_dereg_mr");
@@ -208,23 +232,6 @@ impl Run<'_> {
         self.region.addr
     }
 
-    /// Host memory: each source slot gets the pattern (shifted per slot), each destination slot zeros.
-    fn fill_sources(&self) {
-        let p = &self.plan;
-        for slot in 0..p.slots() {
-            let body = pattern_from(slot, p.message_bytes);
-            // SAFETY: host_visible regions are ordinary memory of at least region_bytes(), owned by the caller.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    body.as_ptr(),
-                    p.src(self.base(), slot) as *mut u8,
-                    body.len(),
-                );
-                std::ptr::write_bytes(p.dst(self.base(), slot) as *mut u8, 0, p.message_bytes);
-            }
-        }
-    }
-
     /// Writes transfer `n`'s number at both ends of the source slot (host memory only).
     fn stamp(&self, slot: usize, n: u64) {
         let p = &self.plan;
@@ -263,43 +270,11 @@ impl Run<'_> {
         }
     }
 
-    fn slots_equal(&self) -> bool {
-        let p = &self.plan;
-        (0..p.slots()).all(|slot| {
-            // SAFETY: both slots lie in the caller's host memory; no transfer is in flight.
-            let (s, d) = unsafe {
-                (
-                    std::slice::from_raw_parts(
-                        p.src(self.base(), slot) as *const u8,
-                        p.message_bytes,
-                    ),
-                    std::slice::from_raw_parts(
-                        p.dst(self.base(), slot) as *const u8,
-                        p.message_bytes,
-                    ),
-                )
-            };
-            s == d
-        })
-    }
-
-    fn clear_destinations(&self) {
-        let p = &self.plan;
-        for slot in 0..p.slots() {
-            // SAFETY: as in fill_sources.
-            unsafe {
-                std::ptr::write_bytes(p.dst(self.base(), slot) as *mut u8, 0, p.message_bytes)
-            };
-        }
-    }
-
-    /// Keeps `depth` transfers of one kind in flight until the count, the phase time or the deadline.
+    /// Keeps `depth` transfers of one kind in flight until the count, the phase time or the deadline. The
+    /// slots are compared by [`checked_phase`].
     fn bandwidth(&mut self, qp: &mut BasicQueuePair, op: Op) -> Result<Throughput, Failure> {
         let p = self.plan;
         let host = self.region.host_visible;
-        if host && op == Op::Read {
-            self.clear_destinations();
-        }
         let mut mismatched = 0u32;
         let started = Instant::now();
         let phase_end = (started + p.phase_time).min(self.deadline);
@@ -342,7 +317,7 @@ impl Run<'_> {
             transfers: completed,
             checked: if host { completed } else { 0 },
             mismatched,
-            slots_equal: host.then(|| self.slots_equal()),
+            slots_equal: None,
         })
     }
 
@@ -506,25 +481,57 @@ impl Outcome {
         }
     }
 
-    /// Nothing this run could check mismatched (in GPU memory the caller also compares the slots itself).
+    /// Every slot compared equal after each phase and nothing checked mismatched.
     pub fn checks_pass(&self) -> bool {
         [&self.write, &self.read]
             .iter()
-            .all(|t| t.mismatched == 0 && t.slots_equal != Some(false))
+            .all(|t| t.mismatched == 0 && t.slots_equal == Some(true))
             && self.latency.mismatched == 0
+    }
+}
+
+/// One bandwidth phase between clean slates: the destination slots cleared before (so a READ cannot pass on
+/// what the WRITEs left there), every slot compared after. `transfer` runs the phase.
+fn checked_phase(
+    memory: &mut TestMemory,
+    plan: Plan,
+    op: Op,
+    transfer: impl FnOnce(&mut TestMemory) -> Result<Throughput, Failure>,
+) -> Result<Throughput, Failure> {
+    if op == Op::Read {
+        memory.fill(|b| plan.clear_destinations(b))?;
+    }
+    let mut phase = transfer(memory)?;
+    phase.slots_equal = Some(plan.slots_equal(memory.read_back()?));
+    Ok(phase)
+}
+
+/// The loopback through `memory`, its registration paths refused before `ibv_*_mr` named.
+pub fn leg(target: &PortTarget, mut memory: TestMemory, plan: Plan, deadline: Instant) -> Leg {
+    let refused = memory.refused();
+    match loopback(target, &mut memory, plan, deadline) {
+        Ok(mut outcome) => {
+            outcome.registration.refused.splice(0..0, refused);
+            Leg::Done {
+                verified: outcome.checks_pass(),
+                outcome,
+            }
+        }
+        Err(mut f) => {
+            f.refused_registrations.splice(0..0, refused);
+            f.into()
+        }
     }
 }
 
 /// The loopback through ordinary host memory (`ibv_reg_mr` on a heap buffer): the port and link alone.
 pub fn host_memory(target: &PortTarget, plan: Plan, deadline: Instant) -> Leg {
-    let mut memory = TestMemory::host(plan.region_bytes());
-    match loopback(target, memory.region(), plan, deadline) {
-        Ok(outcome) => Leg::Done {
-            verified: outcome.checks_pass(),
-            outcome,
-        },
-        Err(f) => f.into(),
-    }
+    leg(
+        target,
+        TestMemory::host(plan.region_bytes()),
+        plan,
+        deadline,
+    )
 }
 
 #[cfg(test)]
@@ -575,18 +582,45 @@ mod tests {
             port: 1,
             roce_gid: None,
         };
-        let region = Region {
-            addr: 0x1000,
-            len: 4096,
-            dmabuf_fd: None,
-            host_visible: false,
-        };
         assert_eq!(
-            loopback(&target, region, plan(), Instant::now())
+            loopback(&target, &mut TestMemory::host(4096), plan(), Instant::now())
                 .unwrap_err()
                 .stage,
             "plan"
         );
+    }
+
+    /// A READ phase that moves nothing cannot pass on what the WRITEs left in the destination slots. Before, GPU
+    /// memory was compared once after both phases with the destinations never cleared between them, so only
+    /// the WRITEs were verified.
+    #[test]
+    fn a_read_that_moves_nothing_does_not_verify() {
+        let p = plan();
+        let phase = |_: &mut TestMemory| {
+            Ok(Throughput {
+                gbps: 1.0,
+                bytes: 1,
+                transfers: 1,
+                checked: 0,
+                mismatched: 0,
+                slots_equal: None,
+            })
+        };
+        let copy_slots = |m: &mut TestMemory| {
+            m.fill(|b| {
+                let n = p.slot_bytes();
+                b.copy_within(..n, n);
+            })?;
+            phase(m)
+        };
+        let mut memory = TestMemory::host(p.region_bytes());
+        memory.fill(|b| p.fill_slots(b)).unwrap();
+        let write = checked_phase(&mut memory, p, Op::Write, copy_slots).unwrap();
+        assert_eq!(write.slots_equal, Some(true));
+        let read = checked_phase(&mut memory, p, Op::Read, phase).unwrap();
+        assert_eq!(read.slots_equal, Some(false));
+        let read = checked_phase(&mut memory, p, Op::Read, copy_slots).unwrap();
+        assert_eq!(read.slots_equal, Some(true));
     }
 
     #[test]

@@ -192,10 +192,6 @@ fn run_inner(
     if half < PING_BYTES as usize || half > u32::MAX as usize {
         return Err(fail("plan", format!("message size {half} out of range")));
     }
-    memory.fill(|buf| {
-        buf[..half].copy_from_slice(&pattern_from(0, half));
-        buf[half..].fill(0);
-    })?;
     let region = Region {
         len: plan.region_bytes(),
         ..memory.region()
@@ -203,6 +199,10 @@ fn run_inner(
     if memory.region().len < region.len {
         return Err(fail("plan", "the test memory is smaller than the plan"));
     }
+    memory.fill(|buf| {
+        buf[..half].copy_from_slice(&pattern_from(0, half));
+        buf[half..].fill(0);
+    })?;
     let (addr, host_visible) = (region.addr, region.host_visible);
     let (src, dst) = (addr, addr + half as u64);
 
@@ -263,8 +263,8 @@ fn run_inner(
         Sync::Ready => {}
         other => return Err(unexpected("connect", &other)),
     }
-    let halves_equal =
-        |m: &mut TestMemory| m.read_back().is_ok_and(|b| b[..half] == b[half..2 * half]);
+    // A copy back that fails (GPU memory) is that call's failure, not a data mismatch.
+    let halves_equal = |m: &mut TestMemory| m.read_back().map(|b| b[..half] == b[half..2 * half]);
 
     let outcome = match role {
         Role::Initiator => {
@@ -290,7 +290,7 @@ fn run_inner(
             };
             let (read_gbps, reads, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
             cut_short |= cut;
-            let read_verified = reads > 0 && halves_equal(memory);
+            let read_verified = halves_equal(memory)? && reads > 0;
             ch.send(Sync::PingStart)?;
             let pings = ping(
                 &mut qp,
@@ -326,7 +326,7 @@ fn run_inner(
                 Sync::WriteDone => {}
                 other => return Err(unexpected("RDMA WRITE", &other)),
             }
-            let verified = halves_equal(memory);
+            let verified = halves_equal(memory)?;
             ch.send(Sync::WriteChecked { verified })?;
             match expect(ch, "RDMA READ")? {
                 Sync::PingStart => {}
@@ -582,6 +582,26 @@ mod tests {
             ch.sent
         );
         assert_eq!(ch.inbox.into_iter().collect::<Vec<_>>(), [Sync::Ready]);
+    }
+
+    /// Memory smaller than the plan is refused before it is filled (the fill indexed past it and panicked).
+    #[test]
+    fn memory_smaller_than_the_plan_is_refused() {
+        let mut ch = Script {
+            sent: vec![],
+            inbox: [Sync::Ready].into(),
+        };
+        let plan = PairPlan {
+            message_bytes: 16,
+            bw_messages: 1,
+            queue_depth: 1,
+            pings: 1,
+            phase_time: Duration::from_secs(1),
+            deadline: Instant::now() + Duration::from_secs(1),
+        };
+        let mut memory = TestMemory::host(8);
+        let f = run(Role::Initiator, &target(), plan, &mut memory, &mut ch).unwrap_err();
+        assert_eq!(f.stage, "plan");
     }
 
     fn target() -> PortTarget {

@@ -71,9 +71,11 @@ impl PairLegs {
 /// One leg's part of the verdict.
 struct LegPart {
     status: Status,
-    /// Passed every rule (what the culprit comparison uses).
+    /// Passed every rule but the deadline's (what the culprit comparison uses).
     healthy: bool,
     measured: bool,
+    /// Not run, or ended by the peer going away: it says nothing about the path (no culprit from it).
+    cut_off: bool,
     clause: String,
     measurements: Vec<Measurement>,
     evidence: Vec<String>,
@@ -81,11 +83,18 @@ struct LegPart {
 }
 
 impl LegPart {
-    fn stopped(status: Status, clause: String, evidence: Vec<String>, fix: Option<String>) -> Self {
+    fn stopped(
+        status: Status,
+        cut_off: bool,
+        clause: String,
+        evidence: Vec<String>,
+        fix: Option<String>,
+    ) -> Self {
         LegPart {
             status,
             healthy: false,
             measured: false,
+            cut_off,
             clause,
             measurements: vec![],
             evidence,
@@ -119,6 +128,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         LegRun::NotRun(why) => {
             return LegPart::stopped(
                 Status::Error,
+                true,
                 labelled(label, format!("not run ({why})")),
                 vec![],
                 None,
@@ -153,7 +163,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
                 .iter()
                 .map(|r| labelled(label, format!("refused {r}")))
                 .collect();
-            return LegPart::stopped(status, labelled(label, clause), evidence, fix);
+            return LegPart::stopped(status, *peer_gone, labelled(label, clause), evidence, fix);
         }
     };
     let rule = LegRule {
@@ -164,7 +174,15 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         latency_name: "latency",
         replayed: false,
     };
-    let v = judge_leg(&outcome.numbers(), j.rate, &rule, true);
+    let numbers = outcome.numbers();
+    let v = judge_leg(&numbers, j.rate, &rule, true);
+    // What the culprit comparison uses: every rule but the deadline's (a cut phase says nothing about the path,
+    // and the GPU leg, run second, is the one a tight deadline cuts).
+    let uncut = crate::transfer_verdict::LegNumbers {
+        cut_short: false,
+        ..numbers
+    };
+    let healthy = judge_leg(&uncut, j.rate, &rule, true).status == Status::Pass;
     let mut clause = format!(
         "WRITE {}, READ {}, latency p50 {:.2} us p99 {:.2} us",
         gbps_text(outcome.write_gbps, j.rate),
@@ -200,8 +218,9 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     };
     LegPart {
         status: v.status,
-        healthy: v.status == Status::Pass,
+        healthy,
         measured: true,
+        cut_off: false,
         clause,
         measurements: v.measurements,
         evidence: vec![
@@ -228,7 +247,8 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
 
 /// One port pair's verdict: the host leg (the control) and, where either end brought GPU memory, the GPU leg
 /// beside it, each through the shared leg rule; GPU leg failing and host fine blames the GPUDirect path, both
-/// failing the link. An end whose GPU memory was due but unusable fails or errors by the presence rule.
+/// failing the link (a GPU leg the peer cut off blames nothing). An end whose GPU memory was due but unusable
+/// fails or errors by the presence rule.
 pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) -> CheckResult {
     let rate = match rate_gbps {
         Some(r) => LinkRate::Gbps(r),
@@ -271,7 +291,11 @@ pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) 
             statuses.push(g.status);
             evidence.extend(g.evidence.iter().cloned());
             measurements.extend(g.measurements.iter().cloned());
-            let culprit = Culprit::of(g.healthy, host.healthy, host.measured);
+            let culprit = if g.cut_off {
+                None
+            } else {
+                Culprit::of(g.healthy, host.healthy, host.measured)
+            };
             if let Some(words) = culprit.and_then(Culprit::words) {
                 clauses.push(words.to_string());
             }
@@ -709,6 +733,59 @@ mod tests {
             "{}",
             r.summary
         );
+    }
+
+    /// A GPU leg that never ran, or whose peer died in it, says nothing about the GPUDirect path: before, a
+    /// healthy host leg beside it blamed peermem/DMA-BUF for a peer that went away.
+    #[test]
+    fn a_gpu_leg_cut_off_by_its_peer_blames_no_path() {
+        let gone = LegRun::Failed {
+            failure: Failure {
+                stage: "peer: RDMA WRITE".into(),
+                message: "closed".into(),
+                refused_registrations: vec![],
+            },
+            peer_gone: true,
+        };
+        let not_run = LegRun::NotRun("the peer went away after the host-memory leg".into());
+        for gpu in [gone, not_run] {
+            let r = judge(
+                &with_gpu(LegRun::Done(outcome()), gpu),
+                None,
+                &DEFAULT_PCT,
+                &Limit::default(),
+            );
+            assert_eq!(r.status, Status::Error, "{}", r.summary);
+            assert!(!r.summary.contains("culprit"), "{}", r.summary);
+            assert!(
+                !r.remediation.as_deref().unwrap().contains("nvidia_peermem"),
+                "{:?}",
+                r.remediation
+            );
+        }
+    }
+
+    /// The GPU leg runs after the host leg, so it is the one a tight deadline cuts: that is no verdict on the
+    /// GPUDirect path. Before, a cut GPU leg beside a healthy host leg was called the culprit.
+    #[test]
+    fn a_gpu_leg_cut_by_the_deadline_blames_no_path() {
+        let cut = PairOutcome {
+            cut_short: true,
+            ..outcome()
+        };
+        let r = judge(
+            &with_gpu(LegRun::Done(outcome()), LegRun::Done(cut)),
+            Some(400.0),
+            &DEFAULT_PCT,
+            &Limit::default(),
+        );
+        assert_eq!(r.status, Status::Warn, "{}", r.summary);
+        assert!(
+            r.summary.contains("the deadline cut a phase short"),
+            "{}",
+            r.summary
+        );
+        assert!(!r.summary.contains("culprit"), "{}", r.summary);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::dynlib::Library;
+use crate::host::{Host, ReadError};
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::presence::{Stack, Survey};
@@ -35,6 +36,7 @@ const PLAN: Plan = Plan {
 
 const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DMA-BUF (open kernel module, kernel >= 5.12, \
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
+const FIX_LINK: &str = "check rdma.link (rate, state), the cable and the firmware";
 
 impl Probe for GdrLoopback {
     fn id(&self) -> &'static str {
@@ -139,29 +141,15 @@ impl Probe for GdrLoopback {
             r.evidence = evidence;
             return vec![r];
         }
-        let targets: Result<Vec<_>, _> = gpus
-            .iter()
-            .filter_map(|g| {
-                let distances: Vec<PcieDistance> = ports
-                    .iter()
-                    .map(|(_, nic)| distance(Some(&tree), &g.bdf, nic.as_deref()))
-                    .collect();
-                let i = nearest(&distances)?;
-                let info = ports[i].0.clone();
-                let t = match PortTarget::of(cx.host, &info) {
-                    Ok(t) => t?,
-                    Err(e) => return Some(Err(e)),
-                };
-                Some(Ok((g.bdf.clone(), t, info, distances[i])))
-            })
-            .collect();
-        let targets: Vec<(String, PortTarget, PortAttrs, PcieDistance)> = match targets {
-            Ok(t) => t,
+        let bdfs: Vec<String> = gpus.iter().map(|g| g.bdf.clone()).collect();
+        let pairings = match pair_gpus(cx.host, &bdfs, &ports, Some(&tree)) {
+            Ok(p) => p,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let jobs: Vec<(String, PortTarget)> = targets
+        let jobs: Vec<(String, PortTarget)> = pairings
             .iter()
-            .map(|(g, t, _, _)| (g.clone(), t.clone()))
+            .flatten()
+            .map(|p| (p.gpu.clone(), p.target.clone()))
             .collect();
         let deadline = cx.deadline;
         let obtained = cx
@@ -178,29 +166,42 @@ impl Probe for GdrLoopback {
             .unwrap_or_default()
             .or(PORT_RATE_PCT);
         let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
-        let results = targets
-            .iter()
-            .zip(runs.iter())
-            .map(|((gpu, target, info, distance), run)| {
-                let mut r = judge(
-                    run,
-                    info.parsed_rate().map(|r| r.gbps),
-                    &pct,
-                    &lat,
-                    replayed,
-                );
-                r.subject = Some(format!("GPU {gpu} <-> {}/{}", target.device, target.port));
+        let mut runs = runs.iter();
+        let results = pairings
+            .into_iter()
+            .map(|pairing| {
+                let p = match pairing {
+                    Ok(p) => p,
+                    Err(unaddressable) => return *unaddressable,
+                };
+                let mut r = match runs.next() {
+                    Some(run) => judge(
+                        run,
+                        p.port.parsed_rate().map(|r| r.gbps),
+                        &pct,
+                        &lat,
+                        replayed,
+                    ),
+                    None => {
+                        CheckResult::error(ID, "the recording holds fewer loopback runs than GPUs")
+                    }
+                };
+                r.subject = Some(format!(
+                    "GPU {} <-> {}/{}",
+                    p.gpu, p.target.device, p.target.port
+                ));
                 let mut ev = evidence.clone();
                 ev.extend(
-                    info.evidence()
+                    p.port
+                        .evidence()
                         .into_iter()
                         .map(|(k, v)| format!("{k} = {v}")),
                 );
                 ev.push(format!(
-                    "GPU {gpu} to {}: PCIe distance {distance:?}",
-                    target.device
+                    "GPU {} to {}: PCIe distance {:?}",
+                    p.gpu, p.target.device, p.distance
                 ));
-                if let Some((i, _)) = target.roce_gid {
+                if let Some((i, _)) = p.target.roce_gid {
                     ev.push(format!("RoCE v2 GID index = {i}"));
                 }
                 ev.append(&mut r.evidence);
@@ -210,6 +211,56 @@ impl Probe for GdrLoopback {
             .collect();
         tree.completed(ID, results)
     }
+}
+
+/// A GPU and the nearest ACTIVE port it is measured through.
+struct Pairing {
+    gpu: String,
+    target: PortTarget,
+    port: PortAttrs,
+    distance: PcieDistance,
+}
+
+/// Each GPU (by bus id) with its nearest ACTIVE port (`ports` non-empty, each with its NIC's bus id). A GPU whose
+/// nearest port cannot be addressed (RoCE without a RoCE v2 GID) gets its own failing result, never a gap.
+fn pair_gpus(
+    host: &Host,
+    gpus: &[String],
+    ports: &[(PortAttrs, Option<String>)],
+    tree: Option<&PciTree>,
+) -> Result<Vec<Result<Pairing, Box<CheckResult>>>, ReadError> {
+    let mut pairings = Vec::new();
+    for gpu in gpus {
+        let distances: Vec<PcieDistance> = ports
+            .iter()
+            .map(|(_, nic)| distance(tree, gpu, nic.as_deref()))
+            .collect();
+        let Some(i) = nearest(&distances) else {
+            continue;
+        };
+        let port = ports[i].0.clone();
+        pairings.push(match PortTarget::of(host, &port)? {
+            Some(target) => Ok(Pairing {
+                gpu: gpu.clone(),
+                target,
+                port,
+                distance: distances[i],
+            }),
+            None => {
+                let mut r = CheckResult::fail(
+                    ID,
+                    format!(
+                        "the port nearest this GPU ({}) is RoCE without a RoCE v2 GID: queue pairs cannot be addressed, nothing was measured",
+                        port.subject()
+                    ),
+                )
+                .fix("give the netdev an IP address and bring it up (see rdma.roce)");
+                r.subject = Some(format!("GPU {gpu} <-> {}", port.subject()));
+                Err(Box::new(r))
+            }
+        });
+    }
+    Ok(pairings)
 }
 
 /// `nvidia-smi topo` distance between the GPU and a NIC; SYS when either is not in the PCI tree.
@@ -257,7 +308,8 @@ pub fn judge(
                 };
                 let v = judge_leg(&outcome.numbers(*verified), &rate, &rule, i == 0);
                 measured[i] = true;
-                fast[i] = v.bandwidth_ok(pct);
+                // What the culprit comparison uses: bandwidth not shown slow, and the data verified.
+                fast[i] = v.bandwidth_ok(pct) && *verified;
                 statuses.push(v.status);
                 measurements.extend(v.measurements);
                 ev.push(format!("{label}: {} = ok", outcome.registration.call));
@@ -293,9 +345,10 @@ pub fn judge(
     let culprit = Culprit::of(fast[0], fast[1], measured[1]);
     let fix = culprit.map(|c| match c {
         Culprit::GpuDirectPath => FIX_GDR,
-        Culprit::Link => "check rdma.link (rate, state), the cable and the firmware",
+        Culprit::Link => FIX_LINK,
         Culprit::HostLegFailed => "the host-memory loopback failed too: check the port, rdma-core and memlock (rdma.memlock)",
     });
+    let fix = fix.or(matches!(rate, LinkRate::Unreadable(_)).then_some(FIX_LINK));
     let status = worst(statuses);
     let summary = format!(
         "{}{}",
@@ -326,6 +379,43 @@ mod tests {
         assert_eq!(nearest(&[NODE, NODE]), Some(0));
         assert_eq!(nearest(&[]), None);
         assert_eq!(distance(None, "0000:17:00.0", Some("0000:18:00.0")), SYS);
+    }
+
+    /// A GPU whose nearest port is RoCE without a RoCE v2 GID: before, it was dropped from the results without a
+    /// word (the check passed on the other GPUs).
+    #[test]
+    fn a_gpu_whose_nearest_port_cannot_be_addressed_fails_by_name() {
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::at(root.path()).unwrap();
+        let port = |device: &str, link_layer: &str| PortAttrs {
+            device: device.into(),
+            port: 1,
+            state: Ok("4: ACTIVE".into()),
+            phys_state: Ok("5: LinkUp".into()),
+            rate: Ok("400 Gb/sec (4X NDR)".into()),
+            link_layer: Ok(link_layer.into()),
+            lid: Ok("0x1".into()),
+            sm_lid: Ok("0x1".into()),
+        };
+        let ports = [
+            (port("mlx5_0", "Ethernet"), None),
+            (port("mlx5_1", "InfiniBand"), None),
+        ];
+        let gpus = ["0000:17:00.0".to_string(), "0000:5e:00.0".to_string()];
+        // No PCI tree: every distance is SYS, so each GPU takes the first port, the RoCE one without a GID.
+        let pairings = pair_gpus(&host, &gpus, &ports, None).unwrap();
+        assert_eq!(pairings.len(), 2);
+        for (p, gpu) in pairings.iter().zip(&gpus) {
+            let r = p.as_ref().err().expect("no target");
+            assert_eq!(r.status, Status::Fail);
+            assert_eq!(
+                r.subject.as_deref(),
+                Some(format!("GPU {gpu} <-> mlx5_0/1").as_str())
+            );
+            assert!(r.summary.contains("without a RoCE v2 GID"), "{}", r.summary);
+        }
+        let ib = pair_gpus(&host, &gpus[..1], &ports[1..], None).unwrap();
+        assert!(matches!(&ib[..], [Ok(p)] if p.target.device == "mlx5_1"));
     }
 
     fn phase(gbps: f64) -> Throughput {
@@ -438,6 +528,30 @@ mod tests {
         assert!(r.remediation.as_deref().unwrap().contains("nvidia_peermem"));
     }
 
+    /// GPU memory that did not hold what was sent, beside a host leg that did: the GPUDirect path, with its fix.
+    /// Before, a GPU leg at full bandwidth counted as fine, so this FAIL named no culprit and gave no fix.
+    #[test]
+    fn corrupted_gpu_data_beside_a_clean_host_leg_blames_the_gdr_path() {
+        let mut gpu_memory = done(390.0, 2.0);
+        if let Leg::Done { verified, .. } = &mut gpu_memory {
+            *verified = false;
+        }
+        let run = PairRun {
+            gpu: "g".into(),
+            gpu_memory,
+            host_memory: done(392.0, 2.0),
+        };
+        let r = judge(&run, Some(400.0), &PORT_RATE_PCT, &Limit::default(), false);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.summary.contains("DATA MISMATCH"), "{}", r.summary);
+        assert!(
+            r.summary.contains("GPUDirect RDMA path is the culprit"),
+            "{}",
+            r.summary
+        );
+        assert!(r.remediation.as_deref().unwrap().contains("nvidia_peermem"));
+    }
+
     #[test]
     fn pair_run_round_trips_through_json() {
         let run = PairRun {
@@ -460,6 +574,21 @@ mod tests {
         assert_eq!(r.status, Status::Error, "{}", r.summary);
         assert!(
             r.summary.contains("port rate is unreadable"),
+            "{}",
+            r.summary
+        );
+        // Without a rate nothing shows either leg slow: before, both counted as slow and the summary said
+        // "host memory is slow too: the port or link is the culprit", and a refused GPU registration beside a
+        // working host leg blamed the link instead of the GPUDirect path.
+        assert!(!r.summary.contains("culprit"), "{}", r.summary);
+        assert!(r.remediation.as_deref().unwrap().contains("rdma.link"));
+        let refused = PairRun {
+            gpu_memory: leg_failed("register memory", "ibv_reg_mr = Bad address"),
+            ..run
+        };
+        let r = judge(&refused, None, &PORT_RATE_PCT, &Limit::default(), true);
+        assert!(
+            r.summary.contains("GPUDirect RDMA path is the culprit"),
             "{}",
             r.summary
         );
