@@ -31,7 +31,7 @@ use crate::measure::rdma_pair::{self, PairPlan, Role};
 use crate::pair::judge::{self, LegRun, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::ring::{self, RingArgs};
 use crate::pair::session::{self, Handoff, Local, Peer};
-use crate::pair::wire::{self, PortInfo, PortMemory, VERSION};
+use crate::pair::wire::{self, NoPorts, PortInfo, PortMemory, VERSION};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Status};
 use crate::profile::PcieDistance;
@@ -680,7 +680,10 @@ fn link(
     let local = Local {
         node: me.to_string(),
         ports: inv.ports.iter().map(|(p, _)| p.clone()).collect(),
-        no_ports: inv.none.as_ref().map(|(_, why)| why.clone()),
+        no_ports: inv.none.as_ref().map(|(status, why)| NoPorts {
+            status: *status,
+            why: why.clone(),
+        }),
         accept_only: match side {
             Side::Listen(_) => expected.map(str::to_string),
             Side::Connect(_) => None,
@@ -723,7 +726,10 @@ fn link(
         .evidence(
             "peer ports",
             if peer.ports.is_empty() {
-                peer.no_ports.clone().unwrap_or_else(|| "none".into())
+                peer.no_ports
+                    .as_ref()
+                    .map(|n| format!("none: {} ({})", n.why, n.status))
+                    .unwrap_or_else(|| "none".into())
             } else {
                 peer.ports
                     .iter()
@@ -756,11 +762,28 @@ fn link(
         );
     }
     if peer.ports.is_empty() {
-        let why = peer.no_ports.clone().unwrap_or_else(|| "no port".into());
-        return tally.record(
-            CheckResult::skip(ID_RDMA, format!("peer {}: {why}", peer.node))
-                .subject(format!("{me} <-> {peer_node}")),
-        );
+        // The peer's own report judges its node; here the pair is untested. Only a peer without RDMA hardware
+        // makes that a skip: hardware there but unusable leaves this link unproven, an error.
+        let none = peer.no_ports.clone().unwrap_or(NoPorts {
+            status: Status::Error,
+            why: "announced no port and no reason".into(),
+        });
+        let result = if none.status == Status::Skip {
+            CheckResult::skip(ID_RDMA, format!("peer {}: {}", peer.node, none.why))
+        } else {
+            CheckResult::error(
+                ID_RDMA,
+                format!(
+                    "not tested: peer {} cannot test its side ({}: {})",
+                    peer.node, none.status, none.why
+                ),
+            )
+            .fix(format!(
+                "see fabric-preflight's report on {}: its RDMA hardware is there but unusable",
+                peer.node
+            ))
+        };
+        return tally.record(result.subject(format!("{me} <-> {peer_node}")));
     }
     let pairs = inv.ports.len().max(peer.ports.len());
     let pair_subject = |i: usize| {

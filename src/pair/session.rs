@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::rc::{fail, Failure};
 use crate::measure::rdma_pair::{Channel, Sync};
-use crate::pair::wire::{self, Message, PortInfo, WireError, HEADER_LEN};
+use crate::pair::wire::{self, Message, NoPorts, PortInfo, WireError, HEADER_LEN};
 
 /// One handshake may take at most this long, so a slow or silent client cannot hold the listener.
 pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
@@ -24,7 +24,7 @@ const ACCEPT_POLL: Duration = Duration::from_millis(20);
 pub struct Local {
     pub node: String,
     pub ports: Vec<PortInfo>,
-    pub no_ports: Option<String>,
+    pub no_ports: Option<NoPorts>,
     /// Listener in a ring: the one node name it accepts (its predecessor), so a wrong rank is refused, not
     /// measured as if it were the neighbour.
     pub accept_only: Option<String>,
@@ -37,7 +37,7 @@ pub struct Peer {
     pub node: String,
     pub addr: SocketAddr,
     pub ports: Vec<PortInfo>,
-    pub no_ports: Option<String>,
+    pub no_ports: Option<NoPorts>,
     deadline: Instant,
     /// Set by `Channel` calls: which port pair the synchronisation belongs to.
     pub port_pair: u32,
@@ -331,7 +331,7 @@ pub struct Handoff {
     node: String,
     addr: SocketAddr,
     ports: Vec<PortInfo>,
-    no_ports: Option<String>,
+    no_ports: Option<NoPorts>,
     #[serde(with = "crate::isolate::deadline")]
     deadline: Instant,
     port_pair: u32,
@@ -379,7 +379,7 @@ impl Peer {
         addr: SocketAddr,
         node: String,
         ports: Vec<PortInfo>,
-        no_ports: Option<String>,
+        no_ports: Option<NoPorts>,
         deadline: Instant,
     ) -> Peer {
         Peer {

@@ -52,6 +52,16 @@ pub enum PortMemory {
     },
 }
 
+/// Why a node has no port to test, with the verdict its own report gives that: `skip` where there is no RDMA
+/// hardware, `fail`/`error` where hardware is there but unusable. The peer needs the status to tell an absent
+/// fabric (skip) from an untestable link (error).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoPorts {
+    pub status: crate::probe::Status,
+    pub why: String,
+}
+
 impl PortMemory {
     pub fn gpu(&self) -> Option<&str> {
         match self {
@@ -93,13 +103,13 @@ pub enum Message {
         node: String,
         ports: Vec<PortInfo>,
         /// Why this node has no port to test (no RDMA device, rdma-core missing), if so.
-        no_ports: Option<String>,
+        no_ports: Option<NoPorts>,
     },
     /// Listener → connector: the token matched.
     Welcome {
         node: String,
         ports: Vec<PortInfo>,
-        no_ports: Option<String>,
+        no_ports: Option<NoPorts>,
     },
     /// Listener → connector: refused, and why (then the listener closes the connection).
     Refused { reason: String },

@@ -401,7 +401,10 @@ fn a_ring_listener_refuses_a_node_that_is_not_its_predecessor() {
         token: "t".into(),
         node: format!("127.0.0.1:{}", ports[2]),
         ports: vec![],
-        no_ports: Some("none".into()),
+        no_ports: Some(wire::NoPorts {
+            status: fabric_preflight::probe::Status::Skip,
+            why: "none".into(),
+        }),
     });
     s.write_all(&hello).unwrap();
     let mut reply = Vec::new();
@@ -564,6 +567,50 @@ void ibv_free_device_list(void **l) {}
         );
     }
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// A peer whose RDMA hardware is there but unusable (NICs bound to mlx5, libibverbs lists none: its own report
+/// fails) leaves this node's links untested: an error here, not the skip that means "no fabric to test".
+#[test]
+fn a_peer_with_unusable_rdma_hardware_is_an_error_here_not_a_skip() {
+    let healthy = verbs_opening("return 0;");
+    let empty = shims(&[(
+        "libibverbs.so.1",
+        "#include <stdlib.h>\nvoid **ibv_get_device_list(int *n) { *n = 0; return calloc(1, sizeof(void *)); }\nvoid ibv_free_device_list(void **l) { free(l); }\n",
+    )]);
+    let port = free_port();
+    let side = |libs: &Path, mode: &str| {
+        preflight()
+            .env("LD_LIBRARY_PATH", libs)
+            .args(["pair", "--format", "json", "--token", "t", "--root"])
+            .arg(host("hgx-healthy"))
+            .args(["--timeout", "10", "--memory", "host", mode])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let listener = side(empty.path(), "--listen");
+    let connector = side(healthy.path(), "--connect");
+    let (code, report, _) = finish(connector);
+    let rdma = &results(&report, "pair.rdma")[0];
+    assert_eq!(rdma["status"], "error", "{report}");
+    assert!(
+        rdma["summary"]
+            .as_str()
+            .unwrap()
+            .contains("cannot test its side (fail: libibverbs.so.1 lists no device"),
+        "{rdma}"
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN);
+    let (code, report, _) = finish(listener);
+    assert_eq!(
+        results(&report, "pair.rdma")[0]["status"],
+        "fail",
+        "{report}"
+    );
+    assert_eq!(code, Exit::CHECK_FAILED);
 }
 
 /// In a ring both links of a node measure in their own children at once: a hang is killed in each, and the
