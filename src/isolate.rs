@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +110,17 @@ pub fn run_child<J: Serialize, R: DeserializeOwned>(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // SAFETY: between fork and exec only setpgid, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            // Its own process group, so the kill at the deadline also ends whatever it started (a helper a
+            // library forked holds the pipes and the control socket otherwise).
+            if libc::setpgid(0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
     prepare(&mut command);
     let mut child = command
         .spawn()
@@ -166,19 +177,24 @@ pub fn run_child<J: Serialize, R: DeserializeOwned>(
     });
 
     let started = Instant::now();
+    let pid = child.id() as libc::pid_t;
     let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
+        match exited(pid) {
+            // Its group goes with it: a helper left behind would hold the pipes read below.
+            Ok(true) => {
+                kill_group(pid);
+                break child.wait().ok();
+            }
             // Killed at the deadline, or at once when the run is being stopped by a signal.
-            Ok(None) if started.elapsed() >= timeout || interrupt::requested().is_some() => {
-                let _ = child.kill();
+            Ok(false) if started.elapsed() >= timeout || interrupt::requested().is_some() => {
+                kill_group(pid);
                 let _ = child.wait();
                 break None;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(false) => std::thread::sleep(Duration::from_millis(5)),
             // Its status cannot be asked: end it rather than leave it running unwatched.
             Err(_) => {
-                let _ = child.kill();
+                kill_group(pid);
                 let _ = child.wait();
                 break None;
             }
@@ -213,7 +229,7 @@ pub fn run_child<J: Serialize, R: DeserializeOwned>(
         last_call: last_call.clone(),
         interrupted: false,
     };
-    // The child may die of the process group's signal before this process's handler has run.
+    // The child, in a group of its own, dies of a stopping signal only when one is sent to it alone.
     let stopped_by = interrupt::requested().or_else(|| {
         status
             .and_then(|s| s.signal())
@@ -302,6 +318,26 @@ pub fn serve_child<J: DeserializeOwned, R: Serialize>(work: impl FnOnce(J) -> R)
         Ok(bytes) if reply_out.write_all(&bytes).is_ok() => 0,
         _ => 70,
     }
+}
+
+/// Whether the child `pid` has ended, without reaping it: until it is reaped its id cannot be reused, so the
+/// kill of its group cannot reach another process's.
+fn exited(pid: libc::pid_t) -> std::io::Result<bool> {
+    // SAFETY: waitid on a child of this process, into a zeroed siginfo_t (si_pid stays 0 while it runs).
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(info.si_pid() != 0)
+    }
+}
+
+/// SIGKILL to the child's process group (the child and whatever it started that stayed in the group).
+fn kill_group(pid: libc::pid_t) {
+    // SAFETY: kill(2) on the group the unreaped child `pid` leads.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
 }
 
 fn run_job(job: &ProbeJob) -> ProbeReply {

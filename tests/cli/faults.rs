@@ -427,7 +427,7 @@ fn children_of(parent: u32) -> Vec<u32> {
 }
 
 /// The process exists and is not a zombie (a dead child whose new parent has not reaped it yet).
-fn alive(pid: u32) -> bool {
+pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|stat| {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::faults::shims;
+use super::faults::{alive, shims};
 use crate::util::*;
 use fabric_preflight::pair::wire::{self, Message, MAGIC, VERSION};
 
@@ -447,7 +447,8 @@ fn usage_errors() {
 /// `ibv_open_device`, the measurement's first call on a device.
 fn verbs_opening(open: &str) -> tempfile::TempDir {
     let source = format!(
-        r#"#include <stdlib.h>
+        r#"#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 static int dev[2];
 void **ibv_get_device_list(int *n) {{
@@ -462,6 +463,11 @@ void *ibv_open_device(void *d) {{ {open} }}
     );
     shims(&[("libibverbs.so.1", &source)])
 }
+
+/// `ibv_open_device` hangs after forking a helper that leaves the child's process group (`setsid`) and holds
+/// its output open for 20 s.
+const ESCAPING_HELPER: &str =
+    "if (fork() == 0) { setsid(); sleep(20); _exit(0); } for (;;) pause(); return 0;";
 
 /// Both ends of a pair on `hgx-healthy`'s ports with the stand-in libibverbs in `libs`; `extra` flags on the
 /// connector.
@@ -703,13 +709,44 @@ fn sigterm_stops_a_listener_waiting_for_its_peer() {
     nothing_listens_on(port);
 }
 
+/// A helper process a hung library forked (libcuda starts some) stays in the measuring child's process group:
+/// the kill at the deadline ends it too, so the parent does not wait on the output it holds, and nothing of
+/// the run outlives it.
+#[test]
+fn the_deadline_kills_the_helper_a_hung_library_forked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("helpers");
+    let libs = verbs_opening(&format!(
+        r#"if (fork() == 0) {{ FILE *f = fopen("{}", "a"); fprintf(f, "%d\n", getpid()); fclose(f); sleep(20); _exit(0); }} for (;;) pause(); return 0;"#,
+        pids.display()
+    ));
+    let t = Instant::now();
+    both_ends_stopped(
+        pair_on_hgx(libs.path(), "4", &[]),
+        &["timed out after", "in ibv_open_device"],
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(4 + 4),
+        "{:?}",
+        t.elapsed()
+    );
+    let helpers = std::fs::read_to_string(&pids).unwrap();
+    assert_eq!(helpers.lines().count(), 2, "one per end: {helpers}");
+    for pid in helpers.lines() {
+        assert!(
+            !alive(pid.parse().unwrap()),
+            "helper {pid} outlived the run"
+        );
+    }
+}
+
 /// A call the parent itself waits on past the deadline and the grace (here: the killed child's output, held
-/// open by a helper process the library started) is the watchdog's: it writes the report with what finished
-/// and an error for what was in flight, then ends the process.
+/// open by a helper process the library started in a session of its own, out of reach of the kill of the
+/// child's group) is the watchdog's: it writes the report with what finished and an error for what was in
+/// flight, then ends the process.
 #[test]
 fn the_watchdog_writes_the_report_with_what_was_in_flight() {
-    let libs =
-        verbs_opening("if (fork() == 0) { sleep(20); _exit(0); } for (;;) pause(); return 0;");
+    let libs = verbs_opening(ESCAPING_HELPER);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.json");
     let t = Instant::now();
