@@ -110,13 +110,23 @@ pub fn run_child<J: Serialize, R: DeserializeOwned>(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: between fork and exec only setpgid, which is async-signal-safe.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only setpgid, prctl and getppid, which are async-signal-safe.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             // Its own process group, so the kill at the deadline also ends whatever it started (a helper a
             // library forked holds the pipes and the control socket otherwise).
             if libc::setpgid(0, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // Die with the parent, even when it is killed outright (SIGKILL after slurmd's KillWait). Set
+            // before exec (it survives exec of this non-setuid binary), so there is no window without it.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // A parent that died before the line above sends no signal: the child is an orphan already.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         })
@@ -288,9 +298,6 @@ pub fn child_main() -> i32 {
 /// code.
 pub fn serve_child<J: DeserializeOwned, R: Serialize>(work: impl FnOnce(J) -> R) -> i32 {
     IN_CHILD.store(true, Ordering::Relaxed);
-    // Die with the parent, even when it is killed outright (SIGKILL after slurmd's KillWait): no probe
-    // outlives the run. SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     // Keep the real stdout for the reply and send everything else the process prints to stderr.
     // SAFETY: plain descriptor duplication on descriptors this process owns.
     let reply_fd = unsafe { libc::dup(1) };

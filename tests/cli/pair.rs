@@ -924,3 +924,61 @@ fn memory_auto_says_what_it_chose() {
         );
     }
 }
+
+/// A child whose start is slow (the loader, a library's constructor) already dies with its parent: the parent
+/// death signal is set before exec, not once the child reaches its own code.
+#[test]
+fn a_child_dies_with_its_parent_killed_before_the_child_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("children");
+    // Preloaded into every process of the run; only the `__pair` children note their pid and start slowly.
+    let source = format!(
+        r#"#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void slow_start(void) {{
+    char cmd[4096] = {{0}};
+    int fd = open("/proc/self/cmdline", O_RDONLY);
+    read(fd, cmd, sizeof cmd - 1);
+    close(fd);
+    if (strcmp(cmd + strlen(cmd) + 1, "__pair") != 0) return;
+    FILE *f = fopen("{}", "a"); fprintf(f, "%d\n", getpid()); fclose(f);
+    sleep(3);
+}}
+"#,
+        pids.display()
+    );
+    let libs = shims(&[("slowstart.so", &source)]);
+    let mut run = preflight()
+        .env("LD_PRELOAD", libs.path().join("slowstart.so"))
+        .args(["pair", "--format", "json", "--token", "t", "--root"])
+        .arg(host("hgx-healthy"))
+        .args(["--timeout", "30", "--listen"])
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let child: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pids)
+            .ok()
+            .and_then(|s| s.lines().next().and_then(|l| l.parse().ok()))
+        {
+            break pid;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no child started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = Instant::now();
+    while alive(child) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(1),
+            "the child outlived its killed parent"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
