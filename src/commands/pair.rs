@@ -153,6 +153,34 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     interrupt::install();
     let host = start.host;
     let hostname = host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into());
+    // One link, or a ring node's two at once: serving its predecessor, reaching its successor.
+    let (me, sides) = match (start.side, &start.ring) {
+        (Some(side), _) => (hostname.clone(), vec![(side, None)]),
+        (None, Some(ring)) => {
+            let me = ring.me().to_string();
+            let port = ring::port_of(&me).unwrap_or(args.port);
+            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+            let next = ring::address(ring.next(), args.port);
+            let sides = vec![
+                (Side::Listen(listen_on), Some(ring.prev())),
+                (Side::Connect(next), Some(ring.next())),
+            ];
+            (me, sides)
+        }
+        (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
+    };
+    let ring = start.ring.as_ref().map(|ring| RingPlace {
+        me: me.clone(),
+        prev: ring.prev().to_string(),
+        next: ring.next().to_string(),
+        described: format!(
+            "ring = {} (rank {} of {}, from {})",
+            ring.nodes.join(","),
+            ring.rank,
+            ring.nodes.len(),
+            ring.source
+        ),
+    });
     let run = Arc::new(Run {
         reporter: reporter(HostInfo {
             node_name: hostname.clone(),
@@ -161,6 +189,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             root: host.root().display().to_string(),
         }),
         links: [Tally::default(), Tally::default()],
+        ring,
         claimed: AtomicBool::new(false),
     });
     let deadline = run.reporter.started + ready.timeout;
@@ -184,22 +213,6 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         lat: ready.profile.thresholds.pair_latency_us.unwrap_or_default(),
     };
     let token = start.token.as_str();
-    // One link, or a ring node's two at once: serving its predecessor, reaching its successor.
-    let (me, sides) = match (start.side, &start.ring) {
-        (Some(side), _) => (hostname, vec![(side, None)]),
-        (None, Some(ring)) => {
-            let me = ring.me().to_string();
-            let port = ring::port_of(&me).unwrap_or(args.port);
-            let listen_on = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
-            let next = ring::address(ring.next(), args.port);
-            let sides = vec![
-                (Side::Listen(listen_on), Some(ring.prev())),
-                (Side::Connect(next), Some(ring.next())),
-            ];
-            (me, sides)
-        }
-        (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
-    };
     std::thread::scope(|s| {
         let running: Vec<_> = sides
             .iter()
@@ -207,8 +220,10 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             .map(|((side, neighbour), tally)| {
                 let me = me.as_str();
                 let (inventory, settings) = (&inventory, &settings);
-                let thread =
-                    s.spawn(move || link(side, me, *neighbour, token, inventory, settings, tally));
+                let thread = s.spawn(move || {
+                    link(side, me, *neighbour, token, inventory, settings, tally);
+                    tally.finished.store(true, Ordering::SeqCst);
+                });
                 (neighbour, tally, thread)
             })
             .collect();
@@ -228,29 +243,14 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         }
     }
     let mut results: Vec<CheckResult> = Vec::new();
-    let mut statuses = Vec::new();
-    for tally in &run.links[..sides.len()] {
+    let mut statuses = [Status::Error; 2];
+    for (tally, status) in run.links[..sides.len()].iter().zip(&mut statuses) {
         let link = tally.take();
-        statuses.push(link.iter().map(|r| r.status).max().unwrap_or(Status::Error));
+        *status = worst(&link);
         results.extend(link);
     }
-    if let Some(ring) = &start.ring {
-        let links = vec![
-            (ring.prev().to_string(), me.clone(), statuses[0]),
-            (me.clone(), ring.next().to_string(), statuses[1]),
-        ];
-        let mut summary = judge::ring_summary(&me, &links);
-        summary.evidence.insert(
-            0,
-            format!(
-                "ring = {} (rank {} of {}, from {})",
-                ring.nodes.join(","),
-                ring.rank,
-                ring.nodes.len(),
-                ring.source
-            ),
-        );
-        results.push(summary);
+    if let Some(place) = &run.ring {
+        results.push(place.summary(statuses));
     }
     Ok(run.reporter.deliver(results))
 }
@@ -366,18 +366,64 @@ struct Run {
     /// One link, or a ring node's two (serving its predecessor, reaching its successor). The first also holds
     /// the listing of this node's ports while it runs.
     links: [Tally; 2],
+    /// A ring node's place: its report ends with the `pair.ring` result, the watchdog's too.
+    ring: Option<RingPlace>,
     /// The report is being written (by the run or by the watchdog): only one writes it.
     claimed: AtomicBool,
 }
 
+/// Where this node sits in the ring, for its `pair.ring` result.
+struct RingPlace {
+    me: String,
+    prev: String,
+    next: String,
+    /// `ring = a,b,c (rank 1 of 3, from …)`.
+    described: String,
+}
+
+impl RingPlace {
+    /// The ring summary of this node's links: `statuses` of the one with its predecessor, then its successor.
+    fn summary(&self, statuses: [Status; 2]) -> CheckResult {
+        let links = [
+            (self.prev.clone(), self.me.clone(), statuses[0]),
+            (self.me.clone(), self.next.clone(), statuses[1]),
+        ];
+        let mut summary = judge::ring_summary(&self.me, &links);
+        summary.evidence.insert(0, self.described.clone());
+        summary
+    }
+}
+
+/// A link's verdict: its worst result; a link without any is an error.
+fn worst(results: &[CheckResult]) -> Status {
+    results
+        .iter()
+        .map(|r| r.status)
+        .max()
+        .unwrap_or(Status::Error)
+}
+
 /// A link's results so far, and the error to report for the step in flight if it never returns.
 #[derive(Default)]
-struct Tally(Mutex<(Vec<CheckResult>, Option<CheckResult>)>);
+struct Tally {
+    steps: Mutex<(Vec<CheckResult>, Option<CheckResult>)>,
+    /// The link's thread returned: its results are all there.
+    finished: AtomicBool,
+}
 
 impl Tally {
     fn lock(&self) -> MutexGuard<'_, (Vec<CheckResult>, Option<CheckResult>)> {
         // A thread that panicked holding the lock left consistent data: every change is one push or one set.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.steps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The link's verdict for the watchdog: a link not finished is an error, whatever passed so far.
+    fn verdict_so_far(&self) -> Status {
+        if self.finished.load(Ordering::SeqCst) {
+            worst(&self.lock().0)
+        } else {
+            Status::Error
+        }
     }
 
     /// A step starts; `if_stuck` names it for the watchdog, should it never return.
@@ -441,7 +487,10 @@ fn watchdog(run: Arc<Run>, deadline: Instant) {
             std::thread::sleep(WATCHDOG_GRACE);
             std::process::exit(Exit::COULD_NOT_RUN.into());
         }
-        let results = run.links.iter().flat_map(Tally::so_far).collect();
+        let mut results: Vec<CheckResult> = run.links.iter().flat_map(Tally::so_far).collect();
+        if let Some(place) = &run.ring {
+            results.push(place.summary(run.links.each_ref().map(Tally::verdict_so_far)));
+        }
         std::process::exit(run.reporter.deliver(results).into());
     });
 }

@@ -982,3 +982,54 @@ __attribute__((constructor)) static void slow_start(void) {{
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The watchdog's report on a ring node still ends with the node's `pair.ring` result: the links not finished
+/// are errors there, so `--summarize` learns from this node too.
+#[test]
+fn the_watchdogs_ring_report_carries_the_ring_summary() {
+    let libs = verbs_opening(ESCAPING_HELPER);
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nodes: Vec<Child> = (0..3)
+        .map(|rank| {
+            preflight()
+                .env("LD_LIBRARY_PATH", libs.path())
+                .args(["pair", "--format", "json", "--token", "t", "--root"])
+                .arg(host("hgx-healthy"))
+                .args(["--ring", "--peers", &peers, "--rank", &rank.to_string()])
+                .args(["--timeout", "4"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (rank, node) in nodes.into_iter().enumerate() {
+        let (code, report, out) = finish(node);
+        assert!(
+            stderr(&out).contains("the deadline passed"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(code, Exit::CHECK_FAILED, "{report}");
+        let ring = results(&report, "pair.ring");
+        assert_eq!(ring.len(), 1, "{report}");
+        let me = &ports[rank];
+        for link in [
+            format!(
+                "127.0.0.1:{} <-> 127.0.0.1:{me} = error",
+                ports[(rank + 2) % 3]
+            ),
+            format!(
+                "127.0.0.1:{me} <-> 127.0.0.1:{} = error",
+                ports[(rank + 1) % 3]
+            ),
+        ] {
+            assert!(evidence_has(ring[0], &link), "{link}: {}", ring[0]);
+        }
+    }
+}
