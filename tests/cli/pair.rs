@@ -332,8 +332,21 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
             Some("ring-token"),
         )
     };
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let summarize = |files: &[std::path::PathBuf]| {
+        let out = preflight()
+            .args(["pair", "--format", "json", "--summarize"])
+            .args(files)
+            .output()
+            .unwrap();
+        let report: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        (code(&out), report)
+    };
     let nodes: Vec<Child> = (0..3).map(|r| ring(r, "20")).collect();
-    for node in nodes {
+    let mut passing = Vec::new();
+    for (rank, node) in nodes.into_iter().enumerate() {
         let (code, report, _) = finish(node);
         assert_eq!(code, Exit::OK, "{report}");
         assert_eq!(results(&report, "pair.handshake").len(), 2);
@@ -343,11 +356,53 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
             "{report}"
         );
         rdma_ran_or_was_skipped_with_reason(&report);
+        let f = dir.join(format!("pass-{rank}.json"));
+        std::fs::write(&f, report.to_string()).unwrap();
+        passing.push(f);
     }
 
+    // Rank 1's report is missing (killed before writing it) and another is garbage: the summary of what is
+    // there, an error naming each unreadable report and what is unknown, exit 3.
+    let garbage = dir.join("garbage.json");
+    std::fs::write(&garbage, "{\"truncated\": ").unwrap();
+    let files = [
+        passing[0].clone(),
+        dir.join("missing.json"),
+        passing[2].clone(),
+        garbage.clone(),
+    ];
+    let (exit, report) = summarize(&files);
+    assert_eq!(exit, Exit::COULD_NOT_RUN, "{report}");
+    let checks = report["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3, "{report}");
+    assert_eq!(checks[0]["status"], "pass", "{report}");
+    for (check, path) in checks[1..].iter().zip([dir.join("missing.json"), garbage]) {
+        assert_eq!(check["status"], "error", "{report}");
+        assert_eq!(check["subject"], path.display().to_string(), "{report}");
+        let line = format!(
+            "ring nodes without a readable report = 127.0.0.1:{}",
+            ports[1]
+        );
+        assert!(evidence_has(check, &line), "{report}");
+        assert!(
+            evidence_has(check, "links no readable report saw (unknown) = none"),
+            "{report}"
+        );
+    }
+    // No report readable at all: a usage error.
+    let out = preflight()
+        .args(["pair", "--summarize"])
+        .arg(dir.join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no report could be read"),
+        "{}",
+        stderr(&out)
+    );
+
     // Rank 1 never starts: its neighbours each see one failing link, and together they name it.
-    let dir = std::env::temp_dir().join(format!("fp-ring-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let (r0, r2) = (ring(0, "3"), ring(2, "3"));
     let mut files = Vec::new();
     for (rank, child) in [(0, r0), (2, r2)] {
@@ -362,19 +417,18 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
         std::fs::write(&f, report.to_string()).unwrap();
         files.push(f);
     }
-    let out = preflight()
-        .args(["pair", "--format", "json", "--summarize"])
-        .args(&files)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(code(&out), Exit::CHECK_FAILED, "{report}");
+    let (exit, report) = summarize(&files);
+    assert_eq!(exit, Exit::CHECK_FAILED, "{report}");
     let summary = report["checks"][0]["summary"].as_str().unwrap();
     assert!(
         summary.starts_with(&format!("127.0.0.1:{} is common", ports[1])),
         "{summary}"
     );
-    std::fs::remove_dir_all(&dir).ok();
+    // A missing report beside a failure found: still exit 1.
+    files.push(dir.join("missing.json"));
+    let (exit, report) = summarize(&files);
+    assert_eq!(exit, Exit::CHECK_FAILED, "{report}");
+    assert_eq!(report["checks"][1]["status"], "error", "{report}");
 }
 
 #[test]
