@@ -544,6 +544,32 @@ fn pair_on_hgx(libs: &Path, timeout: &str, extra: &[&str]) -> (Child, Child) {
     (listener, connector)
 }
 
+/// A ring of three on loopback, each node on `hgx-healthy`'s ports with the stand-in libibverbs in `libs`: the
+/// nodes' ports and processes, by rank.
+fn ring_on_hgx(libs: &Path, timeout: &str) -> (Vec<u16>, Vec<Child>) {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nodes = (0..3)
+        .map(|rank| {
+            preflight()
+                .env("LD_LIBRARY_PATH", libs)
+                .args(["pair", "--format", "json", "--token", "t", "--root"])
+                .arg(host("hgx-healthy"))
+                .args(["--ring", "--peers", &peers, "--rank", &rank.to_string()])
+                .args(["--timeout", timeout])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    (ports, nodes)
+}
+
 /// Both ends exit 3, each report's first port pair an error saying every one of `words` and naming the peer,
 /// the second not run; the reports.
 fn both_ends_stopped(ends: (Child, Child), words: &[&str]) -> Vec<Value> {
@@ -678,27 +704,8 @@ fn a_peer_with_unusable_rdma_hardware_is_an_error_here_not_a_skip() {
 #[test]
 fn a_ring_node_kills_both_links_hung_children_and_still_summarizes() {
     let libs = verbs_opening("for (;;) pause(); return 0;");
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let peers = ports
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
     let t = Instant::now();
-    let nodes: Vec<Child> = (0..3)
-        .map(|rank| {
-            preflight()
-                .env("LD_LIBRARY_PATH", libs.path())
-                .args(["pair", "--format", "json", "--token", "t", "--root"])
-                .arg(host("hgx-healthy"))
-                .args(["--ring", "--peers", &peers, "--rank", &rank.to_string()])
-                .args(["--timeout", "5"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let (_, nodes) = ring_on_hgx(libs.path(), "5");
     for node in nodes {
         let (code, report, _) = finish(node);
         // The ring summary fails the links that errored.
@@ -1042,26 +1049,7 @@ __attribute__((constructor)) static void slow_start(void) {{
 #[test]
 fn the_watchdogs_ring_report_carries_the_ring_summary() {
     let libs = verbs_opening(ESCAPING_HELPER);
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let peers = ports
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let nodes: Vec<Child> = (0..3)
-        .map(|rank| {
-            preflight()
-                .env("LD_LIBRARY_PATH", libs.path())
-                .args(["pair", "--format", "json", "--token", "t", "--root"])
-                .arg(host("hgx-healthy"))
-                .args(["--ring", "--peers", &peers, "--rank", &rank.to_string()])
-                .args(["--timeout", "4"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let (ports, nodes) = ring_on_hgx(libs.path(), "4");
     for (rank, node) in nodes.into_iter().enumerate() {
         let (code, report, out) = finish(node);
         assert!(
