@@ -39,8 +39,11 @@ pub struct GpuMemory {
     _ctx: DeviceContext,
 }
 
+/// The stage of a failed CUDA call on the test memory.
+pub const CUDA: &str = "CUDA";
+
 fn cuda_failure(e: impl std::fmt::Display) -> Failure {
-    fail("CUDA", e.to_string())
+    fail(CUDA, e.to_string())
 }
 
 impl TestMemory {

@@ -14,7 +14,7 @@ use crate::isolate::breadcrumb;
 use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::BasicQueuePair;
 
-use crate::measure::memory::TestMemory;
+use crate::measure::memory::{TestMemory, CUDA};
 use crate::measure::rc::{
     self, fail, Failure, Op, PortTarget, Region, Registration, Remote, RoundTrips,
 };
@@ -359,11 +359,13 @@ fn expect(ch: &mut dyn Channel, during: &str) -> Result<Sync, Failure> {
 }
 
 const PEER_STOPPED: &str = "the peer stopped: ";
+/// What a relayed failure's stage starts with.
+const RELAYED_STAGE: &str = "peer: ";
 
 /// The failure the peer reported (`Sync::Failed`) as this end's: its stage under "peer: ".
 pub fn relayed(theirs: &Failure) -> Failure {
     fail(
-        &format!("peer: {}", theirs.stage),
+        &format!("{RELAYED_STAGE}{}", theirs.stage),
         format!("{PEER_STOPPED}{}", theirs.message),
     )
 }
@@ -371,6 +373,17 @@ pub fn relayed(theirs: &Failure) -> Failure {
 /// The peer reported this failure itself before it stopped: it did not die mid-transfer.
 pub fn is_relayed(f: &Failure) -> bool {
     f.message.starts_with(PEER_STOPPED)
+}
+
+/// The failure shows the path broken (an error or missing completion, memory the NIC would not register, a
+/// CUDA call on the test memory) rather than a call that could not be made or a peer that went away. A relayed
+/// failure is classified by the stage it had at the peer, so both ends give one verdict for it.
+pub fn breaks_path(f: &Failure) -> bool {
+    let stage = match f.stage.strip_prefix(RELAYED_STAGE) {
+        Some(theirs) if is_relayed(f) => theirs,
+        _ => f.stage.as_str(),
+    };
+    stage.ends_with(rc::COMPLETION) || [rc::REGISTER_MEMORY, CUDA].contains(&stage)
 }
 
 fn unexpected(during: &str, got: &Sync) -> Failure {

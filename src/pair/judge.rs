@@ -147,9 +147,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
                             .into(),
                     ),
                 )
-            } else if failure.stage.contains("completion")
-                || ["register memory", "CUDA"].contains(&failure.stage.as_str())
-            {
+            } else if crate::measure::rdma_pair::breaks_path(failure) {
                 (
                     Status::Fail,
                     format!("transfer with {peer_name} failed: {text}"),
@@ -692,6 +690,41 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.contains("refused DMA-BUF export = CUDA_ERROR_NOT_SUPPORTED")));
+    }
+
+    /// A failure relayed from the peer gets the verdict the peer gives it: a registration the peer's NIC refused
+    /// or a CUDA call that failed there failed the path at both ends (before, an exact match on the stage made
+    /// "peer: register memory" an error here and a fail there).
+    #[test]
+    fn a_relayed_failure_gets_the_verdict_the_peer_gives_it() {
+        for (stage, message) in [
+            ("register memory", "ibv_reg_mr = Bad address"),
+            ("CUDA", "cuMemAlloc = CUDA_ERROR_OUT_OF_MEMORY"),
+            ("RDMA READ completion", "work completion status 10"),
+            ("ibv_modify_qp(RTR)", "Invalid argument"),
+        ] {
+            let theirs = crate::measure::rc::fail(stage, message);
+            let verdict = |failure: Failure| {
+                judge(
+                    &with_gpu(
+                        LegRun::Done(outcome()),
+                        LegRun::Failed {
+                            failure,
+                            peer_gone: false,
+                        },
+                    ),
+                    None,
+                    &DEFAULT_PCT,
+                    &Limit::default(),
+                )
+                .status
+            };
+            let (there, here) = (
+                verdict(theirs.clone()),
+                verdict(crate::measure::rdma_pair::relayed(&theirs)),
+            );
+            assert_eq!(here, there, "{stage}");
+        }
     }
 
     #[test]
