@@ -73,7 +73,8 @@ struct LegPart {
     status: Status,
     /// Passed every rule but the deadline's (what the culprit comparison uses).
     healthy: bool,
-    measured: bool,
+    /// What it measured, where it ran to the end.
+    numbers: Option<crate::transfer_verdict::LegNumbers>,
     /// Not run, or ended by the peer going away: it says nothing about the path (no culprit from it).
     cut_off: bool,
     clause: String,
@@ -93,7 +94,7 @@ impl LegPart {
         LegPart {
             status,
             healthy: false,
-            measured: false,
+            numbers: None,
             cut_off,
             clause,
             measurements: vec![],
@@ -217,7 +218,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     LegPart {
         status: v.status,
         healthy,
-        measured: true,
+        numbers: Some(numbers),
         cut_off: false,
         clause,
         measurements: v.measurements,
@@ -292,7 +293,7 @@ pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) 
             let culprit = if g.cut_off {
                 None
             } else {
-                Culprit::of(g.healthy, host.healthy, host.measured)
+                Culprit::of(g.healthy, host.healthy, host.numbers.as_ref())
             };
             if let Some(words) = culprit.and_then(Culprit::words) {
                 clauses.push(words.to_string());
