@@ -245,15 +245,7 @@ fn run_inner(
             } => (remote, addr, rkey, len, registration),
             other => return Err(unexpected("endpoint exchange", &other)),
         };
-    if peer_len != region.len as u64 {
-        return Err(fail(
-            "endpoint exchange",
-            format!(
-                "peer registered {peer_len} bytes, this node {}: run both ends with the same --message-size",
-                region.len
-            ),
-        ));
-    }
+    let (peer_src, peer_dst) = peer_halves(peer_addr, peer_len, region.len as u64, half as u64)?;
     port.connect(&mut qp, target, &peer, psn)?;
     // Receives need a connected QP (rxe refuses them in RESET). The ping buffer is the start of the destination
     // half; the first ping comes only after both ends said Ready, so this receive is there in time.
@@ -272,7 +264,7 @@ fn run_inner(
             // WRITE our source half into the peer's destination half; the peer checks it.
             let write = Op::Write {
                 rkey: peer_rkey,
-                remote: peer_addr + half as u64,
+                remote: peer_dst,
             };
             let (write_gbps, writes, cut) = stream(&mut qp, &send_cq, write, lkey, src, plan, ch)?;
             cut_short |= cut;
@@ -286,7 +278,7 @@ fn run_inner(
             memory.fill(|b| b[half..].fill(0))?;
             let read = Op::Read {
                 rkey: peer_rkey,
-                remote: peer_addr,
+                remote: peer_src,
             };
             let (read_gbps, reads, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
             cut_short |= cut;
@@ -348,6 +340,28 @@ fn run_inner(
     drop(qp);
     drop(mr);
     Ok(outcome)
+}
+
+/// The peer's source and destination halves from the endpoint it sent (`addr`, `len`): its length must be the
+/// plan's, and its buffer must fit in the address space (an address from the network is not trusted to add).
+fn peer_halves(addr: u64, len: u64, plan_len: u64, half: u64) -> Result<(u64, u64), Failure> {
+    if len != plan_len {
+        return Err(fail(
+            "endpoint exchange",
+            format!(
+                "peer registered {len} bytes, this node {plan_len}: run both ends with the same --message-size"
+            ),
+        ));
+    }
+    match (addr.checked_add(len), addr.checked_add(half)) {
+        (Some(_), Some(dst)) if half <= len => Ok((addr, dst)),
+        _ => Err(fail(
+            "endpoint exchange",
+            format!(
+                "the peer sent a buffer of {len} bytes at {addr:#x}, past the end of the address space: its endpoint is corrupt"
+            ),
+        )),
+    }
 }
 
 /// The next step from the peer; a `Failed` from it becomes our failure, naming its stage.
@@ -635,5 +649,19 @@ mod tests {
         // GPU memory: the number cannot be read; the length still must match.
         assert!(echo_intact(7, None, PING_BYTES));
         assert!(!echo_intact(7, None, 0));
+    }
+
+    /// The peer's endpoint is checked before its address is added to: a buffer past the end of the address space
+    /// (debug builds panicked on the addition, release builds wrapped) or of another length is a failure naming
+    /// the peer.
+    #[test]
+    fn a_peer_endpoint_that_does_not_fit_is_refused() {
+        assert_eq!(peer_halves(0x1000, 16, 16, 8).unwrap(), (0x1000, 0x1008));
+        let wraps = peer_halves(u64::MAX - 8, 16, 16, 8).unwrap_err();
+        assert_eq!(wraps.stage, "endpoint exchange");
+        assert!(wraps.message.contains("the peer sent"), "{}", wraps.message);
+        assert!(peer_halves(u64::MAX - 4, 16, 16, 8).is_err());
+        let other_size = peer_halves(0x1000, 32, 16, 8).unwrap_err();
+        assert!(other_size.message.contains("peer registered 32 bytes"));
     }
 }
