@@ -200,7 +200,7 @@ fn run_inner(
         return Err(fail("plan", "the test memory is smaller than the plan"));
     }
     memory.fill(|buf| {
-        buf[..half].copy_from_slice(&pattern_from(0, half));
+        stamp_source(buf, half, Phase::Write);
         buf[half..].fill(0);
     })?;
     let (addr, host_visible) = (region.addr, region.host_visible);
@@ -256,7 +256,7 @@ fn run_inner(
         other => return Err(unexpected("connect", &other)),
     }
     // A copy back that fails (GPU memory) is that call's failure, not a data mismatch.
-    let halves_equal = |m: &mut TestMemory| m.read_back().map(|b| b[..half] == b[half..2 * half]);
+    let arrived = |m: &mut TestMemory, phase| m.read_back().map(|b| arrived(b, half, phase));
 
     let outcome = match role {
         Role::Initiator => {
@@ -274,7 +274,8 @@ fn run_inner(
                 Sync::WriteChecked { verified } => writes > 0 && verified,
                 other => return Err(unexpected("RDMA WRITE check", &other)),
             };
-            // READ the peer's source half into our destination half, then compare.
+            // READ the peer's source half, which it re-stamped with the READ pattern, into our destination
+            // half, then compare.
             memory.fill(|b| b[half..].fill(0))?;
             let read = Op::Read {
                 rkey: peer_rkey,
@@ -282,7 +283,7 @@ fn run_inner(
             };
             let (read_gbps, reads, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
             cut_short |= cut;
-            let read_verified = halves_equal(memory)? && reads > 0;
+            let read_verified = arrived(memory, Phase::Read)? && reads > 0;
             ch.send(Sync::PingStart)?;
             let pings = ping(
                 &mut qp,
@@ -318,7 +319,9 @@ fn run_inner(
                 Sync::WriteDone => {}
                 other => return Err(unexpected("RDMA WRITE", &other)),
             }
-            let verified = halves_equal(memory)?;
+            let verified = arrived(memory, Phase::Write)?;
+            // Our destination half now holds the WRITE pattern: a READ aimed at it must not verify.
+            memory.fill(|b| stamp_source(b, half, Phase::Read))?;
             ch.send(Sync::WriteChecked { verified })?;
             match expect(ch, "RDMA READ")? {
                 Sync::PingStart => {}
@@ -340,6 +343,30 @@ fn run_inner(
     drop(qp);
     drop(mr);
     Ok(outcome)
+}
+
+/// Which bulk phase a pattern belongs to: each carries its own, so data that came from the wrong half does not
+/// verify (after WRITE the responder's destination half holds the WRITE pattern).
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Write = 0,
+    Read = 1,
+}
+
+impl Phase {
+    fn pattern(self, half: usize) -> Vec<u8> {
+        pattern_from(self as usize, half)
+    }
+}
+
+/// Puts `phase`'s pattern in the source half (the first `half` bytes) of `buf`.
+fn stamp_source(buf: &mut [u8], half: usize, phase: Phase) {
+    buf[..half].copy_from_slice(&phase.pattern(half));
+}
+
+/// The destination half of `buf` holds `phase`'s pattern.
+fn arrived(buf: &[u8], half: usize, phase: Phase) -> bool {
+    buf[half..2 * half] == phase.pattern(half)
 }
 
 /// The peer's source and destination halves from the endpoint it sent (`addr`, `len`): its length must be the
@@ -663,5 +690,43 @@ mod tests {
         assert!(peer_halves(u64::MAX - 4, 16, 16, 8).is_err());
         let other_size = peer_halves(0x1000, 32, 16, 8).unwrap_err();
         assert!(other_size.message.contains("peer registered 32 bytes"));
+    }
+
+    /// The bulk phases through two buffers (an initiator's, a responder's), with RDMA as copies at the addresses
+    /// the initiator computes: a READ aimed at the responder's destination half, which holds the WRITE pattern by
+    /// then, must not verify (before, both halves held one pattern and it did), nor a WRITE into its source half.
+    #[test]
+    fn a_misdirected_read_or_write_does_not_verify() {
+        let half = 64;
+        let fresh = || {
+            let mut b = vec![0xaa; 2 * half];
+            stamp_source(&mut b, half, Phase::Write);
+            b[half..].fill(0);
+            b
+        };
+        // One-sided copies between the buffers, addresses relative to the responder's buffer at 0.
+        let copy = |from: &[u8], at: u64, to: &mut [u8], to_at: u64| {
+            let (at, to_at) = (at as usize, to_at as usize);
+            to[to_at..to_at + half].copy_from_slice(&from[at..at + half]);
+        };
+        let (src, dst) = peer_halves(0, 2 * half as u64, 2 * half as u64, half as u64).unwrap();
+        for (write_to, read_from, intact) in [
+            (dst, src, (true, true)),
+            (dst, dst, (true, false)),
+            (src, src, (false, true)),
+        ] {
+            let (mut initiator, mut responder) = (fresh(), fresh());
+            copy(&initiator.clone(), 0, &mut responder, write_to);
+            let write_ok = arrived(&responder, half, Phase::Write);
+            stamp_source(&mut responder, half, Phase::Read);
+            initiator[half..].fill(0);
+            copy(&responder, read_from, &mut initiator, half as u64);
+            let read_ok = arrived(&initiator, half, Phase::Read);
+            assert_eq!(
+                (write_ok, read_ok),
+                intact,
+                "WRITE to {write_to}, READ from {read_from}"
+            );
+        }
     }
 }
