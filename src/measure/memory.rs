@@ -145,8 +145,8 @@ pub fn cuda_gpus() -> Result<Vec<String>, crate::dynlib::LibError> {
 }
 
 /// The CUDA ordinal of the GPU at `bdf` (CUDA numbers GPUs its own way). Looked up here, per allocation, rather
-/// than passed in: `gdr.loopback`'s GPUs come from the driver's listing, whose order is not CUDA's, and `pair` measures in a
-/// child process that would have to carry it beside the bus id; listing costs a few driver calls.
+/// than passed in: `gdr.loopback`'s GPUs come from the driver's listing, whose order is not CUDA's, and `pair`
+/// measures in a child process that would have to carry it beside the bus id; listing costs a few driver calls.
 fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
     let gpus = cuda_gpus().map_err(|e| e.to_string())?;
     gpus.iter()
