@@ -179,27 +179,53 @@ pub fn judge_leg(n: &LegNumbers, rate: &LinkRate, rule: &LegRule, judged: bool) 
 pub enum Culprit {
     /// GPU memory slow or failed, host memory fast: peermem/DMA-BUF, PCIe placement, ACS/IOMMU.
     GpuDirectPath,
-    /// Both slow: the port or the link.
-    Link,
+    /// Both unhealthy: the port or the link; how the host leg failed.
+    Link(HostFault),
     /// The control failed too: nothing to compare with.
     HostLegFailed,
 }
 
+/// What was wrong with a measured host-memory leg that is not healthy, for the culprit's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostFault {
+    /// Its data did not arrive intact (or could not be read back).
+    DataMismatch,
+    /// A direction moved nothing, or no round trip completed.
+    MovedTooLittle,
+    /// It moved verified data, too slowly (bandwidth or latency).
+    Slow,
+}
+
+impl HostFault {
+    /// The fault of a host leg that is not healthy, worst first.
+    pub fn of(n: &LegNumbers) -> HostFault {
+        if !n.verified {
+            HostFault::DataMismatch
+        } else if n.writes == 0 || n.reads == 0 || n.round_trips == 0 {
+            HostFault::MovedTooLittle
+        } else {
+            HostFault::Slow
+        }
+    }
+}
+
 impl Culprit {
-    /// None when the GPU leg is fast (nothing to blame).
-    pub fn of(gpu_fast: bool, host_fast: bool, host_measured: bool) -> Option<Culprit> {
-        match (gpu_fast, host_fast, host_measured) {
+    /// None when the GPU leg is fast (nothing to blame). `host`: the host leg's numbers, if it was measured.
+    pub fn of(gpu_fast: bool, host_fast: bool, host: Option<&LegNumbers>) -> Option<Culprit> {
+        match (gpu_fast, host_fast, host) {
             (true, _, _) => None,
             (false, true, _) => Some(Culprit::GpuDirectPath),
-            (false, false, true) => Some(Culprit::Link),
-            (false, false, false) => Some(Culprit::HostLegFailed),
+            (false, false, Some(n)) => Some(Culprit::Link(HostFault::of(n))),
+            (false, false, None) => Some(Culprit::HostLegFailed),
         }
     }
 
     pub fn words(self) -> Option<&'static str> {
         match self {
             Culprit::GpuDirectPath => Some("host memory is fast and GPU memory is not: the GPUDirect RDMA path is the culprit (peermem/DMA-BUF, PCIe placement, ACS/IOMMU)"),
-            Culprit::Link => Some("host memory is slow too: the port or link is the culprit"),
+            Culprit::Link(HostFault::Slow) => Some("host memory is slow too: the port or link is the culprit"),
+            Culprit::Link(HostFault::DataMismatch) => Some("host memory's data did not arrive intact either: the port or link is the culprit"),
+            Culprit::Link(HostFault::MovedTooLittle) => Some("host memory's transfers did not complete either: the port or link is the culprit"),
             Culprit::HostLegFailed => None,
         }
     }
@@ -315,5 +341,38 @@ mod tests {
             gbps_text(0.9, &LinkRate::Gbps(400.0)),
             "0.900 Gb/s (0% of link)"
         );
+    }
+
+    /// Both legs unhealthy blames the link in words from what the host leg did: "slow" only where it was slow
+    /// (before, a host leg whose data did not arrive intact was called slow too).
+    #[test]
+    fn the_link_culprit_says_what_the_host_leg_did() {
+        let slow = numbers();
+        let bad_data = LegNumbers {
+            verified: false,
+            ..numbers()
+        };
+        let nothing = LegNumbers {
+            reads: 0,
+            ..numbers()
+        };
+        let words =
+            |host: &LegNumbers| Culprit::of(false, false, Some(host)).and_then(Culprit::words);
+        assert!(words(&slow).unwrap().contains("host memory is slow too"));
+        for host in [&bad_data, &nothing] {
+            let w = words(host).unwrap();
+            assert!(!w.contains("slow"), "{w}");
+            assert!(w.contains("port or link is the culprit"), "{w}");
+        }
+        assert!(words(&bad_data).unwrap().contains("did not arrive intact"));
+        assert_eq!(
+            Culprit::of(false, false, None),
+            Some(Culprit::HostLegFailed)
+        );
+        assert_eq!(
+            Culprit::of(false, true, Some(&slow)),
+            Some(Culprit::GpuDirectPath)
+        );
+        assert_eq!(Culprit::of(true, false, Some(&slow)), None);
     }
 }

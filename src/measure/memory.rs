@@ -39,8 +39,11 @@ pub struct GpuMemory {
     _ctx: DeviceContext,
 }
 
+/// The stage of a failed CUDA call on the test memory.
+pub const CUDA: &str = "CUDA";
+
 fn cuda_failure(e: impl std::fmt::Display) -> Failure {
-    fail("CUDA", e.to_string())
+    fail(CUDA, e.to_string())
 }
 
 impl TestMemory {
@@ -141,7 +144,9 @@ pub fn cuda_gpus() -> Result<Vec<String>, crate::dynlib::LibError> {
         .collect()
 }
 
-/// The CUDA ordinal of the GPU at `bdf` (CUDA numbers GPUs its own way).
+/// The CUDA ordinal of the GPU at `bdf` (CUDA numbers GPUs its own way). Looked up here, per allocation, rather
+/// than passed in: `gdr.loopback`'s GPUs come from the driver's listing, whose order is not CUDA's, and `pair`
+/// measures in a child process that would have to carry it beside the bus id; listing costs a few driver calls.
 fn gpu_ordinal(bdf: &str) -> Result<usize, String> {
     let gpus = cuda_gpus().map_err(|e| e.to_string())?;
     gpus.iter()

@@ -85,6 +85,11 @@ pub struct Failure {
     pub refused_registrations: Vec<String>,
 }
 
+/// The stage of a registration the NIC refused on every path.
+pub const REGISTER_MEMORY: &str = "register memory";
+/// What the stage of a failed or missing work completion ends with (`RDMA WRITE completion`).
+pub const COMPLETION: &str = " completion";
+
 pub fn fail(stage: &str, message: impl Into<String>) -> Failure {
     Failure {
         stage: stage.into(),
@@ -236,7 +241,7 @@ impl Port {
             Err(e) => {
                 refused.push(format!("ibv_reg_mr = {}", chain(&e)));
                 Err(Failure {
-                    stage: "register memory".into(),
+                    stage: REGISTER_MEMORY.into(),
                     message: refused.join("; "),
                     refused_registrations: refused,
                 })
@@ -491,7 +496,7 @@ pub fn timed_out(f: &Failure) -> bool {
 
 fn idle(deadline: Instant, what: &str) -> Result<(), Failure> {
     if Instant::now() >= deadline {
-        return Err(fail(&format!("{what} completion"), NO_COMPLETION));
+        return Err(fail(&format!("{what}{COMPLETION}"), NO_COMPLETION));
     }
     std::hint::spin_loop();
     Ok(())
@@ -502,7 +507,7 @@ fn check_status(status: u32, vendor_err: u32, what: &str) -> Result<(), Failure>
         return Ok(());
     }
     Err(fail(
-        &format!("{what} completion"),
+        &format!("{what}{COMPLETION}"),
         format!(
             "work completion status {status} ({}, vendor error {vendor_err:#x})",
             status_name(status)

@@ -14,7 +14,7 @@ use crate::isolate::breadcrumb;
 use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::BasicQueuePair;
 
-use crate::measure::memory::TestMemory;
+use crate::measure::memory::{TestMemory, CUDA};
 use crate::measure::rc::{
     self, fail, Failure, Op, PortTarget, Region, Registration, Remote, RoundTrips,
 };
@@ -200,7 +200,7 @@ fn run_inner(
         return Err(fail("plan", "the test memory is smaller than the plan"));
     }
     memory.fill(|buf| {
-        buf[..half].copy_from_slice(&pattern_from(0, half));
+        stamp_source(buf, half, Phase::Write);
         buf[half..].fill(0);
     })?;
     let (addr, host_visible) = (region.addr, region.host_visible);
@@ -245,15 +245,7 @@ fn run_inner(
             } => (remote, addr, rkey, len, registration),
             other => return Err(unexpected("endpoint exchange", &other)),
         };
-    if peer_len != region.len as u64 {
-        return Err(fail(
-            "endpoint exchange",
-            format!(
-                "peer registered {peer_len} bytes, this node {}: run both ends with the same --message-size",
-                region.len
-            ),
-        ));
-    }
+    let (peer_src, peer_dst) = peer_halves(peer_addr, peer_len, region.len as u64, half as u64)?;
     port.connect(&mut qp, target, &peer, psn)?;
     // Receives need a connected QP (rxe refuses them in RESET). The ping buffer is the start of the destination
     // half; the first ping comes only after both ends said Ready, so this receive is there in time.
@@ -264,7 +256,7 @@ fn run_inner(
         other => return Err(unexpected("connect", &other)),
     }
     // A copy back that fails (GPU memory) is that call's failure, not a data mismatch.
-    let halves_equal = |m: &mut TestMemory| m.read_back().map(|b| b[..half] == b[half..2 * half]);
+    let arrived = |m: &mut TestMemory, phase| m.read_back().map(|b| arrived(b, half, phase));
 
     let outcome = match role {
         Role::Initiator => {
@@ -272,7 +264,7 @@ fn run_inner(
             // WRITE our source half into the peer's destination half; the peer checks it.
             let write = Op::Write {
                 rkey: peer_rkey,
-                remote: peer_addr + half as u64,
+                remote: peer_dst,
             };
             let (write_gbps, writes, cut) = stream(&mut qp, &send_cq, write, lkey, src, plan, ch)?;
             cut_short |= cut;
@@ -282,15 +274,16 @@ fn run_inner(
                 Sync::WriteChecked { verified } => writes > 0 && verified,
                 other => return Err(unexpected("RDMA WRITE check", &other)),
             };
-            // READ the peer's source half into our destination half, then compare.
+            // READ the peer's source half, which it re-stamped with the READ pattern, into our destination
+            // half, then compare.
             memory.fill(|b| b[half..].fill(0))?;
             let read = Op::Read {
                 rkey: peer_rkey,
-                remote: peer_addr,
+                remote: peer_src,
             };
             let (read_gbps, reads, cut) = stream(&mut qp, &send_cq, read, lkey, dst, plan, ch)?;
             cut_short |= cut;
-            let read_verified = halves_equal(memory)? && reads > 0;
+            let read_verified = arrived(memory, Phase::Read)? && reads > 0;
             ch.send(Sync::PingStart)?;
             let pings = ping(
                 &mut qp,
@@ -326,7 +319,9 @@ fn run_inner(
                 Sync::WriteDone => {}
                 other => return Err(unexpected("RDMA WRITE", &other)),
             }
-            let verified = halves_equal(memory)?;
+            let verified = arrived(memory, Phase::Write)?;
+            // Our destination half now holds the WRITE pattern: a READ aimed at it must not verify.
+            memory.fill(|b| stamp_source(b, half, Phase::Read))?;
             ch.send(Sync::WriteChecked { verified })?;
             match expect(ch, "RDMA READ")? {
                 Sync::PingStart => {}
@@ -350,6 +345,52 @@ fn run_inner(
     Ok(outcome)
 }
 
+/// Which bulk phase a pattern belongs to: each carries its own, so data that came from the wrong half does not
+/// verify (after WRITE the responder's destination half holds the WRITE pattern).
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Write = 0,
+    Read = 1,
+}
+
+impl Phase {
+    fn pattern(self, half: usize) -> Vec<u8> {
+        pattern_from(self as usize, half)
+    }
+}
+
+/// Puts `phase`'s pattern in the source half (the first `half` bytes) of `buf`.
+fn stamp_source(buf: &mut [u8], half: usize, phase: Phase) {
+    buf[..half].copy_from_slice(&phase.pattern(half));
+}
+
+/// The destination half of `buf` holds `phase`'s pattern.
+fn arrived(buf: &[u8], half: usize, phase: Phase) -> bool {
+    buf[half..2 * half] == phase.pattern(half)
+}
+
+/// The peer's source and destination halves from the endpoint it sent (`addr`, `len`): its length must be the
+/// plan's, and its buffer must fit in the address space (an address from the network is not trusted to add).
+fn peer_halves(addr: u64, len: u64, plan_len: u64, half: u64) -> Result<(u64, u64), Failure> {
+    if len != plan_len {
+        return Err(fail(
+            "endpoint exchange",
+            format!(
+                "peer registered {len} bytes, this node {plan_len}: run both ends with the same --message-size"
+            ),
+        ));
+    }
+    match (addr.checked_add(len), addr.checked_add(half)) {
+        (Some(_), Some(dst)) if half <= len => Ok((addr, dst)),
+        _ => Err(fail(
+            "endpoint exchange",
+            format!(
+                "the peer sent a buffer of {len} bytes at {addr:#x}, past the end of the address space: its endpoint is corrupt"
+            ),
+        )),
+    }
+}
+
 /// The next step from the peer; a `Failed` from it becomes our failure, naming its stage.
 fn expect(ch: &mut dyn Channel, during: &str) -> Result<Sync, Failure> {
     match ch.recv(during)? {
@@ -359,11 +400,13 @@ fn expect(ch: &mut dyn Channel, during: &str) -> Result<Sync, Failure> {
 }
 
 const PEER_STOPPED: &str = "the peer stopped: ";
+/// What a relayed failure's stage starts with.
+const RELAYED_STAGE: &str = "peer: ";
 
 /// The failure the peer reported (`Sync::Failed`) as this end's: its stage under "peer: ".
 pub fn relayed(theirs: &Failure) -> Failure {
     fail(
-        &format!("peer: {}", theirs.stage),
+        &format!("{RELAYED_STAGE}{}", theirs.stage),
         format!("{PEER_STOPPED}{}", theirs.message),
     )
 }
@@ -371,6 +414,17 @@ pub fn relayed(theirs: &Failure) -> Failure {
 /// The peer reported this failure itself before it stopped: it did not die mid-transfer.
 pub fn is_relayed(f: &Failure) -> bool {
     f.message.starts_with(PEER_STOPPED)
+}
+
+/// The failure shows the path broken (an error or missing completion, memory the NIC would not register, a
+/// CUDA call on the test memory) rather than a call that could not be made or a peer that went away. A relayed
+/// failure is classified by the stage it had at the peer, so both ends give one verdict for it.
+pub fn breaks_path(f: &Failure) -> bool {
+    let stage = match f.stage.strip_prefix(RELAYED_STAGE) {
+        Some(theirs) if is_relayed(f) => theirs,
+        _ => f.stage.as_str(),
+    };
+    stage.ends_with(rc::COMPLETION) || [rc::REGISTER_MEMORY, CUDA].contains(&stage)
 }
 
 fn unexpected(during: &str, got: &Sync) -> Failure {
@@ -622,5 +676,57 @@ mod tests {
         // GPU memory: the number cannot be read; the length still must match.
         assert!(echo_intact(7, None, PING_BYTES));
         assert!(!echo_intact(7, None, 0));
+    }
+
+    /// The peer's endpoint is checked before its address is added to: a buffer past the end of the address space
+    /// (debug builds panicked on the addition, release builds wrapped) or of another length is a failure naming
+    /// the peer.
+    #[test]
+    fn a_peer_endpoint_that_does_not_fit_is_refused() {
+        assert_eq!(peer_halves(0x1000, 16, 16, 8).unwrap(), (0x1000, 0x1008));
+        let wraps = peer_halves(u64::MAX - 8, 16, 16, 8).unwrap_err();
+        assert_eq!(wraps.stage, "endpoint exchange");
+        assert!(wraps.message.contains("the peer sent"), "{}", wraps.message);
+        assert!(peer_halves(u64::MAX - 4, 16, 16, 8).is_err());
+        let other_size = peer_halves(0x1000, 32, 16, 8).unwrap_err();
+        assert!(other_size.message.contains("peer registered 32 bytes"));
+    }
+
+    /// The bulk phases through two buffers (an initiator's, a responder's), with RDMA as copies at the addresses
+    /// the initiator computes: a READ aimed at the responder's destination half, which holds the WRITE pattern by
+    /// then, must not verify (before, both halves held one pattern and it did), nor a WRITE into its source half.
+    #[test]
+    fn a_misdirected_read_or_write_does_not_verify() {
+        let half = 64;
+        let fresh = || {
+            let mut b = vec![0xaa; 2 * half];
+            stamp_source(&mut b, half, Phase::Write);
+            b[half..].fill(0);
+            b
+        };
+        // One-sided copies between the buffers, addresses relative to the responder's buffer at 0.
+        let copy = |from: &[u8], at: u64, to: &mut [u8], to_at: u64| {
+            let (at, to_at) = (at as usize, to_at as usize);
+            to[to_at..to_at + half].copy_from_slice(&from[at..at + half]);
+        };
+        let (src, dst) = peer_halves(0, 2 * half as u64, 2 * half as u64, half as u64).unwrap();
+        for (write_to, read_from, intact) in [
+            (dst, src, (true, true)),
+            (dst, dst, (true, false)),
+            (src, src, (false, true)),
+        ] {
+            let (mut initiator, mut responder) = (fresh(), fresh());
+            copy(&initiator.clone(), 0, &mut responder, write_to);
+            let write_ok = arrived(&responder, half, Phase::Write);
+            stamp_source(&mut responder, half, Phase::Read);
+            initiator[half..].fill(0);
+            copy(&responder, read_from, &mut initiator, half as u64);
+            let read_ok = arrived(&initiator, half, Phase::Read);
+            assert_eq!(
+                (write_ok, read_ok),
+                intact,
+                "WRITE to {write_to}, READ from {read_from}"
+            );
+        }
     }
 }

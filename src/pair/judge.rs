@@ -73,7 +73,8 @@ struct LegPart {
     status: Status,
     /// Passed every rule but the deadline's (what the culprit comparison uses).
     healthy: bool,
-    measured: bool,
+    /// What it measured, where it ran to the end.
+    numbers: Option<crate::transfer_verdict::LegNumbers>,
     /// Not run, or ended by the peer going away: it says nothing about the path (no culprit from it).
     cut_off: bool,
     clause: String,
@@ -93,7 +94,7 @@ impl LegPart {
         LegPart {
             status,
             healthy: false,
-            measured: false,
+            numbers: None,
             cut_off,
             clause,
             measurements: vec![],
@@ -147,9 +148,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
                             .into(),
                     ),
                 )
-            } else if failure.stage.contains("completion")
-                || ["register memory", "CUDA"].contains(&failure.stage.as_str())
-            {
+            } else if crate::measure::rdma_pair::breaks_path(failure) {
                 (
                     Status::Fail,
                     format!("transfer with {peer_name} failed: {text}"),
@@ -219,7 +218,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     LegPart {
         status: v.status,
         healthy,
-        measured: true,
+        numbers: Some(numbers),
         cut_off: false,
         clause,
         measurements: v.measurements,
@@ -294,7 +293,7 @@ pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) 
             let culprit = if g.cut_off {
                 None
             } else {
-                Culprit::of(g.healthy, host.healthy, host.measured)
+                Culprit::of(g.healthy, host.healthy, host.numbers.as_ref())
             };
             if let Some(words) = culprit.and_then(Culprit::words) {
                 clauses.push(words.to_string());
@@ -692,6 +691,41 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.contains("refused DMA-BUF export = CUDA_ERROR_NOT_SUPPORTED")));
+    }
+
+    /// A failure relayed from the peer gets the verdict the peer gives it: a registration the peer's NIC refused
+    /// or a CUDA call that failed there failed the path at both ends (before, an exact match on the stage made
+    /// "peer: register memory" an error here and a fail there).
+    #[test]
+    fn a_relayed_failure_gets_the_verdict_the_peer_gives_it() {
+        for (stage, message) in [
+            ("register memory", "ibv_reg_mr = Bad address"),
+            ("CUDA", "cuMemAlloc = CUDA_ERROR_OUT_OF_MEMORY"),
+            ("RDMA READ completion", "work completion status 10"),
+            ("ibv_modify_qp(RTR)", "Invalid argument"),
+        ] {
+            let theirs = crate::measure::rc::fail(stage, message);
+            let verdict = |failure: Failure| {
+                judge(
+                    &with_gpu(
+                        LegRun::Done(outcome()),
+                        LegRun::Failed {
+                            failure,
+                            peer_gone: false,
+                        },
+                    ),
+                    None,
+                    &DEFAULT_PCT,
+                    &Limit::default(),
+                )
+                .status
+            };
+            let (there, here) = (
+                verdict(theirs.clone()),
+                verdict(crate::measure::rdma_pair::relayed(&theirs)),
+            );
+            assert_eq!(here, there, "{stage}");
+        }
     }
 
     #[test]

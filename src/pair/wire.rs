@@ -9,8 +9,9 @@ use crate::measure::rdma_pair::Sync;
 
 pub const MAGIC: [u8; 4] = *b"FPPR";
 /// Bumped on any incompatible change; both ends must speak the same one. 2: ports announce their memory,
-/// endpoints their registration.
-pub const VERSION: u8 = 2;
+/// endpoints their registration. 3: the responder re-stamps its source half with the READ pattern before it
+/// answers `WriteChecked` (a version-2 end would fail every READ check against it).
+pub const VERSION: u8 = 3;
 pub const HEADER_LEN: usize = 9;
 /// Large enough for a node with dozens of ports, small enough that a peer cannot make us allocate much.
 pub const MAX_BODY: usize = 16 * 1024;

@@ -288,7 +288,7 @@ pub fn judge(
     let mut statuses = Vec::new();
     let mut parts = Vec::new();
     let mut fast = [false; 2];
-    let mut measured = [false; 2];
+    let mut numbers = [None, None];
     for (i, (label, key, leg)) in [
         ("GPU memory", "gdr_", &run.gpu_memory),
         ("host memory", "host_", &run.host_memory),
@@ -306,8 +306,9 @@ pub fn judge(
                     latency_name: "send_latency",
                     replayed,
                 };
-                let v = judge_leg(&outcome.numbers(*verified), &rate, &rule, i == 0);
-                measured[i] = true;
+                let n = outcome.numbers(*verified);
+                let v = judge_leg(&n, &rate, &rule, i == 0);
+                numbers[i] = Some(n);
                 // What the culprit comparison uses: bandwidth not shown slow, and the data verified.
                 fast[i] = v.bandwidth_ok(pct) && *verified;
                 statuses.push(v.status);
@@ -342,10 +343,10 @@ pub fn judge(
             }
         }
     }
-    let culprit = Culprit::of(fast[0], fast[1], measured[1]);
+    let culprit = Culprit::of(fast[0], fast[1], numbers[1].as_ref());
     let fix = culprit.map(|c| match c {
         Culprit::GpuDirectPath => FIX_GDR,
-        Culprit::Link => FIX_LINK,
+        Culprit::Link(_) => FIX_LINK,
         Culprit::HostLegFailed => "the host-memory loopback failed too: check the port, rdma-core and memlock (rdma.memlock)",
     });
     let fix = fix.or(matches!(rate, LinkRate::Unreadable(_)).then_some(FIX_LINK));

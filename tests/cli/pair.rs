@@ -14,12 +14,22 @@ use super::faults::{alive, shims};
 use crate::util::*;
 use fabric_preflight::pair::wire::{self, Message, MAGIC, VERSION};
 
+/// A port free now and never handed out before in this test process: the kernel may give a just-released port
+/// again, and two ends (or two tests running at once) on one port would talk to the wrong peer.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 fn pair(args: &[&str], token: Option<&str>) -> Child {
