@@ -502,6 +502,7 @@ fn the_h200_recording_matches_the_schemas() {
         "session-2026-12-01",
         "session-2026-12-01-final",
         "session-2026-12-01-s3",
+        "session-2026-12-01-s4",
     ] {
         let dir = testdata(&format!("device/h200/{session}"));
         for (file, schema) in [
