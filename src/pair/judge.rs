@@ -746,18 +746,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_peer_gone_is_an_error_naming_it() {
-        let gone = LegRun::Failed {
+    /// A leg the peer ended by going away mid-WRITE.
+    fn peer_gone() -> LegRun {
+        LegRun::Failed {
             failure: Failure {
                 stage: "peer: RDMA WRITE".into(),
                 message: "closed".into(),
                 refused_registrations: vec![],
             },
             peer_gone: true,
-        };
+        }
+    }
+
+    #[test]
+    fn a_peer_gone_is_an_error_naming_it() {
         let legs = PairLegs {
-            host: gone,
+            host: peer_gone(),
             ..host_only(outcome())
         };
         let r = judge(&legs, None, &DEFAULT_PCT, &Limit::default());
@@ -773,16 +777,8 @@ mod tests {
     /// healthy host leg beside it blamed peermem/DMA-BUF for a peer that went away.
     #[test]
     fn a_gpu_leg_cut_off_by_its_peer_blames_no_path() {
-        let gone = LegRun::Failed {
-            failure: Failure {
-                stage: "peer: RDMA WRITE".into(),
-                message: "closed".into(),
-                refused_registrations: vec![],
-            },
-            peer_gone: true,
-        };
         let not_run = LegRun::NotRun("the peer went away after the host-memory leg".into());
-        for gpu in [gone, not_run] {
+        for gpu in [peer_gone(), not_run] {
             let r = judge(
                 &with_gpu(LegRun::Done(outcome()), gpu),
                 None,
