@@ -1011,30 +1011,22 @@ fn measure_pair(
         &settings.pct,
         &settings.lat,
     );
-    r.evidence.insert(
-        0,
-        format!(
-            "{}: link layer {}, rate {}, {} ({})",
-            mine.name(),
-            mine.link_layer,
-            rate_text(mine.rate_gbps),
-            mine.memory.describe(),
-            mine.memory.why()
-        ),
-    );
-    r.evidence.insert(
-        1,
-        format!(
-            "{}:{}: link layer {}, rate {}, {} ({})",
-            peer.node,
-            theirs.name(),
-            theirs.link_layer,
-            rate_text(theirs.rate_gbps),
-            theirs.memory.describe(),
-            theirs.memory.why()
-        ),
-    );
+    r.evidence.insert(0, port_line(mine));
+    r.evidence
+        .insert(1, format!("{}:{}", peer.node, port_line(theirs)));
     r
+}
+
+/// `mlx5_0/1: link layer InfiniBand, rate 400 Gb/s, host memory (why)`: a port of the pair, for the evidence.
+fn port_line(p: &PortInfo) -> String {
+    format!(
+        "{}: link layer {}, rate {}, {} ({})",
+        p.name(),
+        p.link_layer,
+        rate_text(p.rate_gbps),
+        p.memory.describe(),
+        p.memory.why()
+    )
 }
 
 /// One leg through this end's memory: the GPU at `gpu`, or host memory.

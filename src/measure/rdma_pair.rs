@@ -619,16 +619,8 @@ mod tests {
             sent: vec![],
             inbox: [peer_endpoint, Sync::Ready].into(),
         };
-        let plan = PairPlan {
-            message_bytes: 4,
-            bw_messages: 1,
-            queue_depth: 1,
-            pings: 1,
-            phase_time: Duration::from_secs(1),
-            deadline: Instant::now() + Duration::from_secs(1),
-        };
         let mut memory = TestMemory::host(8);
-        let f = run(Role::Initiator, &target(), plan, &mut memory, &mut ch).unwrap_err();
+        let f = run(Role::Initiator, &target(), plan(4), &mut memory, &mut ch).unwrap_err();
         assert_eq!(f.stage, "plan");
         assert!(
             matches!(ch.sent.as_slice(), [Sync::Failed(_)]),
@@ -645,17 +637,21 @@ mod tests {
             sent: vec![],
             inbox: [Sync::Ready].into(),
         };
-        let plan = PairPlan {
-            message_bytes: 16,
+        let mut memory = TestMemory::host(8);
+        let f = run(Role::Initiator, &target(), plan(16), &mut memory, &mut ch).unwrap_err();
+        assert_eq!(f.stage, "plan");
+    }
+
+    /// The smallest plan: one of each, `message_bytes` per message, a second to run.
+    fn plan(message_bytes: usize) -> PairPlan {
+        PairPlan {
+            message_bytes,
             bw_messages: 1,
             queue_depth: 1,
             pings: 1,
             phase_time: Duration::from_secs(1),
             deadline: Instant::now() + Duration::from_secs(1),
-        };
-        let mut memory = TestMemory::host(8);
-        let f = run(Role::Initiator, &target(), plan, &mut memory, &mut ch).unwrap_err();
-        assert_eq!(f.stage, "plan");
+        }
     }
 
     fn target() -> PortTarget {

@@ -356,17 +356,30 @@ pub fn common_nodes(failing: &[(String, String)]) -> Vec<String> {
 }
 
 /// A ring summary over `links` (one node's two, or every node's with `--summarize`): which failed and which
-/// node they share. `scope` names what was covered.
+/// node they share, else which warned. `scope` names what was covered.
 pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckResult {
     let failing: Vec<(String, String)> = links
         .iter()
         .filter(|(_, _, s)| matches!(s, Status::Fail | Status::Error))
         .map(|(a, b, _)| (a.clone(), b.clone()))
         .collect();
+    let warned: Vec<String> = links
+        .iter()
+        .filter(|(_, _, s)| *s == Status::Warn)
+        .map(|(a, b, _)| format!("{a} <-> {b}"))
+        .collect();
     let mut r = match (failing.len(), common_nodes(&failing).as_slice()) {
-        (0, _) => CheckResult::pass(
+        (0, _) if warned.is_empty() => CheckResult::pass(
             ID_RING,
             format!("every ring link of {scope} passes"),
+        ),
+        (0, _) => CheckResult::warn(
+            ID_RING,
+            format!(
+                "no ring link of {scope} fails, but {} warn(s): {} (their pair.rdma results say why)",
+                warned.len(),
+                warned.join(", ")
+            ),
         ),
         (_, [node]) => CheckResult::fail(
             ID_RING,
@@ -746,18 +759,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_peer_gone_is_an_error_naming_it() {
-        let gone = LegRun::Failed {
+    /// A leg the peer ended by going away mid-WRITE.
+    fn peer_gone() -> LegRun {
+        LegRun::Failed {
             failure: Failure {
                 stage: "peer: RDMA WRITE".into(),
                 message: "closed".into(),
                 refused_registrations: vec![],
             },
             peer_gone: true,
-        };
+        }
+    }
+
+    #[test]
+    fn a_peer_gone_is_an_error_naming_it() {
         let legs = PairLegs {
-            host: gone,
+            host: peer_gone(),
             ..host_only(outcome())
         };
         let r = judge(&legs, None, &DEFAULT_PCT, &Limit::default());
@@ -773,16 +790,8 @@ mod tests {
     /// healthy host leg beside it blamed peermem/DMA-BUF for a peer that went away.
     #[test]
     fn a_gpu_leg_cut_off_by_its_peer_blames_no_path() {
-        let gone = LegRun::Failed {
-            failure: Failure {
-                stage: "peer: RDMA WRITE".into(),
-                message: "closed".into(),
-                refused_registrations: vec![],
-            },
-            peer_gone: true,
-        };
         let not_run = LegRun::NotRun("the peer went away after the host-memory leg".into());
-        for gpu in [gone, not_run] {
+        for gpu in [peer_gone(), not_run] {
             let r = judge(
                 &with_gpu(LegRun::Done(outcome()), gpu),
                 None,
@@ -838,5 +847,21 @@ mod tests {
         assert_eq!(r.evidence[0], "n1 <-> n2 = fail");
         let one = ring_summary("n2", &links[..1]);
         assert!(one.summary.contains("without a single common node"));
+    }
+
+    /// A ring with no failing link but one that warned (the deadline cut a phase short, a port without a
+    /// counterpart) warns, naming it: before, it passed as "every ring link passes", and `--summarize`, whose
+    /// report is the ring summary alone, lost the warning.
+    #[test]
+    fn a_warning_link_is_no_passing_ring() {
+        let links = vec![
+            ("n1".to_string(), "n2".to_string(), Status::Pass),
+            ("n2".to_string(), "n3".to_string(), Status::Warn),
+        ];
+        let r = ring_summary("n2", &links);
+        assert_eq!(r.status, Status::Warn, "{}", r.summary);
+        assert!(r.summary.contains("n2 <-> n3"), "{}", r.summary);
+        assert_eq!(r.evidence[1], "n2 <-> n3 = warn");
+        assert_eq!(ring_summary("n2", &links[..1]).status, Status::Pass);
     }
 }
