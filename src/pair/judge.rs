@@ -368,7 +368,25 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
         .filter(|(_, _, s)| *s == Status::Warn)
         .map(|(a, b, _)| format!("{a} <-> {b}"))
         .collect();
+    // A skipped link moved no data (no RDMA hardware at one end): it proves nothing, so it never counts as a pass.
+    let unmeasured: Vec<String> = links
+        .iter()
+        .filter(|(_, _, s)| *s == Status::Skip)
+        .map(|(a, b, _)| format!("{a} <-> {b}"))
+        .collect();
     let mut r = match (failing.len(), common_nodes(&failing).as_slice()) {
+        (0, _) if unmeasured.len() == links.len() => CheckResult::skip(
+            ID_RING,
+            format!("no ring link of {scope} was measured (their pair.rdma results say why)"),
+        ),
+        (0, _) if !unmeasured.is_empty() && warned.is_empty() => CheckResult::warn(
+            ID_RING,
+            format!(
+                "no ring link of {scope} fails, but {} moved no data: {} (their pair.rdma results say why)",
+                unmeasured.len(),
+                unmeasured.join(", ")
+            ),
+        ),
         (0, _) if warned.is_empty() => CheckResult::pass(
             ID_RING,
             format!("every ring link of {scope} passes"),
@@ -863,5 +881,21 @@ mod tests {
         assert!(r.summary.contains("n2 <-> n3"), "{}", r.summary);
         assert_eq!(r.evidence[1], "n2 <-> n3 = warn");
         assert_eq!(ring_summary("n2", &links[..1]).status, Status::Pass);
+    }
+
+    /// Links that skipped (no RDMA hardware at an end) moved no data: a ring of them is a skip, and one beside
+    /// passing links a warning naming it, never "every ring link passes" (which it said before).
+    #[test]
+    fn skipped_links_are_no_passing_ring() {
+        let links = vec![
+            ("n1".to_string(), "n2".to_string(), Status::Skip),
+            ("n2".to_string(), "n3".to_string(), Status::Skip),
+        ];
+        let r = ring_summary("n2", &links);
+        assert_eq!(r.status, Status::Skip, "{}", r.summary);
+        let mixed = vec![links[0].clone(), ("n2".into(), "n3".into(), Status::Pass)];
+        let r = ring_summary("n2", &mixed);
+        assert_eq!(r.status, Status::Warn, "{}", r.summary);
+        assert!(r.summary.contains("n1 <-> n2"), "{}", r.summary);
     }
 }
