@@ -192,6 +192,10 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         ring,
         claimed: AtomicBool::new(false),
     });
+    // A single pair uses one link: the other has nothing to report, and the watchdog must not wait for it.
+    for unused in &run.links[sides.len()..] {
+        unused.finished.store(true, Ordering::SeqCst);
+    }
     let deadline = run.reporter.started + ready.timeout;
     watchdog(Arc::clone(&run), deadline);
     let inventory = list_ports(args.root.as_deref(), args.memory, deadline, &run.links[0]);
@@ -452,7 +456,15 @@ impl Tally {
             ));
             r
         });
-        t.0.iter().cloned().chain(stuck).collect()
+        // Between two steps nothing is in flight, yet the link has not finished: its verdict is missing, which is
+        // an error, never the pass its earlier steps alone would make.
+        let unfinished = (stuck.is_none() && !self.finished.load(Ordering::SeqCst)).then(|| {
+            CheckResult::error(
+                ID_RDMA,
+                "the link had not finished when the watchdog ended the run",
+            )
+        });
+        t.0.iter().cloned().chain(stuck).chain(unfinished).collect()
     }
 
     /// The thread running this link panicked: the step in flight (or the link) ends in an error saying so.
@@ -1219,6 +1231,18 @@ mod tests {
             &Answers::from_file(&answers).unwrap(),
             GpuSource::None("--memory host".into()),
         )
+    }
+
+    /// The watchdog firing between two steps (the handshake recorded, the measurement not yet begun) found
+    /// nothing in flight and wrote only the handshake's pass: exit 0 for a link never measured.
+    #[test]
+    fn the_watchdog_between_two_steps_reports_the_link_unfinished() {
+        let tally = Tally::default();
+        tally.record(CheckResult::pass(ID_HANDSHAKE, "handshake done"));
+        let results = tally.so_far();
+        assert_eq!(worst(&results), Status::Error, "{results:?}");
+        tally.finished.store(true, Ordering::SeqCst);
+        assert_eq!(worst(&tally.so_far()), Status::Pass);
     }
 
     /// A ring node's serving thread that panics leaves an error naming the step it was in, after what it had
