@@ -85,21 +85,37 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
         return Ok(Exit::COULD_NOT_RUN);
     }
 
-    if !dir.exists() {
+    let created = !dir.exists();
+    if created {
         fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut copier = Copier {
-        dest: dir.to_path_buf(),
-        done: BTreeSet::new(),
-        skipped: Vec::new(),
+    let written = discard_unless_written(dir, created, || {
+        let mut copier = Copier {
+            dest: dir.to_path_buf(),
+            done: BTreeSet::new(),
+            skipped: Vec::new(),
+        };
+        let paths = recorder.recorded();
+        for (path, _) in &paths {
+            copier.copy_path(path, 0);
+        }
+        let answers = serde_json::to_string_pretty(&executed.recorded)?;
+        fs::write(dir.join(ANSWERS_FILE), answers + "\n")
+            .with_context(|| format!("writing {}", dir.join(ANSWERS_FILE).display()))?;
+        if let Some(signal) = crate::interrupt::requested() {
+            bail!("interrupted by {signal} while writing");
+        }
+        Ok((paths, copier))
+    });
+    let (paths, copier) = match written {
+        Ok(done) => done,
+        // Stopped by a signal, like an interrupted run: could not run, not a usage error.
+        Err(e) if crate::interrupt::requested().is_some() => {
+            eprintln!("fabric-preflight: {e:#}");
+            return Ok(Exit::COULD_NOT_RUN);
+        }
+        Err(e) => return Err(e),
     };
-    let paths = recorder.recorded();
-    for (path, _) in &paths {
-        copier.copy_path(path, 0);
-    }
-    let answers = serde_json::to_string_pretty(&executed.recorded)?;
-    fs::write(dir.join(ANSWERS_FILE), answers + "\n")
-        .with_context(|| format!("writing {}", dir.join(ANSWERS_FILE).display()))?;
 
     let mut text = report::render(Format::Table, &executed.report, Style::PLAIN);
     text += &format!(
@@ -123,6 +139,23 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
         eprintln!("fabric-preflight: snapshot: not copied {path}: {why}");
     }
     Ok(super::emit(&text, Exit::OK))
+}
+
+/// Runs `write` into `dir`; where it fails (a full disk, a signal), what it wrote is removed, and `dir` too when
+/// this run `created` it: a partial tree would replay as a machine missing the answers it lacks.
+fn discard_unless_written<T>(
+    dir: &Path,
+    created: bool,
+    write: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    write()
+        .inspect_err(|_| {
+            let _ = fs::remove_dir_all(dir);
+            if !created {
+                let _ = fs::create_dir(dir);
+            }
+        })
+        .with_context(|| format!("snapshot {}: nothing kept", dir.display()))
 }
 
 /// Character and block devices (`/dev/infiniband/uverbs0`, `/dev/nvidia0`) replay as empty stand-ins.
@@ -316,6 +349,28 @@ fn lexical_join(base: &Path, link: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write that fails part-way (a full disk, a signal) keeps no partial tree: the directory is removed when
+    /// the run made it, emptied when it was there (empty) before.
+    #[test]
+    fn a_failed_write_leaves_no_partial_tree() {
+        let parent = tempfile::tempdir().unwrap();
+        for created in [true, false] {
+            let dir = parent.path().join("snap");
+            fs::create_dir(&dir).unwrap();
+            let r: anyhow::Result<()> = discard_unless_written(&dir, created, || {
+                fs::create_dir_all(dir.join("sys/class")).unwrap();
+                fs::write(dir.join("sys/class/x"), "1").unwrap();
+                bail!("No space left on device")
+            });
+            assert!(format!("{:#}", r.unwrap_err()).contains("No space left"));
+            assert_eq!(dir.exists(), !created);
+            if !created {
+                assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+                fs::remove_dir(&dir).unwrap();
+            }
+        }
+    }
 
     #[test]
     fn link_targets_fold_dot_dot() {

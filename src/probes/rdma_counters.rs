@@ -2,6 +2,7 @@
 //! against the profile's limits; a counter stuck at its bit-width maximum is saturated and says so. A port whose
 //! counters hold none of these names is not called healthy: it is skipped, saying nothing was judged.
 
+use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
 use crate::sysfs::infiniband::{
     counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
@@ -76,6 +77,10 @@ impl Probe for RdmaCounters {
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
         if ports.is_empty() {
+            // No port listed is not absence: a NIC on the bus without its driver is the presence rule's verdict.
+            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
+                return vec![r];
+            }
             return vec![CheckResult::skip(ID, "no RDMA port")];
         }
         let limit = cx
@@ -199,6 +204,22 @@ mod tests {
         let r = run_on(&RdmaCounters, "hgx-healthy", "generic");
         assert_eq!(r.len(), 8);
         assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+    }
+
+    /// Reproduced: RDMA NICs on the PCI bus whose driver is not loaded (no /sys/class/infiniband) gave SKIP
+    /// "no RDMA port".
+    #[test]
+    fn nics_on_the_bus_without_their_driver_fail_not_skip() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        std::fs::remove_dir_all(dir.path().join("sys/class/infiniband")).unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaCounters, dir.path(), "generic");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].status, Status::Fail, "{:#?}", r[0]);
+        assert!(
+            r[0].summary.contains("on the PCI bus without"),
+            "{}",
+            r[0].summary
+        );
     }
 
     #[test]

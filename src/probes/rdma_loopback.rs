@@ -88,14 +88,16 @@ impl Probe for RdmaLoopback {
             Ok(p) => p,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let ports: Vec<(PortAttrs, bool)> = all_ports
-            .into_iter()
-            .filter(|(d, _)| devices.contains(d))
-            .flat_map(|(d, ports)| {
-                let software = infiniband::read_device_bdf(cx.host, &d).is_none();
-                ports.into_iter().map(move |p| (p, software))
-            })
-            .collect();
+        // A device without a PCI function is software (its rate a placeholder, not judged); one whose `device`
+        // link cannot be resolved is not known to be software.
+        let mut ports: Vec<(PortAttrs, bool)> = Vec::new();
+        for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
+            let software = match infiniband::device_bdf(cx.host, &d) {
+                Ok(bdf) => bdf.is_none(),
+                Err(e) => return vec![CheckResult::read_error(ID, &e)],
+            };
+            ports.extend(dev_ports.into_iter().map(|p| (p, software)));
+        }
         let active: Vec<&(PortAttrs, bool)> = ports.iter().filter(|(p, _)| p.is_active()).collect();
         if active.is_empty() {
             let mut r = CheckResult::fail(
@@ -481,6 +483,21 @@ mod tests {
         assert!(r[0].summary.contains("none ACTIVE"), "{}", r[0].summary);
         let r = run_on(&RdmaLoopback, "h200-vm-snapshot", "generic");
         assert_eq!(verdicts(&r), [(String::new(), Status::Skip)]);
+    }
+
+    /// Reproduced: an RDMA device whose `device` link could not be resolved was taken for a software one, so
+    /// its bandwidth went unjudged and the port passed.
+    #[test]
+    fn an_unresolvable_device_link_is_an_error_not_a_software_device() {
+        let dir = crate::probes::testing::copy_scenario("rxe-vm");
+        let link = dir
+            .path()
+            .join("sys/devices/virtual/infiniband/rxe0/device");
+        assert!(std::fs::symlink_metadata(&link).is_err());
+        std::os::unix::fs::symlink("device", &link).unwrap();
+        let r = crate::probes::testing::run_on_root(&RdmaLoopback, dir.path(), "roce-400g");
+        assert_eq!(verdicts(&r), [(String::new(), Status::Error)], "{r:#?}");
+        assert!(r[0].summary.contains("rxe0/device"), "{}", r[0].summary);
     }
 
     /// A copy of `scenario` whose `/sys/class/infiniband` cannot be listed (a link to itself: ELOOP).

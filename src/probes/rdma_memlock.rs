@@ -1,7 +1,9 @@
 //! `rdma.memlock`: this process may lock enough memory to register RDMA buffers.
 
 use super::rdma_loopback::registered_bytes;
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe};
+use crate::host::Host;
+use crate::presence::{Stack, Survey};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, Status};
 use crate::profile::Expect;
 use crate::sysfs::infiniband::read_device_names;
 
@@ -51,13 +53,26 @@ impl Probe for RdmaMemlock {
             Ok(d) => !d.is_empty(),
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        vec![judge(
+        let r = judge(
             Limits { soft, hard },
             cap_ipc_lock,
             has_rdma,
             &cx.profile.expect,
-        )]
+        );
+        vec![skip_only_if_absent(r, cx.host)]
     }
+}
+
+/// A SKIP for "no RDMA device" stands only where the PCI bus shows none either: a NIC whose driver is missing
+/// (or a bus that could not be read) is the presence rule's verdict, not absence.
+fn skip_only_if_absent(r: CheckResult, host: &Host) -> CheckResult {
+    if r.status != Status::Skip {
+        return r;
+    }
+    Survey::read(host, Stack::Rdma)
+        .gate(ID, false)
+        .filter(|gated| gated.status != Status::Skip)
+        .unwrap_or(r)
 }
 
 /// RLIMIT_MEMLOCK in bytes; `None` = unlimited.
@@ -215,7 +230,7 @@ mod tests {
     fn limit_below_one_registration_fails_under_any_profile() {
         // Seen on rxe: as `nobody` with `ulimit -l 64`, a 1 MiB ibv_reg_mr is refused.
         let r = judge(limited(64 << 10), Ok(false), true, &Expect::default());
-        assert_eq!(r.status, crate::probe::Status::Fail, "{}", r.summary);
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
         assert!(r.summary.contains("65536 bytes (64 KiB)"), "{}", r.summary);
         assert!(
             r.evidence[0].contains("soft 65536 bytes (64 KiB)"),
@@ -227,7 +242,7 @@ mod tests {
     #[test]
     fn limit_above_one_registration_but_below_the_minimum_warns_unless_the_profile_cares() {
         let r = judge(limited(8 << 20), Ok(false), true, &Expect::default());
-        assert_eq!(r.status, crate::probe::Status::Warn, "{}", r.summary);
+        assert_eq!(r.status, Status::Warn, "{}", r.summary);
         assert!(r.summary.contains("(8 MiB)"), "{}", r.summary);
         let gdr = Expect {
             gdr: Some(true),
@@ -235,16 +250,38 @@ mod tests {
         };
         assert_eq!(
             judge(limited(8 << 20), Ok(false), true, &gdr).status,
-            crate::probe::Status::Fail
+            Status::Fail
         );
     }
 
     #[test]
     fn capability_or_no_rdma_device_lifts_the_limit() {
         let r = judge(limited(64 << 10), Ok(true), true, &Expect::default());
-        assert_eq!(r.status, crate::probe::Status::Pass);
+        assert_eq!(r.status, Status::Pass);
         let r = judge(limited(64 << 10), Ok(false), false, &Expect::default());
-        assert_eq!(r.status, crate::probe::Status::Skip);
+        assert_eq!(r.status, Status::Skip);
+    }
+
+    /// Reproduced: RDMA NICs on the PCI bus whose driver is not loaded (no /sys/class/infiniband) gave SKIP
+    /// "no RDMA device".
+    #[test]
+    fn nics_on_the_bus_without_their_driver_fail_not_skip() {
+        let skip = judge(limited(8 << 20), Ok(false), false, &Expect::default());
+        assert_eq!(skip.status, Status::Skip);
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        std::fs::remove_dir_all(dir.path().join("sys/class/infiniband")).unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        let r = skip_only_if_absent(skip.clone(), &host);
+        assert_eq!(r.status, Status::Fail, "{r:#?}");
+        assert!(
+            r.summary.contains("on the PCI bus without"),
+            "{}",
+            r.summary
+        );
+        // No RDMA hardware on the bus: the skip stands.
+        let empty = tempfile::tempdir().unwrap();
+        let host = Host::at(empty.path()).unwrap();
+        assert_eq!(skip_only_if_absent(skip, &host).status, Status::Skip);
     }
 
     #[test]

@@ -101,10 +101,16 @@ fn real_dir(host: &Host, dir: &str) -> String {
 
 /// The PCI function behind an RDMA device (`0000:19:00.0`), from its `device` symlink.
 pub fn read_device_bdf(host: &Host, name: &str) -> Option<String> {
-    host.canonical(&format!("{}/device", device_dir(name)))
-        .ok()
+    device_bdf(host, name).ok().flatten()
+}
+
+/// [`read_device_bdf`] where the answer decides a verdict: no `device` link (a software device such as rxe) is
+/// `None`, a link that is there but cannot be resolved is the error.
+pub fn device_bdf(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
+    let target = crate::host::optional(host.canonical(&format!("{}/device", device_dir(name))))?;
+    Ok(target
         .and_then(|p| p.rsplit('/').next().map(str::to_string))
-        .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some())
+        .filter(|b| crate::sysfs::pci::Bdf::parse(b).is_some()))
 }
 
 /// Port numbers under `ports/`, ascending; an unreadable directory is the error, never no port.
