@@ -167,21 +167,36 @@ fn plan_run(args: &RunArgs) -> anyhow::Result<(Vec<(Format, Target)>, Plan)> {
     Ok((outputs, plan))
 }
 
-/// Asks, without opening or creating anything, whether `path` can be written: an existing file (or FIFO) for
-/// write permission, a new one for write permission on its directory. So a missing directory, a read-only
-/// filesystem or a permission is found now rather than after the run, a refused run leaves no empty report
-/// behind, a FIFO is not opened (that would wait for a reader, or hand a waiting reader an empty report), and two
-/// processes checking one path at once cannot trip over each other's test file.
+/// Whether `path` can be written, found now rather than after the run (a missing directory, a read-only
+/// filesystem, a permission). An existing file is opened for writing without truncation; a FIFO only asked for
+/// write permission (opening it would wait for a reader, or hand a waiting reader an empty report). For a new
+/// file a scratch file of this process's own (`.NAME.<pid>.<n>.check`) is created beside it and removed, as the
+/// report itself will be written beside it and renamed: `access()` alone says yes to root where nothing can be
+/// created (`/proc`), and creating the target itself made two processes given one path trip over each other.
 fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    static CHECKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
-        Ok(_) => may_write(path),
+        Ok(meta) if meta.file_type().is_fifo() => may_write(path),
+        Ok(_) => std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .map(drop),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = match path.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,
                 _ => std::path::Path::new("."),
             };
-            may_write(dir)
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let n = CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let scratch = dir.join(format!(".{name}.{}.{n}.check", std::process::id()));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&scratch)
+                .and_then(|_| std::fs::remove_file(&scratch))
         }
         Err(e) => Err(e),
     }
@@ -406,6 +421,12 @@ mod tests {
         assert_eq!(
             check_writable(dir.path()).unwrap_err().raw_os_error(),
             Some(libc::EISDIR)
+        );
+        // Root may "write" anywhere by permission bits, yet nothing can be created in /proc.
+        assert!(check_writable(std::path::Path::new("/proc/fabric-preflight.json")).is_err());
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "scratch files left"
         );
     }
 
