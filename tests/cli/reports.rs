@@ -519,4 +519,9 @@ fn the_h200_recording_matches_the_schemas() {
             json(schema, &bytes);
         }
     }
+    // The last check with the final binary: the run reports only.
+    let dir = testdata("device/h200/session-2026-12-01-s5");
+    for file in ["run-generic.json", "run-hgx-h200-ib.json"] {
+        json(Schema::Run, &std::fs::read(dir.join(file)).unwrap());
+    }
 }
