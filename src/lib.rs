@@ -3,6 +3,7 @@
 
 pub mod answers;
 pub mod build_info;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod dynlib;
@@ -10,7 +11,6 @@ pub mod exit;
 pub mod gds_target;
 pub mod host;
 pub mod interrupt;
-pub mod isolate;
 pub mod measure;
 pub mod nccl;
 pub mod pair;

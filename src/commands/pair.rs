@@ -1,7 +1,7 @@
 //! `fabric-preflight pair`: handshake with one peer (or both ring neighbours), measure every port pair, report
 //! in the formats and exit codes of `run`.
 //!
-//! Every library call runs in a child process of this binary (`__pair`, on the machinery of `isolate`): one
+//! Every library call runs in a child process of this binary (`__pair`, on the machinery of `child`): one
 //! lists this node's ports, and one per port pair measures it over the control socket it inherits. A verbs
 //! call that hangs or crashes is killed at the deadline and reported naming the call and the peer; the parent
 //! keeps the TCP handshake, the report, and a watchdog for whatever still does not return.
@@ -19,12 +19,12 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 
 use crate::answers::Answers;
+use crate::child;
 use crate::cli::{PairArgs, ReportArgs};
 use crate::dynlib::{LibError, Library};
 use crate::exit::Exit;
 use crate::host::Host;
 use crate::interrupt;
-use crate::isolate;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
 use crate::measure::rc::{self, PortTarget};
 use crate::measure::rdma_pair::{self, PairPlan, Role};
@@ -44,8 +44,6 @@ use crate::topology::{nearest, PciTree};
 use super::run::{deliver, report_targets, seconds_flag, usage_error, Target};
 
 pub const TOKEN_ENV: &str = "FABRIC_PREFLIGHT_TOKEN";
-/// Hidden subcommand of the child processes.
-const CHILD_SUBCOMMAND: &str = "__pair";
 /// After the deadline, this long for the last results to be written before the watchdog ends the process.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(5);
 /// A measuring child is killed this long after the deadline: its phases end at the deadline and it still has to
@@ -95,6 +93,29 @@ enum Job {
     },
     /// Measure one port pair over the inherited control socket.
     Measure(Box<MeasureJob>),
+}
+
+/// What a `__pair` child answers, one for each [`Job`].
+#[derive(Debug, Serialize, Deserialize)]
+enum Reply {
+    Inventory(Inventory),
+    Measured(CheckResult),
+}
+
+impl child::Job for Job {
+    const SUBCOMMAND: &'static str = "__pair";
+    type Reply = Reply;
+}
+
+/// A reply to another job than the one sent: a bug, reported like an unreadable reply.
+fn wrong_reply(reply: Reply) -> child::ChildFailure {
+    child::ChildFailure {
+        summary: format!("the child process answered another job: {reply:?}"),
+        evidence: vec![],
+        timed_out: false,
+        last_call: None,
+        interrupted: false,
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -524,7 +545,10 @@ fn list_ports(
         root: root.map(Path::to_path_buf),
         memory,
     };
-    let listed = isolate::run_child(CHILD_SUBCOMMAND, &job, limit, |_| {});
+    let listed = child::run(&job, limit, |_| {}).and_then(|reply| match reply {
+        Reply::Inventory(inv) => Ok(inv),
+        other => Err(wrong_reply(other)),
+    });
     tally.lock().1 = None;
     listed.unwrap_or_else(|f| {
         let why = format!("listing this node's RDMA ports and GPUs: {}", f.summary);
@@ -538,42 +562,39 @@ fn list_ports(
 
 /// Entry point of `fabric-preflight __pair`.
 pub fn child_main() -> i32 {
-    isolate::serve_child(|job: Job| {
-        match job {
-            Job::Inventory { root, memory } => {
-                let host = match root {
-                    Some(dir) => Host::at(&dir),
-                    None => Ok(Host::live()),
-                };
-                let inv = host
-                    .and_then(|h| Ok((Answers::for_host(&h)?, h)))
-                    .map(|(answers, host)| {
-                        let gpus = gpu_source(&host, memory, &memory::cuda_gpus);
-                        inventory(&host, &answers, gpus)
-                    })
-                    .unwrap_or_else(|e| Inventory {
-                        ports: Vec::new(),
-                        gpus: GpuSource::None(format!("{e:#}")),
-                        none: Some((Status::Error, format!("{e:#}"))),
-                    });
-                serde_json::to_value(inv)
-            }
-            Job::Measure(job) => {
-                // SAFETY: the parent cleared close-on-exec on this descriptor for this child alone; nothing else
-                // here owns it.
-                let mut peer = unsafe { Peer::adopt(job.peer) };
-                let r = measure_pair(
-                    &mut peer,
-                    job.role,
-                    &job.mine,
-                    &job.target,
-                    &job.theirs,
-                    &job.settings,
-                );
-                serde_json::to_value(r)
-            }
+    child::serve(|job: Job| match job {
+        Job::Inventory { root, memory } => {
+            let host = match root {
+                Some(dir) => Host::at(&dir),
+                None => Ok(Host::live()),
+            };
+            let inv = host
+                .and_then(|h| Ok((Answers::for_host(&h)?, h)))
+                .map(|(answers, host)| {
+                    let gpus = gpu_source(&host, memory, &memory::cuda_gpus);
+                    inventory(&host, &answers, gpus)
+                })
+                .unwrap_or_else(|e| Inventory {
+                    ports: Vec::new(),
+                    gpus: GpuSource::None(format!("{e:#}")),
+                    none: Some((Status::Error, format!("{e:#}"))),
+                });
+            Reply::Inventory(inv)
         }
-        .unwrap_or_default()
+        Job::Measure(job) => {
+            // SAFETY: the parent cleared close-on-exec on this descriptor for this child alone; nothing else
+            // here owns it.
+            let mut peer = unsafe { Peer::adopt(job.peer) };
+            let r = measure_pair(
+                &mut peer,
+                job.role,
+                &job.mine,
+                &job.target,
+                &job.theirs,
+                &job.settings,
+            );
+            Reply::Measured(r)
+        }
     })
 }
 
@@ -953,7 +974,7 @@ fn measure_in_child(
         .deadline
         .saturating_duration_since(Instant::now())
         + CHILD_GRACE;
-    let measured = isolate::run_child(CHILD_SUBCOMMAND, &job, timeout, |cmd| {
+    let measured = child::run(&job, timeout, |cmd| {
         // SAFETY: between fork and exec only fcntl, which is async-signal-safe, on a descriptor this process
         // owns: the duplicate stays open in this child alone.
         unsafe {
@@ -966,6 +987,10 @@ fn measure_in_child(
         };
     });
     drop(socket);
+    let measured = measured.and_then(|reply| match reply {
+        Reply::Measured(r) => Ok(r),
+        other => Err(wrong_reply(other)),
+    });
     measured.map_err(|f| {
         let mut r = stopped(f.summary);
         r.evidence.extend(f.evidence);

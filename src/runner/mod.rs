@@ -11,13 +11,17 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::answers::Answers;
+use crate::child::fmt_secs;
 use crate::dynlib::Library;
 use crate::host::Host;
 use crate::interrupt;
-use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
 use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
 use crate::profile::Profile;
 use crate::progress::Progress;
+
+pub mod probe_child;
+
+use probe_child::{run_in_child, ProbeJob};
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
