@@ -59,12 +59,7 @@ pub enum Cmd {
     PairChild,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
-}
+pub use crate::report::output::ColorChoice;
 
 /// Where and how a report is written: shared by `run` and `pair`, so both take the same flags and mean the same.
 #[derive(Debug, Clone, Args)]

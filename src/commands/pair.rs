@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::answers::Answers;
 use crate::child;
-use crate::cli::{PairArgs, ReportArgs};
+use crate::cli::PairArgs;
 use crate::dynlib::{LibError, Library};
 use crate::exit::Exit;
 use crate::host::Host;
@@ -35,13 +35,14 @@ use crate::pair::wire::{self, NoPorts, PortInfo, PortMemory, VERSION};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Status};
 use crate::profile::PcieDistance;
-use crate::report::{Format, HostInfo, RunReport};
+use crate::report::output::Delivery;
+use crate::report::{HostInfo, RunReport};
 use crate::sysfs::infiniband;
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 use crate::threshold::Limit;
 use crate::topology::{nearest, PciTree};
 
-use super::run::{deliver, report_targets, seconds_flag, usage_error, Target};
+use super::{seconds_flag, usage_error};
 
 pub const TOKEN_ENV: &str = "FABRIC_PREFLIGHT_TOKEN";
 /// After the deadline, this long for the last results to be written before the watchdog ends the process.
@@ -135,7 +136,7 @@ enum Side {
 
 /// Everything resolved from the flags before anything starts; an error here is a usage error.
 struct Ready {
-    outputs: Vec<(Format, Target)>,
+    delivery: Delivery,
     profile: crate::profile::Profile,
     timeout: Duration,
     phase_time: Duration,
@@ -155,8 +156,8 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     // The reason for an exit 2 goes to the termination log, as `run`'s does.
     let ready = prepare(&args).map_err(|e| usage_error(&args.report, e))?;
     let reporter = |host: HostInfo| Reporter {
-        flags: args.report.clone(),
-        outputs: ready.outputs.clone(),
+        strict: args.report.strict,
+        delivery: ready.delivery.clone(),
         host,
         profile: ready.profile.name.clone(),
         started: Instant::now(),
@@ -282,7 +283,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
 
 /// Checks every flag (report files writable included) and resolves whom to test.
 fn prepare(args: &PairArgs) -> anyhow::Result<Ready> {
-    let outputs = report_targets(&args.report)?;
+    let delivery = super::delivery(&args.report)?;
     let profile = crate::profile::load(&args.profile, &crate::probes::ids())?;
     let timeout = seconds_flag("--timeout", args.timeout)?;
     let phase_time = seconds_flag("--phase-time", args.phase_time)?;
@@ -290,7 +291,7 @@ fn prepare(args: &PairArgs) -> anyhow::Result<Ready> {
         bail!("--message-size must be 1..=1048576 KiB");
     }
     let ready = |start| Ready {
-        outputs,
+        delivery,
         profile,
         timeout,
         phase_time,
@@ -355,8 +356,8 @@ fn parse_listen(spec: &str) -> anyhow::Result<SocketAddr> {
 
 /// What the report of this run needs besides its results.
 struct Reporter {
-    flags: ReportArgs,
-    outputs: Vec<(Format, Target)>,
+    strict: bool,
+    delivery: Delivery,
     host: HostInfo,
     profile: String,
     started: Instant,
@@ -371,17 +372,9 @@ impl Reporter {
             self.started.elapsed().as_millis() as u64,
             results,
         )
-        .with_strict(self.flags.strict);
+        .with_strict(self.strict);
         report.interrupted = interrupt::requested().map(str::to_string);
-        let code = report.exit_code;
-        deliver(
-            &report,
-            &self.outputs,
-            self.flags.color,
-            false,
-            self.flags.termination_log.as_deref(),
-            code,
-        )
+        self.delivery.deliver(&report)
     }
 }
 

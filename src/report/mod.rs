@@ -1,7 +1,6 @@
 //! The finished run and its renderings. Reporters turn a [`RunReport`] into text and never decide anything:
 //! colour and width come in through [`Style`].
 
-use std::io::IsTerminal;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +12,7 @@ pub mod file;
 pub mod json;
 pub mod junit;
 pub mod npd;
+pub mod output;
 pub mod prometheus;
 pub mod table;
 pub mod termination;
@@ -272,26 +272,6 @@ impl Style {
         width: 80,
         quiet: false,
     };
-}
-
-/// Columns of the terminal on stdout: `COLUMNS`, else the tty's size, else 80.
-pub fn terminal_width() -> u16 {
-    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
-        return cols;
-    }
-    if std::io::stdout().is_terminal() {
-        let mut size = libc::winsize {
-            ws_row: 0,
-            ws_col: 0,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCGWINSZ fills the struct we pass.
-        if unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
-            return size.ws_col;
-        }
-    }
-    80
 }
 
 /// Text re-wrapped so that no line is wider than `width` characters: a long line continues at its own
