@@ -23,6 +23,7 @@ pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod sysfs;
+pub mod tasks;
 pub mod threshold;
 pub mod topology;
 pub mod transfer_verdict;

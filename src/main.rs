@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     let code = match cli.cmd {
         // The one place that tells the probe child where the probes are.
         Cmd::ProbeChild => return ExitCode::from(probe_child::child_main(probes::find) as u8),
-        Cmd::PairChild => return ExitCode::from(commands::pair::child_main() as u8),
+        Cmd::PairChild => return ExitCode::from(fabric_preflight::pair::child::child_main() as u8),
         Cmd::Run(args) => commands::run::main(args),
         Cmd::List => commands::list::main(),
         Cmd::Explain { id } => commands::list::explain(&id),

@@ -37,7 +37,7 @@ pub struct Executed {
 
 pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     let (delivery, plan) = plan_run(&args).map_err(|e| super::usage_error(&args.report, e))?;
-    runner::install_panic_hook();
+    crate::tasks::install_panic_hook();
     crate::interrupt::install();
     let mut executed = execute(Plan {
         progress: Progress::on_terminal(args.quiet),

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::measure::rc::{Failure, Registration};
 use crate::measure::rdma_pair::PairOutcome;
 use crate::pair::wire::PortMemory;
@@ -26,8 +28,8 @@ pub fn comparable_rate(local: Option<f64>, remote: Option<f64>) -> Option<f64> {
     }
 }
 
-/// How one leg of a port pair ended.
-#[derive(Debug, Clone, PartialEq)]
+/// How one leg of a port pair ended: what the measuring child sends back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LegRun {
     Done(PairOutcome),
     /// It stopped at `failure`; `peer_gone`: the peer's process had ended by then.
@@ -417,39 +419,6 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
         .map(|(a, b, s)| format!("{a} <-> {b} = {s}"))
         .collect();
     r
-}
-
-/// `A <-> B = status` evidence lines of the `pair.ring` results in node reports, each unordered pair once with
-/// the worse of the two ends' statuses.
-pub fn links_from_reports(reports: &[crate::report::RunReport]) -> Vec<(String, String, Status)> {
-    let mut links: BTreeMap<(String, String), Status> = BTreeMap::new();
-    for check in reports
-        .iter()
-        .flat_map(|r| &r.checks)
-        .filter(|c| c.id == ID_RING)
-    {
-        for line in &check.evidence {
-            let Some((pair, status)) = line.rsplit_once(" = ") else {
-                continue;
-            };
-            let Some((a, b)) = pair.split_once(" <-> ") else {
-                continue;
-            };
-            let Ok(status) =
-                serde_json::from_value::<Status>(serde_json::Value::String(status.into()))
-            else {
-                continue;
-            };
-            let key = if a <= b {
-                (a.to_string(), b.to_string())
-            } else {
-                (b.to_string(), a.to_string())
-            };
-            let e = links.entry(key).or_insert(status);
-            *e = (*e).max(status);
-        }
-    }
-    links.into_iter().map(|((a, b), s)| (a, b, s)).collect()
 }
 
 #[cfg(test)]
