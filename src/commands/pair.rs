@@ -20,7 +20,7 @@ use crate::pair::summary;
 use crate::pair::supervise::{self, LinkWork, RingPlace, Tally};
 use crate::probe::{CheckResult, Status};
 use crate::report::output::Delivery;
-use crate::report::{HostInfo, RunReport};
+use crate::report::{HostInfo, Ring, RunReport};
 use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 use crate::tasks;
 
@@ -64,7 +64,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             kernel: "-".into(),
             root: "-".into(),
         };
-        return Ok(reporter(host).deliver(summary));
+        return Ok(reporter(host).deliver(summary, None));
     };
     interrupt::install();
     tasks::install_panic_hook();
@@ -87,16 +87,9 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         (None, None) => unreachable!("clap requires --listen, --connect or --ring"),
     };
     let ring = start.ring.as_ref().map(|ring| RingPlace {
-        me: me.clone(),
-        prev: ring.prev().to_string(),
-        next: ring.next().to_string(),
-        described: format!(
-            "ring = {} (rank {} of {}, from {})",
-            ring.nodes.join(","),
-            ring.rank,
-            ring.nodes.len(),
-            ring.source
-        ),
+        members: ring.nodes.clone(),
+        rank: ring.rank,
+        source: ring.source.clone(),
     });
     let reporter = reporter(HostInfo {
         node_name: hostname.clone(),
@@ -154,10 +147,15 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     let per_link = supervise::links(work, deadline);
     let statuses: Vec<Status> = per_link.iter().map(|r| supervise::worst(r)).collect();
     let mut results: Vec<CheckResult> = per_link.into_iter().flatten().collect();
-    if let (Some(place), [before, after]) = (&ring, statuses.as_slice()) {
-        results.push(place.summary([*before, *after]));
-    }
-    Ok(reporter.deliver(results))
+    let ring = match (&ring, statuses.as_slice()) {
+        (Some(place), [before, after]) => {
+            let ring = place.report([*before, *after]);
+            results.push(place.summary(&ring));
+            Some(ring)
+        }
+        _ => None,
+    };
+    Ok(reporter.deliver(results, ring))
 }
 
 /// Checks every flag (report files writable included) and resolves whom to test.
@@ -244,7 +242,7 @@ struct Reporter {
 
 impl Reporter {
     /// Writes the report of `results` everywhere it goes; the exit code.
-    fn deliver(&self, results: Vec<CheckResult>) -> u8 {
+    fn deliver(&self, results: Vec<CheckResult>, ring: Option<Ring>) -> u8 {
         let mut report = RunReport::new(
             self.host.clone(),
             self.profile.clone(),
@@ -253,6 +251,7 @@ impl Reporter {
         )
         .with_strict(self.strict);
         report.interrupted = interrupt::requested().map(str::to_string);
+        report.ring = ring;
         self.delivery.deliver(&report)
     }
 }

@@ -38,7 +38,7 @@ pub fn summarize(paths: &[PathBuf]) -> anyhow::Result<Vec<CheckResult>> {
     }
     let links = links_from_reports(&reports);
     if links.is_empty() {
-        bail!("no pair.ring results in the given reports (they come from `pair --ring --format json`)");
+        bail!("no ring in the given reports (they come from `pair --ring --format json`, schema_version 2 or later)");
     }
     let mut summary = judge::ring_summary(&format!("{} reports", reports.len()), &links);
     summary.evidence.insert(
@@ -70,29 +70,16 @@ pub fn summarize(paths: &[PathBuf]) -> anyhow::Result<Vec<CheckResult>> {
     Ok(results)
 }
 
-/// What the readable reports leave unknown, from the ring their `pair.ring` results describe (`ring = a,b,c
-/// (rank 1 of 3, …)`): the nodes none of them speaks for, and the links neither of whose ends reported.
+/// What the readable reports leave unknown, from the ring their `ring` fields describe: the nodes none of them
+/// speaks for, and the links neither of whose ends reported.
 fn unknown_parts(reports: &[RunReport]) -> Vec<String> {
     let mut nodes: Vec<String> = Vec::new();
     let mut reported = std::collections::BTreeSet::new();
-    for line in reports
-        .iter()
-        .flat_map(|r| &r.checks)
-        .filter(|c| c.id == ID_RING)
-        .flat_map(|c| &c.evidence)
-        .filter_map(|e| e.strip_prefix("ring = "))
-    {
-        let Some((list, rest)) = line.split_once(" (rank ") else {
-            continue;
-        };
-        let list: Vec<String> = list.split(',').map(str::to_string).collect();
-        let rank = rest
-            .split_once(" of ")
-            .and_then(|(r, _)| r.parse::<usize>().ok());
-        if let Some(me) = rank.and_then(|r| list.get(r)) {
+    for ring in reports.iter().filter_map(|r| r.ring.as_ref()) {
+        if let Some(me) = ring.members.get(ring.rank) {
             reported.insert(me.clone());
             if nodes.is_empty() {
-                nodes = list;
+                nodes = ring.members.clone();
             }
         }
     }
@@ -130,35 +117,104 @@ fn unknown_parts(reports: &[RunReport]) -> Vec<String> {
     ]
 }
 
-/// `A <-> B = status` evidence lines of the `pair.ring` results in node reports, each unordered pair once with
-/// the worse of the two ends' statuses.
+/// The ring links the node reports carry (`ring.links`), each unordered pair once with the worse of the two
+/// ends' statuses.
 fn links_from_reports(reports: &[RunReport]) -> Vec<(String, String, Status)> {
     let mut links: BTreeMap<(String, String), Status> = BTreeMap::new();
-    for check in reports
+    for link in reports
         .iter()
-        .flat_map(|r| &r.checks)
-        .filter(|c| c.id == ID_RING)
+        .filter_map(|r| r.ring.as_ref())
+        .flat_map(|r| &r.links)
     {
-        for line in &check.evidence {
-            let Some((pair, status)) = line.rsplit_once(" = ") else {
-                continue;
-            };
-            let Some((a, b)) = pair.split_once(" <-> ") else {
-                continue;
-            };
-            let Ok(status) =
-                serde_json::from_value::<Status>(serde_json::Value::String(status.into()))
-            else {
-                continue;
-            };
-            let key = if a <= b {
-                (a.to_string(), b.to_string())
-            } else {
-                (b.to_string(), a.to_string())
-            };
-            let e = links.entry(key).or_insert(status);
-            *e = (*e).max(status);
-        }
+        let (a, b) = (link.a.clone(), link.b.clone());
+        let key = if a <= b { (a, b) } else { (b, a) };
+        let e = links.entry(key).or_insert(link.status);
+        *e = (*e).max(link.status);
     }
     links.into_iter().map(|((a, b), s)| (a, b, s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Ring, RingLink};
+
+    /// A ring node's report as `pair --ring` writes it: the typed ring, and a `pair.ring` result whose words
+    /// are for people (here reworded, as a translation or a later release might).
+    fn node_report(dir: &std::path::Path, rank: usize, links: [Status; 2]) -> PathBuf {
+        let members: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let n = members.len();
+        let link = |x: usize, y: usize, status| RingLink {
+            a: members[x % n].clone(),
+            b: members[y % n].clone(),
+            status,
+        };
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![CheckResult::fail(ID_RING, "worded differently")
+            .evidence("links", "see the ring field")];
+        report.ring = Some(Ring {
+            links: vec![
+                link(rank + n - 1, rank, links[0]),
+                link(rank, rank + 1, links[1]),
+            ],
+            members: members.clone(),
+            rank,
+            source: "--peers".into(),
+        });
+        let path = dir.join(format!("{rank}.json"));
+        std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
+        path
+    }
+
+    /// `--summarize` used to parse `a <-> b = fail` and `ring = a,b,c (rank 1 of 3` back out of the evidence:
+    /// reworded evidence left it with no link at all. It reads the typed ring.
+    #[test]
+    fn the_summary_reads_the_typed_ring_not_the_evidence() {
+        let dir = tempfile::tempdir().unwrap();
+        // b's two links fail as seen from a and c; b's own report is missing.
+        let files = vec![
+            node_report(dir.path(), 0, [Status::Pass, Status::Fail]),
+            node_report(dir.path(), 2, [Status::Fail, Status::Pass]),
+            dir.path().join("1.json"),
+        ];
+        let results = summarize(&files).unwrap();
+        assert_eq!(results[0].status, Status::Fail, "{results:?}");
+        assert!(
+            results[0]
+                .summary
+                .starts_with("b is common to every failing pair"),
+            "{}",
+            results[0].summary
+        );
+        assert!(
+            results[1]
+                .evidence
+                .contains(&"ring nodes without a readable report = b".to_string()),
+            "{:?}",
+            results[1].evidence
+        );
+        // Every link of b has a reporting end: none is unknown.
+        assert!(
+            results[1]
+                .evidence
+                .contains(&"links no readable report saw (unknown) = none".to_string()),
+            "{:?}",
+            results[1].evidence
+        );
+    }
+
+    /// A report without the typed ring (schema_version 1, or not from `pair --ring`) gives no link, whatever its
+    /// evidence says.
+    #[test]
+    fn evidence_prose_alone_is_no_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![CheckResult::fail(ID_RING, "x")
+            .evidence("ring", "a,b,c (rank 0 of 3, from --peers)")
+            .evidence("c <-> a", "fail")];
+        let path = dir.path().join("old.json");
+        std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
+        let err = summarize(&[path]).unwrap_err().to_string();
+        assert!(err.contains("no ring in the given reports"), "{err}");
+    }
 }

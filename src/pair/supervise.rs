@@ -12,6 +12,7 @@ use crate::pair::child;
 use crate::pair::inventory::{GpuSource, Inventory};
 use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
 use crate::probe::{CheckResult, Status};
+use crate::report::{Ring, RingLink};
 use crate::tasks::{self, Ended, Task, INTERRUPT_GRACE};
 
 /// After the deadline, this long for the links' last results before the report is written without them.
@@ -94,24 +95,57 @@ pub fn inventory(root: Option<PathBuf>, memory: MemoryChoice, deadline: Instant)
     }
 }
 
-/// Where this node sits in the ring, for its `pair.ring` result.
+/// Where this node sits in the ring, for its `pair.ring` result and its report's `ring`.
 pub struct RingPlace {
-    pub me: String,
-    pub prev: String,
-    pub next: String,
-    /// `ring = a,b,c (rank 1 of 3, from …)`.
-    pub described: String,
+    pub members: Vec<String>,
+    pub rank: usize,
+    pub source: String,
 }
 
 impl RingPlace {
-    /// The ring summary of this node's links: `statuses` of the one with its predecessor, then its successor.
-    pub fn summary(&self, statuses: [Status; 2]) -> CheckResult {
-        let links = [
-            (self.prev.clone(), self.me.clone(), statuses[0]),
-            (self.me.clone(), self.next.clone(), statuses[1]),
-        ];
-        let mut summary = judge::ring_summary(&self.me, &links);
-        summary.evidence.insert(0, self.described.clone());
+    fn me(&self) -> &str {
+        &self.members[self.rank]
+    }
+
+    /// The ring as the report carries it: `statuses` of the link with the predecessor, then the successor.
+    pub fn report(&self, statuses: [Status; 2]) -> Ring {
+        let n = self.members.len();
+        let (prev, next) = (
+            &self.members[(self.rank + n - 1) % n],
+            &self.members[(self.rank + 1) % n],
+        );
+        let me = self.me();
+        let link = |a: &str, b: &str, status| RingLink {
+            a: a.to_string(),
+            b: b.to_string(),
+            status,
+        };
+        Ring {
+            members: self.members.clone(),
+            rank: self.rank,
+            source: self.source.clone(),
+            links: vec![link(prev, me, statuses[0]), link(me, next, statuses[1])],
+        }
+    }
+
+    /// The ring summary of this node's links.
+    pub fn summary(&self, ring: &Ring) -> CheckResult {
+        let links: Vec<(String, String, Status)> = ring
+            .links
+            .iter()
+            .map(|l| (l.a.clone(), l.b.clone(), l.status))
+            .collect();
+        let mut summary = judge::ring_summary(self.me(), &links);
+        summary.evidence.insert(
+            0,
+            format!(
+                "ring = {} (rank {} of {}, from {})",
+                self.members.join(","),
+                self.rank,
+                self.members.len(),
+                self.source
+            ),
+        );
         summary
     }
 }

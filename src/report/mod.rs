@@ -17,7 +17,8 @@ pub mod prometheus;
 pub mod table;
 pub mod termination;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `ring` (a `pair --ring` node's place in the ring and its links' verdicts).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
@@ -44,6 +45,30 @@ pub struct RunReport {
     /// The signal (`SIGTERM`, `SIGINT`) that stopped the run early; the checks it cut short are errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// `pair --ring`: this node's place in the ring and how each of its links ended (`pair --summarize` reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<Ring>,
+}
+
+/// A ring node's place and links, as its report carries them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ring {
+    /// Every node of the ring, in rank order.
+    pub members: Vec<String>,
+    /// This node's rank: its place in `members`.
+    pub rank: usize,
+    /// Where rank and members came from (`--peers`, Slurm's variables, a hostfile, a DNS name).
+    pub source: String,
+    /// This node's links: with its predecessor, then with its successor.
+    pub links: Vec<RingLink>,
+}
+
+/// One ring link from one end: its two nodes and the worst result of its port pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingLink {
+    pub a: String,
+    pub b: String,
+    pub status: Status,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -91,6 +116,7 @@ impl RunReport {
             checks,
             library_answers: None,
             interrupted: None,
+            ring: None,
         };
         report.exit_code = crate::exit::for_run(&report, false);
         report

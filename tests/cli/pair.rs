@@ -374,6 +374,20 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
             "{report}"
         );
         rdma_ran_or_was_skipped_with_reason(&report);
+        // The ring the report carries, for --summarize: members, rank, and each link with its status.
+        assert_eq!(
+            report["ring"]["members"].as_array().unwrap().len(),
+            3,
+            "{report}"
+        );
+        assert_eq!(report["ring"]["rank"], rank, "{report}");
+        let me = format!("127.0.0.1:{}", ports[rank]);
+        let links = report["ring"]["links"].as_array().unwrap();
+        assert_eq!(links.len(), 2, "{report}");
+        assert_eq!(
+            (&links[0]["b"], &links[1]["a"]),
+            (&Value::from(me.as_str()), &Value::from(me.as_str()))
+        );
         let f = dir.join(format!("pass-{rank}.json"));
         std::fs::write(&f, report.to_string()).unwrap();
         passing.push(f);
