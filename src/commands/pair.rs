@@ -21,7 +21,6 @@ use crate::pair::supervise::{self, LinkWork, RingPlace, Tally};
 use crate::probe::{CheckResult, Status};
 use crate::report::output::Delivery;
 use crate::report::{HostInfo, Ring, RunReport};
-use crate::sysfs::kernel::{HOSTNAME, OSRELEASE};
 use crate::tasks;
 
 use super::{seconds_flag, usage_error};
@@ -69,10 +68,10 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
     interrupt::install();
     tasks::install_panic_hook();
     let host = start.host;
-    let hostname = host.read(HOSTNAME).unwrap_or_else(|_| "unknown".into());
+    let host_info = HostInfo::read(&host, args.node_name.as_deref());
     // One link, or a ring node's two at once: serving its predecessor, reaching its successor.
     let (me, sides) = match (start.side, &start.ring) {
-        (Some(side), _) => (hostname.clone(), vec![(side, None)]),
+        (Some(side), _) => (host_info.node_name.clone(), vec![(side, None)]),
         (None, Some(ring)) => {
             let me = ring.me().to_string();
             let port = ring::port_of(&me).unwrap_or(args.port);
@@ -91,12 +90,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
         rank: ring.rank,
         source: ring.source.clone(),
     });
-    let reporter = reporter(HostInfo {
-        node_name: hostname.clone(),
-        hostname: hostname.clone(),
-        kernel: host.read(OSRELEASE).unwrap_or_else(|_| "unknown".into()),
-        root: host.root().display().to_string(),
-    });
+    let reporter = reporter(host_info);
     let deadline = reporter.started + ready.timeout;
     let inventory = Arc::new(supervise::inventory(
         args.root.clone(),

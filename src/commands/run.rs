@@ -14,7 +14,6 @@ use crate::progress::Progress;
 use crate::report::output::Delivery;
 use crate::report::{self, HostInfo, RunReport, Selection};
 use crate::runner::{self, RunInputs};
-use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 /// Everything a run needs, resolved from flags; errors while building it are usage errors.
 pub struct Plan {
@@ -28,6 +27,8 @@ pub struct Plan {
     pub selection: Option<Selection>,
     /// Where the running active check is named (off unless `run` turns it on for a terminal).
     pub progress: Progress,
+    /// `--node-name`: the name the report gives the host.
+    pub node_name: Option<String>,
 }
 
 pub struct Executed {
@@ -41,14 +42,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
     crate::interrupt::install();
     let mut executed = execute(Plan {
         progress: Progress::on_terminal(args.quiet),
+        node_name: args.node_name.clone(),
         ..plan
     });
     executed.report = executed.report.with_strict(args.report.strict);
-    // In a pod the kernel's hostname is the pod's: the node's name (downward API) is the host to report.
-    if let Some(name) = args.node_name.clone().filter(|n| !n.is_empty()) {
-        executed.report.host.hostname = name.clone();
-        executed.report.host.node_name = name;
-    }
     Ok(Delivery {
         quiet: args.quiet,
         ..delivery
@@ -142,26 +139,14 @@ pub fn prepare(
         timeout,
         selection,
         progress: Progress::OFF,
+        node_name: None,
     })
 }
 
 pub fn execute(plan: Plan) -> Executed {
     let started = Instant::now();
     let timestamp = report::rfc3339(SystemTime::now());
-    // An empty hostname file names nobody: reports still need a name to be filed under.
-    let hostname = plan
-        .host
-        .read(HOSTNAME)
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".into());
-    let host_info = HostInfo {
-        node_name: hostname.clone(),
-        hostname,
-        // Through the shared reader: the checks read the release too.
-        kernel: read_release(&plan.host).unwrap_or_else(|_| "unknown".into()),
-        root: plan.host.root().display().to_string(),
-    };
+    let host_info = HostInfo::read(&plan.host, plan.node_name.as_deref());
     let profile_name = plan.profile.name.clone();
     let library_answers = plan.answers.source();
     let outcome = runner::run(

@@ -5,7 +5,9 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::host::Host;
 use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
+use crate::sysfs::kernel::{read_release, HOSTNAME};
 use crate::threshold::worst;
 
 pub mod file;
@@ -88,6 +90,26 @@ pub struct HostInfo {
     pub kernel: String,
     /// `/` live, or the recorded tree given with `--root`.
     pub root: String,
+}
+
+impl HostInfo {
+    /// The host as every report names it: its host name (`unknown` when unreadable or empty: reports still need
+    /// a name to be filed under), kernel release and root. `node_name` (`--node-name`/`NODE_NAME`), when given,
+    /// names it instead: in a pod the kernel's host name is the pod's.
+    pub fn read(host: &Host, node_name: Option<&str>) -> HostInfo {
+        let hostname = node_name
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .or_else(|| host.read(HOSTNAME).ok().filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| "unknown".into());
+        HostInfo {
+            node_name: hostname.clone(),
+            hostname,
+            // Through the shared reader: the checks read the release too.
+            kernel: read_release(host).unwrap_or_else(|_| "unknown".into()),
+            root: host.root().display().to_string(),
+        }
+    }
 }
 
 impl RunReport {

@@ -158,6 +158,41 @@ fn two_processes_handshake_and_report() {
     nothing_listens_on(port);
 }
 
+/// `pair --node-name` (or `NODE_NAME`, Kubernetes' downward API) names the host in the report and to the peer,
+/// as `run --node-name` does: in a pod the kernel's host name is the pod's.
+#[test]
+fn node_name_names_the_host_in_the_report_and_to_the_peer() {
+    let port = free_port();
+    let listener = pair_env(
+        &["--listen", &format!("127.0.0.1:{port}"), "--timeout", "20"],
+        Some("job-n"),
+        &[("NODE_NAME", "gpu-node-a")],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let connector = pair(
+        &[
+            "--connect",
+            &format!("127.0.0.1:{port}"),
+            "--node-name",
+            "gpu-node-b",
+            "--timeout",
+            "20",
+        ],
+        Some("job-n"),
+    );
+    let (_, c_report, _) = finish(connector);
+    let (_, l_report, _) = finish(listener);
+    for (report, me, peer) in [
+        (&c_report, "gpu-node-b", "gpu-node-a"),
+        (&l_report, "gpu-node-a", "gpu-node-b"),
+    ] {
+        assert_eq!(report["host"]["hostname"], me, "{report}");
+        assert_eq!(report["host"]["node_name"], me, "{report}");
+        let hs = results(report, "pair.handshake");
+        assert_eq!(hs[0]["subject"], format!("{me} <-> {peer}"), "{report}");
+    }
+}
+
 #[test]
 fn connector_retries_until_the_listener_is_up() {
     let port = free_port();
