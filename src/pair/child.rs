@@ -15,11 +15,10 @@ use crate::host::Host;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
 use crate::measure::rc::{self, PortTarget};
 use crate::measure::rdma_pair::{self, PairPlan, Role};
-use crate::pair::inventory::{self, GpuSource, Inventory};
+use crate::pair::inventory::{self, Inventory};
 use crate::pair::judge::LegRun;
 use crate::pair::session::{Handoff, Peer};
 use crate::pair::wire::{self, PortInfo};
-use crate::probe::Status;
 
 /// A measuring child is killed this long after the deadline: its phases end at the deadline and it still has to
 /// send its reply. Shorter than the supervisor's grace, so the report names the call that did not return.
@@ -54,7 +53,7 @@ struct MeasureJob {
 /// What a `__pair` child answers, one for each [`Job`].
 #[derive(Debug, Serialize, Deserialize)]
 enum Reply {
-    Inventory(Inventory),
+    Inventory(Box<Inventory>),
     Measured(Box<MeasuredLegs>),
 }
 
@@ -92,16 +91,14 @@ pub fn inventory_limit(deadline: Instant) -> Duration {
 pub fn list_ports(root: Option<PathBuf>, memory: MemoryChoice, limit: Duration) -> Inventory {
     let job = Job::Inventory { root, memory };
     let listed = child::run(&job, limit, |_| {}).and_then(|reply| match reply {
-        Reply::Inventory(inv) => Ok(inv),
+        Reply::Inventory(inv) => Ok(*inv),
         other => Err(wrong_reply(other)),
     });
     listed.unwrap_or_else(|f| {
-        let why = format!("listing this node's RDMA ports and GPUs: {}", f.summary);
-        Inventory {
-            ports: Vec::new(),
-            gpus: GpuSource::None(why.clone()),
-            none: Some((Status::Error, why)),
-        }
+        Inventory::failed(format!(
+            "listing this node's RDMA ports and GPUs: {}",
+            f.summary
+        ))
     })
 }
 
@@ -119,12 +116,8 @@ pub fn child_main() -> i32 {
                     let gpus = inventory::gpu_source(&host, memory, &memory::cuda_gpus);
                     inventory::inventory(&host, &answers, gpus)
                 })
-                .unwrap_or_else(|e| Inventory {
-                    ports: Vec::new(),
-                    gpus: GpuSource::None(format!("{e:#}")),
-                    none: Some((Status::Error, format!("{e:#}"))),
-                });
-            Reply::Inventory(inv)
+                .unwrap_or_else(|e| Inventory::failed(format!("{e:#}")));
+            Reply::Inventory(Box::new(inv))
         }
         Job::Measure(job) => {
             // SAFETY: the parent cleared close-on-exec on this descriptor for this child alone; nothing else here

@@ -16,6 +16,7 @@ use crate::probe::{CheckResult, Status};
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband;
 use crate::topology::{nearest, PciTree};
+use crate::transfer_verdict::LinkRate;
 
 /// This node's testable ports, or why there are none.
 #[derive(Debug, Serialize, Deserialize)]
@@ -26,6 +27,22 @@ pub struct Inventory {
     pub gpus: GpuSource,
     /// No port: the reason, and whether that is an absence (skip) or a fault (fail).
     pub none: Option<(Status, String)>,
+    /// Ports offered, but the presence survey could not read everything (the bus, the module table): a device
+    /// it could not see may be the unbound one. This node's error, reported beside the measured pairs, as the
+    /// probes report it (`Survey::completed`).
+    pub gap: Option<CheckResult>,
+}
+
+impl Inventory {
+    /// No listing at all, and why: an error.
+    pub fn failed(why: String) -> Inventory {
+        Inventory {
+            ports: Vec::new(),
+            gpus: GpuSource::None(why.clone()),
+            none: Some((Status::Error, why)),
+            gap: None,
+        }
+    }
 }
 
 /// What this node brings to the GPU legs.
@@ -47,6 +64,7 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
         ports: Vec::new(),
         gpus: gpus.clone(),
         none: Some((status, why)),
+        gap: None,
     };
     let tree = PciTree::read(host).ok();
     let rdma = Survey::read(host, Stack::Rdma);
@@ -66,23 +84,36 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
         if !devices.contains(&dev) {
             continue;
         }
-        // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate.
-        let nic = infiniband::read_device_bdf(host, &dev);
-        let real = nic.is_some();
-        for p in attrs.into_iter().filter(|p| p.is_active()) {
+        // A device without a PCI function (soft-RoCE, siw) reports a placeholder rate; one whose `device` link
+        // cannot be resolved is not known to be software: its ports' rate is unreadable, never a placeholder.
+        let nic = infiniband::device_bdf(host, &dev);
+        for p in attrs {
+            // The port's state and link layer decide whether and how it is offered: with any attribute unknown the
+            // node's ports are unknown, as in `rdma.link`. The rate is judged on its own (`LinkRate`).
+            if let Some(e) = p.unread().filter(|e| !e.path.ends_with("/rate")) {
+                return none(Status::Error, format!("{}: {e}", p.subject()));
+            }
+            if !p.is_active() {
+                continue;
+            }
             // A RoCE port without a RoCE v2 GID cannot be addressed; it is left out like an inactive one.
             let target = match PortTarget::of(host, &p) {
                 Ok(Some(t)) => t,
                 Ok(None) => continue,
                 Err(e) => return none(Status::Error, e.to_string()),
             };
+            let rate = match &nic {
+                Ok(bdf) => LinkRate::of_port(&p, bdf.is_none()),
+                Err(e) => LinkRate::Unreadable(format!("the device link: {e}")),
+            };
+            let bdf = nic.as_ref().ok().and_then(Option::as_deref);
             ports.push((
                 PortInfo {
                     device: p.device.clone(),
                     port: p.port as u8,
                     link_layer: p.link_layer.clone().unwrap_or_default(),
-                    rate_gbps: p.parsed_rate().filter(|_| real).map(|r| r.gbps),
-                    memory: port_memory(&gpus, tree.as_ref(), nic.as_deref()),
+                    rate,
+                    memory: port_memory(&gpus, tree.as_ref(), bdf),
                 },
                 target,
             ));
@@ -101,6 +132,7 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
         ports,
         gpus,
         none: None,
+        gap: rdma.completed(ID_RDMA, Vec::new()).pop(),
     }
 }
 
@@ -205,6 +237,12 @@ mod tests {
     /// hgx-healthy has ConnectX functions bound to mlx5 and eight mlx5 devices; `device_list` is what
     /// libibverbs answers.
     fn inventory_with(device_list: &str) -> Inventory {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy");
+        inventory_at(&root, device_list)
+    }
+
+    fn inventory_at(root: &std::path::Path, device_list: &str) -> Inventory {
         let dir = tempfile::tempdir().unwrap();
         let answers = dir.path().join("vendor-answers.json");
         std::fs::write(
@@ -212,13 +250,94 @@ mod tests {
             format!(r#"{{"verbs.device_list": {device_list}}}"#),
         )
         .unwrap();
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy");
         inventory(
-            &Host::at(&root).unwrap(),
+            &Host::at(root).unwrap(),
             &Answers::from_file(&answers).unwrap(),
             GpuSource::None("--memory host".into()),
         )
+    }
+
+    const MLX5_0: &str = r#"{"Devices": ["mlx5_0"]}"#;
+
+    /// hgx-healthy with `damage` done to mlx5_0's files (host path → the file in the copy): the rate mlx5_0/1
+    /// announces, or the listing's error as unreadable.
+    fn mlx5_0_rate_after(damage: impl FnOnce(&dyn Fn(&str) -> std::path::PathBuf)) -> LinkRate {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let host = Host::at(dir.path()).unwrap();
+        // The directory resolved, the last component not: a link is damaged, not what it points at.
+        damage(&|path| {
+            let (dir, name) = path.rsplit_once('/').unwrap();
+            host.resolve(dir).unwrap().join(name)
+        });
+        let inv = inventory_at(dir.path(), MLX5_0);
+        match inv.none {
+            // The presence survey itself could not read the port: the whole listing is an error.
+            Some((Status::Error, why)) => LinkRate::Unreadable(why),
+            Some(other) => panic!("{other:?}"),
+            None => inv.ports[0].0.rate.clone(),
+        }
+    }
+
+    fn self_loop(path: &std::path::Path) {
+        std::fs::remove_file(path).unwrap();
+        std::os::unix::fs::symlink(path.file_name().unwrap(), path).unwrap();
+    }
+
+    /// `pair` read the `device` link and the rate leniently: a hardware port whose link could not be resolved,
+    /// or whose rate did not parse, was taken for a software device, its bandwidth not judged, and the pair
+    /// could pass. Each variant is announced unreadable now, apart from a software device's placeholder.
+    #[test]
+    fn a_hardware_port_with_an_unreadable_link_or_rate_announces_it_unreadable() {
+        const DEVICE: &str = "/sys/class/infiniband/mlx5_0/device";
+        const RATE: &str = "/sys/class/infiniband/mlx5_0/ports/1/rate";
+        assert_eq!(mlx5_0_rate_after(|_| {}), LinkRate::Gbps(400.0));
+        let unreadable = |rate: LinkRate, what: &str| match rate {
+            LinkRate::Unreadable(why) => assert!(why.contains(what), "{why}"),
+            other => panic!("{other:?}"),
+        };
+        // The device link loops (cannot be resolved): not known to be software.
+        unreadable(
+            mlx5_0_rate_after(|at| self_loop(&at(DEVICE))),
+            "<symlink loop>",
+        );
+        // The rate file unreadable, garbage, or no rate at all.
+        unreadable(
+            mlx5_0_rate_after(|at| self_loop(&at(RATE))),
+            "<symlink loop>",
+        );
+        for text in ["garbage?\n", "0 Gb/sec (4X NDR)\n", "\n"] {
+            let rate = mlx5_0_rate_after(|at| std::fs::write(at(RATE), text).unwrap());
+            assert!(
+                matches!(rate, LinkRate::Unreadable(_)),
+                "{text:?}: {rate:?}"
+            );
+        }
+        // A device without a `device` link (soft-RoCE) is software: its rate is a placeholder.
+        let rate = mlx5_0_rate_after(|at| std::fs::remove_file(at(DEVICE)).unwrap());
+        assert!(matches!(rate, LinkRate::NotMeaningful(_)), "{rate:?}");
+    }
+
+    /// A port whose state or link layer cannot be read is not left out as if inactive: the survey errors.
+    #[test]
+    fn a_port_whose_state_or_link_layer_is_unreadable_is_an_error_not_an_inactive_port() {
+        for file in ["state", "link_layer"] {
+            for unreadable in [true, false] {
+                let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+                let host = Host::at(dir.path()).unwrap();
+                let path = host
+                    .resolve(&format!("/sys/class/infiniband/mlx5_0/ports/1/{file}"))
+                    .unwrap();
+                if unreadable {
+                    self_loop(&path);
+                } else {
+                    std::fs::write(&path, "garbage?\n").unwrap();
+                }
+                let inv = inventory_at(dir.path(), MLX5_0);
+                let (status, why) = inv.none.expect("no port offered");
+                assert_eq!(status, Status::Error, "{file}: {why}");
+                assert!(why.contains(file), "{file}: {why}");
+            }
+        }
     }
 
     fn scenario(name: &str) -> Host {

@@ -14,6 +14,7 @@ use crate::pair::supervise::Tally;
 use crate::pair::wire::{NoPorts, PortInfo, VERSION};
 use crate::probe::{CheckResult, Status};
 use crate::threshold::Limit;
+use crate::transfer_verdict::LinkRate;
 
 /// Which end of the link this node is.
 pub enum Side {
@@ -102,6 +103,10 @@ pub fn link(
             },
         ),
     );
+    if let Some(gap) = &inv.gap {
+        // This node's survey could not read everything: its error, beside the pairs still measured.
+        tally.record(gap.clone().subject(me.to_string()));
+    }
     if let Some((status, why)) = &inv.none {
         // No port pair to move GPU memory through; a GPU leg that was due and unusable still counts.
         let (status, summary) = match &inv.gpus {
@@ -269,7 +274,7 @@ fn judge_pair(
     };
     let mut r = judge::judge(
         &legs,
-        judge::comparable_rate(mine.rate_gbps, theirs.rate_gbps),
+        LinkRate::common(&mine.rate, &theirs.rate, &peer.node),
         &settings.pct,
         &settings.lat,
     );
@@ -285,13 +290,8 @@ fn port_line(p: &PortInfo) -> String {
         "{}: link layer {}, rate {}, {} ({})",
         p.name(),
         p.link_layer,
-        rate_text(p.rate_gbps),
+        p.rate.describe(),
         p.memory.describe(),
         p.memory.why()
     )
-}
-
-fn rate_text(rate: Option<f64>) -> String {
-    rate.map(|r| format!("{r} Gb/s"))
-        .unwrap_or_else(|| "not meaningful (software device) or unreadable".into())
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::measure::memory::MemoryChoice;
 use crate::pair::child;
-use crate::pair::inventory::{GpuSource, Inventory};
+use crate::pair::inventory::Inventory;
 use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
 use crate::probe::{CheckResult, Status};
 use crate::report::{Ring, RingLink};
@@ -87,12 +87,7 @@ pub fn inventory(root: Option<PathBuf>, memory: MemoryChoice, deadline: Instant)
         Some(Ended::Lost(why)) => why,
         None => "never started".into(),
     };
-    let why = format!("listing this node's RDMA ports and GPUs: {why}");
-    Inventory {
-        ports: Vec::new(),
-        gpus: GpuSource::None(why.clone()),
-        none: Some((Status::Error, why)),
-    }
+    Inventory::failed(format!("listing this node's RDMA ports and GPUs: {why}"))
 }
 
 /// Where this node sits in the ring, for its `pair.ring` result and its report's `ring`.
