@@ -12,6 +12,7 @@ pub mod host;
 pub mod interrupt;
 pub mod isolate;
 pub mod measure;
+pub mod model;
 pub mod nccl;
 pub mod pair;
 pub mod presence;

@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
-use crate::threshold::worst;
 
 pub mod file;
 pub mod json;
@@ -190,20 +189,7 @@ pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// fail > error > warn > pass; a skip is not a problem on its own.
-pub fn overall(checks: &[CheckResult]) -> Status {
-    let s = worst(checks.iter().map(|c| {
-        if c.status == Status::Skip {
-            Status::Pass
-        } else {
-            c.status
-        }
-    }));
-    match s {
-        Status::Skip => Status::Pass,
-        other => other,
-    }
-}
+pub use crate::model::overall;
 
 /// The upper-case status word the human-facing formats (table, termination log) show.
 pub fn label(status: Status) -> &'static str {
