@@ -1,7 +1,7 @@
 //! Exit codes: the contract with CI gates and Kubernetes init containers. The README and `--help` repeat the
 //! doc comment of each constant.
 
-use crate::probe::Status;
+use crate::model::Status;
 use crate::report::RunReport;
 
 /// Uninhabited: a namespace for the codes.
@@ -52,7 +52,7 @@ pub const HELP: &str = "Exit codes:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::CheckResult;
+    use crate::model::CheckResult;
 
     fn report(statuses: &[Status]) -> RunReport {
         let mut r = RunReport::empty_for_tests();

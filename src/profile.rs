@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
-use crate::threshold::Limit;
+use crate::model::Limit;
 
 /// Built-in profiles, in the order `profiles` lists them.
 pub const BUILTIN: &[(&str, &str)] = &[

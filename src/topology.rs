@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::host::{Host, ReadError};
-use crate::probe::{CheckResult, Status};
+use crate::model::{CheckResult, Status};
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};

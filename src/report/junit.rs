@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::{describe_measurement, RunReport};
-use crate::probe::{AnswerSource, CheckResult, Status};
+use crate::model::{AnswerSource, CheckResult, Status};
 
 const SUITE: &str = "fabric-preflight";
 

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
+use crate::model::{AnswerSource, CheckResult, Measurement, Status};
 
 pub mod file;
 pub mod json;
@@ -131,7 +131,7 @@ impl RunReport {
     /// One result of every status, with subjects, evidence, measurements (one replayed) and fixes.
     #[cfg(test)]
     pub fn sample_for_tests() -> Self {
-        let limit = crate::threshold::Limit::new(Some(200.0), Some(100.0));
+        let limit = crate::model::Limit::new(Some(200.0), Some(100.0));
         RunReport::new(
             HostInfo {
                 hostname: "gpu-node-07".into(),

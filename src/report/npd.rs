@@ -50,7 +50,7 @@ pub fn exit_code(run_code: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::CheckResult;
+    use crate::model::CheckResult;
 
     #[test]
     fn npd_sample_names_the_first_failure_and_counts_the_rest() {

@@ -6,7 +6,7 @@ use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use owo_colors::OwoColorize;
 
 use super::{describe_measurement, in_order, label, RunReport, Style};
-use crate::probe::{CheckResult, Status};
+use crate::model::{CheckResult, Status};
 
 /// Below this the layout stops making sense; narrower terminals get lines this long.
 pub const MIN_WIDTH: u16 = 40;

@@ -3,7 +3,7 @@
 //! warning (in that order), and a `… (N more)` line for what did not fit.
 
 use super::{in_order, label, RunReport};
-use crate::probe::{CheckResult, Status};
+use crate::model::{CheckResult, Status};
 
 /// Kubernetes truncates the termination message beyond this many bytes.
 pub const MAX_BYTES: usize = 4096;
@@ -110,7 +110,7 @@ pub(super) fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::CheckResult;
+    use crate::model::CheckResult;
 
     #[test]
     fn termination_sample_lists_fail_error_warn_after_the_verdict() {

@@ -674,7 +674,7 @@ mod tests {
                 dir.path(),
                 "generic",
             );
-            assert_eq!(r[0].status, crate::probe::Status::Error, "{id}: {r:?}");
+            assert_eq!(r[0].status, crate::model::Status::Error, "{id}: {r:?}");
         }
     }
 
@@ -746,7 +746,7 @@ mod tests {
             );
             let port = r.iter().find(|x| x.subject.as_deref().is_some_and(|s| s.ends_with("0/1"))).unwrap();
             assert!(
-                !matches!(port.status, crate::probe::Status::Pass | crate::probe::Status::Skip),
+                !matches!(port.status, crate::model::Status::Pass | crate::model::Status::Skip),
                 "{tree}: {port:?}"
             );
         }
@@ -767,7 +767,7 @@ mod tests {
             .iter()
             .find(|x| x.subject.as_deref() == Some("rxe0"))
             .unwrap();
-        assert_eq!(dev.status, crate::probe::Status::Error, "{dev:?}");
+        assert_eq!(dev.status, crate::model::Status::Error, "{dev:?}");
         assert!(
             dev.summary.contains("cannot tell which uverbs device"),
             "{dev:?}"
