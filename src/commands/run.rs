@@ -65,21 +65,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         args.report.color,
         args.quiet,
         args.report.termination_log.as_deref(),
-        executed.report.exit_code,
     );
     Ok(code)
 }
 
-/// Writes `report` to every target (stdout styled, files plain) and the termination log; returns `code`, or the
-/// lost-output code when a report could not be written, as NPD reads it when stdout is `npd`. Shared by `run` and
-/// `pair`.
+/// Writes `report` to every target (stdout styled, files plain) and the termination log; returns the report's
+/// exit code, or the lost-output code when a report could not be written, as NPD reads it when stdout is `npd`.
+/// Shared by `run` and `pair`.
 pub fn deliver(
     report: &RunReport,
     outputs: &[(Format, Target)],
     color: ColorChoice,
     quiet: bool,
     termination_log: Option<&std::path::Path>,
-    code: u8,
 ) -> u8 {
     let style = Style {
         color: use_color(color),
@@ -109,13 +107,13 @@ pub fn deliver(
         }
     }
     let code = if written {
-        code
+        report.exit_code()
     } else {
-        exit::output_lost(code)
+        exit::output_lost(report.exit_code())
     };
     if outputs.contains(&(Format::Npd, Target::Stdout)) {
         // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown (for `run` and `pair` alike).
-        return report::npd::exit_code(code);
+        return exit::for_npd(code);
     }
     code
 }

@@ -38,7 +38,7 @@ pub fn render(report: &RunReport) -> String {
     x.push_str("    <properties>\n");
     for (name, value) in [
         ("profile", report.profile.as_str()),
-        ("status", report.status.as_str()),
+        ("status", report.status().as_str()),
         ("version", report.tool.version.as_str()),
         ("kernel", report.host.kernel.as_str()),
         ("root", report.host.root.as_str()),

@@ -195,7 +195,7 @@ pub fn render(report: &RunReport) -> String {
             RUN_STATUS,
             "Overall result of the last fabric-preflight run: 1 for its status, 0 for the others.",
             &[("status", status.as_str())],
-            if report.status == status { 1.0 } else { 0.0 },
+            if report.status() == status { 1.0 } else { 0.0 },
         );
     }
     x.sample(
