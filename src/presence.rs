@@ -14,10 +14,10 @@
 //!
 //! A hang is the runner's to report (`runner.rs`): the library is then marked hung for the rest of the run.
 
-use crate::answers::Answers;
 use crate::dynlib::{verbs, ErrorKind, LibError};
 use crate::host::{optional, Host, ReadResult};
 use crate::model::{CheckResult, Library, Status};
+use crate::recording::Answers;
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::answers::Answers;
 use crate::host::{Host, ReadError};
 pub use crate::model::{AnswerSource, CheckResult, Findings, Library, Measurement, Status};
 use crate::profile::{CheckSettings, Profile};
+use crate::recording::Answers;
 
 impl CheckResult {
     /// An unreadable input: `error` with the path and the reason as evidence.

@@ -6,15 +6,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
-use crate::answers::Answers;
 use crate::cli::{ColorChoice, ReportArgs, RunArgs};
 use crate::exit;
 use crate::host::Host;
 use crate::model::AnswerSource;
 use crate::probe::{Inputs, Probe};
-use crate::profile::Profile;
-use crate::profile_match;
+use crate::profile::{self, Profile};
 use crate::progress::Progress;
+use crate::recording::Answers;
 use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
@@ -242,8 +241,8 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let (profile, selection) = if profile == profile_match::AUTO {
-        let (name, selection) = profile_match::choose(&host, &ids)?;
+    let (profile, selection) = if profile == profile::auto::AUTO {
+        let (name, selection) = profile::auto::choose(&host, &ids)?;
         (crate::profile::load(&name, &ids)?, Some(selection))
     } else {
         (crate::profile::load(profile, &ids)?, None)
