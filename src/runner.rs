@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::answers::Answers;
-use crate::dynlib::Library;
 use crate::host::Host;
 use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
-use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::model::{AnswerSource, CheckResult, Library, Status};
+use crate::probe::{Context, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::recording::Answers;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
