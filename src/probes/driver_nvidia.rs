@@ -2,7 +2,7 @@
 
 use crate::host::ReadError;
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
 use crate::sysfs::stable;
@@ -12,30 +12,29 @@ pub struct DriverNvidia;
 
 const ID: &str = "driver.nvidia";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "NVIDIA kernel driver loaded, open vs proprietary module, version, GPUs it lists",
+    needs: &[Need::Gpu],
+    explain: Explain {
+        reads: "/proc/modules and /sys/module/nvidia{,_uvm} (loaded, built in, version), /proc/driver/nvidia/version \
+                (version and module flavour), /proc/driver/nvidia/gpus/<bdf>/information (model, UUID, excluded)",
+        why: "Every GPU data path starts at the kernel driver. The open kernel module is required for DMA-BUF \
+              GPUDirect RDMA and for GDS over PCI P2PDMA; an excluded GPU or a driver older than the fleet's \
+              minimum silently changes what jobs get.",
+        fixes: &[
+            ("nvidia module not loaded", "install the driver and `modprobe nvidia nvidia_uvm`; check `dmesg | grep -i nvrm`"),
+            ("driver older than the profile minimum", "upgrade the driver package to at least expect.driver_min_version"),
+            ("GPU excluded by the driver", "see `dmesg` for the Xid that excluded it; reset or replace the GPU"),
+            ("fewer GPUs than expected", "a GPU fell off the bus: `dmesg | grep -i 'fallen off'`, reseat or RMA"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for DriverNvidia {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "NVIDIA kernel driver loaded, open vs proprietary module, version, GPUs it lists"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/proc/modules and /sys/module/nvidia{,_uvm} (loaded, built in, version), /proc/driver/nvidia/version \
-                    (version and module flavour), /proc/driver/nvidia/gpus/<bdf>/information (model, UUID, excluded)",
-            why: "Every GPU data path starts at the kernel driver. The open kernel module is required for DMA-BUF \
-                  GPUDirect RDMA and for GDS over PCI P2PDMA; an excluded GPU or a driver older than the fleet's \
-                  minimum silently changes what jobs get.",
-            fixes: &[
-                ("nvidia module not loaded", "install the driver and `modprobe nvidia nvidia_uvm`; check `dmesg | grep -i nvrm`"),
-                ("driver older than the profile minimum", "upgrade the driver package to at least expect.driver_min_version"),
-                ("GPU excluded by the driver", "see `dmesg` for the Xid that excluded it; reset or replace the GPU"),
-                ("fewer GPUs than expected", "a GPU fell off the bus: `dmesg | grep -i 'fallen off'`, reseat or RMA"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

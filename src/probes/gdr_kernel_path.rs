@@ -2,7 +2,7 @@
 
 use crate::host::{optional, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, DriverAndKernel};
@@ -18,29 +18,28 @@ const DMABUF_MIN_KERNEL: (u32, u32) = (5, 12);
 const FIX_PEERMEM: &str = "`modprobe nvidia-peermem`; make it persistent with `echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`; \
 or use the DMA-BUF path instead (open kernel module `nvidia-open`, kernel >= 5.12, rdma-core >= 34, NCCL >= 2.19 with NCCL_DMABUF_ENABLE=1)";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUDirect RDMA kernel path: nvidia_peermem loaded or DMA-BUF possible",
+    needs: &[Need::Gpu, Need::RdmaDevice],
+    explain: Explain {
+        reads: "/proc/modules and /sys/module/{nvidia_peermem,nv_peer_mem} (built-ins appear only in /sys/module), \
+                /sys/kernel/mm/memory_peers/nv_mem/version, /proc/driver/nvidia/version (open module?), \
+                /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present)",
+        why: "Without a peer-memory module or DMA-BUF, a NIC cannot DMA into GPU memory. NCCL then stages every \
+              transfer through host memory (no /GDRDMA on its channels) or falls back to sockets, and multi-node \
+              jobs run several times slower while every ordinary health check stays green.",
+        fixes: &[
+            ("neither nvidia_peermem nor DMA-BUF available", FIX_PEERMEM),
+            ("profile requires nvidia_peermem specifically", "`modprobe nvidia-peermem` and persist it in /etc/modules-load.d/"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GdrKernelPath {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUDirect RDMA kernel path: nvidia_peermem loaded or DMA-BUF possible"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/proc/modules and /sys/module/{nvidia_peermem,nv_peer_mem} (built-ins appear only in /sys/module), \
-                    /sys/kernel/mm/memory_peers/nv_mem/version, /proc/driver/nvidia/version (open module?), \
-                    /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present)",
-            why: "Without a peer-memory module or DMA-BUF, a NIC cannot DMA into GPU memory. NCCL then stages every \
-                  transfer through host memory (no /GDRDMA on its channels) or falls back to sockets, and multi-node \
-                  jobs run several times slower while every ordinary health check stays green.",
-            fixes: &[
-                ("neither nvidia_peermem nor DMA-BUF available", FIX_PEERMEM),
-                ("profile requires nvidia_peermem specifically", "`modprobe nvidia-peermem` and persist it in /etc/modules-load.d/"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

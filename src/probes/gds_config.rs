@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use crate::gds_target::{self, FsSupport, Target, TargetError};
 use crate::host::{optional, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
@@ -49,36 +49,35 @@ const FIX_NVFS: &str = "install and load nvidia-fs (`nvidia-fs-dkms` / `nvidia-g
 `modprobe nvidia_fs`), or on an open kernel module with CONFIG_PCI_P2PDMA and NVMe set `\"use_pci_p2pdma\": true`; \
 set `\"allow_compat_mode\": false` on nodes that must never silently fall back";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "cufile.json agrees with the host; the test directory's filesystem and udev record suit cuFile",
+    needs: &[Need::Gpu],
+    explain: Explain {
+        reads: "cufile.json ($CUFILE_ENV_PATH_JSON or /etc/cufile.json, `//` comments allowed), /proc/modules, \
+                /sys/module/nvidia_fs, /proc/driver/nvidia-fs/version, /proc/driver/nvidia/version (open module?), \
+                /boot/config-<release> (CONFIG_PCI_P2PDMA), /sys/module/nvme, /proc/net/fib_trie and \
+                /proc/net/if_inet6 (local addresses), /proc/self/mountinfo (filesystem of --gds-dir or $TMPDIR \
+                or /tmp), /run/udev/data/b<major>:<minor>",
+        why: "With allow_compat_mode and no nvidia-fs, cuFile silently reads through host bounce buffers and \
+              gdsio still labels the run GPU-direct. cuFile also refuses every file (5027, \"file descriptor is \
+              not registered\") when the udev record of the block device lacks ID_FS_USAGE — the normal state \
+              in a container without /run/udev. RDMA filesystems ignore rdma_dev_addr_list entries no \
+              interface has.",
+        fixes: &[
+            ("compat mode: no nvidia-fs", FIX_NVFS),
+            ("use_pci_p2pdma without its prerequisites", "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe (nvme_core multipath=N); else set `\"use_pci_p2pdma\": false`"),
+            ("rdma_dev_addr_list names an address no interface has", "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"),
+            ("udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
+            ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GdsConfig {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "cufile.json agrees with the host; the test directory's filesystem and udev record suit cuFile"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "cufile.json ($CUFILE_ENV_PATH_JSON or /etc/cufile.json, `//` comments allowed), /proc/modules, \
-                    /sys/module/nvidia_fs, /proc/driver/nvidia-fs/version, /proc/driver/nvidia/version (open module?), \
-                    /boot/config-<release> (CONFIG_PCI_P2PDMA), /sys/module/nvme, /proc/net/fib_trie and \
-                    /proc/net/if_inet6 (local addresses), /proc/self/mountinfo (filesystem of --gds-dir or $TMPDIR \
-                    or /tmp), /run/udev/data/b<major>:<minor>",
-            why: "With allow_compat_mode and no nvidia-fs, cuFile silently reads through host bounce buffers and \
-                  gdsio still labels the run GPU-direct. cuFile also refuses every file (5027, \"file descriptor is \
-                  not registered\") when the udev record of the block device lacks ID_FS_USAGE — the normal state \
-                  in a container without /run/udev. RDMA filesystems ignore rdma_dev_addr_list entries no \
-                  interface has.",
-            fixes: &[
-                ("compat mode: no nvidia-fs", FIX_NVFS),
-                ("use_pci_p2pdma without its prerequisites", "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe (nvme_core multipath=N); else set `\"use_pci_p2pdma\": false`"),
-                ("rdma_dev_addr_list names an address no interface has", "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"),
-                ("udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
-                ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -2,7 +2,7 @@
 
 use crate::host::{optional, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
 use crate::sysfs::nvidia;
@@ -15,27 +15,26 @@ const ID: &str = "gds.kernel_path";
 const FIX: &str = "install the GDS kernel driver (`nvidia-fs-dkms` or the `nvidia-gds` package matching the driver) and \
 `modprobe nvidia_fs`; or, on an open kernel module with CONFIG_PCI_P2PDMA, set `\"use_pci_p2pdma\": true` in /etc/cufile.json";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUDirect Storage kernel driver nvidia_fs loaded (else cuFile runs in compat mode)",
+    needs: &[Need::Gpu, Need::NvidiaFs],
+    explain: Explain {
+        reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}",
+        why: "Without nvidia_fs, cuFile silently runs in compatibility mode: every read bounces through host \
+              memory with POSIX I/O, and tools such as gdsio still label the run GPU-direct. Storage-bound jobs \
+              lose the bandwidth GDS was bought for.",
+        fixes: &[
+            ("nvidia_fs not loaded", FIX),
+            ("nvidia_fs reports errors in its stats", "see the Error row of /proc/driver/nvidia-fs/stats and dmesg; BAR1 exhaustion shows as Bar1-map err"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GdsKernelPath {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUDirect Storage kernel driver nvidia_fs loaded (else cuFile runs in compat mode)"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::NvidiaFs]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}",
-            why: "Without nvidia_fs, cuFile silently runs in compatibility mode: every read bounces through host \
-                  memory with POSIX I/O, and tools such as gdsio still label the run GPU-direct. Storage-bound jobs \
-                  lose the bandwidth GDS was bought for.",
-            fixes: &[
-                ("nvidia_fs not loaded", FIX),
-                ("nvidia_fs reports errors in its stats", "see the Error row of /proc/driver/nvidia-fs/stats and dmesg; BAR1 exhaustion shows as Bar1-map err"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -5,7 +5,7 @@ use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
 use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
-use crate::probe::{CheckResult, Context, Explain, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta, Status};
 use crate::profile::NcclExpect;
 use crate::sysfs::infiniband::{
     gid_path, gid_type_path, read_device_names, read_gid, read_gid_type, read_port,
@@ -19,29 +19,30 @@ const ID: &str = "nccl.env";
 /// NCCL's own default when NCCL_IB_GID_INDEX is unset or -1 (2.21+): pick the GID itself.
 const GID_AUTO: i64 = -1;
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "No NCCL_* variable disables IB/GDR or names devices, interfaces or GIDs this host lacks",
+    explain: Explain {
+        reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
+                NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX), /sys/class/infiniband \
+                (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
+        why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
+              complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
+              interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
+        fixes: &[
+            ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
+            ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
+            ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
+            ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
+            ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for NcclEnv {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "No NCCL_* variable disables IB/GDR or names devices, interfaces or GIDs this host lacks"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
-                    NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX), /sys/class/infiniband \
-                    (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
-            why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
-                  complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
-                  interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
-            fixes: &[
-                ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
-                ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
-                ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
-                ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
-                ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

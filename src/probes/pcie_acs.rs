@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::sysfs::hypervisor;
 use crate::sysfs::pci_config::{read_config, ConfigReadError};
 use crate::topology::{PciTree, Role};
@@ -12,30 +12,29 @@ pub struct PcieAcs;
 
 const ID: &str = "pcie.acs";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "No ACS P2P redirect on PCIe switch ports between GPUs and their NICs, NVMe drives and peer GPUs",
+    needs: &[Need::Root, Need::Gpu],
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/<bdf>/config of every switch port between a GPU and a peer (capability list \
+                from 0x34, extended list from 0x100, ACS at ID 0x000D: control register at +6); /proc/cpuinfo, \
+                /sys/hypervisor/type and DMI to recognise a VM",
+        why: "With ACS Request or Completion Redirect enabled on a switch downstream port, GPU↔NIC and GPU↔NVMe peer \
+              traffic is sent up to the root complex instead of across the switch: GPUDirect RDMA and GDS lose \
+              most of their bandwidth or stop working, while nothing reports an error. Linux enables ACS whenever \
+              it finds an IOMMU. Root ports with ACS are normal; inside a VM ACS belongs to the host.",
+        fixes: &[
+            ("ACS redirect on a switch downstream port", "disable PCIe ACS in the BIOS; or boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`; at runtime `setpci -s <bdf> ECAP_ACS+0x6.w=0000` (lost on reboot)"),
+            ("config space not readable", "run as root (CAP_SYS_ADMIN in the initial user namespace): the kernel returns only 64 bytes otherwise"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for PcieAcs {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "No ACS P2P redirect on PCIe switch ports between GPUs and their NICs, NVMe drives and peer GPUs"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Root, Need::Gpu]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/bus/pci/devices/<bdf>/config of every switch port between a GPU and a peer (capability list \
-                    from 0x34, extended list from 0x100, ACS at ID 0x000D: control register at +6); /proc/cpuinfo, \
-                    /sys/hypervisor/type and DMI to recognise a VM",
-            why: "With ACS Request or Completion Redirect enabled on a switch downstream port, GPU↔NIC and GPU↔NVMe peer \
-                  traffic is sent up to the root complex instead of across the switch: GPUDirect RDMA and GDS lose \
-                  most of their bandwidth or stop working, while nothing reports an error. Linux enables ACS whenever \
-                  it finds an IOMMU. Root ports with ACS are normal; inside a VM ACS belongs to the host.",
-            fixes: &[
-                ("ACS redirect on a switch downstream port", "disable PCIe ACS in the BIOS; or boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`; at runtime `setpci -s <bdf> ECAP_ACS+0x6.w=0000` (lost on reboot)"),
-                ("config space not readable", "run as root (CAP_SYS_ADMIN in the initial user namespace): the kernel returns only 64 bytes otherwise"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

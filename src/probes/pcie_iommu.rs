@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::probe::{CheckResult, Context, Explain, Probe};
+use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta};
 use crate::profile::IommuExpect;
 use crate::sysfs::iommu::{iommu_parameters, read_groups, IOMMU_GROUPS, PROC_CMDLINE};
 use crate::topology::{PciTree, Role};
@@ -15,22 +15,23 @@ const ID: &str = "pcie.iommu";
 const FIX: &str = "boot with `iommu=pt` (Intel: `intel_iommu=on iommu=pt`; AMD: `amd_iommu=on iommu=pt`) or disable the IOMMU \
 (`intel_iommu=off` / `amd_iommu=off`) where device assignment is not needed; update-grub and reboot";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "IOMMU off or passthrough for GPUs, NICs and NVMe drives (translated DMA hurts GPUDirect RDMA and GDS)",
+    explain: Explain {
+        reads: "/sys/kernel/iommu_groups/<N>/{type,devices/}, /proc/cmdline (iommu=, intel_iommu=, amd_iommu=, iommu.*), \
+                device classes under /sys/bus/pci/devices",
+        why: "With translated DMA (group type DMA or DMA-FQ) every peer-to-peer transfer between a NIC or NVMe drive \
+              and GPU memory goes through IOMMU page tables and, without ATS, through the root complex. NVIDIA's GDS \
+              guide wants the IOMMU off or in passthrough; GPUDirect RDMA loses bandwidth or fails with DMA faults.",
+        fixes: &[("translated DMA on GPU/NIC/NVMe groups", FIX)],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for PcieIommu {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "IOMMU off or passthrough for GPUs, NICs and NVMe drives (translated DMA hurts GPUDirect RDMA and GDS)"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/kernel/iommu_groups/<N>/{type,devices/}, /proc/cmdline (iommu=, intel_iommu=, amd_iommu=, iommu.*), \
-                    device classes under /sys/bus/pci/devices",
-            why: "With translated DMA (group type DMA or DMA-FQ) every peer-to-peer transfer between a NIC or NVMe drive \
-                  and GPU memory goes through IOMMU page tables and, without ATS, through the root complex. NVIDIA's GDS \
-                  guide wants the IOMMU off or in passthrough; GPUDirect RDMA loses bandwidth or fails with DMA faults.",
-            fixes: &[("translated DMA on GPU/NIC/NVMe groups", FIX)],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

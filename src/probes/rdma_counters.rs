@@ -3,7 +3,7 @@
 //! counters hold none of these names is not called healthy: it is skipped, saying nothing was judged.
 
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{
     counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
 };
@@ -45,29 +45,28 @@ const ERROR_COUNTERS: &[&str] = &[
 /// Without a profile limit: any error is worth a warning, none is worth a failure on its own.
 const DEFAULT_LIMIT: Limit = Limit::new(Some(0.0), None);
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA port error counters (symbol errors, link downs, discards, transport errors) within limits; saturation flagged",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/counters/* and hw_counters/* (read once: some platforms log \
+                a firmware message per PPCNT read)",
+        why: "Symbol errors and link-integrity errors mean a marginal cable or transceiver that will flap under \
+              load; link_downed counts flaps that already happened; transport errors (local ACK timeouts, \
+              sequence errors) stall NCCL. PMA counters are 4–32 bits wide and stop at their maximum: a \
+              saturated counter hides how bad things are.",
+        fixes: &[
+            ("error counters above the limit", "inspect the link (`mlxlink -d <dev> -m -e`), reseat or replace the cable/transceiver, then clear counters (`perfquery -x -R`) and watch whether they grow"),
+            ("counter saturated", "clear the counters (`perfquery -x -R` or a port reset) so the next reading means something"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaCounters {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA port error counters (symbol errors, link downs, discards, transport errors) within limits; saturation flagged"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/counters/* and hw_counters/* (read once: some platforms log \
-                    a firmware message per PPCNT read)",
-            why: "Symbol errors and link-integrity errors mean a marginal cable or transceiver that will flap under \
-                  load; link_downed counts flaps that already happened; transport errors (local ACK timeouts, \
-                  sequence errors) stall NCCL. PMA counters are 4–32 bits wide and stop at their maximum: a \
-                  saturated counter hides how bad things are.",
-            fixes: &[
-                ("error counters above the limit", "inspect the link (`mlxlink -d <dev> -m -e`), reseat or replace the cable/transceiver, then clear counters (`perfquery -x -R`) and watch whether they grow"),
-                ("counter saturated", "clear the counters (`perfquery -x -R` or a port reset) so the next reading means something"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

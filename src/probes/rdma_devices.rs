@@ -2,7 +2,7 @@
 //! them (the uverbs character device exists under /dev/infiniband).
 
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::sysfs::infiniband::{
     self, read_device, read_device_names, read_uverbs_map, CLASS_INFINIBAND, DEV_INFINIBAND,
 };
@@ -14,28 +14,27 @@ const ID: &str = "rdma.devices";
 const FIX_UVERBS: &str = "expose the verbs devices to the container: Kubernetes RDMA device plugin \
 (rdma/hca resource) or `--device /dev/infiniband/uverbsN` (Docker); on the host: `modprobe ib_uverbs`";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA devices present, their PCI function and firmware, and openable through /dev/infiniband/uverbsN",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
+                /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN (present; live: read-write access for this user)",
+        why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
+              devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
+              to TCP sockets. A missing HCA (fewer devices than the node type has) halves a rail.",
+        fixes: &[
+            ("fewer RDMA devices than the profile expects", "check `dmesg | grep mlx5`, reseat or replace the HCA, verify the port is in the expected link type (`mlxconfig -d <dev> q LINK_TYPE_P1`)"),
+            ("uverbs character device missing", FIX_UVERBS),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaDevices {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA devices present, their PCI function and firmware, and openable through /dev/infiniband/uverbsN"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
-                    /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN (present; live: read-write access for this user)",
-            why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
-                  devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
-                  to TCP sockets. A missing HCA (fewer devices than the node type has) halves a rail.",
-            fixes: &[
-                ("fewer RDMA devices than the profile expects", "check `dmesg | grep mlx5`, reseat or replace the HCA, verify the port is in the expected link type (`mlxconfig -d <dev> q LINK_TYPE_P1`)"),
-                ("uverbs character device missing", FIX_UVERBS),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -2,7 +2,7 @@
 //! on InfiniBand.
 
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::profile::LinkLayer;
 use crate::sysfs::infiniband::{
     device_dir, parse_lid, read_all_ports, read_hca_type, PortAttrs, CLASS_INFINIBAND,
@@ -15,30 +15,29 @@ const ID: &str = "rdma.link";
 /// HCA models that run at HDR or faster; an SDR rate on them means the kernel does not know the speed.
 const FAST_HCAS: &[&str] = &["MT4123", "MT4125", "MT4129", "MT41692"];
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA ports ACTIVE and LinkUp, rate and link layer as expected, valid LID/SM LID on InfiniBand",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}, \
+                /sys/class/infiniband/<dev>/hca_type",
+        why: "A port that is down, polling, or trained to a lower width or speed takes its rail out of NCCL's \
+              rings or slows every collective to the slowest rail. An InfiniBand port without a LID or SM LID \
+              has no subnet manager and cannot carry traffic even when the cable is fine.",
+        fixes: &[
+            ("port not ACTIVE / phys_state not LinkUp", "check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); Polling = no peer, Disabled = port disabled on the switch or by `ibportstate`"),
+            ("INIT / no LID / SM LID 0", "start or reach a subnet manager (`systemctl status opensm` or the UFM/switch SM); check the partition key"),
+            ("rate below the profile or its siblings", "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lane errors; compare firmware with `mlxfwmanager`"),
+            ("link layer differs from the profile", "set the port type: `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) or `=2` (Ethernet), then reboot"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaLink {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA ports ACTIVE and LinkUp, rate and link layer as expected, valid LID/SM LID on InfiniBand"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}, \
-                    /sys/class/infiniband/<dev>/hca_type",
-            why: "A port that is down, polling, or trained to a lower width or speed takes its rail out of NCCL's \
-                  rings or slows every collective to the slowest rail. An InfiniBand port without a LID or SM LID \
-                  has no subnet manager and cannot carry traffic even when the cable is fine.",
-            fixes: &[
-                ("port not ACTIVE / phys_state not LinkUp", "check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); Polling = no peer, Disabled = port disabled on the switch or by `ibportstate`"),
-                ("INIT / no LID / SM LID 0", "start or reach a subnet manager (`systemctl status opensm` or the UFM/switch SM); check the partition key"),
-                ("rate below the profile or its siblings", "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lane errors; compare firmware with `mlxfwmanager`"),
-                ("link layer differs from the profile", "set the port type: `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) or `=2` (Ethernet), then reboot"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

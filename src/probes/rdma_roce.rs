@@ -3,7 +3,7 @@
 
 use crate::host::ReadError;
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta};
 use crate::sysfs::infiniband::{
     gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid, read_gid_indices,
     read_gid_ndev, read_gid_type, PortAttrs,
@@ -37,29 +37,28 @@ struct Gid {
     ndev: Option<String>,
 }
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/{link_layer,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>} \
+                (EINVAL on empty slots is normal), /sys/class/net/<if>/{operstate,mtu}",
+        why: "RoCE v2 (routable, UDP) needs a v2 GID with an IP address; without one NCCL either picks a v1/link-local \
+              GID that does not route or fails to connect. A netdev MTU of 1500 limits the RoCE MTU to 1024 \
+              bytes, costing bandwidth on every message. NCCL_IB_GID_INDEX must name the v2 GID.",
+        fixes: &[
+            ("no RoCE v2 GID", "assign an IP address to the port's netdev (`ip addr add ... dev <if>`); check `cma_roce_mode -d <dev> -p 1 -m 2`"),
+            ("netdev down", "`ip link set <if> up`; check the switch port"),
+            ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaRoce {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/{link_layer,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>} \
-                    (EINVAL on empty slots is normal), /sys/class/net/<if>/{operstate,mtu}",
-            why: "RoCE v2 (routable, UDP) needs a v2 GID with an IP address; without one NCCL either picks a v1/link-local \
-                  GID that does not route or fails to connect. A netdev MTU of 1500 limits the RoCE MTU to 1024 \
-                  bytes, costing bandwidth on every message. NCCL_IB_GID_INDEX must name the v2 GID.",
-            fixes: &[
-                ("no RoCE v2 GID", "assign an IP address to the port's netdev (`ip addr add ... dev <if>`); check `cma_roce_mode -d <dev> -p 1 -m 2`"),
-                ("netdev down", "`ip link set <if> up`; check the switch port"),
-                ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
