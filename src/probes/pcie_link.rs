@@ -2,6 +2,7 @@
 //! and width both ends of that link support.
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta};
+use crate::profile::Expect;
 use crate::sysfs::pci::{device_dir, Link};
 use crate::topology::{PathLink, PciTree, Role};
 
@@ -60,13 +61,13 @@ impl Probe for PcieLink {
         }
         let results: Vec<CheckResult> = devices
             .into_iter()
-            .map(|i| judge_device(cx, &tree, i))
+            .map(|i| judge_device(&tree, i, &cx.profile.expect))
             .collect();
         tree.completed(ID, results)
     }
 }
 
-fn judge_device(cx: &Context<'_>, tree: &PciTree, i: usize) -> CheckResult {
+fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
     let node = &tree.nodes[i];
     let subject = tree.subject(i);
     let dir = device_dir(&node.bdf.to_string());
@@ -117,7 +118,6 @@ fn judge_device(cx: &Context<'_>, tree: &PciTree, i: usize) -> CheckResult {
     gen_measure.fail = own.capable_speed.generation().map(f64::from);
     width_measure.fail = Some(f64::from(own.capable_width));
     if node.role == Role::Gpu {
-        let expect = &cx.profile.expect;
         if let Some(gen) = expect.gpu_pcie_gen {
             gen_measure.fail = Some(f64::from(gen));
             if own.current_speed.generation().is_none_or(|g| g < gen) {

@@ -2,7 +2,7 @@
 //! labels it).
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
-use crate::profile::PcieDistance;
+use crate::profile::{Expect, PcieDistance};
 use crate::topology::{numa_label, PciTree, Role};
 
 pub struct TopoGpuNic;
@@ -40,11 +40,11 @@ impl Probe for TopoGpuNic {
             Ok(t) => t,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        tree.completed(ID, judge(cx, &tree))
+        tree.completed(ID, judge(&tree, &cx.profile.expect))
     }
 }
 
-fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
+fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
     let gpus = tree.with_role(Role::Gpu);
     let nics = tree.rdma_nics();
     if gpus.is_empty() || nics.is_empty() {
@@ -60,7 +60,6 @@ fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
             ),
         )];
     }
-    let expect = &cx.profile.expect;
     let max = expect.gpu_nic_max_distance.unwrap_or(DEFAULT_MAX);
     let too_far = if expect.gpu_nic_distance_fails == Some(true) {
         Status::Fail
