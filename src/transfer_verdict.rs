@@ -5,9 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{Measurement, Status};
+use crate::model::{worst, Limit, Measurement, Status};
 use crate::sysfs::infiniband::PortAttrs;
-use crate::threshold::{worst, Limit};
 
 /// What a leg measured, whatever ran it.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,13 +4,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::bail;
 
-use crate::answers::Answers;
 use crate::cli::RunArgs;
 use crate::host::Host;
-use crate::probe::{AnswerSource, Inputs, Probe};
-use crate::profile::Profile;
-use crate::profile_match;
+use crate::model::AnswerSource;
+use crate::probe::{Inputs, Probe};
+use crate::profile::{self, Profile};
 use crate::progress::Progress;
+use crate::recording::Answers;
 use crate::report::output::Delivery;
 use crate::report::{self, HostInfo, RunReport, Selection};
 use crate::runner::{self, RunInputs};
@@ -85,8 +85,8 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let (profile, selection) = if profile == profile_match::AUTO {
-        let (name, selection) = profile_match::choose(&host, &ids)?;
+    let (profile, selection) = if profile == profile::auto::AUTO {
+        let (name, selection) = profile::auto::choose(&host, &ids)?;
         (crate::profile::load(&name, &ids)?, Some(selection))
     } else {
         (crate::profile::load(profile, &ids)?, None)

@@ -8,7 +8,8 @@ use cudarc::driver::sys;
 
 use crate::child::breadcrumb;
 use crate::dynlib::cuda::{self, CudaResult, DeviceBuffer};
-use crate::dynlib::{LibError, Library};
+use crate::dynlib::LibError;
+use crate::model::Library;
 
 const SYMBOL: &str = "cuMemGetHandleForAddressRange";
 

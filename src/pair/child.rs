@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::answers::Answers;
 use crate::child::{self, ChildFailure};
 use crate::host::Host;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
@@ -19,6 +18,7 @@ use crate::pair::inventory::{self, Inventory};
 use crate::pair::judge::LegRun;
 use crate::pair::session::{Handoff, Peer};
 use crate::pair::wire::{self, PortInfo};
+use crate::recording::Answers;
 
 /// A measuring child is killed this long after the deadline: its phases end at the deadline and it still has to
 /// send its reply. Shorter than the supervisor's grace, so the report names the call that did not return.

@@ -4,18 +4,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::answers::Answers;
 use crate::dynlib::{LibError, Library};
 use crate::host::Host;
 use crate::measure::memory::MemoryChoice;
 use crate::measure::rc::PortTarget;
+use crate::model::{CheckResult, Status};
 use crate::pair::judge::ID_RDMA;
 use crate::pair::wire::{PortInfo, PortMemory};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Status};
-use crate::profile::PcieDistance;
+use crate::recording::Answers;
 use crate::sysfs::infiniband;
-use crate::topology::{nearest, PciTree};
+use crate::topology::{nearest, PciTree, PcieDistance};
 use crate::transfer_verdict::LinkRate;
 
 /// This node's testable ports, or why there are none.

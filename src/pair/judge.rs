@@ -7,9 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::rc::{Failure, Registration};
 use crate::measure::rdma_pair::PairOutcome;
+use crate::model::{worst, CheckResult, Limit, Measurement, Status};
 use crate::pair::wire::PortMemory;
-use crate::probe::{CheckResult, Measurement, Status};
-use crate::threshold::{worst, Limit};
 use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
 pub const ID_HANDSHAKE: &str = "pair.handshake";

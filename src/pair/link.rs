@@ -6,14 +6,14 @@ use std::net::SocketAddr;
 use crate::child::ChildFailure;
 use crate::interrupt;
 use crate::measure::rdma_pair::{PairPlan, Role};
+use crate::model::Limit;
+use crate::model::{CheckResult, Status};
 use crate::pair::child::{measure_in_child, MeasuredLegs};
 use crate::pair::inventory::{gpu_text, GpuSource, Inventory};
 use crate::pair::judge::{self, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::session::{self, Local, Peer};
 use crate::pair::supervise::Tally;
 use crate::pair::wire::{NoPorts, PortInfo, VERSION};
-use crate::probe::{CheckResult, Status};
-use crate::threshold::Limit;
 use crate::transfer_verdict::LinkRate;
 
 /// Which end of the link this node is.

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
+use crate::model::{CheckResult, Status};
 use crate::pair::judge::{self, ID_RING};
-use crate::probe::{CheckResult, Status};
 use crate::report::RunReport;
 
 /// `--summarize`: every node's ring links together, and the node common to the failing ones; then an error for

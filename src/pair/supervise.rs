@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::measure::memory::MemoryChoice;
+use crate::model::{CheckResult, Status};
 use crate::pair::child;
 use crate::pair::inventory::Inventory;
 use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
-use crate::probe::{CheckResult, Status};
 use crate::report::{Ring, RingLink};
 use crate::tasks::{self, Ended, Task, INTERRUPT_GRACE};
 

@@ -102,13 +102,13 @@ impl Delivery {
             }
         }
         let code = if written {
-            report.exit_code
+            report.exit_code()
         } else {
-            crate::exit::output_lost(report.exit_code)
+            crate::exit::output_lost(report.exit_code())
         };
         if self.outputs.contains(&(Format::Npd, Target::Stdout)) {
             // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown (for `run` and `pair` alike).
-            return super::npd::exit_code(code);
+            return crate::exit::for_npd(code);
         }
         code
     }

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::answers::Answers;
 use crate::child::fmt_secs;
-use crate::dynlib::Library;
 use crate::host::Host;
 use crate::interrupt;
-use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::model::{AnswerSource, CheckResult, Library, Status};
+use crate::probe::{Context, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::recording::Answers;
 use crate::tasks::{self, Ended, Task};
 
 pub mod probe_child;
@@ -388,7 +388,7 @@ fn panic_result(id: &str, message: &str) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Explain;
+    use crate::probe::ProbeMeta;
 
     /// After a libibverbs hang, every check that calls libibverbs reports at once instead of hanging again.
     #[test]
@@ -407,21 +407,14 @@ mod tests {
 
     struct Sleeper;
     impl Probe for Sleeper {
-        fn id(&self) -> &'static str {
-            "test.sleeper"
-        }
-        fn title(&self) -> &'static str {
-            "sleeps"
-        }
-        fn default_timeout(&self) -> Duration {
-            Duration::from_millis(50)
-        }
-        fn explain(&self) -> Explain {
-            Explain {
-                reads: "",
-                why: "",
-                fixes: &[],
-            }
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.sleeper",
+                title: "sleeps",
+                timeout: Duration::from_millis(50),
+                ..ProbeMeta::STATIC
+            };
+            &META
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             std::thread::sleep(Duration::from_secs(5));
@@ -431,18 +424,13 @@ mod tests {
 
     struct Panicker;
     impl Probe for Panicker {
-        fn id(&self) -> &'static str {
-            "test.panicker"
-        }
-        fn title(&self) -> &'static str {
-            "panics"
-        }
-        fn explain(&self) -> Explain {
-            Explain {
-                reads: "",
-                why: "",
-                fixes: &[],
-            }
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.panicker",
+                title: "panics",
+                ..ProbeMeta::STATIC
+            };
+            &META
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             panic!("boom")
@@ -451,18 +439,13 @@ mod tests {
 
     struct Skipper;
     impl Probe for Skipper {
-        fn id(&self) -> &'static str {
-            "test.skipper"
-        }
-        fn title(&self) -> &'static str {
-            "skips"
-        }
-        fn explain(&self) -> Explain {
-            Explain {
-                reads: "",
-                why: "",
-                fixes: &[],
-            }
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.skipper",
+                title: "skips",
+                ..ProbeMeta::STATIC
+            };
+            &META
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             vec![CheckResult::skip(self.id(), "no hardware")]

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::answers::Answers;
 use crate::child::{self, ChildFailure};
 use crate::host::{Access, Host};
-use crate::probe::{CheckResult, Context, Inputs, Probe};
+use crate::model::CheckResult;
+use crate::probe::{Context, Inputs, Probe};
 use crate::profile::Profile;
+use crate::recording::Answers;
 
 /// Finds a probe by id (`probes::find`, handed in by `main.rs`).
 pub type FindProbe = fn(&str) -> Option<&'static dyn Probe>;
