@@ -523,3 +523,54 @@ fn run_nccl_env_reports_ib_disable_and_missing_hca() {
     assert_eq!(status_of(&report, "nccl.env"), "pass");
     assert_eq!(code, Exit::OK);
 }
+
+/// NCCL applies /etc/nccl.conf (under the root) like the environment, which wins over it (issue 19 §2: the
+/// file's NCCL_IB_DISABLE=1 passed with exit 0 before).
+#[test]
+fn run_nccl_env_judges_etc_nccl_conf_and_lets_the_environment_win() {
+    let root = tree(&[
+        (
+            "sys/class/infiniband/mlx5_0/ports/1/link_layer",
+            "InfiniBand\n",
+        ),
+        ("etc/nccl.conf", "# fleet image\nNCCL_IB_DISABLE=1\n"),
+    ]);
+    let run = |env: Option<&str>| {
+        let mut cmd = preflight();
+        cmd.env_remove("NCCL_IB_DISABLE")
+            .env_remove("NCCL_CONF_FILE");
+        if let Some(v) = env {
+            cmd.env("NCCL_IB_DISABLE", v);
+        }
+        let out = cmd
+            .args([
+                "run",
+                "--format",
+                "json",
+                "--profile",
+                "hgx-h200-ib",
+                "--only",
+                "nccl.env",
+                "--root",
+            ])
+            .arg(root.path())
+            .output()
+            .unwrap();
+        (code(&out), json_out(Schema::Run, &out))
+    };
+    let (exit, report) = run(None);
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    let r = result_of(&report, "nccl.env");
+    assert!(
+        r["summary"].as_str().unwrap().contains("/etc/nccl.conf:2"),
+        "{r}"
+    );
+    let (exit, report) = run(Some("0"));
+    assert_eq!(exit, Exit::OK);
+    assert!(
+        result_of(&report, "nccl.env")["evidence"]
+            .to_string()
+            .contains("overridden by env"),
+        "{report}"
+    );
+}
