@@ -135,6 +135,22 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
     if !s.no_device.is_empty() {
         field("no device", or_none(&s.no_device));
     }
+    if !s.ofi_platforms.is_empty() {
+        field("instance type", or_none(&s.ofi_platforms));
+    }
+    if !s.ofi_providers.is_empty() || !s.ofi_dmabuf.is_empty() || !s.ofi_gdr_disabled.is_empty() {
+        let dmabuf: Vec<String> = s.ofi_dmabuf.iter().map(bool::to_string).collect();
+        let gdr_off: Vec<String> = s.ofi_gdr_disabled.iter().map(|r| r.text.clone()).collect();
+        field(
+            "ofi",
+            format!(
+                "provider {}; DMA-BUF registrations: {}; GDR turned off: {}",
+                or_none(&s.ofi_providers),
+                or_none(&dmabuf),
+                or_none(&gdr_off)
+            ),
+        );
+    }
     field("net devices", or_none(&s.net_devices));
     field(
         "bootstrap",
