@@ -1,12 +1,12 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
-use crate::host::{optional, ReadError};
+use crate::host::{optional, Host, ReadError};
 use crate::nccl::conf::{self, ConfFile, Setting, Settings};
 use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
 use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
-use crate::probe::{CheckResult, Context, Explain, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Inputs, Probe, ProbeMeta, Status};
 use crate::profile::NcclExpect;
 use crate::sysfs::infiniband::{
     gid_path, gid_type_path, read_device_names, read_gid, read_gid_type, read_port,
@@ -19,72 +19,172 @@ pub struct NcclEnv;
 const ID: &str = "nccl.env";
 /// NCCL's own default when NCCL_IB_GID_INDEX is unset or -1 (2.21+): pick the GID itself.
 const GID_AUTO: i64 = -1;
+const HCA_VAR: &str = "NCCL_IB_HCA";
+const SOCKET_VAR: &str = "NCCL_SOCKET_IFNAME";
+const GID_VAR: &str = "NCCL_IB_GID_INDEX";
+
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "No NCCL_* variable (environment or nccl.conf) disables IB/GDR or names devices, interfaces or GIDs this host lacks",
+    explain: Explain {
+        reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
+                NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX) merged as NCCL merges it with \
+                $NCCL_CONF_FILE (2.23+) or $HOME/.nccl.conf and /etc/nccl.conf (the environment wins, then the user's \
+                file; first line per name), /sys/class/infiniband \
+                (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
+        why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
+              complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
+              interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
+        fixes: &[
+            ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
+            ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
+            ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
+            ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
+            ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
 
 impl Probe for NcclEnv {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "No NCCL_* variable (environment or nccl.conf) disables IB/GDR or names devices, interfaces or GIDs this host lacks"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
-                    NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX) merged as NCCL merges it with \
-                    $NCCL_CONF_FILE (2.23+) or $HOME/.nccl.conf and /etc/nccl.conf (the environment wins, then the user's \
-                    file; first line per name), /sys/class/infiniband \
-                    (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
-            why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
-                  complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
-                  interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
-            fixes: &[
-                ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
-                ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
-                ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
-                ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
-                ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let expect = cx.profile.expect.nccl_transport;
-        let wants = Wants::from(expect);
-        let (settings, read) = gather(cx);
-        let s = &settings;
-        let mut results = Vec::new();
-        results.extend(ib_disable(s, &wants));
-        results.extend(net_plugin(cx, s, &wants));
-        results.extend(gdr_settings(s, &wants));
-        results.extend(ib_hca(cx, s, &wants));
-        results.extend(socket_ifname(cx, s));
-        results.extend(gid_index(cx, s));
-        results.extend(read.problems);
-        results.extend(s.issues.iter().map(|issue| {
-            CheckResult::warn(ID, format!("{}: {}", issue.at, issue.why))
-                .subject(issue.at.to_string())
-                .evidence(&issue.at.to_string(), &issue.text)
-                .fix("write the line as NAME=value (no spaces around `=`), or make it a comment with `#` in column 1")
-        }));
-        if results.is_empty() {
-            let mut pass = CheckResult::pass(
-                ID,
-                "no NCCL variable disables IB/GDR or names absent devices",
-            );
-            if s.nccl().next().is_none() {
-                pass = pass.note("no NCCL_* variable set");
-            }
-            for (k, setting) in s.nccl() {
-                pass =
-                    with_overridden(pass.evidence(&setting.label(k), &setting.value), k, setting);
-            }
-            results.push(pass);
-        }
-        for r in &mut results {
-            r.evidence.extend(read.files.iter().cloned());
-        }
-        results
+        let facts = Facts::read(cx.host, cx.inputs);
+        judge(cx.profile.expect.nccl_transport, &facts)
     }
+}
+
+/// What the check reads from the host, before it judges: only what the variables set make it look at.
+struct Facts {
+    /// The environment merged with NCCL's configuration files, and what reading those gave.
+    settings: Settings,
+    files: FilesRead,
+    /// RDMA devices and their ports, when NCCL_IB_HCA or NCCL_IB_GID_INDEX names some.
+    rdma: Option<Result<RdmaPorts, ReadError>>,
+    /// Network interfaces, when NCCL_SOCKET_IFNAME names some.
+    interfaces: Option<Result<Vec<String>, ReadError>>,
+    /// For NCCL_IB_GID_INDEX: each port NCCL would use, and what it holds at that index.
+    gid_slots: Vec<GidSlot>,
+}
+
+struct RdmaPorts {
+    devices: Vec<String>,
+    /// `(device, port)` pairs present on this host.
+    ports: Vec<(String, u32)>,
+}
+
+/// One port NCCL_IB_GID_INDEX applies to: its link layer, and on RoCE the GID and its type at the index
+/// (each read only when the one before says it matters).
+struct GidSlot {
+    device: String,
+    port: u32,
+    link_layer: Result<Option<String>, ReadError>,
+    gid: Option<Result<Option<String>, ReadError>>,
+    gid_type: Option<Result<Option<String>, ReadError>>,
+}
+
+impl Facts {
+    fn read(host: &Host, inputs: &Inputs) -> Facts {
+        let (settings, files) = read_settings(host, inputs);
+        let value = |var| settings.get(var).map(|s| s.value.as_str());
+        let hca = value(HCA_VAR).map(IfList::parse);
+        let index = value(GID_VAR).and_then(|v| gid_index_set(v).ok().flatten());
+        let lists_hcas = hca.as_ref().is_some_and(|l| !l.entries.is_empty());
+        let rdma = (lists_hcas || index.is_some()).then(|| read_rdma_ports(host));
+        let interfaces = value(SOCKET_VAR)
+            .is_some_and(|v| !IfList::parse(v).entries.is_empty())
+            .then(|| read_interface_names(host));
+        let mut gid_slots = Vec::new();
+        if let (Some(index), Some(Ok(rdma))) = (index, &rdma) {
+            for (dev, port) in &rdma.ports {
+                if hca.as_ref().is_some_and(|l| !l.keeps(dev, Some(*port))) {
+                    continue;
+                }
+                let link_layer = optional(read_port(host, dev, *port).link_layer);
+                let roce =
+                    matches!(&link_layer, Ok(Some(ll)) if ll.eq_ignore_ascii_case("ethernet"));
+                let gid =
+                    roce.then(|| optional(read_gid(host, dev, *port, index)).map(Option::flatten));
+                let gid_type = matches!(gid, Some(Ok(Some(_))))
+                    .then(|| optional(read_gid_type(host, dev, *port, index)).map(Option::flatten));
+                gid_slots.push(GidSlot {
+                    device: dev.clone(),
+                    port: *port,
+                    link_layer,
+                    gid,
+                    gid_type,
+                });
+            }
+        }
+        Facts {
+            settings,
+            files,
+            rdma,
+            interfaces,
+            gid_slots,
+        }
+    }
+}
+
+fn read_rdma_ports(host: &Host) -> Result<RdmaPorts, ReadError> {
+    let devices = read_device_names(host)?;
+    let mut ports = Vec::new();
+    for d in &devices {
+        ports.extend(
+            read_port_numbers(host, d)?
+                .into_iter()
+                .map(|p| (d.clone(), p)),
+        );
+    }
+    Ok(RdmaPorts { devices, ports })
+}
+
+/// NCCL_IB_GID_INDEX as NCCL takes it: an index, `None` for NCCL's own choice, `Err` when it is no index.
+fn gid_index_set(v: &str) -> Result<Option<u32>, ()> {
+    match v.trim().parse::<i64>() {
+        Ok(GID_AUTO) => Ok(None),
+        Ok(n) if (0..=u32::MAX as i64).contains(&n) => Ok(Some(n as u32)),
+        _ => Err(()),
+    }
+}
+
+fn judge(expect: Option<NcclExpect>, facts: &Facts) -> Vec<CheckResult> {
+    let wants = Wants::from(expect);
+    let s = &facts.settings;
+    let mut results = Vec::new();
+    results.extend(ib_disable(s, &wants));
+    results.extend(net_plugin(s, expect, &wants));
+    results.extend(gdr_settings(s, &wants));
+    results.extend(ib_hca(s, facts, &wants));
+    results.extend(socket_ifname(s, facts));
+    results.extend(gid_index(s, facts));
+    results.extend(facts.files.problems.iter().cloned());
+    results.extend(s.issues.iter().map(|issue| {
+        CheckResult::warn(ID, format!("{}: {}", issue.at, issue.why))
+            .subject(issue.at.to_string())
+            .evidence(&issue.at.to_string(), &issue.text)
+            .fix("write the line as NAME=value (no spaces around `=`), or make it a comment with `#` in column 1")
+    }));
+    if results.is_empty() {
+        let mut pass = CheckResult::pass(
+            ID,
+            "no NCCL variable disables IB/GDR or names absent devices",
+        );
+        if s.nccl().next().is_none() {
+            pass = pass.note("no NCCL_* variable set");
+        }
+        for (k, setting) in s.nccl() {
+            pass = with_overridden(pass.evidence(&setting.label(k), &setting.value), k, setting);
+        }
+        results.push(pass);
+    }
+    for r in &mut results {
+        r.evidence.extend(facts.files.files.iter().cloned());
+    }
+    results
 }
 
 /// What reading NCCL's configuration files gave besides their settings.
@@ -99,8 +199,8 @@ struct FilesRead {
 const MAX_CONF_BYTES: u64 = 1 << 20;
 
 /// The environment merged with NCCL's configuration files, read through the host root in NCCL's order.
-fn gather(cx: &Context<'_>) -> (Settings, FilesRead) {
-    let env = &cx.inputs.env;
+fn read_settings(host: &Host, inputs: &Inputs) -> (Settings, FilesRead) {
+    let env = &inputs.env;
     let mut read = FilesRead {
         files: Vec::new(),
         problems: Vec::new(),
@@ -122,7 +222,7 @@ fn gather(cx: &Context<'_>) -> (Settings, FilesRead) {
             );
             continue;
         }
-        match cx.host.read_bytes(&path, MAX_CONF_BYTES) {
+        match host.read_bytes(&path, MAX_CONF_BYTES) {
             Ok(bytes) => {
                 read.files
                     .push(format!("{path} = read ({} bytes)", bytes.len()));
@@ -220,7 +320,7 @@ fn ib_disable(s: &Settings, wants: &Wants) -> Option<CheckResult> {
     })
 }
 
-fn net_plugin(cx: &Context<'_>, s: &Settings, wants: &Wants) -> Option<CheckResult> {
+fn net_plugin(s: &Settings, expect: Option<NcclExpect>, wants: &Wants) -> Option<CheckResult> {
     let setting = s.get("NCCL_NET")?;
     let v = setting.value.as_str();
     let family = NetFamily::of(v);
@@ -235,7 +335,7 @@ fn net_plugin(cx: &Context<'_>, s: &Settings, wants: &Wants) -> Option<CheckResu
             .fix("unset NCCL_NET (or name the RDMA plugin: IB, or the OFI plugin's name)"),
         );
     }
-    let expect = cx.profile.expect.nccl_transport?;
+    let expect = expect?;
     let allowed = allowed_families(expect);
     (!allowed.is_empty() && !allowed.contains(&family)).then(|| {
         finding(
@@ -286,34 +386,20 @@ fn gdr_settings(s: &Settings, wants: &Wants) -> Vec<CheckResult> {
     out
 }
 
-/// `(device, port)` pairs present on this host.
-fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Result<Vec<(String, u32)>, ReadError> {
-    let mut out = Vec::new();
-    for d in devs {
-        out.extend(
-            read_port_numbers(cx.host, d)?
-                .into_iter()
-                .map(|p| (d.clone(), p)),
-        );
-    }
-    Ok(out)
-}
-
-fn ib_hca(cx: &Context<'_>, s: &Settings, wants: &Wants) -> Option<CheckResult> {
-    const VAR: &str = "NCCL_IB_HCA";
+fn ib_hca(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
+    const VAR: &str = HCA_VAR;
     let setting = s.get(VAR)?;
     let v = setting.value.as_str();
     let list = IfList::parse(v);
     if list.entries.is_empty() {
         return None;
     }
-    let devs = match read_device_names(cx.host) {
-        Ok(d) => d,
-        Err(e) => return Some(unreadable(VAR, &e)),
-    };
-    let ports = match ib_ports(cx, &devs) {
-        Ok(p) => p,
-        Err(e) => return Some(unreadable(VAR, &e)),
+    let RdmaPorts {
+        devices: devs,
+        ports,
+    } = match facts.rdma.as_ref()? {
+        Ok(r) => r,
+        Err(e) => return Some(unreadable(VAR, e)),
     };
     let kept: Vec<String> = ports
         .iter()
@@ -370,17 +456,17 @@ fn ib_hca(cx: &Context<'_>, s: &Settings, wants: &Wants) -> Option<CheckResult> 
     })
 }
 
-fn socket_ifname(cx: &Context<'_>, s: &Settings) -> Option<CheckResult> {
-    const VAR: &str = "NCCL_SOCKET_IFNAME";
+fn socket_ifname(s: &Settings, facts: &Facts) -> Option<CheckResult> {
+    const VAR: &str = SOCKET_VAR;
     let setting = s.get(VAR)?;
     let v = setting.value.as_str();
     let list = IfList::parse(v);
     if list.entries.is_empty() {
         return None;
     }
-    let ifs = match read_interface_names(cx.host) {
+    let ifs = match facts.interfaces.as_ref()? {
         Ok(i) => i,
-        Err(e) => return Some(unreadable(VAR, &e)),
+        Err(e) => return Some(unreadable(VAR, e)),
     };
     let kept: Vec<&String> = ifs.iter().filter(|i| list.keeps(i, None)).collect();
     if !kept.is_empty() {
@@ -403,16 +489,16 @@ fn socket_ifname(cx: &Context<'_>, s: &Settings) -> Option<CheckResult> {
     )
 }
 
-fn gid_index(cx: &Context<'_>, s: &Settings) -> Vec<CheckResult> {
-    const VAR: &str = "NCCL_IB_GID_INDEX";
+fn gid_index(s: &Settings, facts: &Facts) -> Vec<CheckResult> {
+    const VAR: &str = GID_VAR;
     let Some(setting) = s.get(VAR) else {
         return Vec::new();
     };
     let v = setting.value.as_str();
-    let index = match v.trim().parse::<i64>() {
-        Ok(GID_AUTO) => return Vec::new(),
-        Ok(n) if (0..=u32::MAX as i64).contains(&n) => n as u32,
-        _ => {
+    let index = match gid_index_set(v) {
+        Ok(Some(index)) => index,
+        Ok(None) => return Vec::new(),
+        Err(()) => {
             return vec![finding(
                 VAR,
                 Status::Warn,
@@ -422,34 +508,23 @@ fn gid_index(cx: &Context<'_>, s: &Settings) -> Vec<CheckResult> {
             .fix("set a GID index (a number from `show_gids`) or unset it")]
         }
     };
-    let hca = s.get("NCCL_IB_HCA").map(|h| IfList::parse(&h.value));
-    let devs = match read_device_names(cx.host) {
-        Ok(d) => d,
-        Err(e) => return vec![unreadable(VAR, &e)],
-    };
-    let ports = match ib_ports(cx, &devs) {
-        Ok(p) => p,
-        Err(e) => return vec![unreadable(VAR, &e)],
-    };
+    if let Some(Err(e)) = &facts.rdma {
+        return vec![unreadable(VAR, e)];
+    }
     let mut out = Vec::new();
-    for (dev, port) in ports {
-        if hca.as_ref().is_some_and(|l| !l.keeps(&dev, Some(port))) {
+    for slot in &facts.gid_slots {
+        let (dev, port) = (&slot.device, slot.port);
+        // NCCL uses the GID index on RoCE (Ethernet link layer) ports only.
+        if let Err(e) = &slot.link_layer {
+            out.push(unreadable(VAR, e));
             continue;
         }
-        // NCCL uses the GID index on RoCE (Ethernet link layer) ports only.
-        match optional(read_port(cx.host, &dev, port).link_layer) {
-            Ok(Some(ll)) if ll.eq_ignore_ascii_case("ethernet") => {}
-            Ok(_) => continue,
-            Err(e) => {
-                out.push(unreadable(VAR, &e));
-                continue;
-            }
-        }
         let subject = format!("{dev}:{port}");
-        let gid = match optional(read_gid(cx.host, &dev, port, index)) {
-            Ok(g) => g.flatten(),
-            Err(e) => {
-                out.push(unreadable(VAR, &e).subject(subject));
+        let gid = match &slot.gid {
+            None => continue,
+            Some(Ok(g)) => g,
+            Some(Err(e)) => {
+                out.push(unreadable(VAR, e).subject(subject));
                 continue;
             }
         };
@@ -461,17 +536,18 @@ fn gid_index(cx: &Context<'_>, s: &Settings) -> Vec<CheckResult> {
                 )
                 .subject(&subject)
                 .evidence(&setting.label(VAR), v)
-                .evidence(&gid_path(&dev, port, index), "<empty>")
+                .evidence(&gid_path(dev, port, index), "<empty>")
                 .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
             );
             continue;
         };
-        let kind = match optional(read_gid_type(cx.host, &dev, port, index)) {
-            Ok(k) => k.flatten(),
-            Err(e) => {
-                out.push(unreadable(VAR, &e).subject(subject));
+        let kind = match &slot.gid_type {
+            Some(Ok(k)) => k,
+            Some(Err(e)) => {
+                out.push(unreadable(VAR, e).subject(subject));
                 continue;
             }
+            None => &None,
         };
         if kind.as_deref() != Some("RoCE v2") {
             out.push(
@@ -484,8 +560,8 @@ fn gid_index(cx: &Context<'_>, s: &Settings) -> Vec<CheckResult> {
                 )
                 .subject(&subject)
                 .evidence(&setting.label(VAR), v)
-                .evidence(&gid_path(&dev, port, index), &gid)
-                .evidence(&gid_type_path(&dev, port, index), kind.as_deref().unwrap_or("<missing>"))
+                .evidence(&gid_path(dev, port, index), gid)
+                .evidence(&gid_type_path(dev, port, index), kind.as_deref().unwrap_or("<missing>"))
                 .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
             );
         }
@@ -698,7 +774,6 @@ mod tests {
             vec![(None, Status::Pass)]
         );
     }
-
     fn write(root: &Path, path: &str, text: &[u8]) {
         let p = root.join(path.trim_start_matches('/'));
         fs::create_dir_all(p.parent().unwrap()).unwrap();
