@@ -1,12 +1,11 @@
 //! `rdma.link`: every RDMA port ACTIVE/LinkUp, at the expected rate and link layer, with a valid LID and SM LID
 //! on InfiniBand.
 
+use crate::nic_role::{self, Assigned, Role, Use};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
-use crate::profile::LinkLayer;
-use crate::sysfs::infiniband::{
-    device_dir, parse_lid, read_all_ports, read_hca_type, PortAttrs, CLASS_INFINIBAND,
-};
+use crate::profile::{Expect, LinkLayer};
+use crate::sysfs::infiniband::{device_dir, parse_lid, read_hca_type, PortAttrs, CLASS_INFINIBAND};
 
 pub struct RdmaLink;
 
@@ -42,20 +41,36 @@ impl Probe for RdmaLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match read_all_ports(cx.host) {
+        let expect = &cx.profile.expect;
+        let all = match nic_role::read(
+            cx.host,
+            cx.inputs.env("NCCL_IB_HCA"),
+            expect.rdma_port_count,
+        ) {
             Ok(d) => d,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let expect = &cx.profile.expect;
+        let devices = &all.devices;
         // The HCA model groups siblings: one that cannot be read leaves the comparison unknown.
-        let mut ports: Vec<(Option<String>, &PortAttrs)> = Vec::new();
-        for (dev, dev_ports) in &devices {
+        let mut ports: Vec<(Option<String>, &PortAttrs, &Assigned)> = Vec::new();
+        let mut off_by_design = Vec::new();
+        for (dev, dev_ports) in devices {
             if dev_ports.is_empty() {
                 continue;
             }
-            match read_hca_type(cx.host, dev) {
-                Ok(model) => ports.extend(dev_ports.iter().map(|p| (model.clone(), p))),
+            let model = match read_hca_type(cx.host, dev) {
+                Ok(model) => model,
                 Err(e) => return vec![CheckResult::read_error(ID, &e)],
+            };
+            let mut disabled = Vec::new();
+            for (p, usage) in dev_ports {
+                match usage {
+                    Use::Role(role) => ports.push((model.clone(), p, role)),
+                    Use::DisabledByDesign => disabled.push(p),
+                }
+            }
+            if !disabled.is_empty() {
+                off_by_design.push(disabled_ports(dev, dev_ports, &disabled));
             }
         }
         if devices.is_empty() {
@@ -77,28 +92,50 @@ impl Probe for RdmaLink {
             return vec![r];
         }
 
-        // Sibling rule: the fastest active rate per HCA model.
-        let fastest = |model: &Option<String>| {
+        // Sibling rule: the fastest active rate per HCA model and role.
+        let fastest = |model: &Option<String>, role: Role| {
             ports
                 .iter()
-                .filter(|(m, p)| m == model && p.is_active())
-                .filter_map(|(_, p)| p.parsed_rate().map(|r| r.gbps))
+                .filter(|(m, p, a)| m == model && a.role == role && p.is_active())
+                .filter_map(|(_, p, _)| p.parsed_rate().map(|r| r.gbps))
                 .fold(0.0_f64, f64::max)
         };
 
         let mut results = Vec::new();
-        for (model, port) in &ports {
-            results.push(judge_port(cx, port, model, fastest(model)));
+        for (model, port, assigned) in &ports {
+            let wants = Wants::of(expect, assigned.role);
+            results.push(judge_port(
+                port,
+                model,
+                fastest(model, assigned.role),
+                &wants,
+                assigned,
+            ));
         }
+        results.extend(off_by_design);
 
-        if let Some(n) = expect.rdma_port_count {
-            let active = ports.iter().filter(|(_, p)| p.is_active()).count() as u32;
+        let counts = [
+            (Role::Storage, expect.storage_port_count),
+            (Role::Compute, expect.rdma_port_count),
+        ];
+        for (role, want) in counts {
+            let Some(n) = want else { continue };
+            let of_role: Vec<&PortAttrs> = ports
+                .iter()
+                .filter(|(_, _, a)| a.role == role)
+                .map(|(_, p, _)| *p)
+                .collect();
+            let active = of_role.iter().filter(|p| p.is_active()).count() as u32;
             let status = if active < n {
                 Status::Fail
             } else {
                 Status::Pass
             };
-            let mut m = Measurement::new("active_ports", f64::from(active), "count");
+            let mut m = Measurement::new(
+                &format!("active_{}_ports", role.as_str()),
+                f64::from(active),
+                "count",
+            );
             m.fail = Some(f64::from(n));
             results.insert(
                 0,
@@ -106,25 +143,81 @@ impl Probe for RdmaLink {
                     ID,
                     status,
                     format!(
-                        "{active} of {} RDMA port(s) ACTIVE, the profile expects {n}",
-                        ports.len()
+                        "{active} of {} {} port(s) ACTIVE, the profile expects {n}",
+                        of_role.len(),
+                        role.as_str()
                     ),
                 )
                 .measure(m),
             );
         }
-        results
+        all.completed(ID, results)
     }
 }
 
+/// What a port of one role must show: compute rails the profile's `rdma_*` keys, storage ports its
+/// `storage_*` keys (by default only ACTIVE, and a storage port down warns: collectives do not run over it).
+struct Wants {
+    link_layer: Option<LinkLayer>,
+    min_rate_gbps: Option<f64>,
+    down: Status,
+    /// `storage ` before "port is …", empty for rails.
+    label: &'static str,
+}
+
+impl Wants {
+    fn of(expect: &Expect, role: Role) -> Wants {
+        match role {
+            Role::Compute => Wants {
+                link_layer: expect.rdma_link_layer,
+                min_rate_gbps: expect.rdma_min_rate_gbps,
+                down: Status::Fail,
+                label: "",
+            },
+            Role::Storage => Wants {
+                link_layer: expect.storage_link_layer,
+                min_rate_gbps: expect.storage_min_rate_gbps,
+                down: Status::Warn,
+                label: "storage ",
+            },
+        }
+    }
+}
+
+/// One result for the ports of `dev` that are disabled by design: not judged, and said so.
+fn disabled_ports(dev: &str, all: &[(PortAttrs, Use)], disabled: &[&PortAttrs]) -> CheckResult {
+    let active: Vec<String> = all
+        .iter()
+        .filter(|(p, _)| p.is_active() && p.is_link_up())
+        .map(|(p, _)| p.port.to_string())
+        .collect();
+    let mut r = CheckResult::skip(
+        ID,
+        format!(
+            "{} port(s) Disabled beside ACTIVE ports {}: off by design (multi-plane or unused ports of a \
+             multi-port device), not judged",
+            disabled.len(),
+            active.join(", ")
+        ),
+    )
+    .subject(dev);
+    for p in disabled {
+        for (k, v) in p.evidence().into_iter().take(2) {
+            r = r.evidence(&k, v);
+        }
+    }
+    r
+}
+
 fn judge_port(
-    cx: &Context<'_>,
     port: &PortAttrs,
     model: &Option<String>,
     siblings_fastest: f64,
+    wants: &Wants,
+    assigned: &Assigned,
 ) -> CheckResult {
-    let expect = &cx.profile.expect;
     let mut failures: Vec<String> = Vec::new();
+    let mut downs: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let mut fixes: Vec<&str> = Vec::new();
     let text = |r: &Result<String, crate::host::ReadError>| match r {
@@ -134,8 +227,9 @@ fn judge_port(
 
     let up = port.is_active() && port.is_link_up();
     if !up {
-        failures.push(format!(
-            "port is {} / {}",
+        downs.push(format!(
+            "{}port is {} / {}",
+            wants.label,
             text(&port.state),
             text(&port.phys_state)
         ));
@@ -143,7 +237,7 @@ fn judge_port(
     }
 
     let layer = port.link_layer.as_deref().unwrap_or("<unreadable>");
-    if let Some(want) = expect.rdma_link_layer {
+    if let Some(want) = wants.link_layer {
         let ok = match want {
             LinkLayer::Infiniband => port.is_infiniband(),
             LinkLayer::Ethernet => port.is_ethernet(),
@@ -166,7 +260,7 @@ fn judge_port(
         None => warnings.push(format!("rate not recognised: {}", text(&port.rate))),
         Some(r) if up => {
             let mut m = Measurement::new("rate", r.gbps, "Gb/s");
-            if let Some(min) = expect.rdma_min_rate_gbps {
+            if let Some(min) = wants.min_rate_gbps {
                 m.fail = Some(min);
                 if r.gbps < min {
                     failures.push(format!(
@@ -202,14 +296,29 @@ fn judge_port(
 
     let rate_text = text(&port.rate);
     let subject = port.subject();
-    let mut r = if !failures.is_empty() {
-        CheckResult::fail(ID, failures.join("; "))
-    } else if !warnings.is_empty() {
-        CheckResult::warn(ID, warnings.join("; "))
+    let down_status = if downs.is_empty() {
+        Status::Pass
+    } else {
+        wants.down
+    };
+    let findings: Vec<String> = downs.into_iter().chain(failures.iter().cloned()).collect();
+    let mut r = if !failures.is_empty() || down_status == Status::Fail {
+        CheckResult::fail(ID, findings.join("; "))
+    } else if !findings.is_empty() || !warnings.is_empty() {
+        CheckResult::warn(
+            ID,
+            findings
+                .into_iter()
+                .chain(warnings)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
     } else {
         CheckResult::pass(ID, format!("ACTIVE, LinkUp, {rate_text}, {layer}"))
     }
-    .subject(subject);
+    .subject(subject)
+    .role(assigned.role.as_str())
+    .note(assigned.evidence());
     fixes.dedup();
     if !fixes.is_empty() {
         r = r.fix(fixes.join("; "));

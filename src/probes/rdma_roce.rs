@@ -2,11 +2,13 @@
 //! profile wants; reports the GID index NCCL should use.
 
 use crate::host::ReadError;
+use crate::nic_role::{self, Assigned, Role, Use};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::rdma_transport::{self, Transport};
 use crate::sysfs::infiniband::{
-    gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid, read_gid_indices,
-    read_gid_ndev, read_gid_type, PortAttrs,
+    device_bdf, device_dir, gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid,
+    read_gid_indices, read_gid_ndev, read_gid_type, read_node_type, PortAttrs,
 };
 use crate::sysfs::net::{self, CLASS_NET};
 
@@ -67,26 +69,103 @@ impl Probe for RdmaRoce {
             Ok(d) => d,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let ethernet: Vec<&PortAttrs> = devices
-            .iter()
-            .flat_map(|(_, ports)| ports.iter())
-            .filter(|p| p.is_ethernet())
-            .collect();
         if devices.is_empty() {
             if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
                 return vec![r];
             }
         }
-        if ethernet.is_empty() {
+        let no_ethernet = || {
             let why = if devices.is_empty() {
                 "no RDMA device".to_string()
             } else {
                 "no RDMA port with the Ethernet link layer (RoCE does not apply to InfiniBand ports)".to_string()
             };
-            return vec![CheckResult::skip(ID, why)];
+            vec![CheckResult::skip(ID, why)]
+        };
+        // Roles (the PCI tree, NCCL_IB_HCA) matter only where there is an Ethernet port to judge.
+        if !devices
+            .iter()
+            .flat_map(|(_, p)| p)
+            .any(PortAttrs::is_ethernet)
+        {
+            return no_ethernet();
         }
-        ethernet.into_iter().map(|p| judge_port(cx, p)).collect()
+        let all = match nic_role::read(
+            cx.host,
+            cx.inputs.env("NCCL_IB_HCA"),
+            cx.profile.expect.rdma_port_count,
+        ) {
+            Ok(d) => d,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let mut results = Vec::new();
+        for (dev, ports) in &all.devices {
+            // Ports disabled by design carry no traffic: rdma.link says so.
+            let ethernet: Vec<(&PortAttrs, &Assigned)> = ports
+                .iter()
+                .filter_map(|(p, usage)| match usage {
+                    Use::Role(a) if p.is_ethernet() => Some((p, a)),
+                    _ => None,
+                })
+                .collect();
+            if ethernet.is_empty() {
+                continue;
+            }
+            let node_type = match read_node_type(cx.host, dev) {
+                Ok(t) => t,
+                Err(e) => {
+                    results.extend(
+                        ethernet
+                            .iter()
+                            .map(|(p, _)| CheckResult::read_error(ID, &e).subject(p.subject())),
+                    );
+                    continue;
+                }
+            };
+            for (port, assigned) in ethernet {
+                results.push(match transport_of(dev, node_type.as_deref()) {
+                    Ok(Transport::Roce) => judge_port(cx, port, assigned),
+                    Ok(other) => CheckResult::skip(
+                        ID,
+                        format!(
+                            "{} (node_type {}): RoCE GIDs do not apply",
+                            other.as_str(),
+                            node_type.as_deref().unwrap_or_default().trim()
+                        ),
+                    )
+                    .subject(port.subject())
+                    .evidence(
+                        &format!("{}/node_type", device_dir(dev)),
+                        node_type.as_deref().unwrap_or_default().trim(),
+                    ),
+                    Err(r) => r.subject(port.subject()),
+                });
+            }
+        }
+        if results.is_empty() {
+            return all.completed(ID, no_ethernet());
+        }
+        all.completed(ID, results)
     }
+}
+
+/// The transport of an Ethernet port of `dev`: its `node_type` decides (an RNIC is iWARP); a device without
+/// the file (no kernel omits it) is taken at its link layer. A node type the kernel does not write is an error.
+fn transport_of(dev: &str, node_type: Option<&str>) -> Result<Transport, CheckResult> {
+    let Some(text) = node_type else {
+        return Ok(Transport::Roce);
+    };
+    rdma_transport::of(text, "Ethernet").ok_or_else(|| {
+        let path = format!("{}/node_type", device_dir(dev));
+        CheckResult::error(
+            ID,
+            format!(
+                "{path}: not a node type the kernel writes ({:?}): the transport is unknown",
+                text.trim()
+            ),
+        )
+        .evidence(&path, text.trim())
+    })
 }
 
 /// Every populated GID slot of the port; a slot, type or netdev that cannot be read is the error: it may be the
@@ -119,7 +198,19 @@ fn read_gids(
     Ok(gids)
 }
 
-fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
+/// A storage/frontend port's RoCE findings warn: collectives do not run over it.
+fn judge_port(cx: &Context<'_>, port: &PortAttrs, assigned: &Assigned) -> CheckResult {
+    let mut r = judge_roce(cx, port)
+        .role(assigned.role.as_str())
+        .note(assigned.evidence());
+    if assigned.role == Role::Storage && r.status == Status::Fail {
+        r.status = Status::Warn;
+        r.summary = format!("storage port: {}", r.summary);
+    }
+    r
+}
+
+fn judge_roce(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
     let subject = port.subject();
     let mut evidence = Vec::new();
     let gids = match read_gids(cx, port, &mut evidence) {
@@ -152,16 +243,19 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
     // Without a netdev in the GID's attributes, the PCI function's first netdev carries it.
     let ifname = match &gid.ndev {
         Some(n) => Some(n.clone()),
-        None => match crate::sysfs::infiniband::read_device_bdf(cx.host, &port.device)
-            .map(|bdf| net::read_pci_netdevs(cx.host, &bdf))
-            .transpose()
-        {
+        // A `device` link that cannot be resolved is the error, not a device without a PCI function.
+        None => match device_bdf(cx.host, &port.device).and_then(|bdf| {
+            bdf.map(|bdf| net::read_pci_netdevs(cx.host, &bdf))
+                .transpose()
+        }) {
             Ok(netdevs) => netdevs.and_then(|n| n.into_iter().next()),
             Err(e) => return CheckResult::read_error(ID, &e).subject(subject.clone()),
         },
     };
     let address = gid_ipv4(&gid.gid).unwrap_or_else(|| gid.gid.clone());
     let mut failures: Vec<String> = Vec::new();
+    // A netdev attribute that cannot be read leaves the port's state unknown: an error, not a finding.
+    let mut unread: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let mut fixes: Vec<String> = Vec::new();
     let mut measurements = vec![Measurement::new("gid_index", f64::from(gid.index), "index")];
@@ -177,7 +271,7 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
                         fixes.push(format!("`ip link set {ifname} up`; check the switch port"));
                     }
                 }
-                Err(e) => failures.push(format!("netdev {ifname}: {e}")),
+                Err(e) => unread.push(format!("netdev {ifname}: {e}")),
             }
             match net::read_mtu(cx.host, ifname) {
                 Ok(mtu) => {
@@ -211,18 +305,28 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
                     measurements.push(m_mtu);
                     measurements.push(m_active);
                 }
-                Err(e) => failures.push(format!("netdev {ifname}: {e}")),
+                Err(e) => unread.push(format!("netdev {ifname}: {e}")),
             }
         }
     }
 
     let nccl = format!("NCCL_IB_GID_INDEX={}", gid.index);
-    let mut r = if !failures.is_empty() {
-        CheckResult::fail(
+    let mut r = if !unread.is_empty() || !failures.is_empty() {
+        let status = if unread.is_empty() {
+            Status::Fail
+        } else {
+            Status::Error
+        };
+        CheckResult::new(
             ID,
+            status,
             format!(
                 "{} (RoCE v2 GID {} = {address})",
-                failures.join("; "),
+                unread
+                    .into_iter()
+                    .chain(failures)
+                    .collect::<Vec<_>>()
+                    .join("; "),
                 gid.index
             ),
         )

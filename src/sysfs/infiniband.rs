@@ -157,6 +157,13 @@ pub fn read_hca_type(host: &Host, name: &str) -> Result<Option<String>, ReadErro
     )
 }
 
+/// `node_type` as the kernel writes it (`4: RNIC`); `None` where the file is missing. An unreadable file is the
+/// error: the node type decides the transport (an RNIC is iWARP whatever its link layer).
+pub fn read_node_type(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
+    let dir = real_dir(host, &device_dir(name));
+    crate::host::optional(super::stable::read(host, &format!("{dir}/node_type")))
+}
+
 /// `rate`: `400 Gb/sec (4X NDR)`, `2.5 Gb/sec (1X SDR)`, `10 Gb/sec (4X)` (old kernels).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rate {
