@@ -138,7 +138,7 @@ impl Probe for RdmaRoce {
                         &format!("{}/node_type", device_dir(dev)),
                         node_type.as_deref().unwrap_or_default().trim(),
                     ),
-                    Err(r) => r.subject(port.subject()),
+                    Err(r) => (*r).subject(port.subject()),
                 });
             }
         }
@@ -151,20 +151,22 @@ impl Probe for RdmaRoce {
 
 /// The transport of an Ethernet port of `dev`: its `node_type` decides (an RNIC is iWARP); a device without
 /// the file (no kernel omits it) is taken at its link layer. A node type the kernel does not write is an error.
-fn transport_of(dev: &str, node_type: Option<&str>) -> Result<Transport, CheckResult> {
+fn transport_of(dev: &str, node_type: Option<&str>) -> Result<Transport, Box<CheckResult>> {
     let Some(text) = node_type else {
         return Ok(Transport::Roce);
     };
     rdma_transport::of(text, "Ethernet").ok_or_else(|| {
         let path = format!("{}/node_type", device_dir(dev));
-        CheckResult::error(
-            ID,
-            format!(
-                "{path}: not a node type the kernel writes ({:?}): the transport is unknown",
-                text.trim()
-            ),
+        Box::new(
+            CheckResult::error(
+                ID,
+                format!(
+                    "{path}: not a node type the kernel writes ({:?}): the transport is unknown",
+                    text.trim()
+                ),
+            )
+            .evidence(&path, text.trim()),
         )
-        .evidence(&path, text.trim())
     })
 }
 
