@@ -1,10 +1,12 @@
 //! `rdma.roce`: for Ethernet (RoCE) ports, a RoCE v2 GID on an up netdev whose MTU carries the RoCE MTU the
 //! profile wants; reports the GID index NCCL should use.
 
-use crate::host::ReadError;
-use crate::nic_role::{self, Assigned, Role, Use};
+use crate::host::{Host, ReadError};
+use crate::nic_role::{self, Assigned, Ports, Role, Use};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::probes::gpu_facts::Findings;
+use crate::profile::Expect;
 use crate::rdma_transport::{self, Transport};
 use crate::sysfs::infiniband::{
     device_bdf, device_dir, gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid,
@@ -39,67 +41,107 @@ struct Gid {
     ndev: Option<String>,
 }
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/{link_layer,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>} \
+                (EINVAL on empty slots is normal), /sys/class/net/<if>/{operstate,mtu}",
+        why: "RoCE v2 (routable, UDP) needs a v2 GID with an IP address; without one NCCL either picks a v1/link-local \
+              GID that does not route or fails to connect. A netdev MTU of 1500 limits the RoCE MTU to 1024 \
+              bytes, costing bandwidth on every message. NCCL_IB_GID_INDEX must name the v2 GID.",
+        fixes: &[
+            ("no RoCE v2 GID", "assign an IP address to the port's netdev (`ip addr add ... dev <if>`); check `cma_roce_mode -d <dev> -p 1 -m 2`"),
+            ("netdev down", "`ip link set <if> up`; check the switch port"),
+            ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaRoce {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/{link_layer,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>} \
-                    (EINVAL on empty slots is normal), /sys/class/net/<if>/{operstate,mtu}",
-            why: "RoCE v2 (routable, UDP) needs a v2 GID with an IP address; without one NCCL either picks a v1/link-local \
-                  GID that does not route or fails to connect. A netdev MTU of 1500 limits the RoCE MTU to 1024 \
-                  bytes, costing bandwidth on every message. NCCL_IB_GID_INDEX must name the v2 GID.",
-            fixes: &[
-                ("no RoCE v2 GID", "assign an IP address to the port's netdev (`ip addr add ... dev <if>`); check `cma_roce_mode -d <dev> -p 1 -m 2`"),
-                ("netdev down", "`ip link set <if> up`; check the switch port"),
-                ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match read_all_ports(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if devices.is_empty() {
-            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
-                return vec![r];
+        let expect = &cx.profile.expect;
+        match Facts::read(
+            cx.host,
+            cx.inputs.env("NCCL_IB_HCA"),
+            expect.rdma_port_count,
+        ) {
+            Ok(facts) => {
+                let results = judge(&facts, expect);
+                match &facts.roles {
+                    Some(roles) => roles.completed(ID, results),
+                    None => results,
+                }
             }
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
-        let no_ethernet = || {
-            let why = if devices.is_empty() {
-                "no RDMA device".to_string()
-            } else {
-                "no RDMA port with the Ethernet link layer (RoCE does not apply to InfiniBand ports)".to_string()
-            };
-            vec![CheckResult::skip(ID, why)]
+    }
+}
+
+/// What the check reads, before it judges.
+struct Facts {
+    /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
+    survey: Option<Survey>,
+    devices_listed: bool,
+    /// The Ethernet ports carrying traffic (not disabled by design), each with its role and what was read
+    /// behind it (or the read that failed).
+    ports: Vec<(PortAttrs, Assigned, Result<Kind, ReadError>)>,
+    /// The roles, read only where an Ethernet port is there to judge (they rest on the PCI tree).
+    roles: Option<Ports>,
+}
+
+/// What an Ethernet port is, by its device's transport.
+enum Kind {
+    Roce(PortFacts),
+    /// iWARP or another transport: RoCE GIDs do not apply. The device's `node_type` as read.
+    NotRoce(Transport, String),
+    /// A `node_type` the kernel does not write.
+    UnknownNodeType(String),
+}
+
+/// One Ethernet port's GIDs and the netdev behind the GID NCCL would use.
+struct PortFacts {
+    gids: Vec<Gid>,
+    evidence: Vec<String>,
+    /// The netdev carrying the chosen RoCE v2 GID; none when no GID is RoCE v2 or no netdev carries it.
+    netdev: Option<Netdev>,
+}
+
+struct Netdev {
+    name: String,
+    operstate: Result<String, ReadError>,
+    mtu: Result<u32, ReadError>,
+}
+
+impl Facts {
+    fn read(
+        host: &Host,
+        nccl_ib_hca: Option<&str>,
+        rails: Option<u32>,
+    ) -> Result<Facts, ReadError> {
+        let devices = read_all_ports(host)?;
+        let survey = devices.is_empty().then(|| Survey::read(host, Stack::Rdma));
+        let mut facts = Facts {
+            survey,
+            devices_listed: !devices.is_empty(),
+            ports: Vec::new(),
+            roles: None,
         };
-        // Roles (the PCI tree, NCCL_IB_HCA) matter only where there is an Ethernet port to judge.
         if !devices
             .iter()
             .flat_map(|(_, p)| p)
             .any(PortAttrs::is_ethernet)
         {
-            return no_ethernet();
+            return Ok(facts);
         }
-        let all = match nic_role::read(
-            cx.host,
-            cx.inputs.env("NCCL_IB_HCA"),
-            cx.profile.expect.rdma_port_count,
-        ) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let mut results = Vec::new();
-        for (dev, ports) in &all.devices {
+        let roles = nic_role::read(host, nccl_ib_hca, rails)?;
+        for (dev, ports) in &roles.devices {
             // Ports disabled by design carry no traffic: rdma.link says so.
             let ethernet: Vec<(&PortAttrs, &Assigned)> = ports
                 .iter()
@@ -111,80 +153,68 @@ impl Probe for RdmaRoce {
             if ethernet.is_empty() {
                 continue;
             }
-            let node_type = match read_node_type(cx.host, dev) {
-                Ok(t) => t,
-                Err(e) => {
-                    results.extend(
-                        ethernet
-                            .iter()
-                            .map(|(p, _)| CheckResult::read_error(ID, &e).subject(p.subject())),
-                    );
-                    continue;
-                }
-            };
+            // The node type decides the transport: an RNIC is iWARP whatever its link layer.
+            let node_type = read_node_type(host, dev);
             for (port, assigned) in ethernet {
-                results.push(match transport_of(dev, node_type.as_deref()) {
-                    Ok(Transport::Roce) => judge_port(cx, port, assigned),
-                    Ok(other) => CheckResult::skip(
-                        ID,
-                        format!(
-                            "{} (node_type {}): RoCE GIDs do not apply",
-                            other.as_str(),
-                            node_type.as_deref().unwrap_or_default().trim()
-                        ),
-                    )
-                    .subject(port.subject())
-                    .evidence(
-                        &format!("{}/node_type", device_dir(dev)),
-                        node_type.as_deref().unwrap_or_default().trim(),
-                    ),
-                    Err(r) => (*r).subject(port.subject()),
-                });
+                let kind = match &node_type {
+                    Err(e) => Err(e.clone()),
+                    Ok(None) => PortFacts::read(host, port).map(Kind::Roce),
+                    Ok(Some(text)) => match rdma_transport::of(text, "Ethernet") {
+                        Some(Transport::Roce) => PortFacts::read(host, port).map(Kind::Roce),
+                        Some(other) => Ok(Kind::NotRoce(other, text.trim().to_string())),
+                        None => Ok(Kind::UnknownNodeType(text.trim().to_string())),
+                    },
+                };
+                facts.ports.push((port.clone(), assigned.clone(), kind));
             }
         }
-        if results.is_empty() {
-            return all.completed(ID, no_ethernet());
-        }
-        all.completed(ID, results)
+        facts.roles = Some(roles);
+        Ok(facts)
     }
 }
 
-/// The transport of an Ethernet port of `dev`: its `node_type` decides (an RNIC is iWARP); a device without
-/// the file (no kernel omits it) is taken at its link layer. A node type the kernel does not write is an error.
-fn transport_of(dev: &str, node_type: Option<&str>) -> Result<Transport, Box<CheckResult>> {
-    let Some(text) = node_type else {
-        return Ok(Transport::Roce);
-    };
-    rdma_transport::of(text, "Ethernet").ok_or_else(|| {
-        let path = format!("{}/node_type", device_dir(dev));
-        Box::new(
-            CheckResult::error(
-                ID,
-                format!(
-                    "{path}: not a node type the kernel writes ({:?}): the transport is unknown",
-                    text.trim()
-                ),
-            )
-            .evidence(&path, text.trim()),
-        )
-    })
+impl PortFacts {
+    fn read(host: &Host, port: &PortAttrs) -> Result<PortFacts, ReadError> {
+        let mut evidence = Vec::new();
+        let gids = read_gids(host, port, &mut evidence)?;
+        let ifname = match chosen_gid(&gids) {
+            None => None,
+            Some(Gid { ndev: Some(n), .. }) => Some(n.clone()),
+            // Without a netdev in the GID's attributes, the PCI function's first netdev carries it. A `device`
+            // link that cannot be resolved is the error, not a device without a PCI function.
+            Some(_) => device_bdf(host, &port.device)?
+                .map(|bdf| net::read_pci_netdevs(host, &bdf))
+                .transpose()?
+                .and_then(|n| n.into_iter().next()),
+        };
+        let netdev = ifname.map(|name| Netdev {
+            operstate: net::read_operstate(host, &name),
+            mtu: net::read_mtu(host, &name),
+            name,
+        });
+        Ok(PortFacts {
+            gids,
+            evidence,
+            netdev,
+        })
+    }
 }
 
 /// Every populated GID slot of the port; a slot, type or netdev that cannot be read is the error: it may be the
 /// RoCE v2 GID NCCL would pick.
 fn read_gids(
-    cx: &Context<'_>,
+    host: &Host,
     port: &PortAttrs,
     evidence: &mut Vec<String>,
 ) -> Result<Vec<Gid>, ReadError> {
     let dir = port_dir(&port.device, port.port);
     let mut gids = Vec::new();
-    for index in read_gid_indices(cx.host, &port.device, port.port)? {
-        let Some(gid) = read_gid(cx.host, &port.device, port.port, index)? else {
+    for index in read_gid_indices(host, &port.device, port.port)? {
+        let Some(gid) = read_gid(host, &port.device, port.port, index)? else {
             continue;
         };
-        let gid_type = read_gid_type(cx.host, &port.device, port.port, index)?;
-        let ndev = read_gid_ndev(cx.host, &port.device, port.port, index)?;
+        let gid_type = read_gid_type(host, &port.device, port.port, index)?;
+        let ndev = read_gid_ndev(host, &port.device, port.port, index)?;
         evidence.push(format!(
             "{dir}/gids/{index} = {gid} ({}, {})",
             gid_type.as_deref().unwrap_or("no type"),
@@ -200,9 +230,69 @@ fn read_gids(
     Ok(gids)
 }
 
+/// The RoCE v2 GID NCCL would use: a routable address, IPv4-mapped first, then global IPv6; link-local only as
+/// a last resort.
+fn chosen_gid(gids: &[Gid]) -> Option<&Gid> {
+    let v2: Vec<&Gid> = gids
+        .iter()
+        .filter(|g| g.gid_type.as_deref() == Some("RoCE v2"))
+        .collect();
+    v2.iter()
+        .find(|g| gid_ipv4(&g.gid).is_some())
+        .or_else(|| v2.iter().find(|g| !gid_is_link_local(&g.gid)))
+        .or_else(|| v2.first())
+        .copied()
+}
+
+fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
+    if let Some(r) = facts.survey.as_ref().and_then(|s| s.gate(ID, false)) {
+        return vec![r];
+    }
+    if facts.ports.is_empty() {
+        let why = if !facts.devices_listed {
+            "no RDMA device".to_string()
+        } else {
+            "no RDMA port with the Ethernet link layer (RoCE does not apply to InfiniBand ports)"
+                .to_string()
+        };
+        return vec![CheckResult::skip(ID, why)];
+    }
+    facts
+        .ports
+        .iter()
+        .map(|(port, assigned, read)| match read {
+            Ok(Kind::Roce(f)) => judge_port(port, f, expect, assigned),
+            Ok(Kind::NotRoce(transport, node_type)) => CheckResult::skip(
+                ID,
+                format!(
+                    "{} (node_type {node_type}): RoCE GIDs do not apply",
+                    transport.as_str()
+                ),
+            )
+            .subject(port.subject())
+            .evidence(&format!("{}/node_type", device_dir(&port.device)), node_type),
+            Ok(Kind::UnknownNodeType(text)) => {
+                let path = format!("{}/node_type", device_dir(&port.device));
+                CheckResult::error(
+                    ID,
+                    format!("{path}: not a node type the kernel writes ({text:?}): the transport is unknown"),
+                )
+                .subject(port.subject())
+                .evidence(&path, text)
+            }
+            Err(e) => CheckResult::read_error(ID, e).subject(port.subject()),
+        })
+        .collect()
+}
+
 /// A storage/frontend port's RoCE findings warn: collectives do not run over it.
-fn judge_port(cx: &Context<'_>, port: &PortAttrs, assigned: &Assigned) -> CheckResult {
-    let mut r = judge_roce(cx, port)
+fn judge_port(
+    port: &PortAttrs,
+    facts: &PortFacts,
+    expect: &Expect,
+    assigned: &Assigned,
+) -> CheckResult {
+    let mut r = judge_roce(port, facts, expect)
         .role(assigned.role.as_str())
         .note(assigned.evidence());
     if assigned.role == Role::Storage && r.status == Status::Fail {
@@ -212,142 +302,104 @@ fn judge_port(cx: &Context<'_>, port: &PortAttrs, assigned: &Assigned) -> CheckR
     r
 }
 
-fn judge_roce(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
+fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResult {
     let subject = port.subject();
-    let mut evidence = Vec::new();
-    let gids = match read_gids(cx, port, &mut evidence) {
-        Ok(g) => g,
-        Err(e) => return CheckResult::read_error(ID, &e).subject(subject),
-    };
-    let v2: Vec<&Gid> = gids
-        .iter()
-        .filter(|g| g.gid_type.as_deref() == Some("RoCE v2"))
-        .collect();
-    // NCCL wants a routable address: IPv4-mapped first, then global IPv6; link-local only as a last resort.
-    let chosen = v2
-        .iter()
-        .find(|g| gid_ipv4(&g.gid).is_some())
-        .or_else(|| v2.iter().find(|g| !gid_is_link_local(&g.gid)))
-        .or_else(|| v2.first())
-        .copied();
-
-    let Some(gid) = chosen else {
+    let mut evidence = facts.evidence.clone();
+    let Some(gid) = chosen_gid(&facts.gids) else {
         let mut r = CheckResult::fail(
             ID,
-            format!("no RoCE v2 GID ({} populated GID slot(s), none of type RoCE v2)", gids.len()),
+            format!("no RoCE v2 GID ({} populated GID slot(s), none of type RoCE v2)", facts.gids.len()),
         )
         .subject(subject)
         .fix("assign an IPv4/IPv6 address to the port's netdev; make sure RoCE v2 is enabled (`cma_roce_mode -d <dev> -p 1 -m 2`)");
         r.evidence = evidence;
         return r;
     };
-
-    // Without a netdev in the GID's attributes, the PCI function's first netdev carries it.
-    let ifname = match &gid.ndev {
-        Some(n) => Some(n.clone()),
-        // A `device` link that cannot be resolved is the error, not a device without a PCI function.
-        None => match device_bdf(cx.host, &port.device).and_then(|bdf| {
-            bdf.map(|bdf| net::read_pci_netdevs(cx.host, &bdf))
-                .transpose()
-        }) {
-            Ok(netdevs) => netdevs.and_then(|n| n.into_iter().next()),
-            Err(e) => return CheckResult::read_error(ID, &e).subject(subject.clone()),
-        },
-    };
     let address = gid_ipv4(&gid.gid).unwrap_or_else(|| gid.gid.clone());
-    let mut failures: Vec<String> = Vec::new();
-    // A netdev attribute that cannot be read leaves the port's state unknown: an error, not a finding.
-    let mut unread: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let mut fixes: Vec<String> = Vec::new();
+    let mut f = Findings::default();
     let mut measurements = vec![Measurement::new("gid_index", f64::from(gid.index), "index")];
 
-    match &ifname {
-        None => failures.push("no netdev behind the RoCE v2 GID".into()),
-        Some(ifname) => {
-            match net::read_operstate(cx.host, ifname) {
+    match &facts.netdev {
+        None => f.fail("no netdev behind the RoCE v2 GID", ""),
+        Some(Netdev {
+            name: ifname,
+            operstate,
+            mtu,
+        }) => {
+            match operstate {
                 Ok(state) => {
                     evidence.push(format!("{CLASS_NET}/{ifname}/operstate = {state}"));
                     if state != "up" {
-                        failures.push(format!("netdev {ifname} is {state}"));
-                        fixes.push(format!("`ip link set {ifname} up`; check the switch port"));
+                        f.fail(
+                            format!("netdev {ifname} is {state}"),
+                            format!("`ip link set {ifname} up`; check the switch port"),
+                        );
                     }
                 }
-                Err(e) => unread.push(format!("netdev {ifname}: {e}")),
+                // Not read: the port's state is unknown, an error rather than a finding.
+                Err(e) => f.unread(&format!("netdev {ifname}"), e),
             }
-            match net::read_mtu(cx.host, ifname) {
+            match mtu {
                 Ok(mtu) => {
+                    let mtu = *mtu;
                     evidence.push(format!("{CLASS_NET}/{ifname}/mtu = {mtu}"));
                     let active = active_roce_mtu(mtu);
                     let mut m_mtu = Measurement::new("netdev_mtu", f64::from(mtu), "bytes");
                     let mut m_active = Measurement::new("roce_mtu", f64::from(active), "bytes");
-                    match cx.profile.expect.roce_mtu {
+                    let fix = if active < 4096 {
+                        format!(
+                            "`ip link set {ifname} mtu 9000` and persist it; allow jumbo frames on the switch ports"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    match expect.roce_mtu {
                         Some(want) => {
                             m_active.fail = Some(f64::from(want));
                             if active < want {
-                                failures.push(format!(
-                                    "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active}, the profile wants {want}"
-                                ));
+                                f.fail(
+                                    format!(
+                                        "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active}, the profile wants {want}"
+                                    ),
+                                    fix,
+                                );
                             }
                         }
                         None => {
                             m_mtu.warn = Some(f64::from(RECOMMENDED_NETDEV_MTU));
                             if mtu < RECOMMENDED_NETDEV_MTU {
-                                warnings.push(format!(
-                                    "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active} (4096 needs >= {RECOMMENDED_NETDEV_MTU})"
-                                ));
+                                f.warn(
+                                    format!(
+                                        "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active} (4096 needs >= {RECOMMENDED_NETDEV_MTU})"
+                                    ),
+                                    fix,
+                                );
                             }
                         }
-                    }
-                    if active < 4096 {
-                        fixes.push(format!(
-                            "`ip link set {ifname} mtu 9000` and persist it; allow jumbo frames on the switch ports"
-                        ));
                     }
                     measurements.push(m_mtu);
                     measurements.push(m_active);
                 }
-                Err(e) => unread.push(format!("netdev {ifname}: {e}")),
+                // Not read: the port's state is unknown, an error rather than a finding.
+                Err(e) => f.unread(&format!("netdev {ifname}"), e),
             }
         }
     }
+    let ifname = facts.netdev.as_ref().map(|n| n.name.as_str());
 
     let nccl = format!("NCCL_IB_GID_INDEX={}", gid.index);
-    let mut r = if !unread.is_empty() || !failures.is_empty() {
-        let status = if unread.is_empty() {
-            Status::Fail
-        } else {
-            Status::Error
-        };
-        CheckResult::new(
-            ID,
-            status,
-            format!(
-                "{} (RoCE v2 GID {} = {address})",
-                unread
-                    .into_iter()
-                    .chain(failures)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                gid.index
-            ),
-        )
-    } else if !warnings.is_empty() {
-        CheckResult::warn(ID, format!("{} ({nccl})", warnings.join("; ")))
-    } else {
-        CheckResult::pass(
-            ID,
-            format!(
-                "RoCE v2 GID {} = {address} on {} (up), RoCE MTU 4096; use {nccl}",
-                gid.index,
-                ifname.as_deref().unwrap_or("?")
-            ),
-        )
-    }
-    .subject(subject);
-    if !fixes.is_empty() {
-        r = r.fix(fixes.join("; "));
-    }
+    let summary = match f.status() {
+        Status::Fail | Status::Error => {
+            format!("{} (RoCE v2 GID {} = {address})", f.deciding(), gid.index)
+        }
+        Status::Pass => format!(
+            "RoCE v2 GID {} = {address} on {} (up), RoCE MTU 4096; use {nccl}",
+            gid.index,
+            ifname.unwrap_or("?")
+        ),
+        _ => format!("{} ({nccl})", f.deciding()),
+    };
+    let mut r = f.apply(CheckResult::pass(ID, summary)).subject(subject);
     r.measurements = measurements;
     r.evidence = evidence;
     r.note(format!("GID index NCCL should use: {nccl}"))
