@@ -132,6 +132,18 @@ fn storage_ports_beside_the_rails_are_judged_as_storage() {
             "{tree}: {}",
             summary(count)
         );
+        // The device count: the storage devices are not extra rails (it warned "a bond or VFs?").
+        let devices = &results(&report, "rdma.devices")[0];
+        assert_eq!(devices["status"], "pass", "{tree}: {devices:#}");
+        let names: Vec<&str> = storage.iter().map(|s| s.trim_end_matches("/1")).collect();
+        assert!(
+            summary(devices).ends_with(&format!(
+                "{} storage/frontend ({})",
+                names.len(),
+                names.join(", ")
+            )),
+            "{tree}: {devices:#}"
+        );
     }
 }
 
