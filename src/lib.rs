@@ -4,6 +4,7 @@
 pub mod answers;
 pub mod build_info;
 pub mod cli;
+pub mod collective;
 pub mod commands;
 pub mod dynlib;
 pub mod exit;
