@@ -55,7 +55,7 @@ pub fn run(launch: &Launch<'_>) -> Ran {
     let Some((program, args)) = launch.argv.split_first() else {
         return not_started("no COMMAND given".into());
     };
-    let out = match File::create(launch.output) {
+    let out = match fresh_append(launch.output) {
         Ok(f) => f,
         Err(e) => return not_started(format!("cannot create {}: {e}", launch.output.display())),
     };
@@ -115,6 +115,16 @@ pub fn run(launch: &Launch<'_>) -> Ran {
         ending,
         elapsed: started.elapsed(),
     }
+}
+
+/// A new, empty file opened for appending: every write lands at its end, also from a rank that reopens
+/// `/dev/stdout` (its own file description) beside the ones sharing the launcher's.
+fn fresh_append(path: &Path) -> std::io::Result<File> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new().append(true).create_new(true).open(path)
 }
 
 /// SIGTERM to the group, then SIGKILL when the leader is still there after the grace period.
@@ -185,6 +195,22 @@ mod tests {
             }
         });
         assert!(gone, "the rank {rank} outlived the deadline");
+    }
+
+    /// Reproduced: a rank that reopened /dev/stdout (`>>/dev/stdout`) overwrote the lines of ranks writing
+    /// through the inherited descriptor, and the other way round.
+    #[test]
+    fn writers_through_reopened_stdout_do_not_overwrite_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.log");
+        std::fs::write(&out, "an older run's output that must go\n").unwrap();
+        let script = "for i in 1 2 3; do echo inherited$i; echo reopened$i >>/dev/stdout; done";
+        assert_eq!(sh(script, Duration::from_secs(10), &out).ending, Ending::Exited(0));
+        let text = std::fs::read_to_string(&out).unwrap();
+        for i in 1..=3 {
+            assert!(text.contains(&format!("inherited{i}")) && text.contains(&format!("reopened{i}")), "{text}");
+        }
+        assert!(!text.contains("older run"), "{text}");
     }
 
     #[test]

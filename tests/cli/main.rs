@@ -2,6 +2,7 @@
 //! One module per area; shared helpers in `util`.
 
 mod deploy;
+mod collective;
 mod deps;
 mod fabric;
 mod faults;
