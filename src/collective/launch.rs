@@ -124,7 +124,10 @@ fn fresh_append(path: &Path) -> std::io::Result<File> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    std::fs::OpenOptions::new().append(true).create_new(true).open(path)
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(path)
 }
 
 /// SIGTERM to the group, then SIGKILL when the leader is still there after the grace period.
@@ -205,10 +208,16 @@ mod tests {
         let out = dir.path().join("out.log");
         std::fs::write(&out, "an older run's output that must go\n").unwrap();
         let script = "for i in 1 2 3; do echo inherited$i; echo reopened$i >>/dev/stdout; done";
-        assert_eq!(sh(script, Duration::from_secs(10), &out).ending, Ending::Exited(0));
+        assert_eq!(
+            sh(script, Duration::from_secs(10), &out).ending,
+            Ending::Exited(0)
+        );
         let text = std::fs::read_to_string(&out).unwrap();
         for i in 1..=3 {
-            assert!(text.contains(&format!("inherited{i}")) && text.contains(&format!("reopened{i}")), "{text}");
+            assert!(
+                text.contains(&format!("inherited{i}")) && text.contains(&format!("reopened{i}")),
+                "{text}"
+            );
         }
         assert!(!text.contains("older run"), "{text}");
     }

@@ -16,7 +16,12 @@ fn standins() -> PathBuf {
 }
 
 /// `collective --format json --color never ARGS -- launch LAUNCH… all_reduce_perf` with the stand-ins on PATH.
-fn collective(scenario: &str, args: &[&str], launch: &[&str], extra_env: &[(&str, &str)]) -> Command {
+fn collective(
+    scenario: &str,
+    args: &[&str],
+    launch: &[&str],
+    extra_env: &[(&str, &str)],
+) -> Command {
     let mut cmd = preflight();
     let path = format!(
         "{}:{}",
@@ -30,14 +35,29 @@ fn collective(scenario: &str, args: &[&str], launch: &[&str], extra_env: &[(&str
         .arg("--")
         .arg("launch")
         .args(launch)
-        .args(["all_reduce_perf", "-b", "8M", "-e", "4G", "-f", "2", "-g", "1"]);
+        .args([
+            "all_reduce_perf",
+            "-b",
+            "8M",
+            "-e",
+            "4G",
+            "-f",
+            "2",
+            "-g",
+            "1",
+        ]);
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
     cmd
 }
 
-fn run(scenario: &str, args: &[&str], launch: &[&str], extra_env: &[(&str, &str)]) -> (u8, Value, Output) {
+fn run(
+    scenario: &str,
+    args: &[&str],
+    launch: &[&str],
+    extra_env: &[(&str, &str)],
+) -> (u8, Value, Output) {
     let out = collective(scenario, args, launch, extra_env)
         .output()
         .expect("binary runs");
@@ -47,13 +67,20 @@ fn run(scenario: &str, args: &[&str], launch: &[&str], extra_env: &[(&str, &str)
 }
 
 fn summary<'a>(report: &'a Value, id: &str) -> &'a str {
-    result_of(report, id)["summary"].as_str().unwrap_or_default()
+    result_of(report, id)["summary"]
+        .as_str()
+        .unwrap_or_default()
 }
 
 fn evidence(report: &Value, id: &str) -> String {
     result_of(report, id)["evidence"]
         .as_array()
-        .map(|e| e.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n"))
+        .map(|e| {
+            e.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
         .unwrap_or_default()
 }
 
@@ -62,7 +89,12 @@ fn judged_busbw(report: &Value) -> &Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["id"] == "collective.busbw" && c["subject"].as_str().is_some_and(|s| s.ends_with(">= 128 MiB")))
+        .find(|c| {
+            c["id"] == "collective.busbw"
+                && c["subject"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with(">= 128 MiB"))
+        })
         .expect("a judged busbw result")
 }
 
@@ -72,13 +104,22 @@ fn collective_healthy_two_by_eight_gdrdma_run_passes_with_per_rank_logs_attribut
     let logs = dir.path().join("logs");
     let (code, report, _) = run(
         "healthy",
-        &["--profile", "hgx-h100-ib", "--log-dir", logs.to_str().unwrap()],
+        &[
+            "--profile",
+            "hgx-h100-ib",
+            "--log-dir",
+            logs.to_str().unwrap(),
+        ],
         &["--label"],
         &[],
     );
     assert_eq!(code, Exit::OK, "{report:#}");
     for (id, _, status) in verdicts(&report) {
-        let want = if id == "collective.rails" { "skip" } else { "pass" };
+        let want = if id == "collective.rails" {
+            "skip"
+        } else {
+            "pass"
+        };
         assert_eq!(status, want, "{id}: {report:#}");
     }
     let busbw = judged_busbw(&report);
@@ -94,9 +135,17 @@ fn collective_healthy_two_by_eight_gdrdma_run_passes_with_per_rank_logs_attribut
         .collect();
     assert_eq!(files.len(), 8, "{files:?}");
     let ranks = evidence(&report, "collective.ranks");
-    assert!(ranks.contains("rank 7 on gpu-a01 (pid 4007) = stopped after `comm 0x55d0c0 rank 7 nranks 16"), "{ranks}");
+    assert!(
+        ranks.contains(
+            "rank 7 on gpu-a01 (pid 4007) = stopped after `comm 0x55d0c0 rank 7 nranks 16"
+        ),
+        "{ranks}"
+    );
     assert!(ranks.contains("nccl.gpu-a01.4007.log:"), "{ranks}");
-    assert!(ranks.contains("rank 15 on gpu-a02 (pid 4015)") && ranks.contains("output.log:"), "{ranks}");
+    assert!(
+        ranks.contains("rank 15 on gpu-a02 (pid 4015)") && ranks.contains("output.log:"),
+        "{ranks}"
+    );
 }
 
 #[test]
@@ -109,12 +158,16 @@ fn collective_socket_fallback_fails_the_transport_though_its_bandwidth_is_not_ju
     assert_eq!(t["status"], "fail", "{t:#}");
     let s = t["summary"].as_str().unwrap();
     assert!(s.contains("socket") && s.contains("44.87 GB/s"), "{s}");
-    assert!(t["remediation"].as_str().unwrap().contains("ibv_devinfo"), "{t:#}");
+    assert!(
+        t["remediation"].as_str().unwrap().contains("ibv_devinfo"),
+        "{t:#}"
+    );
     // Under an HGX profile the bandwidth fails too, and the transport says why.
     let (code, report, _) = run("socket", &["--profile", "hgx-h100-ib"], &[], &[]);
     assert_eq!(code, Exit::CHECK_FAILED);
     assert_eq!(judged_busbw(&report)["status"], "fail");
-    assert!(evidence(&report, "collective.transport").contains("expected = ib-gdrdma (profile hgx-h100-ib)"));
+    assert!(evidence(&report, "collective.transport")
+        .contains("expected = ib-gdrdma (profile hgx-h100-ib)"));
 }
 
 #[test]
@@ -137,15 +190,27 @@ fn collective_hang_after_channel_setup_names_the_rank_and_its_last_line_and_ends
         &["--label"],
         &[],
     );
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
     let s = summary(&report, "collective.command");
     assert!(
-        s.starts_with("hang:") && s.contains("rank 5 on gpu-a01 stopped after `Channel 01/0 : 5[5] -> 6[6] via P2P/CUMEM/read`"),
+        s.starts_with("hang:")
+            && s.contains(
+                "rank 5 on gpu-a01 stopped after `Channel 01/0 : 5[5] -> 6[6] via P2P/CUMEM/read`"
+            ),
         "{s}"
     );
     let all = evidence(&report, "collective.command");
-    assert!(all.contains("rank 12 on gpu-a02 (pid 4012) = stopped after `comm 0x55d0c0 rank 12 nranks 16"), "{all}");
+    assert!(
+        all.contains(
+            "rank 12 on gpu-a02 (pid 4012) = stopped after `comm 0x55d0c0 rank 12 nranks 16"
+        ),
+        "{all}"
+    );
     // No result table was printed: never a pass.
     assert_eq!(status_of(&report, "collective.busbw"), "error");
     assert_no_standin_left(dir.path());
@@ -163,7 +228,11 @@ fn assert_no_standin_left(dir: &Path) {
                 continue;
             }
             let stat = std::fs::read_to_string(proc.path().join("stat")).unwrap_or_default();
-            if !stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) {
+            if !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+            {
                 left.push(stat);
             }
         }
@@ -178,7 +247,10 @@ fn collective_crash_mid_run_is_an_error_naming_the_rank_that_stopped_first() {
     let (code, report, out) = run("crash", &[], &["--label"], &[]);
     assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
     let s = summary(&report, "collective.command");
-    assert!(s.starts_with("the COMMAND exited with status 1") && s.contains("rank 5 on gpu-a01"), "{s}");
+    assert!(
+        s.starts_with("the COMMAND exited with status 1") && s.contains("rank 5 on gpu-a01"),
+        "{s}"
+    );
     assert_eq!(status_of(&report, "collective.errors"), "fail");
     assert!(evidence(&report, "collective.errors").contains("Connection closed by remote peer"));
     assert!(stderr(&out).contains("running `launch --label all_reduce_perf"));
@@ -189,8 +261,12 @@ fn collective_a_rank_that_never_prints_is_named() {
     let (code, report, _) = run("silent", &["--timeout", "6"], &[], &[]);
     assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
     let s = summary(&report, "collective.ranks");
-    assert!(s.starts_with("rank 5 on gpu-a01 (pid 4005) printed no NCCL line"), "{s}");
-    assert!(summary(&report, "collective.command").contains("rank 5 on gpu-a01 (pid 4005) printed no NCCL line"));
+    assert!(
+        s.starts_with("rank 5 on gpu-a01 (pid 4005) printed no NCCL line"),
+        "{s}"
+    );
+    assert!(summary(&report, "collective.command")
+        .contains("rank 5 on gpu-a01 (pid 4005) printed no NCCL line"));
 }
 
 #[test]
@@ -221,20 +297,39 @@ fn collective_a_rank_off_its_rail_warns_naming_both_nics() {
     let root = host("hgx-healthy");
     let env = [
         ("STANDIN_HOSTS", "hgx-healthy,gpu-a02"),
-        ("STANDIN_HCAS", "mlx5_3 mlx5_1 mlx5_2 mlx5_0 mlx5_4 mlx5_5 mlx5_6 mlx5_7"),
+        (
+            "STANDIN_HCAS",
+            "mlx5_3 mlx5_1 mlx5_2 mlx5_0 mlx5_4 mlx5_5 mlx5_6 mlx5_7",
+        ),
     ];
     let (code, report, _) = run("healthy", &["--root", root.to_str().unwrap()], &[], &env);
     assert_eq!(code, Exit::OK, "a warning alone does not fail: {report:#}");
     let r = result_of(&report, "collective.rails");
     assert_eq!(r["status"], "warn", "{r:#}");
     let s = r["summary"].as_str().unwrap();
-    assert!(s.contains("rank 0 (GPU0 0000:18:00.0) sends through mlx5_3 (NODE) while mlx5_0 is nearest (PIX)"), "{s}");
+    assert!(
+        s.contains(
+            "rank 0 (GPU0 0000:18:00.0) sends through mlx5_3 (NODE) while mlx5_0 is nearest (PIX)"
+        ),
+        "{s}"
+    );
     assert!(s.contains("29%"), "{s}");
     // Aligned rails pass, each rank mapped.
-    let (_, report, _) = run("healthy", &["--root", root.to_str().unwrap()], &[], &env[..1]);
+    let (_, report, _) = run(
+        "healthy",
+        &["--root", root.to_str().unwrap()],
+        &[],
+        &env[..1],
+    );
     assert_eq!(status_of(&report, "collective.rails"), "pass");
-    assert!(evidence(&report, "collective.rails").contains("rank 7 GPU7 0000:cb:00.0 = uses mlx5_7 (PIX); nearest mlx5_7 (PIX)"));
-    let (code, _, _) = run("healthy", &["--root", root.to_str().unwrap(), "--strict"], &[], &env);
+    assert!(evidence(&report, "collective.rails")
+        .contains("rank 7 GPU7 0000:cb:00.0 = uses mlx5_7 (PIX); nearest mlx5_7 (PIX)"));
+    let (code, _, _) = run(
+        "healthy",
+        &["--root", root.to_str().unwrap(), "--strict"],
+        &[],
+        &env,
+    );
     assert_eq!(code, Exit::CHECK_FAILED);
 }
 
@@ -247,7 +342,10 @@ fn collective_single_node_is_judged_against_the_single_node_floor_and_no_net_exp
     assert_eq!(busbw["status"], "fail");
     let t = result_of(&report, "collective.transport");
     assert_eq!(t["status"], "skip", "{t:#}");
-    assert!(t["summary"].as_str().unwrap().starts_with("single node"), "{t:#}");
+    assert!(
+        t["summary"].as_str().unwrap().starts_with("single node"),
+        "{t:#}"
+    );
 }
 
 #[test]
@@ -257,7 +355,14 @@ fn collective_sigterm_ends_the_group_and_writes_the_partial_report() {
     let output = format!("json={}", json.display());
     let mut child = collective(
         "hang",
-        &["--timeout", "600", "--log-dir", dir.path().to_str().unwrap(), "--output", &output],
+        &[
+            "--timeout",
+            "600",
+            "--log-dir",
+            dir.path().to_str().unwrap(),
+            "--output",
+            &output,
+        ],
         &[],
         &[],
     )
@@ -310,10 +415,130 @@ fn collective_a_command_that_prints_no_table_is_never_a_pass() {
     assert_eq!(status_of(&report, "collective.command"), "pass");
     assert_eq!(status_of(&report, "collective.busbw"), "error");
     let out = preflight()
-        .args(["collective", "--format", "json", "--", "/nonexistent/all_reduce_perf"])
+        .args([
+            "collective",
+            "--format",
+            "json",
+            "--",
+            "/nonexistent/all_reduce_perf",
+        ])
         .output()
         .unwrap();
     let report = json_out(Schema::Run, &out);
     assert_eq!(code(&out), Exit::COULD_NOT_RUN);
     assert!(summary(&report, "collective.command").contains("did not start"));
+}
+
+/// The sbatch script end to end under a stand-in `srun` (options dropped, tasks started by the stand-in
+/// launcher): the report lands in OUT and the exit code is the verdict's.
+#[test]
+fn collective_sbatch_runs_the_gate_and_leaves_its_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let srun = bin_dir.join("srun");
+    std::fs::write(
+        &srun,
+        "#!/bin/sh\n# stand-in srun: drops its options, then starts the tasks like srun --label\n\
+         while [ $# -gt 0 ]; do case \"$1\" in -*) shift ;; *) break ;; esac; done\nexec launch --label \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&srun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/slurm/nccl-collective.sbatch");
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir.display(),
+        standins().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run_sbatch = |scenario: &str| {
+        let out = Command::new("bash")
+            .arg(&script)
+            .env_clear()
+            .env("PATH", &path)
+            .env("FABRIC_PREFLIGHT", bin())
+            .env("SLURM_SUBMIT_DIR", dir.path())
+            .env("SLURM_JOB_ID", scenario)
+            .env("SLURM_JOB_NODELIST", "gpu-a[01-02]")
+            .env("STANDIN_SCENARIO", scenario)
+            .output()
+            .unwrap();
+        let report = json_file(
+            &dir.path()
+                .join(format!("collective-{scenario}/report.json")),
+        );
+        assert!(dir
+            .path()
+            .join(format!("collective-{scenario}/report.xml"))
+            .exists());
+        (code(&out), report)
+    };
+    let (code, report) = run_sbatch("healthy");
+    assert_eq!(code, Exit::OK, "{report:#}");
+    assert_eq!(report["profile"], "hgx-h100-ib");
+    assert_eq!(status_of(&report, "collective.transport"), "pass");
+    let (code, report) = run_sbatch("socket");
+    assert_eq!(code, Exit::CHECK_FAILED);
+    assert_eq!(status_of(&report, "collective.transport"), "fail");
+}
+
+/// The Indexed Job: its rendezvous address is pod 0 through the headless Service, torchrun's node count is
+/// the Job's, and fabric-preflight accepts the container's command line.
+#[test]
+fn collective_kubernetes_job_rendezvous_matches_its_service_and_its_flags_parse() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/nccl-collective.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let service = docs.iter().find(|d| d["kind"] == "Service").unwrap();
+    let job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
+    let name = job["metadata"]["name"].as_str().unwrap();
+    let svc = service["metadata"]["name"].as_str().unwrap();
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    assert_eq!(service["spec"]["selector"]["job-name"], name);
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    assert_eq!(job["spec"]["template"]["spec"]["subdomain"], svc);
+    let nodes = job["spec"]["completions"].as_u64().unwrap();
+    assert_eq!(job["spec"]["parallelism"].as_u64(), Some(nodes));
+    let c = &job["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = c["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(args.contains(&format!("--nnodes={nodes}")), "{args:?}");
+    assert!(
+        args.contains(&format!("--master-addr={name}-0.{svc}")),
+        "{args:?}"
+    );
+    assert!(c["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "NODE_RANK"));
+    // Our own flags (before `--`) are accepted: the COMMAND replaced by one that prints no table (exit 3, not 2).
+    let dir = tempfile::tempdir().unwrap();
+    let ours: Vec<String> = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .map(|a| {
+            a.replace("/var/log/fabric-preflight", dir.path().to_str().unwrap())
+                .replace(
+                    "/dev/termination-log",
+                    &dir.path().join("t").display().to_string(),
+                )
+        })
+        .collect();
+    let out = preflight()
+        .args(&ours)
+        .arg("--")
+        .arg("true")
+        .output()
+        .unwrap();
+    assert_eq!(ours[0], "collective");
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
 }

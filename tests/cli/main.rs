@@ -1,8 +1,8 @@
 //! The integration test binary: runs the built `fabric-preflight` against recorded trees and bad input.
 //! One module per area; shared helpers in `util`.
 
-mod deploy;
 mod collective;
+mod deploy;
 mod deps;
 mod fabric;
 mod faults;
