@@ -7,8 +7,6 @@
 //! `collective.errors` (NCCL's failures), `collective.ranks` (every rank seen) and `collective.rails` (each
 //! local rank's NIC against the NIC nearest its GPU).
 
-use std::time::Duration;
-
 use super::launch::{Ending, Ran};
 use super::nccl_tests::{Row, TestOutput};
 use super::ranks::{short_host, Process, RankMap};
@@ -685,7 +683,7 @@ fn rails(f: &Facts<'_>) -> CheckResult {
         return CheckResult::skip(
             ID_RAILS,
             format!(
-                "no NET channel from this host's ranks ({me}: {} process(es) in the log): nothing to align",
+                "no RDMA NET channel from this host's ranks ({me}: {} process(es) in the log): nothing to align",
                 local.len()
             ),
         );
@@ -786,9 +784,4 @@ fn nic_name(tree: &PciTree, i: usize) -> String {
         .first()
         .cloned()
         .unwrap_or_else(|| tree.short_name(i))
-}
-
-/// `--timeout` in words for notes.
-pub fn timeout_text(d: Duration) -> String {
-    format!("{} s", fmt_secs(d))
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::nccl_tests::RankLine;
-use crate::nccl::line::{self, Event, Transport};
+use crate::nccl::line::{self, Event, NetFamily, Transport};
 
 /// Longest last line kept for the report.
 const MAX_LAST_LINE_CHARS: usize = 200;
@@ -40,8 +40,8 @@ pub struct Process {
     /// `NET/IB : Using [0]mlx5_0:1/IB …`: index → device name, per NET plugin.
     #[serde(skip)]
     pub net_devices: BTreeMap<String, BTreeMap<u32, String>>,
-    /// NET channels this process's ranks drove through their own NIC (PXN channels, sent through another
-    /// rank's NIC by design, left out): (plugin, device index).
+    /// RDMA NET channels this process's ranks drove through their own NIC: (plugin, device index). PXN
+    /// channels (sent through another rank's NIC by design) and sockets (no rail) are left out.
     #[serde(skip)]
     pub net_used: BTreeSet<(String, u32)>,
 }
@@ -164,7 +164,9 @@ impl RankMap {
             });
             if let Some((rank, plugin, dev)) = channel {
                 p.ranks.insert(rank);
-                p.net_used.insert((plugin, dev));
+                if NetFamily::of(&plugin) != NetFamily::Socket {
+                    p.net_used.insert((plugin, dev));
+                }
             }
             if let Some((net, list)) = devices {
                 p.net_devices.insert(net, device_list(&list));
@@ -334,6 +336,7 @@ gpu-a01:4711:4711 [5] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB [RO
 gpu-a01:4711:4711 [5] NCCL INFO comm 0x55d1 rank 5 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0
 gpu-a01:4711:4790 [5] NCCL INFO Channel 00/0 : 5[5] -> 13[5] [send] via NET/IB/1/GDRDMA
 gpu-a01:4711:4790 [5] NCCL INFO Channel 01/0 : 5[5] -> 13[5] [send] via NET/IB/0(4)/GDRDMA
+gpu-a01:4711:4790 [5] NCCL INFO Channel 02/0 : 5[5] -> 13[5] [send] via NET/Socket/0
 gpu-a01:4711:4711 [5] NCCL INFO comm 0x55d1 rank 5 nranks 16 cudaDev 5 nvmlDev 5 busId 9a000 commId 0x1 - Init COMPLETE
 ";
 
@@ -345,9 +348,9 @@ gpu-a01:4711:4711 [5] NCCL INFO comm 0x55d1 rank 5 nranks 16 cudaDev 5 nvmlDev 5
         assert_eq!(p.who(), "rank 5");
         assert_eq!(p.gpu.unwrap().bus, 0x9a);
         assert!(p.init_complete);
-        // The PXN channel (through rank 4's NIC) is not this rank's own rail.
+        // The PXN channel (through rank 4's NIC) is not this rank's own rail, nor is a socket.
         assert_eq!(p.used_nics(), ["mlx5_3"]);
-        assert_eq!(p.last_line.as_ref().unwrap().line, 5);
+        assert_eq!(p.last_line.as_ref().unwrap().line, 6);
         assert_eq!(map.nranks, Some(16));
         assert_eq!(map.unseen_ranks().len(), 15);
     }

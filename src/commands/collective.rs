@@ -38,10 +38,12 @@ pub fn main(args: CollectiveArgs) -> anyhow::Result<u8> {
     // The logs live in --log-dir, or in a temporary directory removed at the end.
     let (log_dir, temporary) = match &args.log_dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
+            // Absolute: the ranks may start elsewhere (a launcher's working directory on another node).
+            let dir = std::fs::create_dir_all(dir)
+                .and_then(|()| dir.canonicalize())
                 .with_context(|| format!("--log-dir {}", dir.display()))
                 .map_err(|e| usage_error(&args.report, e))?;
-            (dir.clone(), false)
+            (dir, false)
         }
         None => (temp_dir().context("creating the log directory")?, true),
     };
