@@ -558,49 +558,68 @@ fn or_none(list: &[String]) -> String {
     }
 }
 
+/// NCCL's failures by the recovered-vs-fatal rule of the shared analysis (`nccl::judge_errors`): fatal ones
+/// and nccl-tests' own failure lines fail, ones whose outcome the logs cannot show are an error, recovered ones
+/// are listed and do not count.
 fn errors(f: &Facts<'_>) -> CheckResult {
     let s = f.summary;
     let failures = &f.tests.failures;
-    if s.errors.is_empty() && failures.is_empty() {
-        return CheckResult::pass(
-            ID_ERRORS,
+    let line = |e: &nccl::summary::Failure| {
+        (
+            format!("{}:{}", e.source, e.line),
             format!(
-                "no NCCL error in {} NCCL line(s) of {} log(s)",
-                s.input.nccl_records,
-                s.input.files.len()
-            ),
-        );
-    }
-    let mut r = CheckResult::fail(
-        ID_ERRORS,
-        format!(
-            "{} NCCL error(s){}",
-            s.errors_total + failures.len() as u64,
-            s.errors.first().map_or(String::new(), |e| format!(
-                ", first at {}:{}: {}",
-                e.source, e.line, e.message
-            ))
-        ),
-    );
-    for e in s.errors.iter().take(16) {
-        r = r.evidence(
-            &format!("{}:{}", e.source, e.line),
-            format!(
-                "{} {} {} {}",
+                "{} {} {} {} ({})",
                 e.kind.as_str(),
                 e.host.as_deref().unwrap_or("-"),
                 e.location.as_deref().unwrap_or("-"),
-                e.message
+                e.message,
+                e.why
             ),
-        );
+        )
+    };
+    let mut r = match (nccl::judge_errors(s), failures.first()) {
+        (Judgement::NotMet(why), _) => CheckResult::fail(ID_ERRORS, why),
+        (_, Some(first)) => CheckResult::fail(
+            ID_ERRORS,
+            format!("{} nccl-tests failure line(s), first: {first}", failures.len()),
+        ),
+        (Judgement::Undetermined(why), None) => CheckResult::error(
+            ID_ERRORS,
+            format!("cannot tell whether NCCL recovered: {why}"),
+        ),
+        (Judgement::Met, None) => CheckResult::pass(
+            ID_ERRORS,
+            match s.recovered_errors_total {
+                0 => format!(
+                    "no NCCL error in {} NCCL line(s) of {} log(s)",
+                    s.input.nccl_records,
+                    s.input.files.len()
+                ),
+                n => format!("no fatal NCCL error; {n} error(s) NCCL recovered from (init completed after them)"),
+            },
+        ),
+    };
+    for e in s.errors.iter().take(16) {
+        let (k, v) = line(e);
+        r = r.evidence(&format!("fatal {k}"), v);
     }
-    for line in failures.iter().take(8) {
-        r = r.evidence("nccl-tests", line);
+    for e in s.unknown_errors.iter().take(8) {
+        let (k, v) = line(e);
+        r = r.evidence(&format!("unresolved {k}"), v);
     }
-    match nccl::advice_for(s) {
-        Some(fix) => r.fix(fix),
-        None => r,
+    for e in s.recovered_errors.iter().take(8) {
+        let (k, v) = line(e);
+        r = r.evidence(&format!("recovered {k}"), v);
     }
+    for l in failures.iter().take(8) {
+        r = r.evidence("nccl-tests", l);
+    }
+    if matches!(r.status, Status::Fail | Status::Error) {
+        if let Some(fix) = nccl::advice_for(s) {
+            r = r.fix(fix);
+        }
+    }
+    r
 }
 
 fn ranks(f: &Facts<'_>) -> CheckResult {

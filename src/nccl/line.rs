@@ -92,12 +92,30 @@ pub enum Event<'a> {
     CompletionError(&'a str),
     /// `ncclSystemError: …`, PyTorch's `NCCL error in: …`: a NCCL call failed (outside the NCCL prefix).
     NcclError(&'a str),
+    /// `[ncclCommInitRank ]comm 0x… rank 3 nranks 16 … - Init START|Init COMPLETE|Abort COMPLETE` (Init
+    /// COMPLETE from 2.4, Init START from 2.18, Abort from 2.12): where a communicator's init began, ended or
+    /// was aborted in this process.
+    CommLifecycle {
+        /// The communicator's address as printed (`%p`): unique within one process.
+        comm: &'a str,
+        rank: u32,
+        nranks: u32,
+        stage: CommStage,
+    },
     /// `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 …` (2.20+).
     CommTopology {
         nranks: u32,
         nnodes: u32,
     },
     Other,
+}
+
+/// What an init line says happened to a communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommStage {
+    InitStart,
+    InitComplete,
+    AbortComplete,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -707,6 +725,9 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
         return event;
     }
     if msg.starts_with("comm 0x") || has(&COMM, msg) {
+        if let Some(lifecycle) = parse_comm_lifecycle(msg) {
+            return lifecycle;
+        }
         if let Some(topology) = parse_comm_topology(msg) {
             return topology;
         }
@@ -848,6 +869,40 @@ fn parse_pxn_gdr(rest: &str) -> Option<Event<'static>> {
     Some(Event::RingPxnGdr {
         pxn: pxn != 0,
         gdr: gdr != 0,
+    })
+}
+
+/// `… comm 0x7f3a rank 3 nranks 16 … - Init COMPLETE`; 2.28's split form glues the dash to the key
+/// (`key 0- Init START`), and newer builds lead with `[Rank 3] ncclCommInitRank`.
+fn parse_comm_lifecycle(msg: &str) -> Option<Event<'_>> {
+    let head = trim_end(msg);
+    let (head, stage) = [
+        ("Init COMPLETE", CommStage::InitComplete),
+        ("Init START", CommStage::InitStart),
+        ("Abort COMPLETE", CommStage::AbortComplete),
+    ]
+    .into_iter()
+    .find_map(|(tail, stage)| head.strip_suffix(tail).map(|h| (h, stage)))?;
+    if !trim_end(head).ends_with('-') {
+        return None;
+    }
+    let mut comm = None;
+    let mut rank = None;
+    let mut nranks = None;
+    let mut words = Words { s: head, at: 0 };
+    while let Some(w) = words.next() {
+        match w {
+            "comm" if comm.is_none() => comm = words.next(),
+            "rank" if rank.is_none() => rank = words.next().and_then(|n| n.parse().ok()),
+            "nranks" if nranks.is_none() => nranks = words.next().and_then(|n| n.parse().ok()),
+            _ => {}
+        }
+    }
+    Some(Event::CommLifecycle {
+        comm: comm?,
+        rank: rank?,
+        nranks: nranks?,
+        stage,
     })
 }
 
@@ -1468,6 +1523,76 @@ mod tests {
             assert_eq!(
                 one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
                 want,
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn comm_lifecycle_lines_parse_in_every_release_shape() {
+        for (msg, comm, rank, nranks, stage) in [
+            (
+                "comm 0x7f3a10 rank 0 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE",
+                "0x7f3a10",
+                0,
+                2,
+                CommStage::InitComplete,
+            ),
+            (
+                "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d000 - Init COMPLETE",
+                "0x5501",
+                3,
+                16,
+                CommStage::InitComplete,
+            ),
+            (
+                "ncclCommInitRank comm 0x5501 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000 commId 0xa1 - Init START",
+                "0x5501",
+                3,
+                16,
+                CommStage::InitStart,
+            ),
+            (
+                "ncclCommSplit comm 0x5502 rank 1 nranks 8 cudaDev 1 nvmlDev 1 busId 1c000 parent 0x5501 splitCount 1 color 0 key 1- Init START",
+                "0x5502",
+                1,
+                8,
+                CommStage::InitStart,
+            ),
+            (
+                "[Rank 3] ncclCommInitRankConfig comm 0x5503 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000 commId 0xa3 - Init START",
+                "0x5503",
+                3,
+                16,
+                CommStage::InitStart,
+            ),
+            (
+                "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d000 - Abort COMPLETE",
+                "0x5501",
+                3,
+                16,
+                CommStage::AbortComplete,
+            ),
+        ] {
+            assert_eq!(
+                one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
+                Event::CommLifecycle {
+                    comm,
+                    rank,
+                    nranks,
+                    stage
+                },
+                "{msg}"
+            );
+        }
+        // Destroy is a normal end; a line cut before the stage is nothing.
+        for msg in [
+            "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d000 - Destroy COMPLETE",
+            "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d0",
+        ] {
+            assert_eq!(
+                one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
+                Event::Other,
                 "{msg}"
             );
         }

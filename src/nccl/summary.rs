@@ -7,7 +7,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
-use super::line::{self, Channel, Event, NetFamily, Record, Transport};
+use super::line::{self, Channel, CommStage, Event, NetFamily, Record, Transport};
+pub use super::outcome::{ErrorOutcome, Failure, FailureKind, RankOutcome, RankState};
+use super::outcome::{Outcomes, Slot, MAX_LISTED};
 use super::reader::MAX_LINE_BYTES;
 
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
@@ -15,7 +17,7 @@ const MAX_RANK: u32 = 1 << 18;
 const MAX_DEVICE: u32 = 1024;
 const MAX_HOSTS: usize = 4096;
 const MAX_TRANSPORTS: usize = 256;
-const MAX_WARNINGS: usize = 200;
+const MAX_WARNINGS: usize = MAX_LISTED;
 const MAX_DISTINCT: usize = 64;
 /// Longest plugin/transport name kept (names come from the log).
 const MAX_NAME_CHARS: usize = 96;
@@ -226,44 +228,6 @@ pub struct Warning {
     pub message: String,
 }
 
-/// What kind of failure a log line reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FailureKind {
-    /// An `NCCL WARN` line.
-    Warn,
-    /// `Got completion … with error|status=`: an RDMA work request failed (transport setup or data movement).
-    #[serde(rename = "completion-error")]
-    Completion,
-    /// `transport/net_ib.cc:911 -> 2`: an error code returned up the stack (the frames in `message`).
-    ReturnCode,
-    /// `ncclSystemError`, `ncclRemoteError`, … or PyTorch's `NCCL error in:`, outside NCCL's own lines.
-    NcclError,
-}
-
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Warn => "warn",
-            FailureKind::Completion => "completion-error",
-            FailureKind::ReturnCode => "return-code",
-            FailureKind::NcclError => "nccl-error",
-        }
-    }
-}
-
-/// A line that shows NCCL failing. Any one makes `--expect` not met.
-#[derive(Debug, Clone, Serialize)]
-pub struct Failure {
-    pub kind: FailureKind,
-    pub source: String,
-    pub line: u64,
-    pub host: Option<String>,
-    pub pid: Option<u32>,
-    pub location: Option<String>,
-    pub message: String,
-}
-
 /// A distinct message and how often it appeared.
 #[derive(Debug, Clone, Serialize)]
 pub struct Reason {
@@ -343,10 +307,19 @@ pub struct Summary {
     /// `Connected all rings, use ring PXN … GDR 0` lines.
     pub rings_without_gdr: u64,
     pub gdr_disabled: Vec<Reason>,
-    /// The first lines showing NCCL failing (WARN, error return codes, completion errors, error names); a
-    /// chain of return-code lines from one process counts once (see `errors_total`).
+    /// The fatal failures (WARN, error return codes, completion errors, error names, aborts) by the
+    /// recovered-vs-fatal rule (`outcome.rs`, README): any one makes `--expect` not met. A chain of
+    /// return-code lines from one process counts once. Up to 200 listed, `errors_total` counts all.
     pub errors: Vec<Failure>,
     pub errors_total: u64,
+    /// Failures the same process's init completed after: NCCL carried on. Shown; they do not fail.
+    pub recovered_errors: Vec<Failure>,
+    pub recovered_errors_total: u64,
+    /// Failures whose outcome the logs cannot show (no init line anywhere): the judgement is undetermined.
+    pub unknown_errors: Vec<Failure>,
+    pub unknown_errors_total: u64,
+    /// Every process that printed an init line or a failure: its ranks, communicators and outcome.
+    pub ranks: Vec<RankOutcome>,
     /// The first NCCL WARN lines (see `warnings_total`).
     pub warnings: Vec<Warning>,
     pub warnings_total: u64,
@@ -389,10 +362,9 @@ pub struct Analyzer {
     gdr_disabled: Vec<Reason>,
     warnings: Vec<Warning>,
     warnings_total: u64,
-    errors: Vec<Failure>,
-    errors_total: u64,
-    /// The return-code chain being traced (pid, code, index in `errors`): its next frames join it.
-    open_chain: Option<(Option<u32>, u32, usize)>,
+    outcomes: Outcomes,
+    /// The return-code chain being traced (pid, code, where its failure sits): its next frames join it.
+    open_chain: Option<(Option<u32>, u32, Slot)>,
     rings_without_gdr: u64,
     ray_repeats: bool,
 }
@@ -411,6 +383,12 @@ impl Analyzer {
     /// One parsed record (public for the fuzz target and for callers that split lines themselves).
     pub fn record(&mut self, line_no: u64, r: Record<'_>) {
         self.input.nccl_records += 1;
+        // A chain's frames follow one another: any other line of its process ends it.
+        if let Some((pid, ..)) = self.open_chain {
+            if pid == r.pid && !matches!(r.event, Event::ErrorReturn { .. }) {
+                self.open_chain = None;
+            }
+        }
         if r.repeat > 1 {
             self.ray_repeats = true;
         }
@@ -446,6 +424,25 @@ impl Analyzer {
             Event::RingPxnGdr { gdr, .. } => {
                 if !gdr {
                     self.rings_without_gdr += u64::from(r.repeat);
+                }
+            }
+            Event::CommLifecycle {
+                comm,
+                rank,
+                nranks,
+                stage,
+            } => {
+                self.open_chain = None;
+                let at = self.at(line_no);
+                if let (Some(host), Some(pid)) = (r.host, r.pid) {
+                    self.outcomes.lifecycle(host, pid, comm, rank, stage, &at);
+                } else {
+                    self.outcomes.init_lines += 1;
+                }
+                if stage == CommStage::AbortComplete {
+                    let message =
+                        format!("comm {comm} rank {rank} nranks {nranks} - Abort COMPLETE");
+                    self.failure(line_no, &r, FailureKind::Abort, None, &message);
                 }
             }
             Event::CommTopology { nnodes, .. } => {
@@ -494,30 +491,30 @@ impl Analyzer {
         kind: FailureKind,
         location: Option<&str>,
         message: &str,
-    ) -> Option<usize> {
+    ) -> Slot {
         self.open_chain = None;
-        self.errors_total += u64::from(r.repeat);
-        if self.errors.len() >= MAX_WARNINGS {
-            return None;
-        }
-        self.errors.push(Failure {
+        let failure = Failure {
             kind,
             source: self.source.clone(),
             line: line_no,
             host: r.host.map(str::to_string),
             pid: r.pid,
+            rank: None,
             location: location.map(|l| truncate_chars(l, MAX_NAME_CHARS * 4).to_string()),
             message: truncate_chars(message, MAX_NAME_CHARS * 4).to_string(),
-        });
-        Some(self.errors.len() - 1)
+            outcome: ErrorOutcome::Fatal,
+            why: String::new(),
+            seq: 0,
+        };
+        self.outcomes.failure(failure, u64::from(r.repeat))
     }
 
     /// One frame of a return-code chain: the first frame (where the error arose) is a failure, the frames
     /// after it from the same process with the same code are appended to it.
     fn error_return(&mut self, line_no: u64, r: &Record<'_>, location: &str, code: u32) {
-        if let Some((pid, open_code, index)) = self.open_chain {
+        if let Some((pid, open_code, slot)) = self.open_chain {
             if pid == r.pid && open_code == code {
-                if let Some(f) = self.errors.get_mut(index) {
+                if let Some(f) = self.outcomes.get_mut(slot) {
                     if f.message.len() < MAX_NAME_CHARS * 4 {
                         f.message.push_str(" <- ");
                         f.message.push_str(truncate_chars(location, MAX_NAME_CHARS));
@@ -527,14 +524,14 @@ impl Analyzer {
             }
         }
         let message = format!("returned {code} ({})", line::result_name(code));
-        let index = self.failure(
+        let slot = self.failure(
             line_no,
             r,
             FailureKind::ReturnCode,
             Some(location),
             &message,
         );
-        self.open_chain = Some((r.pid, code, index.unwrap_or(usize::MAX)));
+        self.open_chain = Some((r.pid, code, slot));
     }
 
     fn at(&self, line_no: u64) -> String {
@@ -680,6 +677,7 @@ impl Analyzer {
             .filter(|t| t.family == Family::Other)
             .map(|t| t.channels)
             .sum();
+        let ranks = self.outcomes.finish(self.init_lines_printed());
         let notes = self.notes(verdict, &counts, rejected);
         Summary {
             verdict,
@@ -704,13 +702,29 @@ impl Analyzer {
             hosts_on_socket,
             rings_without_gdr: self.rings_without_gdr,
             gdr_disabled: self.gdr_disabled,
-            errors: self.errors,
-            errors_total: self.errors_total,
+            errors: std::mem::take(&mut self.outcomes.fatal),
+            errors_total: self.outcomes.fatal_total,
+            recovered_errors: std::mem::take(&mut self.outcomes.recovered),
+            recovered_errors_total: self.outcomes.recovered_total,
+            unknown_errors: std::mem::take(&mut self.outcomes.unknown),
+            unknown_errors_total: self.outcomes.unknown_total,
+            ranks,
             warnings: self.warnings,
             warnings_total: self.warnings_total,
             notes,
             input: self.input,
         }
+    }
+
+    /// Whether these logs prove that their NCCL prints init lines: one was seen, or every version named is
+    /// 2.4 or later (the first to print `Init COMPLETE`).
+    fn init_lines_printed(&self) -> bool {
+        let prints = |v: &String| {
+            let mut parts = v.split(['.', '+']).map(|p| p.parse::<u32>().ok());
+            matches!((parts.next(), parts.next()), (Some(Some(major)), Some(Some(minor))) if (major, minor) >= (2, 4))
+        };
+        self.outcomes.init_lines > 0
+            || (!self.versions.is_empty() && self.versions.iter().all(prints))
     }
 
     fn notes(&self, verdict: Verdict, counts: &NetChannels, rejected: u64) -> Vec<String> {

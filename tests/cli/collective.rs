@@ -170,6 +170,25 @@ fn collective_socket_fallback_fails_the_transport_though_its_bandwidth_is_not_ju
         .contains("expected = ib-gdrdma (profile hgx-h100-ib)"));
 }
 
+/// By the recovered-vs-fatal rule of the NCCL analysis: a plugin probe's error chain that the same rank's
+/// completed init followed is shown, and does not fail the run (it did before that rule).
+#[test]
+fn collective_errors_nccl_recovered_from_are_listed_and_pass() {
+    let (code, report, _) = run("recovered", &["--profile", "hgx-h100-ib"], &[], &[]);
+    assert_eq!(code, Exit::OK, "{report:#}");
+    let r = result_of(&report, "collective.errors");
+    assert_eq!(r["status"], "pass", "{r:#}");
+    assert!(
+        r["summary"].as_str().unwrap().contains("recovered from"),
+        "{r:#}"
+    );
+    assert!(
+        evidence(&report, "collective.errors").contains("net.cc:79"),
+        "{r:#}"
+    );
+    assert_eq!(status_of(&report, "collective.transport"), "pass");
+}
+
 #[test]
 fn collective_wrong_elements_fail_the_data_check() {
     let (code, report, _) = run("wrong", &[], &[], &[]);

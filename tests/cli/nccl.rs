@@ -175,8 +175,64 @@ fn nccl_errors_are_listed_and_make_the_expectation_not_met() {
         .unwrap();
     assert_eq!(code(&out), Exit::CHECK_FAILED);
     let text = stdout(&out);
-    assert!(text.contains("errors (2):"), "{text}");
+    assert!(text.contains("errors, fatal (2):"), "{text}");
     assert!(text.contains("completion-error gpu-a03"), "{text}");
+}
+
+/// The recovered-vs-fatal rule: a chain the same rank's Init COMPLETE followed is listed as recovered (its
+/// line and why) and does not fail; the other rank's chain that ended its init is fatal. Both lists and the
+/// per-rank outcome are in the JSON and the table.
+#[test]
+fn nccl_recovered_errors_are_listed_apart_from_fatal_ones() {
+    let (exit, json) = nccl_json(
+        "recovered-ibext-disabled-plugin-probe-ib-gdrdma.log",
+        "gdrdma",
+    );
+    assert_eq!(exit, Exit::OK);
+    assert_eq!(json["errors_total"], 0);
+    assert_eq!(json["recovered_errors_total"], 2);
+    let r = &json["recovered_errors"][0];
+    assert_eq!((r["line"].as_u64(), r["rank"].as_u64()), (Some(4), Some(0)));
+    assert_eq!(r["location"], "net.cc:79");
+    assert_eq!(r["outcome"], "recovered");
+    assert!(r["why"].as_str().unwrap().contains(":12"), "{r}");
+    let states: Vec<&str> = json["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["recovered", "recovered"]);
+
+    let (exit, json) = nccl_json("recovered-one-rank-fatal-other-srun-label.log", "gdrdma");
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    assert_eq!(json["recovered_errors"][0]["host"], "gpu-k01");
+    assert_eq!(json["errors"][0]["host"], "gpu-k02");
+    assert_eq!(json["errors"][0]["outcome"], "fatal");
+    let ranks = json["ranks"].as_array().unwrap();
+    assert_eq!(ranks[0]["outcome"], "recovered");
+    assert_eq!(ranks[1]["outcome"], "fatal");
+    assert_eq!(ranks[1]["ranks"], serde_json::json!([1]));
+    let reason = json["judgement"]["reason"].as_str().unwrap();
+    assert!(reason.contains("no Init COMPLETE"), "{reason}");
+
+    let out = preflight()
+        .args(["nccl", "--expect", "gdrdma"])
+        .arg(testdata(
+            "nccl/recovered-one-rank-fatal-other-srun-label.log",
+        ))
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("errors, fatal (3):"), "{text}");
+    assert!(text.contains("errors NCCL recovered from (1):"), "{text}");
+    assert!(text.contains("1 recovered, 1 fatal"), "{text}");
+
+    // NCCL 2.3 prints no Init COMPLETE: the outcome is unknown, never a pass and never a fail.
+    let (exit, json) = nccl_json("unknown-v2.3-no-init-complete-lines.log", "gdrdma");
+    assert_eq!(exit, Exit::COULD_NOT_RUN);
+    assert_eq!(json["unknown_errors_total"], 1);
+    assert_eq!(json["judgement"]["outcome"], "undetermined");
 }
 
 #[test]
