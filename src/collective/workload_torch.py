@@ -127,7 +127,10 @@ def worker(rank, world, local_rank, master, args, how):
             print(line, flush=True)
 
     say("# Collective test starting: all_reduce_perf")
-    say("# fabric-preflight torch workload: torch %s, NCCL %s, launcher %s" % (torch.__version__, ".".join(map(str, torch.cuda.nccl.version())), how))
+    nccl_version = torch.cuda.nccl.version()
+    if isinstance(nccl_version, tuple):
+        nccl_version = ".".join(map(str, nccl_version))
+    say("# fabric-preflight torch workload: torch %s, NCCL %s, launcher %s" % (torch.__version__, nccl_version, how))
     say(
         "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: 1 validation: 1 graph: 0"
         % (args.min_bytes, args.max_bytes, args.factor, WARMUP, args.iters)
