@@ -804,3 +804,81 @@ fn nic_name(tree: &PciTree, i: usize) -> String {
         .cloned()
         .unwrap_or_else(|| tree.short_name(i))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::nccl_tests;
+    use crate::profile::BusbwScopes;
+
+    fn facts_for<'a>(
+        ran: &'a Ran,
+        tests: &'a TestOutput,
+        ranks: &'a RankMap,
+        summary: &'a Summary,
+        limits: &'a BusbwLimits,
+    ) -> Facts<'a> {
+        Facts {
+            ran,
+            command: "all_reduce_perf",
+            tests,
+            ranks,
+            summary,
+            expect: NcclExpect::Gdrdma,
+            expect_from: "default",
+            profile: "test",
+            limits: Some(limits),
+            hostname: "gpu-a01",
+            tree: None,
+            output: "output.log",
+        }
+    }
+
+    fn table(largest_bytes: u64, busbw: f64) -> TestOutput {
+        let mut t = nccl_tests::parse(&format!(
+            "{largest_bytes} {} float sum -1 10.0 {busbw} {busbw} 0 10.0 {busbw} {busbw} 0\n",
+            largest_bytes / 4
+        ));
+        t.collective = Some("all_reduce".into());
+        t
+    }
+
+    #[test]
+    fn a_low_busbw_fails_at_the_plateau_and_only_warns_below_it() {
+        let ran = Ran {
+            ending: Ending::Exited(0),
+            elapsed: std::time::Duration::from_secs(1),
+        };
+        let limits = BusbwLimits {
+            all_reduce: Some(BusbwScopes {
+                single_node: Some(Limit::new(None, Some(460.0))),
+                multi_node: None,
+            }),
+            ..Default::default()
+        };
+        let summary = crate::nccl::analyze_text("");
+        let ranks = RankMap::new();
+        for (bytes, want) in [(4u64 << 30, Status::Fail), (64 << 20, Status::Warn)] {
+            let t = table(bytes, 300.0);
+            let r = busbw(&facts_for(&ran, &t, &ranks, &summary, &limits));
+            assert_eq!(r.len(), 1);
+            assert_eq!(r[0].status, want, "{bytes}: {}", r[0].summary);
+        }
+        let t = table(4 << 30, 470.0);
+        assert_eq!(
+            busbw(&facts_for(&ran, &t, &ranks, &summary, &limits))[0].status,
+            Status::Pass
+        );
+    }
+
+    #[test]
+    fn sizes_and_line_shapes_read_as_people_write_them() {
+        assert_eq!(size_text(4 << 30), "4 GiB");
+        assert_eq!(size_text(8 << 20), "8 MiB");
+        assert_eq!(size_text(1000), "1000 B");
+        assert_eq!(
+            without_digits("Channel 03/0 : 5[5] -> 6[6] via NET/IB/3/GDRDMA"),
+            "Channel #/# : #[#] -> #[#] via NET/IB/#/GDRDMA"
+        );
+    }
+}
