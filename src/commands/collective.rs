@@ -30,21 +30,25 @@ struct Plan {
 }
 
 pub fn main(args: CollectiveArgs) -> anyhow::Result<u8> {
+    // The log directory first: reports may be asked for inside it (`--output json=DIR/report.json`).
+    let log_dir = match &args.log_dir {
+        // Absolute: the ranks may start elsewhere (a launcher's working directory on another node).
+        Some(dir) => Some(
+            std::fs::create_dir_all(dir)
+                .and_then(|()| dir.canonicalize())
+                .with_context(|| format!("--log-dir {}", dir.display()))
+                .map_err(|e| usage_error(&args.report, e))?,
+        ),
+        None => None,
+    };
     let outputs = report_targets(&args.report).map_err(|e| usage_error(&args.report, e))?;
     let plan = prepare(&args).map_err(|e| usage_error(&args.report, e))?;
     crate::interrupt::install();
     let started = Instant::now();
     let timestamp = crate::report::rfc3339(SystemTime::now());
     // The logs live in --log-dir, or in a temporary directory removed at the end.
-    let (log_dir, temporary) = match &args.log_dir {
-        Some(dir) => {
-            // Absolute: the ranks may start elsewhere (a launcher's working directory on another node).
-            let dir = std::fs::create_dir_all(dir)
-                .and_then(|()| dir.canonicalize())
-                .with_context(|| format!("--log-dir {}", dir.display()))
-                .map_err(|e| usage_error(&args.report, e))?;
-            (dir, false)
-        }
+    let (log_dir, temporary) = match log_dir {
+        Some(dir) => (dir, false),
         None => (temp_dir().context("creating the log directory")?, true),
     };
     let code = run_in(&args, &plan, &outputs, &log_dir, started, timestamp);

@@ -561,3 +561,20 @@ fn collective_kubernetes_job_rendezvous_matches_its_service_and_its_flags_parse(
     assert_eq!(ours[0], "collective");
     assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
 }
+
+/// Found on the H200: `--log-dir DIR --output json=DIR/report.json` with DIR not there yet was refused as a usage
+/// error (the report's directory was checked before the log directory was made).
+#[test]
+fn collective_reports_may_go_into_a_log_dir_it_creates() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("new/logs");
+    let json = format!("json={}", logs.join("report.json").display());
+    let (code, report, _) = run(
+        "healthy",
+        &["--log-dir", logs.to_str().unwrap(), "--output", &json],
+        &[],
+        &[],
+    );
+    assert_eq!(code, Exit::OK, "{report:#}");
+    assert_eq!(json_file(&logs.join("report.json"))["exit_code"], 0);
+}
