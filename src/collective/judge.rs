@@ -11,11 +11,10 @@ use super::launch::{Ending, Ran};
 use super::nccl_tests::{Row, TestOutput};
 use super::ranks::{short_host, Process, RankMap};
 use crate::isolate::fmt_secs;
+use crate::model::{CheckResult, Limit, Measurement, Status};
 use crate::nccl::{self, Judgement, Summary, Verdict};
-use crate::probe::{CheckResult, Measurement, Status};
-use crate::profile::{BusbwLimits, NcclExpect, PcieDistance};
-use crate::threshold::Limit;
-use crate::topology::{nearest, PciTree, Role};
+use crate::profile::{BusbwLimits, NcclExpect};
+use crate::topology::{nearest, PciTree, PcieDistance, Role};
 
 pub const ID_COMMAND: &str = "collective.command";
 pub const ID_BUSBW: &str = "collective.busbw";

@@ -11,7 +11,7 @@ use super::run::{deliver, report_targets, seconds_flag, usage_error};
 use crate::cli::{CollectiveArgs, Workload};
 use crate::collective::{self, judge, launch};
 use crate::host::Host;
-use crate::probe::CheckResult;
+use crate::model::CheckResult;
 use crate::profile::{NcclExpect, Profile};
 use crate::report::{HostInfo, RunReport};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
@@ -173,14 +173,12 @@ fn run_in(
     .with_strict(args.report.strict);
     report.timestamp = timestamp;
     report.interrupted = crate::interrupt::requested().map(str::to_string);
-    let code = report.exit_code;
     Ok(deliver(
         &report,
         outputs,
         args.report.color,
         false,
         args.report.termination_log.as_deref(),
-        code,
     ))
 }
 
@@ -190,8 +188,8 @@ fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let name = if args.profile == crate::profile_match::AUTO {
-        crate::profile_match::choose(&host, &ids)?.0
+    let name = if args.profile == crate::profile::auto::AUTO {
+        crate::profile::auto::choose(&host, &ids)?.0
     } else {
         args.profile.clone()
     };

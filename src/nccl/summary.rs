@@ -7,10 +7,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
-use super::line::{self, Channel, CommStage, Event, NetFamily, Record, Transport};
+use super::line::{self, Channel, CommStage, Event, NetFamily, Record, Transport, MAX_LINE_BYTES};
 pub use super::outcome::{ErrorOutcome, Failure, FailureKind, RankOutcome, RankState};
 use super::outcome::{Outcomes, Slot, MAX_LISTED};
-use super::reader::MAX_LINE_BYTES;
 
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
 const MAX_RANK: u32 = 1 << 18;
