@@ -119,12 +119,7 @@ impl RankMap {
         if !raw.contains("NCCL ") {
             return;
         }
-        let mut records: Vec<(
-            String,
-            u32,
-            Option<(u32, String, u32)>,
-            Option<(String, String)>,
-        )> = Vec::new();
+        let mut records: Vec<Seen> = Vec::new();
         line::parse_line(raw, |r| {
             let (Some(host), Some(pid)) = (r.host, r.pid) else {
                 return;
@@ -149,10 +144,21 @@ impl RankMap {
                 Event::NetDevices { net, devices } => Some((net.to_string(), devices.to_string())),
                 _ => None,
             };
-            records.push((host.to_string(), pid, channel, devices));
+            records.push(Seen {
+                host: host.to_string(),
+                pid,
+                channel,
+                devices,
+            });
         });
         let message = message_of(raw);
-        for (host, pid, channel, devices) in records {
+        for Seen {
+            host,
+            pid,
+            channel,
+            devices,
+        } in records
+        {
             let Some(p) = self.process(&host, pid) else {
                 return;
             };
@@ -248,6 +254,16 @@ impl RankMap {
         });
         list
     }
+}
+
+/// What one record of a line says about its process.
+struct Seen {
+    host: String,
+    pid: u32,
+    /// A NET channel through its own NIC (not PXN): (local rank, plugin, device index).
+    channel: Option<(u32, String, u32)>,
+    /// `NET/<plugin> : Using …`: (plugin, device list).
+    devices: Option<(String, String)>,
 }
 
 /// `gpu-a01` for `gpu-a01.example.net` (NCCL cuts its host names the same way).
