@@ -10,7 +10,7 @@
 use super::launch::{Ending, Ran};
 use super::nccl_tests::{Row, TestOutput};
 use super::ranks::{short_host, Process, RankMap};
-use crate::isolate::fmt_secs;
+use crate::child::fmt_secs;
 use crate::model::{CheckResult, Limit, Measurement, Status};
 use crate::nccl::{self, Judgement, Summary, Verdict};
 use crate::profile::{BusbwLimits, NcclExpect};

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::child::{exited, own_group_tied_to_parent, signal_group};
 use crate::interrupt;
-use crate::isolate::{exited, own_group_tied_to_parent, signal_group};
 
 /// How long the group has after SIGTERM (mpirun and srun pass it on to their ranks) before SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);

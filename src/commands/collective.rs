@@ -7,12 +7,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
-use super::run::{deliver, report_targets, seconds_flag, usage_error};
+use super::{seconds_flag, usage_error};
 use crate::cli::{CollectiveArgs, Workload};
 use crate::collective::{self, judge, launch};
 use crate::host::Host;
 use crate::model::CheckResult;
 use crate::profile::{NcclExpect, Profile};
+use crate::report::output::Delivery;
 use crate::report::{HostInfo, RunReport};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
 use crate::topology::PciTree;
@@ -41,7 +42,7 @@ pub fn main(args: CollectiveArgs) -> anyhow::Result<u8> {
         ),
         None => None,
     };
-    let outputs = report_targets(&args.report).map_err(|e| usage_error(&args.report, e))?;
+    let delivery = super::delivery(&args.report).map_err(|e| usage_error(&args.report, e))?;
     let plan = prepare(&args).map_err(|e| usage_error(&args.report, e))?;
     crate::interrupt::install();
     let started = Instant::now();
@@ -51,7 +52,7 @@ pub fn main(args: CollectiveArgs) -> anyhow::Result<u8> {
         Some(dir) => (dir, false),
         None => (temp_dir().context("creating the log directory")?, true),
     };
-    let code = run_in(&args, &plan, &outputs, &log_dir, started, timestamp);
+    let code = run_in(&args, &plan, &delivery, &log_dir, started, timestamp);
     if temporary {
         let _ = std::fs::remove_dir_all(&log_dir);
     }
@@ -78,7 +79,7 @@ fn temp_dir() -> std::io::Result<PathBuf> {
 fn run_in(
     args: &CollectiveArgs,
     plan: &Plan,
-    outputs: &[(crate::report::Format, super::run::Target)],
+    delivery: &Delivery,
     log_dir: &std::path::Path,
     started: Instant,
     timestamp: String,
@@ -173,13 +174,7 @@ fn run_in(
     .with_strict(args.report.strict);
     report.timestamp = timestamp;
     report.interrupted = crate::interrupt::requested().map(str::to_string);
-    Ok(deliver(
-        &report,
-        outputs,
-        args.report.color,
-        false,
-        args.report.termination_log.as_deref(),
-    ))
+    Ok(delivery.deliver(&report))
 }
 
 fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {

@@ -55,7 +55,7 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         }
         ViewFormat::Table => crate::report::fit(
             &render_table(&summary, args.expect, &judgement, code),
-            crate::report::terminal_width(),
+            crate::report::output::terminal_width(),
         ),
     };
     Ok(super::emit(&text, code))
@@ -135,6 +135,22 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
     if !s.no_device.is_empty() {
         field("no device", or_none(&s.no_device));
     }
+    if !s.ofi_platforms.is_empty() {
+        field("instance type", or_none(&s.ofi_platforms));
+    }
+    if !s.ofi_providers.is_empty() || !s.ofi_dmabuf.is_empty() || !s.ofi_gdr_disabled.is_empty() {
+        let dmabuf: Vec<String> = s.ofi_dmabuf.iter().map(bool::to_string).collect();
+        let gdr_off: Vec<String> = s.ofi_gdr_disabled.iter().map(|r| r.text.clone()).collect();
+        field(
+            "ofi",
+            format!(
+                "provider {}; DMA-BUF registrations: {}; GDR turned off: {}",
+                or_none(&s.ofi_providers),
+                or_none(&dmabuf),
+                or_none(&gdr_off)
+            ),
+        );
+    }
     field("net devices", or_none(&s.net_devices));
     field(
         "bootstrap",
@@ -151,7 +167,7 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
         table
             .load_style(comfy_table::presets::NOTHING)
             .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-            .set_width(crate::report::terminal_width())
+            .set_width(crate::report::output::terminal_width())
             .force_no_tty();
         table.set_header([
             "TRANSPORT",

@@ -188,6 +188,30 @@ fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
         .iter()
         .chain(&s.net_plugins_loaded)
         .any(|n| allowed.contains(&NetFamily::of(n)) && !s.net_plugins_failed.contains(n));
+    // aws-ofi-nccl's own lines disprove GDR (or the plugin itself) where OFI is the only candidate.
+    let only_ofi = allowed == [NetFamily::Ofi]
+        || (!s.network_selected.is_empty()
+            && s.network_selected
+                .iter()
+                .all(|n| NetFamily::of(n) == NetFamily::Ofi));
+    if only_ofi {
+        if let Some(r) = s.ofi_getinfo_failed.first() {
+            if s.ofi_providers.is_empty() {
+                return Some(format!(
+                    "aws-ofi-nccl found no libfabric provider ({}, first at {}): the OFI plugin cannot carry {name}",
+                    r.text, r.first_seen
+                ));
+            }
+        }
+        if let Some(r) = s.ofi_gdr_disabled.first() {
+            if wants_gdr(expect) {
+                return Some(format!(
+                    "aws-ofi-nccl turned GPUDirect RDMA off ({}, first at {}), which cannot meet expected {name}",
+                    r.text, r.first_seen
+                ));
+            }
+        }
+    }
     if allowed.contains(&NetFamily::Ib) && s.no_device.iter().any(|n| n == "IB") && !usable_selected
     {
         return Some(format!(
@@ -195,6 +219,16 @@ fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
         ));
     }
     None
+}
+
+fn wants_gdr(expect: NcclExpect) -> bool {
+    matches!(
+        expect,
+        NcclExpect::Gdrdma
+            | NcclExpect::IbGdrdma
+            | NcclExpect::OfiGdrdma
+            | NcclExpect::PluginGdrdma
+    )
 }
 
 /// What to do about a verdict that is not what the node should give (`None`: nothing to fix).

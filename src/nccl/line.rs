@@ -84,6 +84,19 @@ pub enum Event<'a> {
     },
     /// `NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)`.
     OfiProvider(&'a str),
+    /// `NET/OFI Support for DMA-BUF registrations: true|false`: whether the plugin registers GPU memory
+    /// through DMA-BUF (false: the legacy peer-memory path, if any).
+    OfiDmabuf(bool),
+    /// aws-ofi-nccl turned GPUDirect RDMA off: `GDR disabled on GDR-supported instance type p5.48xlarge`
+    /// (WARN, the endpoint is refused), `Could not disable CUDA API usage for HMEM, disabling GDR` (INFO).
+    OfiGdrOff {
+        reason: &'a str,
+        instance: Option<&'a str>,
+    },
+    /// `OFI fi_getinfo() call failed: <libfabric error>`: no usable libfabric provider.
+    OfiGetinfoFailed(&'a str),
+    /// `Running on p5en.48xlarge platform, …`: the instance type the plugin read.
+    OfiPlatform(&'a str),
     /// aws-ofi-nccl refused its provider (`No eligible providers were found`, `Couldn't find any optimal
     /// provider`, `Only EFA provider is supported`); NCCL falls back to another network.
     OfiRefused(&'a str),
@@ -782,7 +795,8 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     Event::Other
 }
 
-fn classify_ofi(rest: &str) -> Event<'_> {
+/// The text after `NET/OFI ` (INFO, or a WARN's message).
+pub fn classify_ofi(rest: &str) -> Event<'_> {
     let rest = rest.trim();
     for lead in ["Selected provider is ", "Selected Provider is "] {
         if let Some(p) = rest.strip_prefix(lead) {
@@ -792,6 +806,36 @@ fn classify_ofi(rest: &str) -> Event<'_> {
             } else {
                 Event::OfiProvider(provider)
             };
+        }
+    }
+    if let Some(value) = rest.strip_prefix("Support for DMA-BUF registrations: ") {
+        return match value.trim() {
+            "true" => Event::OfiDmabuf(true),
+            "false" => Event::OfiDmabuf(false),
+            _ => Event::Other,
+        };
+    }
+    if let Some(instance) = rest.strip_prefix("GDR disabled on GDR-supported instance type ") {
+        let instance = instance.split_whitespace().next();
+        return Event::OfiGdrOff {
+            reason: rest,
+            instance,
+        };
+    }
+    if rest.starts_with("Could not disable CUDA API usage for HMEM, disabling GDR") {
+        return Event::OfiGdrOff {
+            reason: rest,
+            instance: None,
+        };
+    }
+    if rest.starts_with("OFI fi_getinfo() call failed") {
+        return Event::OfiGetinfoFailed(rest);
+    }
+    if let Some(platform) = rest.strip_prefix("Running on ") {
+        if let Some((instance, _)) = platform.split_once(" platform") {
+            if !instance.is_empty() && !instance.contains(' ') {
+                return Event::OfiPlatform(instance);
+            }
         }
     }
     if is_ofi_refusal(rest) {
@@ -1112,7 +1156,7 @@ fn parse_transport(path: &str) -> Transport<'_> {
     Transport::Other(path)
 }
 
-/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3), and nothing after it.
+/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3), then nothing or a space.
 fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
     let (plugin, tail) = split_byte(rest, b'/')?;
     let plugin = trim(plugin);
@@ -1146,9 +1190,10 @@ fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
             break;
         }
     }
-    // Anything left is a line cut or glued mid-path (`NET/IB/0/GD`, `NET/IB/0/GDRDMAgpu-a01:…`): what it
-    // said about GDRDMA is lost, so it proves nothing.
-    if !tail.is_empty() {
+    // The path ends at the first space: RCCL goes on with ` comm 0x2035d540 nRanks 02`, a terminal copy pads
+    // with spaces before the next record. Anything else left is a line cut or glued mid-path (`NET/IB/0/GD`,
+    // `NET/IB/0/GDRDMAgpu-a01:…`): what it said about GDRDMA is lost, so it proves nothing.
+    if tail.bytes().next().is_some_and(|b| !is_ascii_space(b)) {
         return None;
     }
     Some(Transport::Net {
@@ -1516,6 +1561,29 @@ mod tests {
                 Event::OfiRefused("No eligible providers were found"),
             ),
             (
+                "NET/OFI Support for DMA-BUF registrations: true",
+                Event::OfiDmabuf(true),
+            ),
+            (
+                "NET/OFI Support for DMA-BUF registrations: false",
+                Event::OfiDmabuf(false),
+            ),
+            (
+                "NET/OFI Could not disable CUDA API usage for HMEM, disabling GDR",
+                Event::OfiGdrOff {
+                    reason: "Could not disable CUDA API usage for HMEM, disabling GDR",
+                    instance: None,
+                },
+            ),
+            (
+                "NET/OFI Running on p5en.48xlarge platform, topology file /opt/amazon/ofi-nccl/share/aws-ofi-nccl/xml/p5en.48xl-topo.xml",
+                Event::OfiPlatform("p5en.48xlarge"),
+            ),
+            (
+                "NET/OFI Running on p4d.24xlarge platform, NCCL_TOPO_FILE environment variable is already set to /etc/topo.xml",
+                Event::OfiPlatform("p4d.24xlarge"),
+            ),
+            (
                 "comm 0x55d1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
                 Event::CommTopology {
                     nranks: 16,
@@ -1649,6 +1717,50 @@ mod tests {
                 "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via {path}"
             ));
             assert_eq!(c.transport, Transport::Other(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn net_path_ends_at_the_first_space() {
+        for (tail, plugin, gdrdma) in [
+            // RCCL.
+            ("NET/IB/0 comm 0x2035d540 nRanks 02", "IB", false),
+            ("NET/IB/1/GDRDMA comm 0x2035d540 nRanks 16", "IB", true),
+            // A terminal copy padded with spaces or a tab; a plugin name with a space is not cut.
+            ("NET/IB/0/GDRDMA        ", "IB", true),
+            ("NET/IB/0/GDRDMA\t x", "IB", true),
+            (
+                "NET/AWS Libfabric/3/GDRDMA comm 0x1 nRanks 4",
+                "AWS Libfabric",
+                true,
+            ),
+        ] {
+            let c = channel(&format!(
+                "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via {tail}"
+            ));
+            match c.transport {
+                Transport::Net {
+                    plugin: p,
+                    gdrdma: g,
+                    ..
+                } => assert_eq!((p, g), (plugin, gdrdma), "{tail}"),
+                t => panic!("{tail}: {t:?}"),
+            }
+        }
+        // Glued records padded by a terminal: each one whole.
+        let r = records("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA     h:1:3 [1] NCCL INFO Channel 01/0 : 1[1] -> 9[1] [send] via NET/IB/1/GDRDMA   ");
+        assert_eq!(r.len(), 2);
+        for rec in r {
+            assert!(
+                matches!(
+                    rec.event,
+                    Event::Channel(Channel {
+                        transport: Transport::Net { gdrdma: true, .. },
+                        ..
+                    })
+                ),
+                "{rec:?}"
+            );
         }
     }
 

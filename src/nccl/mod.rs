@@ -4,6 +4,7 @@
 //! accumulates records from any number of logs into a [`Summary`] with a [`Verdict`]; [`judge`] weighs it
 //! against an expected transport. Used by the `nccl` command and the `nccl.transport` check.
 
+pub mod conf;
 pub mod env;
 pub mod judge;
 pub mod line;

@@ -165,7 +165,8 @@ struct Process {
 #[derive(Debug, Default)]
 pub(super) struct Outcomes {
     processes: Vec<Process>,
-    index: HashMap<(String, u32), usize>,
+    /// Processes by pid (a few hosts may share one): no allocation to find one.
+    index: HashMap<u32, Vec<usize>>,
     stored_pending: usize,
     seq: u64,
     /// Init lines seen from any process: the build and the subsystem mask print them.
@@ -180,19 +181,19 @@ pub(super) struct Outcomes {
 
 impl Outcomes {
     fn process(&mut self, host: &str, pid: u32) -> Option<usize> {
-        if let Some(&i) = self.index.get(&(host.to_string(), pid)) {
+        let same_pid = self.index.entry(pid).or_default();
+        if let Some(&i) = same_pid.iter().find(|&&i| self.processes[i].host == host) {
             return Some(i);
         }
         if self.processes.len() >= MAX_PROCESSES {
             return None;
         }
+        same_pid.push(self.processes.len());
         self.processes.push(Process {
             host: host.to_string(),
             pid,
             ..Process::default()
         });
-        self.index
-            .insert((host.to_string(), pid), self.processes.len() - 1);
         Some(self.processes.len() - 1)
     }
 

@@ -294,6 +294,15 @@ pub struct Summary {
     pub bootstrap: Vec<String>,
     pub ofi_providers: Vec<String>,
     pub ofi_refused: Vec<String>,
+    /// Instance types aws-ofi-nccl named (`Running on p5.48xlarge platform`, `GDR disabled on GDR-supported
+    /// instance type …`).
+    pub ofi_platforms: Vec<String>,
+    /// `Support for DMA-BUF registrations: true|false`, the distinct answers (false: the peer-memory path).
+    pub ofi_dmabuf: Vec<bool>,
+    /// aws-ofi-nccl turning GPUDirect RDMA off, with counts: no channel can then carry `/GDRDMA`.
+    pub ofi_gdr_disabled: Vec<Reason>,
+    /// `OFI fi_getinfo() call failed: …`: libfabric offered no usable provider.
+    pub ofi_getinfo_failed: Vec<Reason>,
     /// Largest `nNodes` of any communicator (2.20+).
     pub nnodes: Option<u32>,
     pub transports: Vec<TransportTally>,
@@ -354,10 +363,13 @@ pub struct Analyzer {
     bootstrap: Vec<String>,
     ofi_providers: Vec<String>,
     ofi_refused: Vec<String>,
+    ofi_platforms: Vec<String>,
+    ofi_dmabuf: Vec<bool>,
+    ofi_gdr_disabled: Vec<Reason>,
+    ofi_getinfo_failed: Vec<Reason>,
     nnodes: Option<u32>,
     transports: Vec<Tally>,
     channels_not_tallied: u64,
-    channel_lines: u64,
     gdr_disabled: Vec<Reason>,
     warnings: Vec<Warning>,
     warnings_total: u64,
@@ -416,6 +428,10 @@ impl Analyzer {
             Event::Bootstrap(b) => push_distinct(&mut self.bootstrap, b),
             Event::OfiProvider(p) => push_distinct(&mut self.ofi_providers, p),
             Event::OfiRefused(m) => push_distinct(&mut self.ofi_refused, m),
+            e @ (Event::OfiDmabuf(_)
+            | Event::OfiGdrOff { .. }
+            | Event::OfiGetinfoFailed(_)
+            | Event::OfiPlatform(_)) => self.ofi_fact(line_no, r.repeat, &e),
             Event::GdrDisabled(text) => {
                 let at = self.at(line_no);
                 tally_reason(&mut self.gdr_disabled, text, r.repeat, at);
@@ -462,6 +478,9 @@ impl Analyzer {
                 };
                 self.failure(line_no, &r, kind, location, message);
                 self.warnings_total += u64::from(r.repeat);
+                if let Some(rest) = message.strip_prefix("NET/OFI ") {
+                    self.ofi_fact(line_no, r.repeat, &line::classify_ofi(rest));
+                }
                 if line::is_ofi_refusal(message) {
                     push_distinct(
                         &mut self.ofi_refused,
@@ -480,6 +499,28 @@ impl Analyzer {
             }
             Event::Channel(c) => self.channel(line_no, r.host, r.repeat, &c),
             Event::NetPluginInitialized(_) | Event::GdrEnabled | Event::Graph | Event::Other => {}
+        }
+    }
+
+    /// What aws-ofi-nccl says about GDR and the platform (INFO or WARN); other events are ignored.
+    fn ofi_fact(&mut self, line_no: u64, repeat: u32, event: &Event<'_>) {
+        match *event {
+            Event::OfiDmabuf(supported) if !self.ofi_dmabuf.contains(&supported) => {
+                self.ofi_dmabuf.push(supported);
+            }
+            Event::OfiGdrOff { reason, instance } => {
+                if let Some(i) = instance {
+                    push_distinct(&mut self.ofi_platforms, i);
+                }
+                let at = self.at(line_no);
+                tally_reason(&mut self.ofi_gdr_disabled, reason, repeat, at);
+            }
+            Event::OfiGetinfoFailed(reason) => {
+                let at = self.at(line_no);
+                tally_reason(&mut self.ofi_getinfo_failed, reason, repeat, at);
+            }
+            Event::OfiPlatform(instance) => push_distinct(&mut self.ofi_platforms, instance),
+            _ => {}
         }
     }
 
@@ -538,7 +579,6 @@ impl Analyzer {
     }
 
     fn channel(&mut self, line_no: u64, host: Option<&str>, repeat: u32, c: &Channel<'_>) {
-        self.channel_lines += 1;
         let (class, name, gdrdma) = match &c.transport {
             Transport::Net {
                 collnet,
@@ -628,7 +668,13 @@ impl Analyzer {
             }
         }
         let family = counts.family();
-        let verdict = if self.channel_lines == 0 {
+        let rejected: u64 = tallies
+            .iter()
+            .filter(|t| t.family == Family::Other)
+            .map(|t| t.channels)
+            .sum();
+        // Lines whose transport was rejected prove nothing: with no other channel line, nothing was shown.
+        let verdict = if tallies.iter().all(|t| t.family == Family::Other) {
             Verdict::Undetermined
         } else if counts.total == 0 {
             Verdict::IntraNodeOnly
@@ -671,11 +717,6 @@ impl Analyzer {
         let ranks_on_socket = union(on_socket().map(|t| &t.ranks));
         let hosts_on_socket = union(on_socket().map(|t| &t.hosts));
 
-        let rejected = tallies
-            .iter()
-            .filter(|t| t.family == Family::Other)
-            .map(|t| t.channels)
-            .sum();
         let ranks = self.outcomes.finish(self.init_lines_printed());
         let notes = self.notes(verdict, &counts, rejected);
         Summary {
@@ -691,6 +732,10 @@ impl Analyzer {
             bootstrap: self.bootstrap,
             ofi_providers: self.ofi_providers,
             ofi_refused: self.ofi_refused,
+            ofi_platforms: self.ofi_platforms,
+            ofi_dmabuf: self.ofi_dmabuf,
+            ofi_gdr_disabled: self.ofi_gdr_disabled,
+            ofi_getinfo_failed: self.ofi_getinfo_failed,
             nnodes: self.nnodes,
             transports: tallies,
             net_channels: counts,
@@ -741,8 +786,9 @@ impl Analyzer {
         };
         match verdict {
             Verdict::Undetermined => notes.push(format!(
-                "no channel (` via `) lines: the log shows what NCCL selected ({selected}), not what carried data; \
-                 capture a run that completes a collective across nodes (NCCL 2.22+ connects lazily, at the first collective)"
+                "no channel (` via `) line{}: the log shows what NCCL selected ({selected}), not what carried data; \
+                 capture a run that completes a collective across nodes (NCCL 2.22+ connects lazily, at the first collective)",
+                if rejected > 0 { " whose transport could be read" } else { "" }
             )),
             Verdict::IntraNodeOnly => notes.push(format!(
                 "channel lines use P2P/SHM only: no network traffic to judge (selected: {selected})"
@@ -779,6 +825,26 @@ impl Analyzer {
                 "the OFI plugin refused its provider ({}); NCCL fell back (selected: {selected})",
                 self.ofi_refused.join("; ")
             ));
+        }
+        if !self.ofi_gdr_disabled.is_empty() {
+            let reasons: Vec<&str> = self
+                .ofi_gdr_disabled
+                .iter()
+                .map(|r| r.text.as_str())
+                .collect();
+            notes.push(format!(
+                "aws-ofi-nccl turned GPUDirect RDMA off ({}): its channels cannot carry /GDRDMA",
+                reasons.join("; ")
+            ));
+        }
+        if !self.ofi_getinfo_failed.is_empty() {
+            notes.push(format!(
+                "aws-ofi-nccl found no usable libfabric provider ({}): check the efa provider (`fi_info -p efa`)",
+                self.ofi_getinfo_failed[0].text
+            ));
+        }
+        if self.ofi_dmabuf == [false] && counts.ofi > 0 {
+            notes.push("aws-ofi-nccl registers GPU memory without DMA-BUF (`Support for DMA-BUF registrations: false`): GDR needs the peer-memory path there (efa_nv_peermem or the amzn driver's)".into());
         }
         if self.rings_without_gdr > 0 {
             notes.push(format!(

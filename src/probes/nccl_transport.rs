@@ -149,6 +149,12 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
     if !s.no_device.is_empty() {
         r = r.evidence("no device found", s.no_device.join(", "));
     }
+    if !s.ofi_platforms.is_empty() {
+        r = r.evidence("instance type (aws-ofi-nccl)", s.ofi_platforms.join(", "));
+    }
+    for g in s.ofi_gdr_disabled.iter().chain(&s.ofi_getinfo_failed) {
+        r = r.evidence(&g.first_seen, format!("NET/OFI {} (x{})", g.text, g.count));
+    }
     for t in &s.transports {
         let ranks: Vec<u32> = t.ranks.iter().copied().collect();
         let hosts: Vec<&str> = t.hosts.iter().map(String::as_str).collect();

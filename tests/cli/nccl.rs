@@ -523,3 +523,133 @@ fn run_nccl_env_reports_ib_disable_and_missing_hca() {
     assert_eq!(status_of(&report, "nccl.env"), "pass");
     assert_eq!(code, Exit::OK);
 }
+
+/// NCCL applies /etc/nccl.conf (under the root) like the environment, which wins over it (issue 19 §2: the
+/// file's NCCL_IB_DISABLE=1 passed with exit 0 before).
+#[test]
+fn run_nccl_env_judges_etc_nccl_conf_and_lets_the_environment_win() {
+    let root = tree(&[
+        (
+            "sys/class/infiniband/mlx5_0/ports/1/link_layer",
+            "InfiniBand\n",
+        ),
+        ("etc/nccl.conf", "# fleet image\nNCCL_IB_DISABLE=1\n"),
+    ]);
+    let run = |env: Option<&str>| {
+        let mut cmd = preflight();
+        cmd.env_remove("NCCL_IB_DISABLE")
+            .env_remove("NCCL_CONF_FILE");
+        if let Some(v) = env {
+            cmd.env("NCCL_IB_DISABLE", v);
+        }
+        let out = cmd
+            .args([
+                "run",
+                "--format",
+                "json",
+                "--profile",
+                "hgx-h200-ib",
+                "--only",
+                "nccl.env",
+                "--root",
+            ])
+            .arg(root.path())
+            .output()
+            .unwrap();
+        (code(&out), json_out(Schema::Run, &out))
+    };
+    let (exit, report) = run(None);
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    let r = result_of(&report, "nccl.env");
+    assert!(
+        r["summary"].as_str().unwrap().contains("/etc/nccl.conf:2"),
+        "{r}"
+    );
+    let (exit, report) = run(Some("0"));
+    assert_eq!(exit, Exit::OK);
+    assert!(
+        result_of(&report, "nccl.env")["evidence"]
+            .to_string()
+            .contains("overridden by env"),
+        "{report}"
+    );
+}
+
+/// The NET path ends at the first space (RCCL's ` comm 0x… nRanks 02`, a terminal's padding between glued
+/// records); lines whose transport was rejected never make a verdict (they made intra-node-only before).
+#[test]
+fn nccl_net_path_cut_at_the_first_space_and_rejected_lines_prove_nothing() {
+    let channels = |json: &Value| {
+        json["transports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["transport"].as_str().unwrap().to_string(),
+                    t["channels"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let (_, json) = nccl_json("rccl-net-path-then-comm-nranks-ib-gdrdma.log", "gdrdma");
+    assert_eq!(channels(&json), [("NET/IB/GDRDMA".to_string(), 6)]);
+    assert_eq!(json["ranks_without_gdrdma"], serde_json::json!([]));
+    let (_, json) = nccl_json("wrap-terminal-padded-glued-records-ib-gdrdma.log", "gdrdma");
+    assert_eq!(channels(&json), [("NET/IB/GDRDMA".to_string(), 7)]);
+    let (exit, json) = nccl_json(
+        "torn-every-channel-line-rejected-undetermined.log",
+        "gdrdma",
+    );
+    assert_eq!(
+        (exit, json["verdict"].as_str()),
+        (Exit::COULD_NOT_RUN, Some("undetermined"))
+    );
+    assert_eq!(channels(&json), [("other".to_string(), 3)]);
+}
+
+/// aws-ofi-nccl's own lines (issue 21): the instance type it names, DMA-BUF support, and GDR turned off,
+/// which disproves GDR even with no channel line (undetermined, exit 3, before).
+#[test]
+fn nccl_ofi_platform_dmabuf_and_gdr_off_are_read() {
+    let (exit, json) = nccl_json("ofi-p5-platform-dmabuf-true-ofi-gdrdma.log", "ofi-gdrdma");
+    assert_eq!(exit, Exit::OK);
+    assert_eq!(json["ofi_platforms"], serde_json::json!(["p5.48xlarge"]));
+    assert_eq!(json["ofi_dmabuf"], serde_json::json!([true]));
+    let (exit, json) = nccl_json("ofi-hmem-cuda-api-gdr-off-no-channels.log", "ofi-gdrdma");
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    assert_eq!(json["ofi_platforms"], serde_json::json!(["p4d.24xlarge"]));
+    assert_eq!(json["ofi_dmabuf"], serde_json::json!([false]));
+    let reason = json["judgement"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Could not disable CUDA API usage for HMEM"),
+        "{reason}"
+    );
+    let (_, json) = nccl_json("ofi-gdr-disabled-on-gdr-instance-fatal.log", "ofi-gdrdma");
+    assert_eq!(json["ofi_platforms"], serde_json::json!(["p5en.48xlarge"]));
+    assert_eq!(
+        json["ofi_gdr_disabled"][0]["first_seen"]
+            .as_str()
+            .map(|s| s.ends_with(":8")),
+        Some(true)
+    );
+    let (_, json) = nccl_json("ofi-getinfo-failed-fallback-socket.log", "ofi");
+    assert!(json["ofi_getinfo_failed"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("No data available"));
+    // NCCL fell back to Socket and completed its init: the WARN was recovered from; the transport fails.
+    assert_eq!(json["recovered_errors_total"], 2);
+    assert_eq!(json["verdict"], "socket");
+
+    let out = preflight()
+        .args(["nccl", "--expect", "ofi-gdrdma"])
+        .arg(testdata("nccl/ofi-gdr-disabled-on-gdr-instance-fatal.log"))
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("instance type  p5en.48xlarge"),
+        "{}",
+        stdout(&out)
+    );
+}
