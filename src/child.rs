@@ -79,27 +79,7 @@ pub fn run<J: Job>(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: between fork and exec only setpgid, prctl and getppid, which are async-signal-safe.
-    unsafe {
-        command.pre_exec(move || {
-            // Its own process group, so the kill at the deadline also ends whatever it started (a helper a
-            // library forked holds the pipes and the control socket otherwise).
-            if libc::setpgid(0, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Die with the parent, even when it is killed outright (SIGKILL after slurmd's KillWait). Set
-            // before exec (it survives exec of this non-setuid binary), so there is no window without it.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // A parent that died before the line above sends no signal: the child is an orphan already.
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        })
-    };
+    own_group_tied_to_parent(&mut command);
     prepare(&mut command);
     let mut child = command
         .spawn()
@@ -258,6 +238,30 @@ pub fn run<J: Job>(
     })
 }
 
+/// Starts `command` in a process group of its own that dies with this process: the kill at a deadline then
+/// also ends whatever it started (a helper a library forked, a launcher's ranks), and nothing outlives this
+/// process even when it is killed outright (SIGKILL after slurmd's KillWait). Shared with `collective`.
+pub(crate) fn own_group_tied_to_parent(command: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only setpgid, prctl and getppid, which are async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setpgid(0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Set before exec (it survives exec of a non-setuid binary), so there is no window without it.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // A parent that died before the line above sends no signal: the child is an orphan already.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        })
+    };
+}
+
 /// The child's side of [`run`]: reads the job on stdin, runs `work`, answers on stdout. Returns the exit code.
 pub fn serve<J: Job>(work: impl FnOnce(J) -> J::Reply) -> i32 {
     IN_CHILD.store(true, Ordering::Relaxed);
@@ -292,7 +296,7 @@ pub fn serve<J: Job>(work: impl FnOnce(J) -> J::Reply) -> i32 {
 
 /// Whether the child `pid` has ended, without reaping it: until it is reaped its id cannot be reused, so the
 /// kill of its group cannot reach another process's.
-fn exited(pid: libc::pid_t) -> std::io::Result<bool> {
+pub(crate) fn exited(pid: libc::pid_t) -> std::io::Result<bool> {
     // SAFETY: waitid on a child of this process, into a zeroed siginfo_t (si_pid stays 0 while it runs).
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -306,8 +310,13 @@ fn exited(pid: libc::pid_t) -> std::io::Result<bool> {
 
 /// SIGKILL to the child's process group (the child and whatever it started that stayed in the group).
 fn kill_group(pid: libc::pid_t) {
-    // SAFETY: kill(2) on the group the unreaped child `pid` leads.
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    signal_group(pid, libc::SIGKILL);
+}
+
+/// `signal` to the process group the unreaped child `pid` leads.
+pub(crate) fn signal_group(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) on the group the unreaped child `pid` leads: its id cannot have been reused.
+    unsafe { libc::kill(-pid, signal) };
 }
 
 /// Seconds with at most one decimal: `2`, `0.5`, and `3` for a deadline of 2.9996 s left when it was set.

@@ -44,6 +44,11 @@ pub enum Cmd {
     /// latency per port pair, after a token-checked TCP handshake
     #[command(after_help = crate::exit::HELP)]
     Pair(PairArgs),
+    /// Run an NCCL job (nccl-tests, or the built-in torch workload) through the site's launcher and judge it:
+    /// bus bandwidth against the profile, #wrong, the transport proven from its own NCCL log, errors, hangs
+    /// (each rank's last NCCL line), and each local rank's NIC against the one nearest its GPU
+    #[command(after_help = crate::exit::HELP)]
+    Collective(CollectiveArgs),
     /// Shell completion script on stdout (e.g. `fabric-preflight completions bash > /etc/bash_completion.d/fabric-preflight`)
     Completions {
         #[arg(value_enum)]
@@ -218,6 +223,60 @@ pub struct PairArgs {
     /// being the ones CUDA lists
     #[arg(long, value_enum, default_value = "auto")]
     pub memory: crate::measure::memory::MemoryChoice,
+
+    // Last: its "Report" heading would otherwise take in the flags after it.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// The built-in workloads of `collective`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// A PyTorch all-reduce benchmark printing nccl-tests' table (python3 with torch on the nodes)
+    Torch,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectiveArgs {
+    /// Profile: bus-bandwidth floors (thresholds.nccl_busbw_gbytes_per_sec) and the expected transport
+    #[arg(long, value_name = "NAME|auto|PATH", default_value = "generic")]
+    pub profile: String,
+
+    /// Transport the job must use (default: the profile's expect.nccl_transport, else gdrdma)
+    #[arg(long, value_enum)]
+    pub expect: Option<NcclExpect>,
+
+    /// The COMMAND's process group is ended (SIGTERM, then SIGKILL) after this many seconds: a hang (more than 0,
+    /// at most 86400)
+    #[arg(long, value_name = "SECS", default_value_t = 900.0)]
+    pub timeout: f64,
+
+    /// Run the built-in workload: its script is written to the log directory and appended to COMMAND (default
+    /// COMMAND: python3, which starts one process per GPU)
+    #[arg(long, value_enum)]
+    pub workload: Option<Workload>,
+
+    /// An argument for the workload script (repeatable): --min-bytes, --max-bytes, --iters, --nproc,
+    /// --distinct-hosts
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub workload_arg: Vec<String>,
+
+    /// Keep the COMMAND's output and the per-rank NCCL logs in DIR (created; on a shared filesystem for
+    /// multi-node runs of the workload). Default: a temporary directory, removed at the end
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+
+    /// Read /sys under DIR instead of / (a recorded tree): the PCI tree the rail map is judged against
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Report this host by NAME (see `run --node-name`); its ranks are the ones placed on the PCI tree
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// The job: `srun … all_reduce_perf -b 8M -e 4G -f 2 -g 1`, `mpirun …`, `torchrun …`, `all_reduce_perf -g 8`
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 
     // Last: its "Report" heading would otherwise take in the flags after it.
     #[command(flatten)]

@@ -4,6 +4,7 @@
 pub mod build_info;
 pub mod child;
 pub mod cli;
+pub mod collective;
 pub mod commands;
 pub mod dynlib;
 pub mod exit;

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
         Cmd::Nccl(args) => commands::nccl::main(args),
         Cmd::Snapshot(args) => commands::snapshot::main(args),
         Cmd::Pair(args) => commands::pair::main(args),
+        Cmd::Collective(args) => commands::collective::main(args),
         Cmd::Completions { shell } => commands::docs::completions(shell),
         Cmd::Man => commands::docs::man(),
     };
@@ -49,8 +50,13 @@ fn main() -> ExitCode {
 
 /// The value of `--termination-log PATH` or `--termination-log=PATH` in the raw arguments of `run` or `pair`.
 fn termination_log_arg(args: impl Iterator<Item = OsString>) -> Option<OsString> {
-    let mut args = args.skip_while(|a| a != "run" && a != "pair").skip(1);
+    let mut args = args
+        .skip_while(|a| a != "run" && a != "pair" && a != "collective")
+        .skip(1);
     while let Some(arg) = args.next() {
+        if arg == "--" {
+            break; // `collective`'s COMMAND follows: its flags are not ours
+        }
         if arg == "--termination-log" {
             return args.next();
         }

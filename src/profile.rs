@@ -157,6 +157,41 @@ pub struct Thresholds {
     pub rdma_error_count: Option<Limit>,
     /// GPU PCIe replay counter, count (ceiling).
     pub pcie_replay_count: Option<Limit>,
+    /// `collective`: NCCL bus bandwidth at the largest size, GB/s (floor), per collective and scope.
+    pub nccl_busbw_gbytes_per_sec: Option<BusbwLimits>,
+}
+
+/// `collective`'s bus-bandwidth floors, per collective (nccl-tests' names without `_perf`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusbwLimits {
+    pub all_reduce: Option<BusbwScopes>,
+    pub all_gather: Option<BusbwScopes>,
+    pub reduce_scatter: Option<BusbwScopes>,
+    pub alltoall: Option<BusbwScopes>,
+    pub sendrecv: Option<BusbwScopes>,
+}
+
+impl BusbwLimits {
+    /// The limits of `collective` (`all_reduce`), None for a collective the profile cannot name.
+    pub fn of(&self, collective: &str) -> Option<&BusbwScopes> {
+        match collective {
+            "all_reduce" => self.all_reduce.as_ref(),
+            "all_gather" => self.all_gather.as_ref(),
+            "reduce_scatter" => self.reduce_scatter.as_ref(),
+            "alltoall" => self.alltoall.as_ref(),
+            "sendrecv" => self.sendrecv.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// One collective's floors: all ranks on one node (NVLink), or across nodes (the NICs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusbwScopes {
+    pub single_node: Option<Limit>,
+    pub multi_node: Option<Limit>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

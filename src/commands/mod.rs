@@ -1,5 +1,6 @@
 //! One module per subcommand. Each `main` returns the exit code, or an error that means "usage" (exit 2).
 
+pub mod collective;
 pub mod docs;
 pub mod list;
 pub mod nccl;

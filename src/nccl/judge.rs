@@ -99,7 +99,7 @@ pub fn judge_errors(s: &Summary) -> Judgement {
 /// Judges the data path against `expect`. With no data path (or none through the network), the selection
 /// still decides when it already proves the failure (Socket selected, or IB found no device, while an RDMA
 /// family is expected).
-fn judge_transport(s: &Summary, expect: NcclExpect) -> Judgement {
+pub fn judge_transport(s: &Summary, expect: NcclExpect) -> Judgement {
     let name = expect_name(expect);
     let no_network_path = match s.verdict {
         Verdict::Undetermined => true,

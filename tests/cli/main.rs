@@ -1,6 +1,7 @@
 //! The integration test binary: runs the built `fabric-preflight` against recorded trees and bad input.
 //! One module per area; shared helpers in `util`.
 
+mod collective;
 mod deploy;
 mod deps;
 mod fabric;

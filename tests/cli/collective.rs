@@ -1,0 +1,580 @@
+//! `fabric-preflight collective -- COMMAND`: the stand-in launcher and all_reduce_perf under tests/collective
+//! (written from nccl-tests' and NCCL's output formats) drive every case a real job gives: a healthy 2x8
+//! GDRDMA run, a Socket fallback whose bandwidth alone looks plausible, #wrong > 0, a hang after channel
+//! setup, a crash mid-run, a rank that never prints, per-rank NCCL_DEBUG_FILEs, a rank off its rail, SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::util::*;
+
+fn standins() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/collective")
+}
+
+/// `collective --format json --color never ARGS -- launch LAUNCH… all_reduce_perf` with the stand-ins on PATH.
+fn collective(
+    scenario: &str,
+    args: &[&str],
+    launch: &[&str],
+    extra_env: &[(&str, &str)],
+) -> Command {
+    let mut cmd = preflight();
+    let path = format!(
+        "{}:{}",
+        standins().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd.env("PATH", path)
+        .env("STANDIN_SCENARIO", scenario)
+        .args(["collective", "--format", "json", "--color", "never"])
+        .args(args)
+        .arg("--")
+        .arg("launch")
+        .args(launch)
+        .args([
+            "all_reduce_perf",
+            "-b",
+            "8M",
+            "-e",
+            "4G",
+            "-f",
+            "2",
+            "-g",
+            "1",
+        ]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn run(
+    scenario: &str,
+    args: &[&str],
+    launch: &[&str],
+    extra_env: &[(&str, &str)],
+) -> (u8, Value, Output) {
+    let out = collective(scenario, args, launch, extra_env)
+        .output()
+        .expect("binary runs");
+    let report = json_out(Schema::Run, &out);
+    assert_eq!(report["exit_code"], u64::from(code(&out)), "{report:#}");
+    (code(&out), report, out)
+}
+
+fn summary<'a>(report: &'a Value, id: &str) -> &'a str {
+    result_of(report, id)["summary"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn evidence(report: &Value, id: &str) -> String {
+    result_of(report, id)["evidence"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn judged_busbw(report: &Value) -> &Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["id"] == "collective.busbw"
+                && c["subject"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with(">= 128 MiB"))
+        })
+        .expect("a judged busbw result")
+}
+
+#[test]
+fn collective_healthy_two_by_eight_gdrdma_run_passes_with_per_rank_logs_attributed() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let (code, report, _) = run(
+        "healthy",
+        &[
+            "--profile",
+            "hgx-h100-ib",
+            "--log-dir",
+            logs.to_str().unwrap(),
+        ],
+        &["--label"],
+        &[],
+    );
+    assert_eq!(code, Exit::OK, "{report:#}");
+    for (id, _, status) in verdicts(&report) {
+        let want = if id == "collective.rails" {
+            "skip"
+        } else {
+            "pass"
+        };
+        assert_eq!(status, want, "{id}: {report:#}");
+    }
+    let busbw = judged_busbw(&report);
+    assert_eq!(busbw["measurements"][0]["value"], 385.2);
+    assert_eq!(busbw["measurements"][0]["fail"], 331.0);
+    assert!(summary(&report, "collective.transport").contains("ib-gdrdma"));
+    assert!(summary(&report, "collective.ranks").contains("16 rank(s) on 2 host(s)"));
+    // Node 0's ranks wrote their own files; node 1's lines came through the launcher's output.
+    let files: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("nccl."))
+        .collect();
+    assert_eq!(files.len(), 8, "{files:?}");
+    let ranks = evidence(&report, "collective.ranks");
+    assert!(
+        ranks.contains(
+            "rank 7 on gpu-a01 (pid 4007) = stopped after `comm 0x55d0c0 rank 7 nranks 16"
+        ),
+        "{ranks}"
+    );
+    assert!(ranks.contains("nccl.gpu-a01.4007.log:"), "{ranks}");
+    assert!(
+        ranks.contains("rank 15 on gpu-a02 (pid 4015)") && ranks.contains("output.log:"),
+        "{ranks}"
+    );
+}
+
+#[test]
+fn collective_socket_fallback_fails_the_transport_though_its_bandwidth_is_not_judged_low() {
+    // The generic profile sets no busbw floor: 44.87 GB/s alone would pass a bandwidth-only gate.
+    let (code, report, _) = run("socket", &[], &[], &[]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    assert_eq!(judged_busbw(&report)["status"], "pass");
+    let t = result_of(&report, "collective.transport");
+    assert_eq!(t["status"], "fail", "{t:#}");
+    let s = t["summary"].as_str().unwrap();
+    assert!(s.contains("socket") && s.contains("44.87 GB/s"), "{s}");
+    assert!(
+        t["remediation"].as_str().unwrap().contains("ibv_devinfo"),
+        "{t:#}"
+    );
+    // Under an HGX profile the bandwidth fails too, and the transport says why.
+    let (code, report, _) = run("socket", &["--profile", "hgx-h100-ib"], &[], &[]);
+    assert_eq!(code, Exit::CHECK_FAILED);
+    assert_eq!(judged_busbw(&report)["status"], "fail");
+    assert!(evidence(&report, "collective.transport")
+        .contains("expected = ib-gdrdma (profile hgx-h100-ib)"));
+}
+
+/// By the recovered-vs-fatal rule of the NCCL analysis: a plugin probe's error chain that the same rank's
+/// completed init followed is shown, and does not fail the run (it did before that rule).
+#[test]
+fn collective_errors_nccl_recovered_from_are_listed_and_pass() {
+    let (code, report, _) = run("recovered", &["--profile", "hgx-h100-ib"], &[], &[]);
+    assert_eq!(code, Exit::OK, "{report:#}");
+    let r = result_of(&report, "collective.errors");
+    assert_eq!(r["status"], "pass", "{r:#}");
+    assert!(
+        r["summary"].as_str().unwrap().contains("recovered from"),
+        "{r:#}"
+    );
+    assert!(
+        evidence(&report, "collective.errors").contains("net.cc:79"),
+        "{r:#}"
+    );
+    assert_eq!(status_of(&report, "collective.transport"), "pass");
+}
+
+#[test]
+fn collective_wrong_elements_fail_the_data_check() {
+    let (code, report, _) = run("wrong", &[], &[], &[]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    assert_eq!(status_of(&report, "collective.data"), "fail");
+    assert!(evidence(&report, "collective.data").contains("1 GiB out-of-place: 12 wrong"));
+    // nccl-tests exits 1 when data is wrong: the COMMAND's status is an error of its own.
+    assert_eq!(status_of(&report, "collective.command"), "error");
+}
+
+#[test]
+fn collective_hang_after_channel_setup_names_the_rank_and_its_last_line_and_ends_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let (code, report, _) = run(
+        "hang",
+        &["--timeout", "6", "--log-dir", dir.path().to_str().unwrap()],
+        &["--label"],
+        &[],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
+    let s = summary(&report, "collective.command");
+    assert!(
+        s.starts_with("hang:")
+            && s.contains(
+                "rank 5 on gpu-a01 stopped after `Channel 01/0 : 5[5] -> 6[6] via P2P/CUMEM/read`"
+            ),
+        "{s}"
+    );
+    let all = evidence(&report, "collective.command");
+    assert!(
+        all.contains(
+            "rank 12 on gpu-a02 (pid 4012) = stopped after `comm 0x55d0c0 rank 12 nranks 16"
+        ),
+        "{all}"
+    );
+    // No result table was printed: never a pass.
+    assert_eq!(status_of(&report, "collective.busbw"), "error");
+    assert_no_standin_left(dir.path());
+}
+
+/// No live process of the run is left: every stand-in rank's environment names the run's log directory.
+fn assert_no_standin_left(dir: &Path) {
+    let marker = format!("NCCL_DEBUG_FILE={}", dir.display());
+    let left = |marker: &str| {
+        std::thread::sleep(Duration::from_millis(200));
+        let mut left = Vec::new();
+        for proc in std::fs::read_dir("/proc").unwrap().flatten() {
+            let env = std::fs::read(proc.path().join("environ")).unwrap_or_default();
+            if !String::from_utf8_lossy(&env).contains(marker) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(proc.path().join("stat")).unwrap_or_default();
+            if !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+            {
+                left.push(stat);
+            }
+        }
+        left
+    };
+    let left = left(&marker);
+    assert!(left.is_empty(), "stand-in ranks outlived the run: {left:?}");
+}
+
+#[test]
+fn collective_crash_mid_run_is_an_error_naming_the_rank_that_stopped_first() {
+    let (code, report, out) = run("crash", &[], &["--label"], &[]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let s = summary(&report, "collective.command");
+    assert!(
+        s.starts_with("the COMMAND exited with status 1") && s.contains("rank 5 on gpu-a01"),
+        "{s}"
+    );
+    assert_eq!(status_of(&report, "collective.errors"), "fail");
+    assert!(evidence(&report, "collective.errors").contains("Connection closed by remote peer"));
+    assert!(stderr(&out).contains("running `launch --label all_reduce_perf"));
+}
+
+#[test]
+fn collective_a_rank_that_never_prints_is_named() {
+    let (code, report, _) = run("silent", &["--timeout", "6"], &[], &[]);
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
+    let s = summary(&report, "collective.ranks");
+    assert!(
+        s.starts_with("rank 5 on gpu-a01 (pid 4005) printed no NCCL line"),
+        "{s}"
+    );
+    assert!(summary(&report, "collective.command")
+        .contains("rank 5 on gpu-a01 (pid 4005) printed no NCCL line"));
+}
+
+#[test]
+fn collective_keeps_the_users_nccl_settings_and_reads_their_debug_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("mine.%h.%p");
+    let (code, report, _) = run(
+        "healthy",
+        &[],
+        &[],
+        &[
+            ("NCCL_DEBUG_FILE", pattern.to_str().unwrap()),
+            ("NCCL_DEBUG", "WARN"),
+            ("NCCL_DEBUG_SUBSYS", "COLL"),
+        ],
+    );
+    assert_eq!(code, Exit::OK, "{report:#}");
+    let e = evidence(&report, "collective.command");
+    assert!(e.contains("NCCL_DEBUG=WARN raised to INFO"), "{e}");
+    assert!(e.contains("NCCL logs = 8 per-process file(s)"), "{e}");
+    assert!(std::fs::metadata(dir.path().join("mine.gpu-a01.4003")).is_ok());
+}
+
+#[test]
+fn collective_a_rank_off_its_rail_warns_naming_both_nics() {
+    // This host is testdata/hosts/hgx-healthy (node 0): GPU0 sends through mlx5_3, which is NODE away, while
+    // mlx5_0 sits on its switch.
+    let root = host("hgx-healthy");
+    let env = [
+        ("STANDIN_HOSTS", "hgx-healthy,gpu-a02"),
+        (
+            "STANDIN_HCAS",
+            "mlx5_3 mlx5_1 mlx5_2 mlx5_0 mlx5_4 mlx5_5 mlx5_6 mlx5_7",
+        ),
+    ];
+    let (code, report, _) = run("healthy", &["--root", root.to_str().unwrap()], &[], &env);
+    assert_eq!(code, Exit::OK, "a warning alone does not fail: {report:#}");
+    let r = result_of(&report, "collective.rails");
+    assert_eq!(r["status"], "warn", "{r:#}");
+    let s = r["summary"].as_str().unwrap();
+    assert!(
+        s.contains(
+            "rank 0 (GPU0 0000:18:00.0) sends through mlx5_3 (NODE) while mlx5_0 is nearest (PIX)"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("29%"), "{s}");
+    // Aligned rails pass, each rank mapped.
+    let (_, report, _) = run(
+        "healthy",
+        &["--root", root.to_str().unwrap()],
+        &[],
+        &env[..1],
+    );
+    assert_eq!(status_of(&report, "collective.rails"), "pass");
+    assert!(evidence(&report, "collective.rails")
+        .contains("rank 7 GPU7 0000:cb:00.0 = uses mlx5_7 (PIX); nearest mlx5_7 (PIX)"));
+    let (code, _, _) = run(
+        "healthy",
+        &["--root", root.to_str().unwrap(), "--strict"],
+        &[],
+        &env,
+    );
+    assert_eq!(code, Exit::CHECK_FAILED);
+}
+
+#[test]
+fn collective_single_node_is_judged_against_the_single_node_floor_and_no_net_expectation() {
+    let (code, report, _) = run("healthy", &["--profile", "hgx-h100-ib"], &["-N", "1"], &[]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let busbw = judged_busbw(&report);
+    assert_eq!(busbw["measurements"][0]["fail"], 460.0, "{busbw:#}");
+    assert_eq!(busbw["status"], "fail");
+    let t = result_of(&report, "collective.transport");
+    assert_eq!(t["status"], "skip", "{t:#}");
+    assert!(
+        t["summary"].as_str().unwrap().starts_with("single node"),
+        "{t:#}"
+    );
+}
+
+#[test]
+fn collective_sigterm_ends_the_group_and_writes_the_partial_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = format!("json={}", json.display());
+    let mut child = collective(
+        "hang",
+        &[
+            "--timeout",
+            "600",
+            "--log-dir",
+            dir.path().to_str().unwrap(),
+            "--output",
+            &output,
+        ],
+        &[],
+        &[],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(3000));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(status.code(), Some(i32::from(Exit::COULD_NOT_RUN)));
+    let report = json_file(&json);
+    assert_eq!(report["interrupted"], "SIGTERM");
+    assert!(summary(&report, "collective.command").starts_with("interrupted by SIGTERM"));
+    assert_no_standin_left(dir.path());
+}
+
+fn json_file(path: &Path) -> Value {
+    json(Schema::Run, &std::fs::read(path).expect("report written"))
+}
+
+#[test]
+fn collective_usage_errors_exit_2() {
+    let out = preflight().args(["collective"]).output().unwrap();
+    assert_eq!(code(&out), Exit::USAGE);
+    assert!(stderr(&out).contains("no COMMAND"), "{}", stderr(&out));
+    let out = preflight()
+        .args(["collective", "--workload-arg=--nproc=2", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE);
+    let out = preflight()
+        .args(["collective", "--timeout", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE);
+}
+
+#[test]
+fn collective_a_command_that_prints_no_table_is_never_a_pass() {
+    let out = preflight()
+        .args(["collective", "--format", "json", "--", "true"])
+        .output()
+        .unwrap();
+    let report = json_out(Schema::Run, &out);
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{report:#}");
+    assert_eq!(status_of(&report, "collective.command"), "pass");
+    assert_eq!(status_of(&report, "collective.busbw"), "error");
+    let out = preflight()
+        .args([
+            "collective",
+            "--format",
+            "json",
+            "--",
+            "/nonexistent/all_reduce_perf",
+        ])
+        .output()
+        .unwrap();
+    let report = json_out(Schema::Run, &out);
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN);
+    assert!(summary(&report, "collective.command").contains("did not start"));
+}
+
+/// The sbatch script end to end under a stand-in `srun` (options dropped, tasks started by the stand-in
+/// launcher): the report lands in OUT and the exit code is the verdict's.
+#[test]
+fn collective_sbatch_runs_the_gate_and_leaves_its_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let srun = bin_dir.join("srun");
+    std::fs::write(
+        &srun,
+        "#!/bin/sh\n# stand-in srun: drops its options, then starts the tasks like srun --label\n\
+         while [ $# -gt 0 ]; do case \"$1\" in -*) shift ;; *) break ;; esac; done\nexec launch --label \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&srun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/slurm/nccl-collective.sbatch");
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir.display(),
+        standins().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run_sbatch = |scenario: &str| {
+        let out = Command::new("bash")
+            .arg(&script)
+            .env_clear()
+            .env("PATH", &path)
+            .env("FABRIC_PREFLIGHT", bin())
+            .env("SLURM_SUBMIT_DIR", dir.path())
+            .env("SLURM_JOB_ID", scenario)
+            .env("SLURM_JOB_NODELIST", "gpu-a[01-02]")
+            .env("STANDIN_SCENARIO", scenario)
+            .output()
+            .unwrap();
+        let report = json_file(
+            &dir.path()
+                .join(format!("collective-{scenario}/report.json")),
+        );
+        assert!(dir
+            .path()
+            .join(format!("collective-{scenario}/report.xml"))
+            .exists());
+        (code(&out), report)
+    };
+    let (code, report) = run_sbatch("healthy");
+    assert_eq!(code, Exit::OK, "{report:#}");
+    assert_eq!(report["profile"], "hgx-h100-ib");
+    assert_eq!(status_of(&report, "collective.transport"), "pass");
+    let (code, report) = run_sbatch("socket");
+    assert_eq!(code, Exit::CHECK_FAILED);
+    assert_eq!(status_of(&report, "collective.transport"), "fail");
+}
+
+/// The Indexed Job: its rendezvous address is pod 0 through the headless Service, torchrun's node count is
+/// the Job's, and fabric-preflight accepts the container's command line.
+#[test]
+fn collective_kubernetes_job_rendezvous_matches_its_service_and_its_flags_parse() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/nccl-collective.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let service = docs.iter().find(|d| d["kind"] == "Service").unwrap();
+    let job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
+    let name = job["metadata"]["name"].as_str().unwrap();
+    let svc = service["metadata"]["name"].as_str().unwrap();
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    assert_eq!(service["spec"]["selector"]["job-name"], name);
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    assert_eq!(job["spec"]["template"]["spec"]["subdomain"], svc);
+    let nodes = job["spec"]["completions"].as_u64().unwrap();
+    assert_eq!(job["spec"]["parallelism"].as_u64(), Some(nodes));
+    let c = &job["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = c["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(args.contains(&format!("--nnodes={nodes}")), "{args:?}");
+    assert!(
+        args.contains(&format!("--master-addr={name}-0.{svc}")),
+        "{args:?}"
+    );
+    assert!(c["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "NODE_RANK"));
+    // Our own flags (before `--`) are accepted: the COMMAND replaced by one that prints no table (exit 3, not 2).
+    let dir = tempfile::tempdir().unwrap();
+    let ours: Vec<String> = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .map(|a| {
+            a.replace("/var/log/fabric-preflight", dir.path().to_str().unwrap())
+                .replace(
+                    "/dev/termination-log",
+                    &dir.path().join("t").display().to_string(),
+                )
+        })
+        .collect();
+    let out = preflight()
+        .args(&ours)
+        .arg("--")
+        .arg("true")
+        .output()
+        .unwrap();
+    assert_eq!(ours[0], "collective");
+    assert_eq!(code(&out), Exit::COULD_NOT_RUN, "{}", stderr(&out));
+}
+
+/// Found on the H200: `--log-dir DIR --output json=DIR/report.json` with DIR not there yet was refused as a usage
+/// error (the report's directory was checked before the log directory was made).
+#[test]
+fn collective_reports_may_go_into_a_log_dir_it_creates() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("new/logs");
+    let json = format!("json={}", logs.join("report.json").display());
+    let (code, report, _) = run(
+        "healthy",
+        &["--log-dir", logs.to_str().unwrap(), "--output", &json],
+        &[],
+        &[],
+    );
+    assert_eq!(code, Exit::OK, "{report:#}");
+    assert_eq!(json_file(&logs.join("report.json"))["exit_code"], 0);
+}
