@@ -357,6 +357,7 @@ impl Reporter {
             &self.outputs,
             self.flags.color,
             false,
+            self.flags.verbose,
             self.flags.termination_log.as_deref(),
         )
     }

@@ -63,6 +63,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         &outputs,
         args.report.color,
         args.quiet,
+        args.report.verbose,
         args.report.termination_log.as_deref(),
     );
     Ok(code)
@@ -76,19 +77,24 @@ pub fn deliver(
     outputs: &[(Format, Target)],
     color: ColorChoice,
     quiet: bool,
+    verbose: bool,
     termination_log: Option<&std::path::Path>,
 ) -> u8 {
     let style = Style {
         color: use_color(color),
         width: report::terminal_width(),
         quiet,
+        verbose,
     };
     let mut written = true;
     for (format, target) in outputs {
         let style = if *target == Target::Stdout {
             style
         } else {
-            Style::PLAIN
+            Style {
+                verbose,
+                ..Style::PLAIN
+            }
         };
         let text = report::render(*format, report, style);
         if let Err(e) = write_report(target, &text) {

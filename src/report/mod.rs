@@ -309,6 +309,8 @@ pub struct Style {
     pub width: u16,
     /// `--quiet`: the table shows only what fails the run.
     pub quiet: bool,
+    /// `--verbose`: the table details skipped checks too (by default only fail, error and warn).
+    pub verbose: bool,
 }
 
 impl Style {
@@ -316,6 +318,7 @@ impl Style {
         color: false,
         width: 80,
         quiet: false,
+        verbose: false,
     };
 }
 

@@ -6,6 +6,7 @@ mod deps;
 mod fabric;
 mod faults;
 mod gds;
+mod golden;
 mod gpu;
 mod h200;
 mod nccl;
