@@ -107,27 +107,69 @@ impl Inputs {
     }
 }
 
-pub trait Probe: Send + Sync {
+/// Deadline of a probe whose metadata sets none and whose profile sets none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a probe is, declared once as a constant in its file: `list`, `explain`, the runner and the profiles
+/// read it; nothing here runs.
+pub struct ProbeMeta {
     /// Dotted lower-case id (`rdma.link`): stable, it appears in JSON, JUnit and profiles.
-    fn id(&self) -> &'static str;
+    pub id: &'static str,
     /// One line for `list`.
-    fn title(&self) -> &'static str;
-    fn needs(&self) -> &'static [Need] {
-        &[]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Static
-    }
+    pub title: &'static str,
+    pub needs: &'static [Need],
+    pub kind: Kind,
     /// Run-time-loaded libraries it calls. A library that hung earlier in the run is not called again: the
     /// runner reports the check at once instead.
-    fn libraries(&self) -> &'static [Library] {
-        &[]
-    }
+    pub libraries: &'static [Library],
     /// Deadline when the profile sets none.
-    fn default_timeout(&self) -> Duration {
-        Duration::from_secs(10)
-    }
-    fn explain(&self) -> Explain;
+    pub timeout: Duration,
+    pub explain: Explain,
+}
+
+impl ProbeMeta {
+    /// The common case a probe's constant starts from (`..ProbeMeta::STATIC`): reads files only, needs nothing,
+    /// [`DEFAULT_TIMEOUT`]. Its id, title and explain text are placeholders every probe sets.
+    pub const STATIC: ProbeMeta = ProbeMeta {
+        id: "",
+        title: "",
+        needs: &[],
+        kind: Kind::Static,
+        libraries: &[],
+        timeout: DEFAULT_TIMEOUT,
+        explain: Explain {
+            reads: "",
+            why: "",
+            fixes: &[],
+        },
+    };
+}
+
+pub trait Probe: Send + Sync {
+    /// The probe's constant metadata.
+    fn meta(&self) -> &'static ProbeMeta;
     /// Never panics on bad input and never returns an error: unreadable input is an `error` result.
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult>;
+
+    fn id(&self) -> &'static str {
+        self.meta().id
+    }
+    fn title(&self) -> &'static str {
+        self.meta().title
+    }
+    fn needs(&self) -> &'static [Need] {
+        self.meta().needs
+    }
+    fn kind(&self) -> Kind {
+        self.meta().kind
+    }
+    fn libraries(&self) -> &'static [Library] {
+        self.meta().libraries
+    }
+    fn default_timeout(&self) -> Duration {
+        self.meta().timeout
+    }
+    fn explain(&self) -> &'static Explain {
+        &self.meta().explain
+    }
 }

@@ -159,19 +159,50 @@ impl Findings {
         self.add(Status::Error, format!("{what} not read ({why})"), "");
     }
 
-    /// `summary` alone when nothing was found, else `summary: problem; problem` with the worst status.
-    pub fn result(self, id: &str, summary: impl Into<String>) -> CheckResult {
-        let summary = summary.into();
-        let status = worst(self.problems.iter().map(|(s, _)| *s));
-        if self.problems.is_empty() {
-            return CheckResult::pass(id, summary);
-        }
+    /// The worst problem's status; pass when none was found.
+    pub fn status(&self) -> Status {
+        worst(self.problems.iter().map(|(s, _)| *s))
+    }
+
+    /// Every problem in the order found, joined by `; `.
+    pub fn listed(&self) -> String {
         let texts: Vec<&str> = self.problems.iter().map(|(_, p)| p.as_str()).collect();
-        let r = CheckResult::new(id, status, format!("{summary}: {}", texts.join("; ")));
+        texts.join("; ")
+    }
+
+    /// The problems of the worst status, in the order found: the ones a summary that names only what decided
+    /// the verdict shows, joined by `; `.
+    pub fn deciding(&self) -> String {
+        let status = self.status();
+        let texts: Vec<&str> = self
+            .problems
+            .iter()
+            .filter(|(s, _)| *s == status)
+            .map(|(_, p)| p.as_str())
+            .collect();
+        texts.join("; ")
+    }
+
+    /// `r` with the worst status and every fix (each once), when something was found; `r` unchanged otherwise.
+    pub fn apply(self, mut r: CheckResult) -> CheckResult {
+        if self.problems.is_empty() {
+            return r;
+        }
+        r.status = self.status();
         if self.fixes.is_empty() {
             r
         } else {
             r.fix(self.fixes.join("; "))
         }
+    }
+
+    /// `summary` alone when nothing was found, else `summary: problem; problem` with the worst status.
+    pub fn result(self, id: &str, summary: impl Into<String>) -> CheckResult {
+        let summary = summary.into();
+        if self.problems.is_empty() {
+            return CheckResult::pass(id, summary);
+        }
+        let summary = format!("{summary}: {}", self.listed());
+        self.apply(CheckResult::pass(id, summary))
     }
 }
