@@ -3,6 +3,7 @@
 //! ones are the binary's commands and CLI, the probe registry, and the parsers the fuzz targets drive.
 
 pub mod build_info;
+pub(crate) mod child;
 pub mod cli;
 pub mod commands;
 pub(crate) mod dynlib;
@@ -10,7 +11,6 @@ pub mod exit;
 pub(crate) mod gds_target;
 pub mod host;
 pub(crate) mod interrupt;
-pub mod isolate;
 pub(crate) mod measure;
 pub(crate) mod model;
 pub mod nccl;
@@ -24,6 +24,7 @@ pub(crate) mod recording;
 pub mod report;
 pub mod runner;
 pub mod sysfs;
+pub(crate) mod tasks;
 pub(crate) mod threshold;
 pub mod topology;
 pub(crate) mod transfer_verdict;
