@@ -4,15 +4,19 @@
 //! accumulates records from any number of logs into a [`Summary`] with a [`Verdict`]; [`judge`] weighs it
 //! against an expected transport. Used by the `nccl` command and the `nccl.transport` check.
 
+pub(crate) mod conf;
 pub(crate) mod env;
 pub(crate) mod judge;
 pub mod line;
+pub(crate) mod outcome;
 pub(crate) mod reader;
 pub(crate) mod summary;
 
-pub use judge::{advice, advice_for, expect_name, judge, Judgement};
+pub use judge::{advice, advice_for, expect_name, judge, judge_errors, Judgement};
 pub use reader::{analyze_paths, check_log_path, LogError, ReadStop};
-pub use summary::{Analyzer, Summary, Verdict};
+pub use summary::{
+    Analyzer, ErrorOutcome, Failure, FailureKind, RankOutcome, RankState, Summary, Verdict,
+};
 
 /// Channel lines the unit tests share.
 #[cfg(test)]
