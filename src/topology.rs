@@ -192,11 +192,17 @@ impl PciTree {
             tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
             Vec::new()
         });
+        // A `device` link that cannot be resolved leaves the device's function unknown: the tree is
+        // incomplete (it may be the NIC nearest a GPU), never a device without one.
         for name in rdma_names {
-            if let Some(bdf) = infiniband::read_device_bdf(host, &name) {
-                if let Some(&i) = index.get(&bdf) {
-                    tree.nodes[i].rdma_devices.push(name);
+            match infiniband::device_bdf(host, &name) {
+                Ok(Some(bdf)) => {
+                    if let Some(&i) = index.get(&bdf) {
+                        tree.nodes[i].rdma_devices.push(name);
+                    }
                 }
+                Ok(None) => {}
+                Err(e) => tree.unreadable.push(format!("{} = {}", e.path, e.reason())),
             }
         }
         for i in 0..tree.nodes.len() {
@@ -545,6 +551,26 @@ mod tests {
         assert_eq!(links[0].upper, None);
         assert!(!links[0].is_degraded());
         assert!(t.rdma_nics().is_empty());
+    }
+
+    /// Reproduced: an RDMA device whose `device` link could not be resolved was left off every function, as a
+    /// software device is, and the tree passed as complete.
+    #[test]
+    fn an_unresolvable_rdma_device_link_leaves_the_tree_incomplete() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let link = std::fs::canonicalize(dir.path().join("sys/class/infiniband/mlx5_3"))
+            .unwrap()
+            .join("device");
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("device", &link).unwrap();
+        let t = PciTree::read(&Host::at(dir.path()).unwrap()).unwrap();
+        assert_eq!(t.rdma_nics().len(), 7);
+        assert_eq!(t.unreadable.len(), 1, "{:?}", t.unreadable);
+        assert!(
+            t.unreadable[0].contains("mlx5_3/device"),
+            "{:?}",
+            t.unreadable
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod deploy;
 mod deps;
 mod fabric;
 mod faults;
+mod fleet_rdma;
 mod gds;
 mod golden;
 mod gpu;
