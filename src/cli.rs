@@ -90,6 +90,10 @@ pub struct ReportArgs {
     /// Write a summary of at most 4096 bytes here (Kubernetes: /dev/termination-log)
     #[arg(long, value_name = "PATH")]
     pub termination_log: Option<PathBuf>,
+
+    /// The table also details skipped checks (their evidence: why each was skipped)
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]

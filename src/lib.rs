@@ -1,36 +1,40 @@
 //! fabric-preflight as a library: the binary (`main.rs`), the integration tests, the benchmarks and the fuzz
-//! targets all use these modules.
+//! targets use it. Modules are crate-private unless one of those needs them (so dead code warns); the public
+//! ones are the binary's commands and CLI, the probe registry, and the parsers the fuzz targets drive.
 
 pub mod build_info;
-pub mod child;
+pub(crate) mod child;
 pub mod cli;
 pub mod collective;
 pub mod commands;
-pub mod dynlib;
+pub(crate) mod dynlib;
 pub mod exit;
-pub mod gds_target;
+pub(crate) mod gds_target;
 pub mod host;
-pub mod interrupt;
-pub mod measure;
-pub mod model;
+pub(crate) mod interrupt;
+pub(crate) mod measure;
+pub(crate) mod model;
 pub mod nccl;
-pub mod nic_role;
+pub(crate) mod nic_role;
 pub mod pair;
-pub mod presence;
+pub(crate) mod presence;
 pub mod probe;
 pub mod probes;
 pub mod profile;
-pub mod progress;
-pub mod rdma_transport;
-pub mod recording;
+pub(crate) mod progress;
+pub(crate) mod rdma_transport;
+pub(crate) mod recording;
 pub mod report;
 pub mod runner;
 pub mod sysfs;
-pub mod tasks;
-pub mod threshold;
+pub(crate) mod tasks;
+pub(crate) mod threshold;
 pub mod topology;
-pub mod transfer_verdict;
-pub mod version;
+pub(crate) mod transfer_verdict;
+pub(crate) mod version;
 
 /// Moved to [`recording`]; kept while the probes and the child protocol move to the new path.
-pub use recording as answers;
+pub(crate) use recording as answers;
+
+/// The CUDA driver entry points this tool resolves: the integration tests build stand-in libraries exporting them.
+pub use dynlib::cuda::REQUIRED_SYMBOLS as CUDA_REQUIRED_SYMBOLS;

@@ -15,7 +15,7 @@ use serde_yaml::{Mapping, Value};
 use crate::model::Limit;
 pub use crate::topology::PcieDistance;
 
-pub mod auto;
+pub(crate) mod auto;
 
 /// Built-in profiles, in the order `profiles` lists them.
 pub const BUILTIN: &[(&str, &str)] = &[

@@ -38,6 +38,7 @@ pub fn delivery(flags: &ReportArgs) -> anyhow::Result<Delivery> {
         flags.format,
         flags.termination_log.as_deref(),
         flags.color,
+        flags.verbose,
     )
 }
 

@@ -18,8 +18,6 @@ use cudarc::driver::sys;
 use super::{LibError, Library};
 use crate::child::breadcrumb;
 
-pub use cudarc::driver::sys::CUdevice_attribute as DeviceAttribute;
-
 pub type CudaResult<T> = Result<T, LibError>;
 
 /// Driver entry points this module calls. Checked at load so an old driver is an error, not a cudarc panic.
@@ -245,20 +243,6 @@ impl Device {
         Ok(id.to_string_lossy().to_lowercase())
     }
 
-    pub fn attribute(&self, attr: DeviceAttribute) -> CudaResult<i32> {
-        breadcrumb("cuDeviceGetAttribute");
-        // SAFETY: handle came from cuDeviceGet.
-        unsafe { result::device::get_attribute(self.handle, attr) }
-            .map_err(|e| call_error("cuDeviceGetAttribute", e))
-    }
-
-    pub fn total_mem(&self) -> CudaResult<usize> {
-        breadcrumb("cuDeviceTotalMem_v2");
-        // SAFETY: handle came from cuDeviceGet.
-        unsafe { result::device::total_mem(self.handle) }
-            .map_err(|e| call_error("cuDeviceTotalMem_v2", e))
-    }
-
     /// `cuDeviceCanAccessPeer`: whether this GPU can map `peer`'s memory.
     pub fn can_access_peer(&self, peer: &Device) -> CudaResult<bool> {
         let mut can = 0;
@@ -298,12 +282,6 @@ impl DeviceContext {
         breadcrumb("cuCtxSetCurrent");
         // SAFETY: ctx is a retained primary context, alive until drop.
         unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| call_error("cuCtxSetCurrent", e))
-    }
-
-    pub fn synchronize(&self) -> CudaResult<()> {
-        self.make_current()?;
-        breadcrumb("cuCtxSynchronize");
-        result::ctx::synchronize().map_err(|e| call_error("cuCtxSynchronize", e))
     }
 
     /// `cuCtxEnablePeerAccess` from this (current) context to `peer`; already enabled counts as success.
@@ -350,10 +328,6 @@ impl DeviceBuffer {
 
     pub fn len(&self) -> usize {
         self.bytes
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
     }
 
     /// Fills the buffer with a 32-bit pattern (`cuMemsetD32`); the length is rounded down to whole words.
@@ -457,10 +431,6 @@ impl PinnedHostBuffer {
 
     pub fn len(&self) -> usize {
         self.bytes
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
     }
 
     pub fn as_slice(&self) -> &[u8] {

@@ -55,7 +55,6 @@ impl fmt::Display for CuFileError {
 
 pub const HANDLE_NOT_REGISTERED: u32 = 5027;
 pub const DRIVER_NOT_INITIALIZED: u32 = 5001;
-pub const NVFS_SETUP_ERROR: u32 = 5033;
 pub const INVALID_FILE_OPEN_FLAG: u32 = 5019;
 pub const DIO_NOT_SET: u32 = 5020;
 pub const GPU_MEMORY_PINNING_FAILED: u32 = 5036;
@@ -64,7 +63,6 @@ pub const INVALID_MAPPING_SIZE: u32 = 5016;
 pub const PLATFORM_NOT_SUPPORTED: u32 = 5007;
 pub const IO_NOT_SUPPORTED: u32 = 5008;
 pub const DEVICE_NOT_SUPPORTED: u32 = 5009;
-pub const CUDA_DRIVER_ERROR: u32 = 5011;
 
 /// Names from `cufile.h` (CUDA 13.0).
 pub fn error_name(code: u32) -> &'static str {

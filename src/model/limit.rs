@@ -33,16 +33,6 @@ impl Limit {
         }
     }
 
-    /// [`Limit::judge_min`] of a value that may not have been obtained: with a limit set, no value is an error
-    /// (never a pass on a reading that was not taken); with none, nothing is judged.
-    pub fn judge_min_of(&self, value: Option<f64>) -> Status {
-        match value {
-            Some(v) => self.judge_min(v),
-            None if self.is_empty() => Status::Pass,
-            None => Status::Error,
-        }
-    }
-
     /// Lower is better: above `fail` fails, above `warn` warns.
     pub fn judge_max(&self, value: f64) -> Status {
         if self.fail.is_some_and(|f| value > f) {
@@ -85,19 +75,6 @@ mod tests {
         assert_eq!(l.judge_max(0.0), Status::Pass);
         assert_eq!(l.judge_max(1.0), Status::Warn);
         assert_eq!(l.judge_max(11.0), Status::Fail);
-    }
-
-    #[test]
-    fn a_limit_without_a_value_is_an_error() {
-        assert_eq!(
-            Limit::new(None, Some(75.0)).judge_min_of(None),
-            Status::Error
-        );
-        assert_eq!(Limit::default().judge_min_of(None), Status::Pass);
-        assert_eq!(
-            Limit::new(None, Some(75.0)).judge_min_of(Some(12.0)),
-            Status::Fail
-        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl Setting {
     }
 
     /// ` (from /etc/nccl.conf:3, not set in the environment)`, or nothing for the environment.
-    pub fn from_where(&self) -> String {
+    pub fn origin_note(&self) -> String {
         match &self.origin {
             Origin::Env => String::new(),
             Origin::File { .. } => format!(" (from {}, not set in the environment)", self.origin),

@@ -77,14 +77,6 @@ impl IfList {
             .any(|e| self.entry_matches(e, name, port));
         listed != self.exclude
     }
-
-    /// Entries that match none of `names` (for an include list: names that do not exist here).
-    pub fn unmatched<'a>(&'a self, names: &[String]) -> Vec<&'a IfEntry> {
-        self.entries
-            .iter()
-            .filter(|e| !names.iter().any(|n| self.entry_matches(e, n, None)))
-            .collect()
-    }
 }
 
 impl IfEntry {
@@ -136,13 +128,5 @@ mod tests {
         let p = IfList::parse("mlx5_0:2");
         assert!(!p.keeps("mlx5_0", Some(1)));
         assert!(p.keeps("mlx5_0", Some(2)));
-    }
-
-    #[test]
-    fn iflist_unmatched_names_absent_entries() {
-        let l = IfList::parse("mlx5_0,mlx5_9");
-        let names = vec!["mlx5_0".to_string(), "mlx5_1".to_string()];
-        let missing: Vec<String> = l.unmatched(&names).iter().map(|e| e.display()).collect();
-        assert_eq!(missing, vec!["mlx5_9"]);
     }
 }

@@ -295,7 +295,7 @@ fn severity(required: bool) -> Status {
 }
 
 fn finding(var: &str, status: Status, summary: String, setting: &Setting) -> CheckResult {
-    let r = CheckResult::new(ID, status, format!("{summary}{}", setting.from_where()))
+    let r = CheckResult::new(ID, status, format!("{summary}{}", setting.origin_note()))
         .subject(var)
         .evidence(&setting.label(var), &setting.value);
     with_overridden(r, var, setting)

@@ -361,6 +361,8 @@ pub struct Style {
     pub width: u16,
     /// `--quiet`: the table shows only what fails the run.
     pub quiet: bool,
+    /// `--verbose`: the table details skipped checks too (by default only fail, error and warn).
+    pub verbose: bool,
 }
 
 impl Style {
@@ -368,6 +370,7 @@ impl Style {
         color: false,
         width: 80,
         quiet: false,
+        verbose: false,
     };
 }
 

@@ -41,6 +41,8 @@ pub struct Delivery {
     pub color: ColorChoice,
     /// The table on stdout shows only what fails the run.
     pub quiet: bool,
+    /// `--verbose`: tables (on stdout and in files) detail skipped checks too.
+    pub verbose: bool,
 }
 
 impl Delivery {
@@ -51,6 +53,7 @@ impl Delivery {
         format: Format,
         termination_log: Option<&Path>,
         color: ColorChoice,
+        verbose: bool,
     ) -> anyhow::Result<Delivery> {
         let outputs = parse_outputs(output, format)?;
         for (_, target) in &outputs {
@@ -67,6 +70,7 @@ impl Delivery {
             termination_log: termination_log.map(Path::to_path_buf),
             color,
             quiet: false,
+            verbose,
         })
     }
 
@@ -78,13 +82,17 @@ impl Delivery {
             color: use_color(self.color),
             width: terminal_width(),
             quiet: self.quiet,
+            verbose: self.verbose,
         };
         let mut written = true;
         for (format, target) in &self.outputs {
             let style = if *target == Target::Stdout {
                 style
             } else {
-                Style::PLAIN
+                Style {
+                    verbose: self.verbose,
+                    ..Style::PLAIN
+                }
             };
             let text = super::render(*format, report, style);
             if let Err(e) = write_report(target, &text) {

@@ -1,5 +1,6 @@
-//! `--format table`: one row per result, then evidence and remediation for everything that did not pass, then
-//! a summary line. Colour and width come in through [`Style`]; without colour the output is plain text that
+//! `--format table`: one row per result, then evidence and remediation for what needs attention (fail, error,
+//! warn; skips too under `--verbose`), then a summary line. Each result is said once: a skip's reason is its
+//! row. Colour and width come in through [`Style`]; without colour the output is plain text that
 //! fits `style.width` columns.
 
 use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
@@ -35,15 +36,14 @@ pub fn render(report: &RunReport, style: Style) -> String {
         out.push_str(&results_table(&shown, style).to_string());
         out.push('\n');
     }
-    let attention = [Status::Fail, Status::Error, Status::Warn, Status::Skip];
-    let mut previous = None;
-    for c in in_order(&report.checks, &attention).filter(|c| !style.quiet || report.is_problem(c)) {
-        // Skips are one line each: keep them together as a block.
-        if !(previous == Some(Status::Skip) && c.status == Status::Skip) {
-            out.push('\n');
-        }
+    let detailed: &[Status] = if style.verbose {
+        &[Status::Fail, Status::Error, Status::Warn, Status::Skip]
+    } else {
+        &[Status::Fail, Status::Error, Status::Warn]
+    };
+    for c in in_order(&report.checks, detailed).filter(|c| !style.quiet || report.is_problem(c)) {
+        out.push('\n');
         details(&mut out, c, style, width);
-        previous = Some(c.status);
     }
     out.push('\n');
     if let (Some(selection), false) = (&report.profile_selection, style.quiet) {
@@ -141,16 +141,13 @@ fn labelled(out: &mut String, status: Status, text: &str, style: Style, width: u
     }
 }
 
-/// A heading for one result; for everything but a skip, its measurements, evidence and fix under it.
+/// A heading for one result, its measurements, evidence and fix under it.
 fn details(out: &mut String, c: &CheckResult, style: Style, width: usize) {
     let heading = match &c.subject {
         Some(subject) => format!("{} {}: {}", c.id, subject, c.summary),
         None => format!("{}: {}", c.id, c.summary),
     };
     labelled(out, c.status, &heading, style, width);
-    if c.status == Status::Skip {
-        return;
-    }
     let measured: Vec<String> = c.measurements.iter().map(describe_measurement).collect();
     let sections = [
         ("measured", measured.as_slice()),
@@ -278,8 +275,7 @@ mod tests {
     fn table_colored_fits_the_width_once_escape_codes_are_removed() {
         let style = Style {
             color: true,
-            width: 80,
-            quiet: false,
+            ..Style::PLAIN
         };
         let text = render(&RunReport::sample_for_tests(), style);
         assert!(text.contains('\x1b'), "{text}");
@@ -296,9 +292,8 @@ mod tests {
     #[test]
     fn table_wide_terminal_keeps_one_row_per_result() {
         let style = Style {
-            color: false,
             width: 200,
-            quiet: false,
+            ..Style::PLAIN
         };
         let text = render(&RunReport::sample_for_tests(), style);
         let row = text
@@ -341,11 +336,10 @@ mod tests {
         assert!(details.contains("  fix       check the cable"));
     }
 
-    #[test]
-    fn table_details_order_fail_error_warn_skip_and_omit_pass() {
-        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+    /// The headings of the detail list (between the table and the summary line).
+    fn detail_headings(text: &str) -> Vec<String> {
         let details = text.split_once("\n\n").unwrap().1;
-        let headings: Vec<&str> = details
+        details
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with(' '))
             .map(|l| {
@@ -353,50 +347,74 @@ mod tests {
                     .nth(1)
                     .unwrap_or("")
                     .trim_end_matches(':')
+                    .to_string()
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn table_details_order_fail_error_warn_and_omit_pass_and_skip() {
+        let text = render(&RunReport::sample_for_tests(), Style::PLAIN);
+        // The last heading is the summary line: `FAIL  6 checks …`.
         assert_eq!(
-            headings,
+            detail_headings(&text),
+            ["rdma.link", "gds.kernel_path", "pcie.link", "6"]
+        );
+        let verbose = Style {
+            verbose: true,
+            ..Style::PLAIN
+        };
+        assert_eq!(
+            detail_headings(&render(&RunReport::sample_for_tests(), verbose)),
             [
                 "rdma.link",
                 "gds.kernel_path",
                 "pcie.link",
                 "nccl.transport",
-                // The summary line: `FAIL  6 checks …`.
                 "6"
             ]
         );
     }
 
+    /// Every skip was printed twice, in the table and again below it (20 lines twice on a host without GPUs).
     #[test]
-    fn table_skip_details_are_one_reason_line() {
-        let report = RunReport::new(
-            RunReport::empty_for_tests().host,
-            "generic".into(),
-            5,
-            vec![CheckResult::skip("nccl.transport", "no --nccl-log given")
-                .evidence("inputs", "none")
-                .fix("pass --nccl-log")],
-        );
+    fn table_says_each_skip_once_and_details_it_only_under_verbose() {
+        let mut report = RunReport::empty_for_tests();
+        report.checks = vec![
+            CheckResult::skip("a.one", "no GPU on the PCI bus")
+                .evidence("/sys/bus/pci/devices", "no NVIDIA function"),
+            CheckResult::fail("a.two", "broken"),
+            CheckResult::skip("a.three", "no HCA present").fix("pass --nccl-log"),
+        ];
         let text = render(&report, Style::PLAIN);
-        let details = text.split_once("\n\n").unwrap().1;
-        assert!(details.starts_with("SKIP  nccl.transport: no --nccl-log given\n\nPASS  "));
-        assert!(!details.contains("evidence"));
+        for reason in ["no GPU on the PCI bus", "no HCA present"] {
+            assert_eq!(text.matches(reason).count(), 1, "{text}");
+        }
+        assert!(!text.contains("evidence"), "{text}");
+        let verbose = render(
+            &report,
+            Style {
+                verbose: true,
+                ..Style::PLAIN
+            },
+        );
+        assert!(
+            verbose.contains(
+                "\n\nSKIP  a.one: no GPU on the PCI bus\n  evidence  /sys/bus/pci/devices = no NVIDIA function\n\nSKIP  a.three: no HCA present\n  fix       pass --nccl-log\n"
+            ),
+            "{verbose}"
+        );
     }
 
     #[test]
-    fn table_skips_form_one_block() {
-        let mut report = RunReport::empty_for_tests();
-        report.checks = vec![
-            CheckResult::skip("a.one", "no GPU"),
-            CheckResult::fail("a.two", "broken"),
-            CheckResult::skip("a.three", "no HCA"),
-        ];
-        let text = render(&report, Style::PLAIN);
-        assert!(
-            text.contains("\n\nSKIP  a.one: no GPU\nSKIP  a.three: no HCA\n\nFAIL  "),
-            "{text}"
-        );
+    fn table_quiet_wins_over_verbose() {
+        let style = Style {
+            quiet: true,
+            verbose: true,
+            ..Style::PLAIN
+        };
+        let text = render(&RunReport::sample_for_tests(), style);
+        assert!(!text.contains("nccl.transport"), "{text}");
     }
 
     #[test]
@@ -435,9 +453,8 @@ mod tests {
     #[test]
     fn table_narrow_width_is_raised_to_the_minimum() {
         let style = Style {
-            color: false,
             width: 10,
-            quiet: false,
+            ..Style::PLAIN
         };
         assert_fits(
             &render(&RunReport::sample_for_tests(), style),

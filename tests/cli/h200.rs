@@ -48,22 +48,8 @@ fn h200_snapshot_replays_what_the_machine_reported() {
     assert_eq!(got, want, "{report:#}");
     assert_eq!(code, Exit::OK, "warnings only");
 
-    let text = report.to_string();
-    for fact in [
-        "580.159.04",
-        "open kernel module",
-        "NVIDIA H200",
-        "32.0 GT/s x16",
-        "262144 MiB",
-        "5027",
-        "/run/udev/data/b254:0",
-    ] {
-        assert!(text.contains(fact), "missing {fact}");
-    }
-    assert!(result_of(&report, "pcie.acs")["summary"]
-        .as_str()
-        .unwrap()
-        .contains("VM"));
+    // What each result says (driver version, GPU model, link, BAR1, the cuFile error and udev path, pcie.acs
+    // in a VM) is compared whole by the golden outputs: tests/golden/h200-vm-snapshot/.
     let copy = result_of(&report, "gpu.copy_bandwidth");
     for m in copy["measurements"].as_array().unwrap() {
         assert_eq!(m["replayed"], true, "{m}");

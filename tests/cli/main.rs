@@ -8,6 +8,7 @@ mod fabric;
 mod faults;
 mod fleet_rdma;
 mod gds;
+mod golden;
 mod gpu;
 mod h200;
 mod nccl;

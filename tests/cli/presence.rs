@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fabric_preflight::dynlib::cuda::REQUIRED_SYMBOLS;
+use fabric_preflight::CUDA_REQUIRED_SYMBOLS as REQUIRED_SYMBOLS;
 use serde_json::Value;
 
 use super::faults::{profile, shims};
