@@ -8,7 +8,7 @@ use clap::Parser;
 use fabric_preflight::cli::{Cli, Cmd};
 use fabric_preflight::exit::Exit;
 use fabric_preflight::report::{self, termination};
-use fabric_preflight::{commands, isolate};
+use fabric_preflight::{commands, isolate, probes, runner};
 
 fn main() -> ExitCode {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
@@ -28,6 +28,9 @@ fn main() -> ExitCode {
     let code = match cli.cmd {
         Cmd::ProbeChild => return ExitCode::from(isolate::child_main() as u8),
         Cmd::PairChild => return ExitCode::from(commands::pair::child_main() as u8),
+        Cmd::FactsChild => {
+            return ExitCode::from(runner::facts::child_main(probes::fact_source) as u8)
+        }
         Cmd::Run(args) => commands::run::main(args),
         Cmd::List => commands::list::main(),
         Cmd::Explain { id } => commands::list::explain(&id),

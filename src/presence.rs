@@ -17,7 +17,7 @@
 use crate::answers::Answers;
 use crate::dynlib::{verbs, ErrorKind, LibError, Library};
 use crate::host::{optional, Host, ReadResult};
-use crate::probe::{CheckResult, Status};
+use crate::probe::{CheckResult, FactSource, Status};
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
@@ -74,6 +74,13 @@ fn add_gap_first(gap: &mut Option<CheckResult>, e: &crate::host::ReadError) {
     }
     *gap = Some(r);
 }
+
+/// The devices libibverbs lists: gathered once per run for the probes that name it.
+pub const VERBS_DEVICES: FactSource = FactSource {
+    key: verbs::DEVICE_LIST_KEY,
+    library: Library::Verbs,
+    collect: || serde_json::to_value(verbs::discover()).unwrap_or_default(),
+};
 
 /// What the host shows for one stack, read once per check.
 #[derive(Debug, Clone)]
@@ -358,7 +365,7 @@ impl Survey {
         expected: bool,
     ) -> Result<Vec<String>, Box<CheckResult>> {
         let discovery = answers
-            .obtain(verbs::DEVICE_LIST_KEY, verbs::discover)
+            .obtain(VERBS_DEVICES.key, verbs::discover)
             .map_err(|e| Box::new(CheckResult::error(id, e)))?
             .value;
         self.library_devices(

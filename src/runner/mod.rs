@@ -683,6 +683,46 @@ mod tests {
         }
     }
 
+    /// An active probe that says which process it ran in.
+    struct Measurer;
+    impl Probe for Measurer {
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.measurer",
+                title: "measures",
+                kind: Kind::Active,
+                libraries: &[Library::Cuda],
+                ..ProbeMeta::STATIC
+            };
+            &META
+        }
+        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+            let recorded = cx.answers.obtain("cuda.test", || 0u32).map(|o| o.value);
+            vec![CheckResult::pass(
+                self.id(),
+                format!("pid {} read {recorded:?}", std::process::id()),
+            )]
+        }
+    }
+
+    /// Recorded answers touch no library: a replay runs library and active probes in this process, on the
+    /// recording parsed once (each probe in a child of its own, re-parsing it, before).
+    #[test]
+    fn a_replay_runs_active_probes_in_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let recording = dir.path().join(crate::answers::ANSWERS_FILE);
+        std::fs::write(&recording, r#"{"cuda.test": 7}"#).unwrap();
+        let shared = RunInputs {
+            answers: Answers::from_file(&recording).unwrap(),
+            ..inputs(Profile::default())
+        };
+        let out = run(&[&Measurer], shared, Duration::from_secs(5), &Progress::OFF);
+        let r = &out.results[0];
+        assert_eq!(r.status, Status::Pass, "{r:#?}");
+        assert_eq!(r.summary, format!("pid {} read Ok(7)", std::process::id()));
+        assert_eq!(r.library_answers, Some(AnswerSource::Recorded));
+    }
+
     fn inputs(profile: Profile) -> RunInputs {
         RunInputs {
             host: Host::live(),
