@@ -389,7 +389,10 @@ impl Host {
             }
             resolved.push(part);
             let here = format!("/{}", resolved.join("/"));
-            let Some(target) = self.link_at(&here).map_err(|e| ReadError::from_io(path, &e))? else {
+            let Some(target) = self
+                .link_at(&here)
+                .map_err(|e| ReadError::from_io(path, &e))?
+            else {
                 // Not a link, or missing (then the rest cannot be links: the final open reports ENOENT).
                 continue;
             };

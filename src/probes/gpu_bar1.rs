@@ -3,7 +3,7 @@
 use crate::dynlib::nvml::GpuFacts;
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{NVML, mark_replayed, mib, obtain_nvml, shown, subject, Findings};
+use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings, NVML};
 use crate::threshold::Limit;
 
 pub struct GpuBar1;

@@ -4,7 +4,7 @@
 use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{NVML, mark_replayed, obtain_nvml, shown, subject, Findings};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
 use crate::profile::Expect;
 use crate::version::compare_versions;
 

@@ -4,7 +4,7 @@
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{NVML, mark_replayed, obtain_nvml, shown, Findings};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings, NVML};
 
 pub struct GpuP2p;
 

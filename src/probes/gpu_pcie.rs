@@ -12,7 +12,7 @@ use crate::dynlib::Library;
 use crate::host::Host;
 use crate::measure::copy::while_busy;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{NVML, mark_replayed, obtain_nvml, shown, subject, Findings};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
 

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::answers::Answers;
-use crate::dynlib::Library;
 use crate::host::Host;
 use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ChildFailure, ProbeJob};
-use crate::probe::{AnswerSource, CheckResult, Context, FactSource, Inputs, Kind, Probe, Status};
+use crate::model::{AnswerSource, CheckResult, Library, Status};
+use crate::probe::{Context, FactSource, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::recording::Answers;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
@@ -150,9 +150,10 @@ fn start_gathering(
             }
             let timeout = own_timeout(probe, &shared.profile).min(left);
             for &source in probe.meta().facts {
-                let (_, longest, _) = wanted
-                    .entry(source.key)
-                    .or_insert((source, timeout, probe.id()));
+                let (_, longest, _) =
+                    wanted
+                        .entry(source.key)
+                        .or_insert((source, timeout, probe.id()));
                 *longest = (*longest).max(timeout);
             }
         }
@@ -163,8 +164,11 @@ fn start_gathering(
         gatherings.insert(key, gathering.clone());
         let (shared, hung, done) = (shared.clone(), hung.clone(), gathering.clone());
         let body = move || {
-            let outcome = facts::gather(source, timeout)
-                .map(|value| shared.answers.provide(BTreeMap::from([(key.to_string(), value)])));
+            let outcome = facts::gather(source, timeout).map(|value| {
+                shared
+                    .answers
+                    .provide(BTreeMap::from([(key.to_string(), value)]))
+            });
             if let Err(failure) = &outcome {
                 note_hung(&hung, failure, first, timeout);
             }
@@ -394,9 +398,7 @@ fn spawn_probe(
         let results = match probe.kind() {
             Kind::Static => run_in_process(probe, timeout, &shared),
             _ if replay => run_in_process(probe, timeout, &shared),
-            Kind::Library => {
-                judge_gathered(probe, timeout, cut_by, &shared, &hung, &gatherings)
-            }
+            Kind::Library => judge_gathered(probe, timeout, cut_by, &shared, &hung, &gatherings),
             Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
         };
         // The receiver may have given up on us (deadline passed); nothing to do then.
@@ -480,11 +482,7 @@ fn note_hung(hung: &HungLibraries, failure: &ChildFailure, probe: &'static str, 
 }
 
 /// The error for a check whose child (its own, or the one gathering its facts) gave no reply.
-fn child_failed(
-    probe: &dyn Probe,
-    failure: ChildFailure,
-    cut_by: Option<Duration>,
-) -> CheckResult {
+fn child_failed(probe: &dyn Probe, failure: ChildFailure, cut_by: Option<Duration>) -> CheckResult {
     let summary = match cut_by {
         Some(run_timeout) if failure.timed_out => format!(
             "the run deadline (--timeout {} s) was reached{}",
@@ -548,7 +546,12 @@ fn run_isolated(
             shared.answers.provide(
                 facts
                     .iter()
-                    .filter_map(|s| reply.recorded.get(s.key).map(|v| (s.key.to_string(), v.clone())))
+                    .filter_map(|s| {
+                        reply
+                            .recorded
+                            .get(s.key)
+                            .map(|v| (s.key.to_string(), v.clone()))
+                    })
                     .collect(),
             );
             shared.answers.absorb(reply.recorded);
@@ -710,7 +713,7 @@ mod tests {
     #[test]
     fn a_replay_runs_active_probes_in_this_process() {
         let dir = tempfile::tempdir().unwrap();
-        let recording = dir.path().join(crate::answers::ANSWERS_FILE);
+        let recording = dir.path().join(crate::recording::ANSWERS_FILE);
         std::fs::write(&recording, r#"{"cuda.test": 7}"#).unwrap();
         let shared = RunInputs {
             answers: Answers::from_file(&recording).unwrap(),

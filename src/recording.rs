@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::host::Host;
-use crate::probe::AnswerSource;
+use crate::model::AnswerSource;
 
 /// File name of the recording, at the top of a recorded root (beside `proc/` and `sys/`).
 pub const ANSWERS_FILE: &str = "vendor-answers.json";
@@ -100,7 +100,10 @@ impl Answers {
     }
 
     /// The gathered answers under `keys`, for a child process's job.
-    pub fn gathered_for<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> BTreeMap<String, Value> {
+    pub fn gathered_for<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> BTreeMap<String, Value> {
         let Ok(gathered) = self.gathered.lock() else {
             return BTreeMap::new();
         };
@@ -274,7 +277,11 @@ mod tests {
         let view = answers.view();
         assert_eq!(view.source(), AnswerSource::Recorded);
         assert_eq!(view.obtain("nvml", || 0u32).unwrap().value, 8);
-        assert_eq!(answers.source_if_consulted(), None, "the view consulted, not the run");
+        assert_eq!(
+            answers.source_if_consulted(),
+            None,
+            "the view consulted, not the run"
+        );
     }
 
     #[test]
