@@ -10,11 +10,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::isolate::{run_child, serve_child, ChildFailure};
+use crate::child::{self, ChildFailure};
 use crate::probe::FactSource;
-
-/// Hidden subcommand the runner re-executes this binary with to gather one source's facts.
-pub const CHILD_SUBCOMMAND: &str = "__facts";
 
 /// Finds a fact source by key (`probes::fact_source`, handed in by `main.rs`).
 pub type FindSource = fn(&str) -> Option<&'static FactSource>;
@@ -30,12 +27,18 @@ struct FactReply {
     value: Option<Value>,
 }
 
+impl child::Job for FactJob {
+    /// The hidden subcommand the runner re-executes this binary with to gather one source's facts.
+    const SUBCOMMAND: &'static str = "__facts";
+    type Reply = FactReply;
+}
+
 /// Asks `source`'s library in a child process, waiting at most `timeout` (or until SIGTERM/SIGINT).
 pub fn gather(source: &FactSource, timeout: Duration) -> Result<Value, ChildFailure> {
     let job = FactJob {
         key: source.key.to_string(),
     };
-    let reply: FactReply = run_child(CHILD_SUBCOMMAND, &job, timeout, |_| {})?;
+    let reply = child::run(&job, timeout, |_| {})?;
     reply.value.ok_or_else(|| ChildFailure {
         summary: format!("the child process knows no fact source `{}`", source.key),
         evidence: vec![],
@@ -47,7 +50,7 @@ pub fn gather(source: &FactSource, timeout: Duration) -> Result<Value, ChildFail
 
 /// Entry point of `fabric-preflight __facts`: reads the job on stdin, answers on stdout. Returns the exit code.
 pub fn child_main(find: FindSource) -> i32 {
-    serve_child(|job: FactJob| FactReply {
+    child::serve(|job: FactJob| FactReply {
         value: find(&job.key).map(|source| (source.collect)()),
     })
 }

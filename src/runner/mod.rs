@@ -2,35 +2,32 @@
 //! Nothing here knows a particular probe: it sees ids, kinds, deadlines and the library facts they name, which
 //! it gathers once per run ([`facts`]).
 
-pub mod facts;
-
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::child::fmt_secs;
+use crate::child::ChildFailure;
 use crate::host::Host;
 use crate::interrupt;
-use crate::isolate::{fmt_secs, run_in_child, ChildFailure, ProbeJob};
 use crate::model::{AnswerSource, CheckResult, Library, Status};
 use crate::probe::{Context, FactSource, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::recording::Answers;
+use crate::tasks::{self, Ended, Task};
+
+pub mod facts;
+pub mod probe_child;
+
+use probe_child::{run_in_child, ProbeJob};
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
 const CHILD_GRACE: Duration = Duration::from_secs(2);
-/// How often a waiting runner looks for a stopping signal ([`interrupt`]).
-const SIGNAL_POLL: Duration = Duration::from_millis(20);
-/// After a stopping signal, how long the runner waits for probes to come back: child-process probes are killed
-/// at once and return within milliseconds (their scratch directory removed); an in-process probe stuck in a
-/// read is given up on.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// What the runner shares with every probe thread.
 pub struct RunInputs {
@@ -211,9 +208,8 @@ fn run_batch(
     run_timeout: Duration,
     slots: &mut [Option<Vec<CheckResult>>],
 ) {
-    let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
-    // index → (scheduled, started, deadline the runner waits until)
-    let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
+    let mut tasks = Vec::new();
+    let mut scheduled = Vec::new();
     for &i in batch {
         let probe = probes[i];
         let now = Instant::now();
@@ -237,88 +233,55 @@ fn run_batch(
             )]);
             continue;
         }
-        let scheduled = Scheduled {
+        let s = Scheduled {
             probe,
             timeout: own.min(left),
             cut_by_run_deadline: left < own,
         };
-        let wait_until = now
-            + scheduled.timeout
+        let until = now
+            + s.timeout
             + if probe.kind() == Kind::Static {
                 Duration::ZERO
             } else {
                 CHILD_GRACE
             };
-        let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
-        spawn_probe(
-            i,
-            probe,
-            scheduled.timeout,
-            cut_by,
-            shared.clone(),
-            hung.clone(),
-            gatherings.clone(),
-            tx.clone(),
-        );
-        pending.insert(i, (scheduled, now, wait_until));
+        let cut_by = s.cut_by_run_deadline.then_some(run_timeout);
+        let (timeout, shared, hung) = (s.timeout, shared.clone(), hung.clone());
+        let gatherings = gatherings.clone();
+        // Recorded answers touch no library: nothing to contain in a child.
+        let replay = shared.answers.source() == AnswerSource::Recorded;
+        tasks.push(Task {
+            name: probe.id().to_string(),
+            until,
+            work: Box::new(move || match probe.kind() {
+                Kind::Static => run_in_process(probe, timeout, &shared),
+                _ if replay => run_in_process(probe, timeout, &shared),
+                Kind::Library => {
+                    judge_gathered(probe, timeout, cut_by, &shared, &hung, &gatherings)
+                }
+                Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
+            }),
+        });
+        scheduled.push((i, s, now));
     }
-    drop(tx);
-
-    let mut interrupted_at: Option<Instant> = None;
-    while !pending.is_empty() {
-        let next = pending
-            .values()
-            .map(|(_, _, until)| *until)
-            .min()
-            .unwrap_or_else(Instant::now);
-        let wait = next.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(wait.min(SIGNAL_POLL)) {
-            Ok((i, mut results)) => {
-                if let Some((scheduled, started, _)) = pending.remove(&i) {
-                    let ms = started.elapsed().as_millis() as u64;
-                    if results.is_empty() {
-                        results.push(CheckResult::error(
-                            scheduled.probe.id(),
-                            "probe returned no result",
-                        ));
-                    }
-                    for r in &mut results {
-                        r.duration_ms = ms;
-                    }
-                    slots[i] = Some(results);
+    for ((i, s, started), ended) in scheduled.into_iter().zip(tasks::supervise(tasks)) {
+        let id = s.probe.id();
+        slots[i] = Some(match ended {
+            Ended::Done(mut results) => {
+                let ms = started.elapsed().as_millis() as u64;
+                if results.is_empty() {
+                    results.push(CheckResult::error(id, "probe returned no result"));
                 }
+                for r in &mut results {
+                    r.duration_ms = ms;
+                }
+                results
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let now = Instant::now();
-                if let Some(signal) = interrupt::requested() {
-                    if now >= *interrupted_at.get_or_insert(now) + INTERRUPT_GRACE {
-                        for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                            slots[i] = Some(vec![interrupted_result(s.probe, signal, "gave up")]);
-                        }
-                    }
-                }
-                let expired: Vec<usize> = pending
-                    .iter()
-                    .filter(|(_, (_, _, until))| *until <= now)
-                    .map(|(i, _)| *i)
-                    .collect();
-                for i in expired {
-                    if let Some((s, started, _)) = pending.remove(&i) {
-                        slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
-                    }
-                }
-            }
-            // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
-            // catch_unwind in place, but never wait forever on it.
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                    slots[i] = Some(vec![CheckResult::error(
-                        s.probe.id(),
-                        "probe thread ended without a result",
-                    )]);
-                }
-            }
-        }
+            Ended::Panicked(message) => vec![panic_result(id, &message)],
+            Ended::TimedOut => vec![timeout_result(&s, started, run_timeout)],
+            Ended::Interrupted(signal) => vec![interrupted_result(s.probe, signal, "gave up")],
+            Ended::Lost(why) => vec![CheckResult::error(id, format!("{id}: {why}"))],
+        });
     }
 }
 
@@ -379,40 +342,6 @@ fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResul
 const RERUN_AFTER_INTERRUPT: &str =
     "the run was stopped (pod deleted, job cancelled or Ctrl-C) before this check finished: run it again";
 
-/// `cut_by`: the run's `--timeout` when it, not the probe's own deadline, set `timeout`.
-#[allow(clippy::too_many_arguments)]
-fn spawn_probe(
-    index: usize,
-    probe: &'static dyn Probe,
-    timeout: Duration,
-    cut_by: Option<Duration>,
-    shared: Arc<RunInputs>,
-    hung: HungLibraries,
-    gatherings: Gatherings,
-    tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
-) {
-    let name = format!("probe:{}", probe.id());
-    // Recorded answers touch no library: nothing to contain in a child.
-    let replay = shared.answers.source() == AnswerSource::Recorded;
-    let body = move || {
-        let results = match probe.kind() {
-            Kind::Static => run_in_process(probe, timeout, &shared),
-            _ if replay => run_in_process(probe, timeout, &shared),
-            Kind::Library => judge_gathered(probe, timeout, cut_by, &shared, &hung, &gatherings),
-            Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
-        };
-        // The receiver may have given up on us (deadline passed); nothing to do then.
-        let _ = tx.send((index, results));
-    };
-    if let Err(e) = std::thread::Builder::new().name(name).spawn(body) {
-        // Threads exhausted: the receiver sees this probe vanish and reports it.
-        eprintln!(
-            "fabric-preflight: cannot start a thread for {}: {e}",
-            probe.id()
-        );
-    }
-}
-
 /// Runs `probe` on this thread, asking library answers through a view of its own: the results say whether they
 /// rest on library answers, and what it collected is kept for `snapshot`.
 fn run_in_process(
@@ -431,10 +360,7 @@ fn run_in_process(
         deadline: Instant::now() + timeout,
         scratch: None,
     };
-    let mut results = match catch_unwind(AssertUnwindSafe(|| probe.run(&cx))) {
-        Ok(results) => results,
-        Err(payload) => vec![panic_result(probe.id(), payload)],
-    };
+    let mut results = probe.run(&cx);
     let source = answers.source_if_consulted();
     for r in &mut results {
         r.library_answers = source;
@@ -442,7 +368,6 @@ fn run_in_process(
     shared.answers.absorb(answers.take_recorded());
     results
 }
-
 /// A library probe: waits for the facts it judges, then judges them in this process. A source whose child gave
 /// no answers is this probe's error, worded as its own child's would have been.
 fn judge_gathered(
@@ -591,32 +516,9 @@ fn unique_suffix() -> u128 {
         .unwrap_or(0)
 }
 
-/// What a panic said, from its payload.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
-fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult {
-    let message = panic_message(payload.as_ref());
+fn panic_result(id: &str, message: &str) -> CheckResult {
     CheckResult::error(id, format!("{id}: probe panicked: {message}"))
         .fix("this is a bug in fabric-preflight: please report it with the evidence of this run")
-}
-
-/// Silences the default panic message for probe threads (the panic becomes an `error` result instead).
-pub fn install_panic_hook() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let in_probe = std::thread::current()
-            .name()
-            .is_some_and(|n| n.starts_with("probe:"));
-        if !in_probe {
-            default(info);
-        }
-    }));
 }
 
 #[cfg(test)]
@@ -737,7 +639,7 @@ mod tests {
 
     #[test]
     fn hung_probe_becomes_error_and_others_still_report() {
-        install_panic_hook();
+        tasks::install_panic_hook();
         let started = Instant::now();
         let out = run(
             &[&Sleeper, &Panicker, &Skipper],
