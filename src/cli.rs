@@ -59,6 +59,9 @@ pub enum Cmd {
     /// Runs one probe in a child process (internal: used by `run` to isolate vendor libraries)
     #[command(name = "__probe", hide = true)]
     ProbeChild,
+    /// Gathers one vendor library's facts in a child process (internal: used by `run`, once per library)
+    #[command(name = "__facts", hide = true)]
+    FactsChild,
     /// Lists ports or measures one port pair in a child process (internal: used by `pair`)
     #[command(name = "__pair", hide = true)]
     PairChild,

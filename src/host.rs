@@ -30,6 +30,10 @@ pub struct Host {
     /// Models built from many files (the PCIe tree) and asked for by several probes of one run: built once per
     /// host, shared by clones. See [`Host::shared`].
     shared: Arc<Mutex<SharedModels>>,
+    /// Inside a recorded root: each path walked and where it links (`None`: not a link, or missing), so that a
+    /// directory every read passes through (`/sys/devices/pci0000:15`) is looked at once per run, not once per
+    /// read. A recorded tree does not change under a run. Shared by clones.
+    links: Arc<Mutex<HashMap<String, Option<PathBuf>>>>,
 }
 
 /// How a path was asked for, strongest first: a path that was read is also looked up on the way.
@@ -144,6 +148,7 @@ impl Host {
             live: true,
             recorder: None,
             shared: Arc::default(),
+            links: Arc::default(),
         }
     }
 
@@ -160,6 +165,7 @@ impl Host {
             live,
             recorder: None,
             shared: Arc::default(),
+            links: Arc::default(),
         })
     }
 
@@ -383,19 +389,17 @@ impl Host {
             }
             resolved.push(part);
             let here = format!("/{}", resolved.join("/"));
-            let real = self.map(&here);
-            let Ok(meta) = fs::symlink_metadata(&real) else {
-                // Missing component: the rest cannot be links; let the final open report ENOENT.
+            let Some(target) = self
+                .link_at(&here)
+                .map_err(|e| ReadError::from_io(path, &e))?
+            else {
+                // Not a link, or missing (then the rest cannot be links: the final open reports ENOENT).
                 continue;
             };
-            if !meta.file_type().is_symlink() {
-                continue;
-            }
             hops += 1;
             if hops > MAX_LINK_HOPS {
                 return Err(ReadError::new(path, ReadErrorKind::SymlinkLoop));
             }
-            let target = fs::read_link(&real).map_err(|e| ReadError::from_io(path, &e))?;
             resolved.pop();
             if target.is_absolute() {
                 resolved.clear();
@@ -405,6 +409,23 @@ impl Host {
             pending.extend(target_parts);
         }
         Ok(format!("/{}", resolved.join("/")))
+    }
+
+    /// Where the tree path `here` links, once per run ([`Host::links`]).
+    fn link_at(&self, here: &str) -> io::Result<Option<PathBuf>> {
+        let known = self.links.lock().ok().and_then(|l| l.get(here).cloned());
+        if let Some(target) = known {
+            return Ok(target);
+        }
+        let real = self.map(here);
+        let target = match fs::symlink_metadata(&real) {
+            Ok(meta) if meta.file_type().is_symlink() => Some(fs::read_link(&real)?),
+            _ => None,
+        };
+        if let Ok(mut links) = self.links.lock() {
+            links.insert(here.to_string(), target.clone());
+        }
+        Ok(target)
     }
 }
 

@@ -8,7 +8,7 @@ use clap::Parser;
 use fabric_preflight::cli::{Cli, Cmd};
 use fabric_preflight::exit::Exit;
 use fabric_preflight::report::{self, termination};
-use fabric_preflight::runner::probe_child;
+use fabric_preflight::runner::{facts, probe_child};
 use fabric_preflight::{commands, probes};
 
 fn main() -> ExitCode {
@@ -27,9 +27,11 @@ fn main() -> ExitCode {
         e.exit()
     });
     let code = match cli.cmd {
-        // The one place that tells the probe child where the probes are.
+        // The one place that tells the probe child where the probes are, and the facts child where their
+        // fact sources are.
         Cmd::ProbeChild => return ExitCode::from(probe_child::child_main(probes::find) as u8),
         Cmd::PairChild => return ExitCode::from(fabric_preflight::pair::child::child_main() as u8),
+        Cmd::FactsChild => return ExitCode::from(facts::child_main(probes::fact_source) as u8),
         Cmd::Run(args) => commands::run::main(args),
         Cmd::List => commands::list::main(),
         Cmd::Explain { id } => commands::list::explain(&id),

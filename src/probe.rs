@@ -61,11 +61,12 @@ pub struct Explain {
 pub enum Kind {
     /// Reads files; runs concurrently with other static probes, in this process.
     Static,
-    /// Calls vendor libraries but moves no bulk data; runs concurrently, in a child process so a hung or
-    /// crashing library is killed at the deadline.
+    /// Judges vendor libraries' facts ([`ProbeMeta::facts`]) and calls no library itself: the runner gathers
+    /// each source once per run in a child process of its own (a hung or crashing library is killed at the
+    /// deadline there), then runs the probe concurrently, in this process.
     Library,
     /// Moves bulk data to measure bandwidth; runs alone (after the others) in a child process, so two
-    /// measurements never share a link.
+    /// measurements never share a link. A replay (recorded answers) touches no library and runs in this process.
     Active,
 }
 
@@ -122,9 +123,22 @@ pub struct ProbeMeta {
     /// Run-time-loaded libraries it calls. A library that hung earlier in the run is not called again: the
     /// runner reports the check at once instead.
     pub libraries: &'static [Library],
+    /// Library facts it judges: gathered once per run and shared by every probe that names them.
+    pub facts: &'static [&'static FactSource],
     /// Deadline when the profile sets none.
     pub timeout: Duration,
     pub explain: Explain,
+}
+
+/// One vendor library's answers that probes judge (NVML's GPUs, links and peers; the devices libibverbs
+/// lists): asked once per run, in one child process of its own, or replayed from a recording under its key.
+pub struct FactSource {
+    /// Where the answers live in `vendor-answers.json` (and in [`Answers`]).
+    pub key: &'static str,
+    /// The library it calls.
+    pub library: Library,
+    /// Asks the library (in the child process) and returns what it said.
+    pub collect: fn() -> serde_json::Value,
 }
 
 impl ProbeMeta {
@@ -136,6 +150,7 @@ impl ProbeMeta {
         needs: &[],
         kind: Kind::Static,
         libraries: &[],
+        facts: &[],
         timeout: DEFAULT_TIMEOUT,
         explain: Explain {
             reads: "",

@@ -2,13 +2,16 @@
 //! machine's library answers the way `--root` replays its files.
 //!
 //! A probe that calls a library gathers what the library said into one serialisable value per key and asks
-//! [`Answers::obtain`] for it: replayed from `<root>/vendor-answers.json` when the root has one, otherwise
-//! collected live (and kept, so `snapshot` can write it out).
+//! [`Answers::obtain`] for it: replayed from `<root>/vendor-answers.json` when the root has one, else taken from
+//! what the runner gathered for the whole run ([`Answers::provide`]), otherwise collected live (and kept, so
+//! `snapshot` can write it out). The recording is parsed once per run; each probe asks through its own
+//! [`Answers::view`], which shares the recording and the gathered answers and tells whether that probe consulted
+//! them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use serde::de::DeserializeOwned;
@@ -23,7 +26,9 @@ pub const ANSWERS_FILE: &str = "vendor-answers.json";
 
 #[derive(Debug, Default)]
 pub struct Answers {
-    replay: Option<(PathBuf, BTreeMap<String, Value>)>,
+    replay: Option<Arc<(PathBuf, BTreeMap<String, Value>)>>,
+    /// Answers gathered once for the whole run (the facts several probes judge), shared by every view.
+    gathered: Arc<Mutex<BTreeMap<String, Value>>>,
     recorded: Mutex<BTreeMap<String, Value>>,
     /// Whether any answer was asked for, so the results built on them can say where they came from.
     consulted: AtomicBool,
@@ -59,10 +64,52 @@ impl Answers {
         let map: BTreeMap<String, Value> = serde_json::from_str(&text)
             .with_context(|| format!("parsing recorded answers {}", path.display()))?;
         Ok(Answers {
-            replay: Some((path.to_path_buf(), map)),
-            recorded: Mutex::default(),
-            consulted: AtomicBool::new(false),
+            replay: Some(Arc::new((path.to_path_buf(), map))),
+            ..Self::default()
         })
+    }
+
+    /// The same recording and gathered answers for one probe, with its own record of what it consulted and
+    /// collected (absorb the latter back with [`Answers::absorb`]).
+    pub fn view(&self) -> Answers {
+        Answers {
+            replay: self.replay.clone(),
+            gathered: self.gathered.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// `answers` gathered for the whole run (by the runner, or handed to a child process): `obtain` returns
+    /// them without collecting, to every view. Kept for `snapshot` here too.
+    pub fn provide(&self, answers: BTreeMap<String, Value>) {
+        for (key, value) in &answers {
+            self.record(key, value);
+        }
+        if let Ok(mut gathered) = self.gathered.lock() {
+            gathered.extend(answers);
+        }
+    }
+
+    /// These answers with `gathered` (a child process's job's) provided but not recorded again: the parent that
+    /// gathered them keeps them.
+    pub fn with_gathered(self, gathered: BTreeMap<String, Value>) -> Answers {
+        Answers {
+            gathered: Arc::new(Mutex::new(gathered)),
+            ..self
+        }
+    }
+
+    /// The gathered answers under `keys`, for a child process's job.
+    pub fn gathered_for<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> BTreeMap<String, Value> {
+        let Ok(gathered) = self.gathered.lock() else {
+            return BTreeMap::new();
+        };
+        keys.into_iter()
+            .filter_map(|k| gathered.get(k).map(|v| (k.to_string(), v.clone())))
+            .collect()
     }
 
     /// The answer stored under `key`: replayed when recorded, else `collect()`ed now and kept for `snapshot`.
@@ -73,7 +120,8 @@ impl Answers {
         F: FnOnce() -> T,
     {
         self.consulted.store(true, Ordering::Relaxed);
-        if let Some((path, map)) = &self.replay {
+        if let Some(replay) = &self.replay {
+            let (path, map) = replay.as_ref();
             let value = map.get(key).ok_or_else(|| {
                 format!(
                     "the recording {} has no answers for `{key}`",
@@ -89,6 +137,15 @@ impl Answers {
             return Ok(Obtained {
                 value,
                 replayed: true,
+            });
+        }
+        let gathered = self.gathered.lock().ok().and_then(|g| g.get(key).cloned());
+        if let Some(value) = gathered {
+            let value = serde_json::from_value(value)
+                .map_err(|e| format!("answers `{key}` gathered this run are malformed: {e}"))?;
+            return Ok(Obtained {
+                value,
+                replayed: false,
             });
         }
         let value = collect();
@@ -189,6 +246,42 @@ mod tests {
             .obtain::<u32, _>("cuda", || 0)
             .unwrap_err()
             .contains("no answers for `cuda`"));
+    }
+
+    #[test]
+    fn gathered_answers_reach_every_view_without_collecting() {
+        let answers = Answers::live();
+        answers.provide(BTreeMap::from([("nvml".to_string(), Value::from(8))]));
+        let view = answers.view();
+        assert_eq!(view.source_if_consulted(), None);
+        let got = view
+            .obtain("nvml", || -> u32 { panic!("must not call the library") })
+            .unwrap();
+        assert_eq!((got.value, got.replayed), (8, false));
+        assert_eq!(view.source_if_consulted(), Some(AnswerSource::Live));
+        // Kept for snapshot once, by the run's answers, not again by each view.
+        assert!(view.take_recorded().is_empty());
+        assert_eq!(answers.take_recorded().get("nvml"), Some(&Value::from(8)));
+        assert_eq!(
+            answers.gathered_for(["nvml", "verbs"]),
+            BTreeMap::from([("nvml".to_string(), Value::from(8))])
+        );
+    }
+
+    #[test]
+    fn a_view_shares_the_recording_parsed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ANSWERS_FILE), r#"{"nvml": 8}"#).unwrap();
+        let answers = Answers::for_host(&Host::at(dir.path()).unwrap()).unwrap();
+        std::fs::remove_file(dir.path().join(ANSWERS_FILE)).unwrap();
+        let view = answers.view();
+        assert_eq!(view.source(), AnswerSource::Recorded);
+        assert_eq!(view.obtain("nvml", || 0u32).unwrap().value, 8);
+        assert_eq!(
+            answers.source_if_consulted(),
+            None,
+            "the view consulted, not the run"
+        );
     }
 
     #[test]

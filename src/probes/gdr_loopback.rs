@@ -9,7 +9,7 @@ use crate::dynlib::Library;
 use crate::host::{Host, ReadError};
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
-use crate::presence::{Stack, Survey};
+use crate::presence::{Stack, Survey, VERBS_DEVICES};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::gpu_facts::gpu_survey;
 use crate::profile::PcieDistance;
@@ -44,6 +44,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu, Need::RdmaDevice],
     kind: Kind::Active,
     libraries: &[Library::Verbs, Library::Cuda],
+    facts: &[&VERBS_DEVICES],
     timeout: Duration::from_secs(60),
     explain: Explain {
         reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \

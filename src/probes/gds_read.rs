@@ -35,6 +35,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu, Need::ScratchDir],
     kind: Kind::Active,
     libraries: &[Library::Cufile, Library::Cuda],
+    facts: &[],
     timeout: Duration::from_secs(120),
     explain: Explain {
         reads: "libcufile (libcufile.so.0, then libcufile.so): cuFileGetVersion, cuFileDriverOpen, \

@@ -3,7 +3,7 @@
 use crate::dynlib::nvml::GpuFacts;
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings};
+use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings, NVML};
 use crate::threshold::Limit;
 
 pub struct GpuBar1;
@@ -16,6 +16,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu],
     kind: Kind::Library,
     libraries: &[Library::Nvml],
+    facts: &[&NVML],
     explain: Explain {
         reads: "NVML nvmlDeviceGetBAR1MemoryInfo (total, used) per GPU",
         why: "A NIC or NVMe drive reaches GPU memory through the GPU's BAR1 window. A small BAR1 (256 MiB on \

@@ -44,6 +44,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu],
     kind: Kind::Active,
     libraries: &[Library::Cuda],
+    facts: &[],
     timeout: Duration::from_secs(90),
     explain: Explain {
         reads: "/sys/bus/pci/devices/<gpu>/{local_cpulist,numa_node,vendor,class}; CUDA driver API (libcuda.so.1): \

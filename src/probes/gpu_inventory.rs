@@ -4,7 +4,7 @@
 use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
 use crate::profile::Expect;
 use crate::version::compare_versions;
 
@@ -18,6 +18,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu],
     kind: Kind::Library,
     libraries: &[Library::Nvml],
+    facts: &[&NVML],
     explain: Explain {
         reads: "NVML (libnvidia-ml.so.1, opened at run time): nvmlSystemGetDriverVersion, \
                 nvmlSystemGetCudaDriverVersion_v2, nvmlDeviceGetCount_v2, and per GPU name, UUID, PCI info, \

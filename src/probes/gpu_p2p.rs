@@ -4,7 +4,7 @@
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings, NVML};
 
 pub struct GpuP2p;
 
@@ -22,6 +22,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu],
     kind: Kind::Library,
     libraries: &[Library::Nvml],
+    facts: &[&NVML],
     explain: Explain {
         reads: "NVML nvmlDeviceGetP2PStatus (READ, WRITE, ATOMICS, NVLINK) and \
                 nvmlDeviceGetTopologyCommonAncestor for every GPU pair",

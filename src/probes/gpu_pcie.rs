@@ -12,7 +12,7 @@ use crate::dynlib::Library;
 use crate::host::Host;
 use crate::measure::copy::while_busy;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
 
@@ -44,6 +44,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu],
     kind: Kind::Active,
     libraries: &[Library::Nvml, Library::Cuda],
+    facts: &[&NVML],
     timeout: Duration::from_secs(30),
     explain: Explain {
         reads: "NVML per GPU: current/max PCIe generation and width, link speed, replay counter; \

@@ -1,6 +1,6 @@
 //! The registry: one line per probe. Adding a probe = one file in this directory plus one line in `ALL`.
 
-use crate::probe::Probe;
+use crate::probe::{FactSource, Probe};
 
 #[cfg(test)]
 mod damage_sweep;
@@ -67,6 +67,14 @@ pub fn find(id: &str) -> Option<&'static dyn Probe> {
     ALL.iter().copied().find(|p| p.id() == id)
 }
 
+/// The library facts a probe names, by key (for the child process that gathers them).
+pub fn fact_source(key: &str) -> Option<&'static FactSource> {
+    ALL.iter()
+        .flat_map(|p| p.meta().facts)
+        .copied()
+        .find(|s| s.key == key)
+}
+
 pub fn ids() -> Vec<&'static str> {
     ALL.iter().map(|p| p.id()).collect()
 }
@@ -99,6 +107,25 @@ mod tests {
                 "{id} lacks explain text"
             );
             assert!(!p.title().is_empty());
+        }
+    }
+
+    /// A library probe runs in this process on the facts the runner gathered in a child: it may call no library
+    /// those facts do not come from.
+    #[test]
+    fn library_probes_judge_gathered_facts_only() {
+        use crate::probe::Kind;
+        for p in all().iter().filter(|p| p.kind() == Kind::Library) {
+            let from_facts: Vec<_> = p.meta().facts.iter().map(|s| s.library).collect();
+            assert!(!from_facts.is_empty(), "{} names no facts", p.id());
+            assert!(
+                p.libraries().iter().all(|l| from_facts.contains(l)),
+                "{} calls a library it has no facts of",
+                p.id()
+            );
+        }
+        for key in ["nvml", "verbs.device_list"] {
+            assert_eq!(fact_source(key).map(|s| s.key), Some(key));
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::dynlib::Library;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
-use crate::presence::{Stack, Survey};
+use crate::presence::{Stack, Survey, VERBS_DEVICES};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::threshold::{Limit, PORT_RATE_PCT};
@@ -39,6 +39,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::RdmaDevice],
     kind: Kind::Active,
     libraries: &[Library::Verbs],
+    facts: &[&VERBS_DEVICES],
     timeout: Duration::from_secs(30),
     explain: Explain {
         reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \

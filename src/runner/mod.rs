@@ -1,5 +1,6 @@
 //! Schedules probes, enforces deadlines, and turns panics, crashes and timeouts into `error` results.
-//! Nothing here knows a particular probe: it sees ids, kinds and deadlines.
+//! Nothing here knows a particular probe: it sees ids, kinds, deadlines and the library facts they name, which
+//! it gathers once per run ([`facts`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,15 +10,17 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::child::fmt_secs;
+use crate::child::ChildFailure;
 use crate::host::Host;
 use crate::interrupt;
 use crate::model::{AnswerSource, CheckResult, Library, Status};
-use crate::probe::{Context, Inputs, Kind, Probe};
+use crate::probe::{Context, FactSource, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::recording::Answers;
 use crate::tasks::{self, Ended, Task};
 
+pub mod facts;
 pub mod probe_child;
 
 use probe_child::{run_in_child, ProbeJob};
@@ -53,6 +56,9 @@ struct Hung {
 /// The libraries that hung so far, shared by every probe thread of the run.
 type HungLibraries = Arc<Mutex<Vec<Hung>>>;
 
+/// The library facts being gathered for this run, by source key.
+type Gatherings = Arc<BTreeMap<&'static str, Arc<facts::Gathering>>>;
+
 struct Scheduled {
     probe: &'static dyn Probe,
     timeout: Duration,
@@ -75,11 +81,13 @@ pub fn run(
 
     let (concurrent, active): (Vec<usize>, Vec<usize>) =
         (0..probes.len()).partition(|&i| probes[i].kind() != Kind::Active);
+    let gatherings = start_gathering(probes, &concurrent, &shared, &hung, run_deadline);
     run_batch(
         probes,
         &concurrent,
         &shared,
         &hung,
+        &gatherings,
         run_deadline,
         run_timeout,
         &mut slots,
@@ -91,6 +99,7 @@ pub fn run(
             &[i],
             &shared,
             &hung,
+            &gatherings,
             run_deadline,
             run_timeout,
             &mut slots,
@@ -118,11 +127,83 @@ pub fn run(
     }
 }
 
+/// Starts gathering, each source in a child process of its own, the facts the library probes of `batch` judge,
+/// when the answers are live (a recording holds them already). A source's deadline is the longest of its
+/// probes'; a hang there is charged to the first of them, and the library is not called again this run.
+fn start_gathering(
+    probes: &[&'static dyn Probe],
+    batch: &[usize],
+    shared: &Arc<RunInputs>,
+    hung: &HungLibraries,
+    run_deadline: Instant,
+) -> Gatherings {
+    let left = run_deadline.saturating_duration_since(Instant::now());
+    let mut wanted: BTreeMap<&'static str, (&'static FactSource, Duration, &'static str)> =
+        BTreeMap::new();
+    if shared.answers.source() == AnswerSource::Live && !left.is_zero() {
+        for probe in batch.iter().map(|&i| probes[i]) {
+            if probe.kind() != Kind::Library {
+                continue;
+            }
+            let timeout = own_timeout(probe, &shared.profile).min(left);
+            for &source in probe.meta().facts {
+                let (_, longest, _) =
+                    wanted
+                        .entry(source.key)
+                        .or_insert((source, timeout, probe.id()));
+                *longest = (*longest).max(timeout);
+            }
+        }
+    }
+    let mut gatherings = BTreeMap::new();
+    for (key, (source, timeout, first)) in wanted {
+        let gathering = Arc::new(facts::Gathering::default());
+        gatherings.insert(key, gathering.clone());
+        let (shared, hung, done) = (shared.clone(), hung.clone(), gathering.clone());
+        let body = move || {
+            let outcome = facts::gather(source, timeout).map(|value| {
+                shared
+                    .answers
+                    .provide(BTreeMap::from([(key.to_string(), value)]))
+            });
+            if let Err(failure) = &outcome {
+                note_hung(&hung, failure, first, timeout);
+            }
+            done.finish(outcome);
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name(format!("facts:{key}"))
+            .spawn(body)
+        {
+            gathering.finish(Err(ChildFailure {
+                summary: format!("cannot start a thread to gather {key}: {e}"),
+                evidence: vec![],
+                timed_out: false,
+                last_call: None,
+                interrupted: false,
+            }));
+        }
+    }
+    Arc::new(gatherings)
+}
+
+/// The probe's deadline: the profile's, else its own default.
+fn own_timeout(probe: &dyn Probe, profile: &Profile) -> Duration {
+    profile
+        .settings(probe.id())
+        .timeout
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or_else(|| probe.default_timeout())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_batch(
     probes: &[&'static dyn Probe],
     batch: &[usize],
     shared: &Arc<RunInputs>,
     hung: &HungLibraries,
+    gatherings: &Gatherings,
     run_deadline: Instant,
     run_timeout: Duration,
     slots: &mut [Option<Vec<CheckResult>>],
@@ -132,13 +213,7 @@ fn run_batch(
     for &i in batch {
         let probe = probes[i];
         let now = Instant::now();
-        let own = shared
-            .profile
-            .settings(probe.id())
-            .timeout
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map(Duration::from_secs_f64)
-            .unwrap_or_else(|| probe.default_timeout());
+        let own = own_timeout(probe, &shared.profile);
         if let Some(h) = hung_library_needed(probe, hung) {
             slots[i] = Some(vec![not_called_again(probe.id(), &h)]);
             continue;
@@ -172,14 +247,19 @@ fn run_batch(
             };
         let cut_by = s.cut_by_run_deadline.then_some(run_timeout);
         let (timeout, shared, hung) = (s.timeout, shared.clone(), hung.clone());
+        let gatherings = gatherings.clone();
+        // Recorded answers touch no library: nothing to contain in a child.
+        let replay = shared.answers.source() == AnswerSource::Recorded;
         tasks.push(Task {
             name: probe.id().to_string(),
             until,
             work: Box::new(move || match probe.kind() {
-                Kind::Static => run_in_thread(probe, timeout, &shared),
-                Kind::Library | Kind::Active => {
-                    run_isolated(probe, timeout, cut_by, &shared, &hung)
+                Kind::Static => run_in_process(probe, timeout, &shared),
+                _ if replay => run_in_process(probe, timeout, &shared),
+                Kind::Library => {
+                    judge_gathered(probe, timeout, cut_by, &shared, &hung, &gatherings)
                 }
+                Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
             }),
         });
         scheduled.push((i, s, now));
@@ -262,22 +342,93 @@ fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResul
 const RERUN_AFTER_INTERRUPT: &str =
     "the run was stopped (pod deleted, job cancelled or Ctrl-C) before this check finished: run it again";
 
-fn run_in_thread(
+/// Runs `probe` on this thread, asking library answers through a view of its own: the results say whether they
+/// rest on library answers, and what it collected is kept for `snapshot`.
+fn run_in_process(
     probe: &'static dyn Probe,
     timeout: Duration,
     shared: &RunInputs,
 ) -> Vec<CheckResult> {
     let settings = shared.profile.settings(probe.id());
+    let answers = shared.answers.view();
     let cx = Context {
         host: &shared.host,
         profile: &shared.profile,
         settings: &settings,
         inputs: &shared.inputs,
-        answers: &shared.answers,
+        answers: &answers,
         deadline: Instant::now() + timeout,
         scratch: None,
     };
-    probe.run(&cx)
+    let mut results = probe.run(&cx);
+    let source = answers.source_if_consulted();
+    for r in &mut results {
+        r.library_answers = source;
+    }
+    shared.answers.absorb(answers.take_recorded());
+    results
+}
+/// A library probe: waits for the facts it judges, then judges them in this process. A source whose child gave
+/// no answers is this probe's error, worded as its own child's would have been.
+fn judge_gathered(
+    probe: &'static dyn Probe,
+    timeout: Duration,
+    cut_by: Option<Duration>,
+    shared: &RunInputs,
+    hung: &HungLibraries,
+    gatherings: &Gatherings,
+) -> Vec<CheckResult> {
+    for source in probe.meta().facts {
+        match gatherings.get(source.key) {
+            Some(gathering) => {
+                if let Err(failure) = gathering.wait() {
+                    return vec![child_failed(probe, failure, cut_by)];
+                }
+            }
+            // Gathered for every library probe of the batch; were one missed, its own child contains it.
+            None => return run_isolated(probe, timeout, cut_by, shared, hung),
+        }
+    }
+    run_in_process(probe, timeout, shared)
+}
+
+/// Records the library a child was killed in at its deadline, so that it is not called again this run.
+fn note_hung(hung: &HungLibraries, failure: &ChildFailure, probe: &'static str, after: Duration) {
+    if let Some(call) = failure.last_call.as_deref().filter(|_| failure.timed_out) {
+        if let (Some(library), Ok(mut h)) = (Library::owning(call), hung.lock()) {
+            h.push(Hung {
+                library,
+                call: call.to_string(),
+                probe,
+                after,
+            });
+        }
+    }
+}
+
+/// The error for a check whose child (its own, or the one gathering its facts) gave no reply.
+fn child_failed(probe: &dyn Probe, failure: ChildFailure, cut_by: Option<Duration>) -> CheckResult {
+    let summary = match cut_by {
+        Some(run_timeout) if failure.timed_out => format!(
+            "the run deadline (--timeout {} s) was reached{}",
+            fmt_secs(run_timeout),
+            failure
+                .last_call
+                .as_deref()
+                .map(|c| format!(" in {c}"))
+                .unwrap_or_default()
+        ),
+        _ => failure.summary,
+    };
+    let mut r = CheckResult::error(probe.id(), format!("{}: {summary}", probe.id()));
+    r.evidence = failure.evidence;
+    // Only a live call leaves a breadcrumb: the library itself hung or crashed.
+    r.library_answers = failure.last_call.is_some().then_some(AnswerSource::Live);
+    r.fix(if failure.interrupted {
+        RERUN_AFTER_INTERRUPT
+    } else {
+        "the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran"
+    })
 }
 
 fn run_isolated(
@@ -303,6 +454,7 @@ fn run_isolated(
             .fix("pass --gds-dir DIR on a writable filesystem")]
         }
     };
+    let facts = probe.meta().facts;
     let job = ProbeJob {
         id: probe.id().to_string(),
         root: (!shared.host.is_live()).then(|| shared.host.root().to_path_buf()),
@@ -311,45 +463,29 @@ fn run_isolated(
         timeout_ms: timeout.as_millis() as u64,
         scratch: scratch.clone(),
         record_reads: shared.host.is_recording(),
+        gathered: shared.answers.gathered_for(facts.iter().map(|s| s.key)),
     };
     let results = match run_in_child(&job, timeout) {
         Ok(reply) => {
+            // Facts this child asked first are handed to the next probe that judges them.
+            shared.answers.provide(
+                facts
+                    .iter()
+                    .filter_map(|s| {
+                        reply
+                            .recorded
+                            .get(s.key)
+                            .map(|v| (s.key.to_string(), v.clone()))
+                    })
+                    .collect(),
+            );
             shared.answers.absorb(reply.recorded);
             shared.host.record_all(reply.read_paths);
             reply.results
         }
         Err(failure) => {
-            if let Some(call) = failure.last_call.as_deref().filter(|_| failure.timed_out) {
-                if let (Some(library), Ok(mut h)) = (Library::owning(call), hung.lock()) {
-                    h.push(Hung {
-                        library,
-                        call: call.to_string(),
-                        probe: probe.id(),
-                        after: timeout,
-                    });
-                }
-            }
-            let summary = match cut_by {
-                Some(run_timeout) if failure.timed_out => format!(
-                    "the run deadline (--timeout {} s) was reached{}",
-                    fmt_secs(run_timeout),
-                    failure
-                        .last_call
-                        .as_deref()
-                        .map(|c| format!(" in {c}"))
-                        .unwrap_or_default()
-                ),
-                _ => failure.summary,
-            };
-            let mut r = CheckResult::error(probe.id(), format!("{}: {summary}", probe.id()));
-            r.evidence = failure.evidence;
-            // Only a live call leaves a breadcrumb: the library itself hung or crashed.
-            r.library_answers = failure.last_call.is_some().then_some(AnswerSource::Live);
-            vec![r.fix(if failure.interrupted {
-                RERUN_AFTER_INTERRUPT
-            } else {
-                "the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran"
-            })]
+            note_hung(hung, &failure, probe.id(), timeout);
+            vec![child_failed(probe, failure, cut_by)]
         }
     };
     if let Some(dir) = scratch {
@@ -450,6 +586,46 @@ mod tests {
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             vec![CheckResult::skip(self.id(), "no hardware")]
         }
+    }
+
+    /// An active probe that says which process it ran in.
+    struct Measurer;
+    impl Probe for Measurer {
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.measurer",
+                title: "measures",
+                kind: Kind::Active,
+                libraries: &[Library::Cuda],
+                ..ProbeMeta::STATIC
+            };
+            &META
+        }
+        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+            let recorded = cx.answers.obtain("cuda.test", || 0u32).map(|o| o.value);
+            vec![CheckResult::pass(
+                self.id(),
+                format!("pid {} read {recorded:?}", std::process::id()),
+            )]
+        }
+    }
+
+    /// Recorded answers touch no library: a replay runs library and active probes in this process, on the
+    /// recording parsed once (each probe in a child of its own, re-parsing it, before).
+    #[test]
+    fn a_replay_runs_active_probes_in_this_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let recording = dir.path().join(crate::recording::ANSWERS_FILE);
+        std::fs::write(&recording, r#"{"cuda.test": 7}"#).unwrap();
+        let shared = RunInputs {
+            answers: Answers::from_file(&recording).unwrap(),
+            ..inputs(Profile::default())
+        };
+        let out = run(&[&Measurer], shared, Duration::from_secs(5), &Progress::OFF);
+        let r = &out.results[0];
+        assert_eq!(r.status, Status::Pass, "{r:#?}");
+        assert_eq!(r.summary, format!("pid {} read Ok(7)", std::process::id()));
+        assert_eq!(r.library_answers, Some(AnswerSource::Recorded));
     }
 
     fn inputs(profile: Profile) -> RunInputs {

@@ -31,6 +31,9 @@ pub struct ProbeJob {
     /// `snapshot`: report every host path the probe asked for.
     #[serde(default)]
     pub record_reads: bool,
+    /// Library facts the run gathered already, by key: the child judges these instead of asking again.
+    #[serde(default)]
+    pub gathered: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -75,7 +78,7 @@ fn run_job(job: &ProbeJob, find: FindProbe) -> ProbeReply {
         host
     };
     let answers = match Answers::for_host(&host) {
-        Ok(a) => a,
+        Ok(a) => a.with_gathered(job.gathered.clone()),
         Err(e) => return error_reply(&job.id, format!("{e:#}")),
     };
     let settings = job.profile.settings(&job.id);

@@ -358,6 +358,33 @@ fn a_hung_library_is_reported_once_and_not_called_again() {
     );
 }
 
+/// The NVML checks judge one inventory, gathered once per run: NVML is initialised once for all of them (it was
+/// once per check, each in a child of its own).
+#[test]
+fn nvml_is_asked_once_for_every_check_that_judges_it() {
+    let log = tempfile::tempdir().expect("temp dir");
+    let inits = log.path().join("inits");
+    // O_WRONLY | O_APPEND | O_CREAT, declared here: the shim's template includes unistd.h alone.
+    let libs = shims(&[(
+        "libnvidia-ml.so.1",
+        &nvml(&format!(
+            r#"extern int open(const char *, int, ...); int fd = open("{}", 02101, 0644); write(fd, "i", 1); close(fd); return 0;"#,
+            inits.display()
+        )),
+    )]);
+    let checks = ["gpu.inventory", "gpu.bar1", "gpu.p2p"];
+    let (_, report, _) = run(&host("hgx-healthy"), libs.path(), &checks);
+    for id in checks {
+        let r = result_of(&report, id);
+        assert_eq!(r["library_answers"], "live", "{r:#}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&inits).unwrap_or_default(),
+        "i",
+        "nvmlInit_v2 calls in one run"
+    );
+}
+
 /// The same for libibverbs: rdma.loopback hangs in `ibv_get_device_list` once, gdr.loopback after it is not
 /// called again.
 #[test]
