@@ -15,5 +15,6 @@ pub mod nvidia;
 pub mod pci;
 pub mod pci_config;
 pub mod pci_device;
+pub mod pci_ids;
 pub mod stable;
 pub mod udev;

@@ -5,6 +5,7 @@ mod deploy;
 mod deps;
 mod fabric;
 mod faults;
+mod fleet_pcie;
 mod gds;
 mod gpu;
 mod h200;

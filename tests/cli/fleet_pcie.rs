@@ -1,0 +1,410 @@
+//! Real-fleet shapes and faults of issue 19 on the PCIe, GPU and GDS side, each class on several variants:
+//! idle GPU links, GDS through PCI P2PDMA, one unreadable function or attribute, a GPU fallen off the bus,
+//! PCIe AER counters, and the functions the presence survey must see (flash-recovery ConnectX, Omni-Path).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::util::*;
+
+const IDLE: &str = "fleet-hgx-h100-idle-gpu-links";
+const P2PDMA: &str = "fleet-hgx-h100-p2pdma-gds";
+
+/// A writable copy of `testdata/hosts/<scenario>` (symlinks kept).
+fn copy(scenario: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", host(scenario).display()))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    dir
+}
+
+/// Writes host path `path` of the tree at `root` (through the tree's own symlinks).
+fn put(root: &Path, path: &str, text: &str) {
+    let p = root.join(path.trim_start_matches('/'));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// Sets PCI attribute `attr` of `bdf`.
+fn set_pci(root: &Path, bdf: &str, attr: &str, text: &str) {
+    put(root, &format!("/sys/bus/pci/devices/{bdf}/{attr}"), text);
+}
+
+/// Replaces a PCI attribute by a directory: reading it fails (EISDIR), as an unreadable file does.
+fn break_pci(root: &Path, bdf: &str, attr: &str) {
+    let p = std::fs::canonicalize(root.join(format!("sys/bus/pci/devices/{bdf}")))
+        .unwrap()
+        .join(attr);
+    std::fs::remove_file(&p).unwrap();
+    std::fs::create_dir(&p).unwrap();
+}
+
+fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["id"] == id)
+        .collect()
+}
+
+/// The result of `id` whose subject starts with `subject`.
+fn of<'a>(report: &'a Value, id: &str, subject: &str) -> &'a Value {
+    results(report, id)
+        .into_iter()
+        .find(|c| {
+            c["subject"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(subject)
+        })
+        .unwrap_or_else(|| panic!("no {id} result for {subject}: {report:#}"))
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v[key].as_str().unwrap_or_default().to_string()
+}
+
+fn evidence(v: &Value) -> String {
+    v["evidence"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Idle GPU links: a GPU's own link at full width whose speed alone is lower is idle-downshifted, not a static
+// failure; gpu.pcie judges the speed under load. A width drop, or a drop on a NIC, NVMe or switch link, fails.
+
+fn pcie_link(root: &Path, profile: &str) -> Value {
+    run_json(root, profile, &["--only", "pcie.link"]).1
+}
+
+#[test]
+fn idle_gpus_at_gen1_are_idle_downshifted_not_failed() {
+    let report = pcie_link(&host(IDLE), "hgx-h100-ib");
+    let gpus: Vec<_> = results(&report, "pcie.link")
+        .into_iter()
+        .filter(|c| text(c, "subject").starts_with("GPU"))
+        .collect();
+    assert_eq!(gpus.len(), 8);
+    for gpu in gpus {
+        assert_eq!(gpu["status"], "pass", "{gpu:#}");
+        let summary = text(gpu, "summary");
+        assert!(summary.contains("idle-downshifted"), "{summary}");
+        assert!(summary.contains("gpu.pcie"), "{summary}");
+    }
+    for c in results(&report, "pcie.link") {
+        assert_ne!(c["status"], "fail", "{c:#}");
+    }
+}
+
+#[test]
+fn gpu_at_16_gts_on_a_gen5_profile_is_idle_downshifted() {
+    let dir = copy(IDLE);
+    for bdf in ["0000:17:00.0", "0000:18:00.0"] {
+        set_pci(dir.path(), bdf, "current_link_speed", "16.0 GT/s PCIe");
+    }
+    let report = pcie_link(dir.path(), "hgx-h100-ib");
+    let gpu = of(&report, "pcie.link", "GPU0 ");
+    assert_eq!(gpu["status"], "pass", "{gpu:#}");
+    assert!(text(gpu, "summary").contains("idle-downshifted"), "{gpu:#}");
+}
+
+#[test]
+fn idle_gpu_at_x8_still_fails_on_its_width() {
+    let dir = copy(IDLE);
+    for bdf in ["0000:4a:00.0", "0000:4b:00.0"] {
+        set_pci(dir.path(), bdf, "current_link_width", "8");
+    }
+    let report = pcie_link(dir.path(), "hgx-h100-ib");
+    let gpu = of(&report, "pcie.link", "GPU3 ");
+    assert_eq!(gpu["status"], "fail", "{gpu:#}");
+    assert!(text(gpu, "summary").contains("x8"), "{gpu:#}");
+    assert!(
+        !text(gpu, "summary").contains("idle-downshifted"),
+        "{gpu:#}"
+    );
+}
+
+#[test]
+fn nic_at_16_gts_still_fails() {
+    let dir = copy(IDLE);
+    for bdf in ["0000:17:01.0", "0000:19:00.0"] {
+        set_pci(dir.path(), bdf, "current_link_speed", "16.0 GT/s PCIe");
+    }
+    let report = pcie_link(dir.path(), "hgx-h100-ib");
+    let nic = of(&report, "pcie.link", "NIC0 ");
+    assert_eq!(nic["status"], "fail", "{nic:#}");
+    assert!(
+        text(nic, "summary").contains("runs at 16.0 GT/s x16"),
+        "{nic:#}"
+    );
+}
+
+#[test]
+fn nvme_below_its_speed_still_fails() {
+    let dir = copy(IDLE);
+    for bdf in ["0000:17:02.0", "0000:1a:00.0"] {
+        set_pci(dir.path(), bdf, "current_link_speed", "8.0 GT/s PCIe");
+    }
+    let report = pcie_link(dir.path(), "hgx-h100-ib");
+    assert_eq!(of(&report, "pcie.link", "NVMe0 ")["status"], "fail");
+}
+
+#[test]
+fn downshifted_switch_uplink_fails_the_gpu_behind_it() {
+    let dir = copy(IDLE);
+    for bdf in ["0000:15:01.0", "0000:16:00.0"] {
+        set_pci(dir.path(), bdf, "current_link_speed", "16.0 GT/s PCIe");
+    }
+    let report = pcie_link(dir.path(), "hgx-h100-ib");
+    for device in ["GPU0 ", "NIC0 "] {
+        let r = of(&report, "pcie.link", device);
+        assert_eq!(r["status"], "fail", "{r:#}");
+        assert!(
+            text(r, "summary").contains("0000:15:01.0 → 0000:16:00.0 runs at 16.0 GT/s"),
+            "{r:#}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One unreadable function or attribute: only what could be affected errors. The class decides whether a
+// function can be a GPU.
+
+const TREE_CHECKS: &str =
+    "driver.nvidia,gdr.kernel_path,gds.kernel_path,pcie.acs,topo.gpu_nic,pcie.link";
+
+fn tree_checks(root: &Path) -> Value {
+    run_json(root, "generic", &["--only", TREE_CHECKS]).1
+}
+
+/// The results of `ids` that are errors.
+fn errors<'a>(report: &'a Value, ids: &[&str]) -> Vec<&'a Value> {
+    ids.iter()
+        .flat_map(|id| results(report, id))
+        .filter(|c| c["status"] == "error")
+        .collect()
+}
+
+/// hgx-healthy without its GPUs: a storage/CPU node with the same bridges, NICs and drives.
+fn gpu_less() -> tempfile::TempDir {
+    let dir = copy("hgx-healthy");
+    let devices = dir.path().join("sys/bus/pci/devices");
+    for entry in std::fs::read_dir(&devices).unwrap() {
+        let link = entry.unwrap().path();
+        let real = std::fs::canonicalize(&link).unwrap();
+        let class = std::fs::read_to_string(real.join("class")).unwrap();
+        if class.starts_with("0x03") {
+            std::fs::remove_dir_all(&real).unwrap();
+            std::fs::remove_file(&link).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(dir.path().join("proc/driver/nvidia/gpus")).unwrap();
+    dir
+}
+
+#[test]
+fn unreadable_bridge_config_on_a_gpu_less_node_errors_no_gpu_check() {
+    let dir = gpu_less();
+    break_pci(dir.path(), "0000:05:01.0", "config");
+    let report = tree_checks(dir.path());
+    assert_eq!(
+        errors(
+            &report,
+            &[
+                "driver.nvidia",
+                "gdr.kernel_path",
+                "gds.kernel_path",
+                "topo.gpu_nic",
+                "pcie.acs"
+            ]
+        ),
+        Vec::<&Value>::new()
+    );
+    let driver = status_of(&report, "driver.nvidia");
+    assert!(driver == "skip" || driver == "pass", "{driver}");
+}
+
+#[test]
+fn unreadable_bridge_config_on_the_nvswitch_path_errors_nothing_unrelated() {
+    let dir = copy("hgx-healthy");
+    break_pci(dir.path(), "0000:05:01.0", "config");
+    let report = tree_checks(dir.path());
+    assert_eq!(
+        errors(
+            &report,
+            &[
+                "driver.nvidia",
+                "gdr.kernel_path",
+                "gds.kernel_path",
+                "topo.gpu_nic",
+                "pcie.link"
+            ]
+        ),
+        Vec::<&Value>::new()
+    );
+}
+
+#[test]
+fn unreadable_nic_numa_node_errors_no_gpu_check() {
+    let dir = copy("hgx-healthy");
+    set_pci(dir.path(), "0000:19:00.0", "numa_node", "zero");
+    let report = tree_checks(dir.path());
+    assert_eq!(
+        errors(&report, &["driver.nvidia", "gds.kernel_path"]),
+        Vec::<&Value>::new()
+    );
+    assert_eq!(status_of(&report, "driver.nvidia"), "pass");
+}
+
+#[test]
+fn unreadable_nvme_link_errors_only_that_drive() {
+    let dir = copy("hgx-healthy");
+    break_pci(dir.path(), "0000:1a:00.0", "current_link_speed");
+    let report = tree_checks(dir.path());
+    assert_eq!(
+        errors(
+            &report,
+            &[
+                "driver.nvidia",
+                "gdr.kernel_path",
+                "gds.kernel_path",
+                "topo.gpu_nic"
+            ]
+        ),
+        Vec::<&Value>::new()
+    );
+    let link_errors = errors(&report, &["pcie.link"]);
+    assert_eq!(link_errors.len(), 1, "{link_errors:#?}");
+    assert!(text(link_errors[0], "subject").starts_with("NVMe0 "));
+}
+
+#[test]
+fn unreadable_gpu_attribute_errors_the_gpu_checks_naming_it() {
+    let dir = copy("hgx-healthy");
+    set_pci(dir.path(), "0000:18:00.0", "numa_node", "zero");
+    let report = tree_checks(dir.path());
+    let errors = errors(&report, &["driver.nvidia"]);
+    assert_eq!(errors.len(), 1, "{report:#}");
+    let r = errors[0];
+    assert!(
+        format!("{} {}", text(r, "summary"), evidence(r)).contains("0000:18:00.0/numa_node"),
+        "{r:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Functions the presence survey must see: a ConnectX in flash recovery, an Omni-Path HFI.
+
+/// hgx-healthy with NIC `bdf` turned into a ConnectX-7 in flash-recovery mode: device id 0x0218
+/// (mstflint's livefish list), class memory controller as lspci shows it, no driver, no RDMA device.
+fn recovery_nic(bdf: &str, rdma_index: usize) -> tempfile::TempDir {
+    let dir = copy("hgx-healthy");
+    let real =
+        std::fs::canonicalize(dir.path().join(format!("sys/bus/pci/devices/{bdf}"))).unwrap();
+    std::fs::write(real.join("device"), "0x0218\n").unwrap();
+    std::fs::write(real.join("class"), "0x058000\n").unwrap();
+    std::fs::remove_dir_all(real.join("infiniband")).unwrap();
+    std::fs::remove_dir_all(real.join("infiniband_verbs")).unwrap();
+    std::fs::remove_file(
+        dir.path()
+            .join(format!("sys/class/infiniband/mlx5_{rdma_index}")),
+    )
+    .unwrap();
+    std::fs::remove_file(
+        dir.path()
+            .join(format!("sys/class/infiniband_verbs/uverbs{rdma_index}")),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn connectx_in_flash_recovery_is_named_with_its_fix() {
+    let dir = recovery_nic("0000:4c:00.0", 3);
+    let (_, report) = run_json(
+        dir.path(),
+        "hgx-h100-ib",
+        &["--only", "rdma.devices,pcie.link"],
+    );
+    let failing: Vec<_> = results(&report, "rdma.devices")
+        .into_iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    assert!(!failing.is_empty(), "{report:#}");
+    let all = failing
+        .iter()
+        .map(|c| format!("{} {}", text(c, "summary"), text(c, "remediation")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(all.contains("0000:4c:00.0"), "{all}");
+    assert!(
+        all.contains("flash recovery") || all.contains("flash-recovery"),
+        "{all}"
+    );
+    assert!(all.contains("mstflint"), "{all}");
+}
+
+#[test]
+fn connectx_in_flash_recovery_on_a_bluefield_id_is_named_too() {
+    let dir = recovery_nic("0000:aa:00.0", 5);
+    put(
+        dir.path(),
+        "/sys/bus/pci/devices/0000:aa:00.0/device",
+        "0x021c\n",
+    );
+    let (_, report) = run_json(dir.path(), "generic", &["--only", "rdma.devices"]);
+    let all = results(&report, "rdma.devices")
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}",
+                c["status"],
+                text(c, "summary"),
+                text(c, "remediation")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        all.contains("0000:aa:00.0") && all.contains("mstflint"),
+        "{all}"
+    );
+}
+
+/// hgx-healthy with NIC0 replaced by an Omni-Path HFI: Intel 8086:24f0, class 0x020800, hfi1_0 on it.
+fn omnipath() -> tempfile::TempDir {
+    let dir = copy("hgx-healthy");
+    let real = std::fs::canonicalize(dir.path().join("sys/bus/pci/devices/0000:19:00.0")).unwrap();
+    std::fs::write(real.join("vendor"), "0x8086\n").unwrap();
+    std::fs::write(real.join("device"), "0x24f0\n").unwrap();
+    std::fs::write(real.join("class"), "0x020800\n").unwrap();
+    dir
+}
+
+#[test]
+fn omnipath_hfi_is_an_rdma_nic_for_pcie_link_and_topo() {
+    let dir = omnipath();
+    let (_, report) = run_json(dir.path(), "generic", &["--only", "pcie.link,topo.gpu_nic"]);
+    let link = of(&report, "pcie.link", "NIC0 0000:19:00.0");
+    assert_eq!(link["status"], "pass", "{link:#}");
+    let out = preflight()
+        .args(["topo", "--root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(stdout(&out).contains("mlx5_0"), "{}", stdout(&out));
+}
