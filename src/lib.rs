@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod dynlib;
 pub mod exit;
+pub mod gds_p2pdma;
 pub mod gds_target;
 pub mod host;
 pub mod interrupt;

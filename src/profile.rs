@@ -108,7 +108,7 @@ pub struct Expect {
     pub gdr: Option<bool>,
     /// Specifically `nvidia_peermem`; DMA-BUF alone does not satisfy it.
     pub peermem: Option<bool>,
-    /// GPUDirect Storage proper: `nvidia_fs` loaded, compat mode is a failure.
+    /// GPUDirect Storage proper: `nvidia_fs` loaded or the PCI P2PDMA path ready; compat mode is a failure.
     pub gds: Option<bool>,
     pub memlock_min_mib: Option<u64>,
     pub memlock_unlimited: Option<bool>,

@@ -181,6 +181,120 @@ fn downshifted_switch_uplink_fails_the_gpu_behind_it() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// GDS through PCI P2PDMA: gds.config and gds.kernel_path agree on whether the direct path is there.
+
+const GDS_CHECKS: &str = "gds.config,gds.kernel_path";
+
+fn gds(root: &Path) -> (Value, Value) {
+    let scratch = tempfile::tempdir().unwrap();
+    let (_, report) = run_json(
+        root,
+        "hgx-h100-ib",
+        &[
+            "--only",
+            GDS_CHECKS,
+            "--gds-dir",
+            &scratch.path().to_string_lossy(),
+        ],
+    );
+    let config = (*results(&report, "gds.config").first().expect("gds.config")).clone();
+    (config, result_of(&report, "gds.kernel_path").clone())
+}
+
+#[test]
+fn p2pdma_path_needs_no_nvidia_fs_and_both_checks_say_so() {
+    let (config, kernel) = gds(&host(P2PDMA));
+    assert_eq!(config["status"], "pass", "{config:#}");
+    assert!(
+        text(&config, "summary").contains("PCI P2PDMA"),
+        "{config:#}"
+    );
+    assert_eq!(kernel["status"], "pass", "{kernel:#}");
+    assert!(
+        text(&kernel, "summary").contains("PCI P2PDMA"),
+        "{kernel:#}"
+    );
+    assert!(evidence(&kernel).contains("use_pci_p2pdma"), "{kernel:#}");
+}
+
+/// Each variant breaks one prerequisite: both checks fail, and name it.
+fn p2pdma_variant(change: impl Fn(&Path), names: &str) {
+    let dir = copy(P2PDMA);
+    change(dir.path());
+    let (config, kernel) = gds(dir.path());
+    assert_eq!(config["status"], "fail", "{config:#}");
+    assert_eq!(kernel["status"], "fail", "{kernel:#}");
+    // nvidia-fs is spelled both ways (the module is nvidia_fs).
+    let plain = |t: &str| t.replace('_', "-");
+    for r in [&config, &kernel] {
+        assert!(
+            plain(&text(r, "summary")).contains(&plain(names)),
+            "{names}: {r:#}"
+        );
+    }
+}
+
+#[test]
+fn p2pdma_off_in_cufile_json_fails_both() {
+    p2pdma_variant(
+        |root| {
+            let path = root.join("etc/cufile.json");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(
+                &path,
+                text.replace("\"use_pci_p2pdma\": true", "\"use_pci_p2pdma\": false"),
+            )
+            .unwrap();
+        },
+        "nvidia_fs",
+    );
+}
+
+#[test]
+fn p2pdma_on_a_module_older_than_565_fails_both() {
+    p2pdma_variant(
+        |root| {
+            let path = root.join("proc/driver/nvidia/version");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replace("570.124.06", "560.35.03")).unwrap();
+        },
+        "565",
+    );
+}
+
+#[test]
+fn p2pdma_on_a_kernel_without_config_pci_p2pdma_fails_both() {
+    p2pdma_variant(
+        |root| {
+            let path = root.join("boot/config-6.8.0-52-generic");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(
+                &path,
+                text.replace("CONFIG_PCI_P2PDMA=y", "# CONFIG_PCI_P2PDMA is not set"),
+            )
+            .unwrap();
+        },
+        "CONFIG_PCI_P2PDMA",
+    );
+}
+
+#[test]
+fn p2pdma_on_the_proprietary_module_fails_both() {
+    p2pdma_variant(
+        |root| {
+            let path = root.join("proc/driver/nvidia/version");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(
+                &path,
+                text.replace("Open Kernel Module for x86_64", "x86_64 Kernel Module"),
+            )
+            .unwrap();
+        },
+        "open",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // One unreadable function or attribute: only what could be affected errors. The class decides whether a
 // function can be a GPU.
 
