@@ -421,6 +421,147 @@ fn unreadable_gpu_attribute_errors_the_gpu_checks_naming_it() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// A GPU fallen off the bus (Xid 79), and NVML's per-GPU health.
+
+const GPU_LOST: &str = "device fell off the bus or has otherwise become inacessible";
+
+/// The idle tree with GPU `index`'s recorded NVML answers changed by `change`.
+fn nvml_variant(
+    index: usize,
+    change: impl Fn(&mut serde_json::Map<String, Value>),
+) -> tempfile::TempDir {
+    let dir = copy(IDLE);
+    let path = dir.path().join("vendor-answers.json");
+    let mut answers: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let gpu = answers["nvml"]["gpus"][index].as_object_mut().unwrap();
+    change(gpu);
+    std::fs::write(&path, serde_json::to_string(&answers).unwrap()).unwrap();
+    dir
+}
+
+fn inventory(root: &Path) -> Value {
+    run_json(root, "hgx-h100-ib", &["--only", "gpu.inventory"]).1
+}
+
+/// The gpu.inventory result of GPU `index` (subject: its bus id, or `GPU <index>` where NVML gave none).
+fn inventory_of(report: &Value, index: usize, bdf: &str) -> Value {
+    results(report, "gpu.inventory")
+        .into_iter()
+        .find(|c| {
+            let s = text(c, "subject");
+            s.contains(bdf) || s == format!("GPU {index}")
+        })
+        .unwrap_or_else(|| panic!("no result for GPU {index}: {report:#}"))
+        .clone()
+}
+
+fn assert_lost(r: &Value, index: usize) {
+    assert_eq!(r["status"], "fail", "{r:#}");
+    let summary = text(r, "summary");
+    assert!(
+        summary.contains(&format!("GPU {index}")) || text(r, "subject").contains("GPU"),
+        "{r:#}"
+    );
+    assert!(summary.contains("fell off the bus"), "{summary}");
+    assert!(!summary.contains('?'), "{summary}");
+    let fix = text(r, "remediation");
+    assert!(
+        fix.contains("reset") && fix.contains("reboot") && fix.contains("RMA"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn gpu_whose_handle_is_lost_fails_naming_it() {
+    let dir = nvml_variant(3, |g| {
+        for (key, value) in g.iter_mut() {
+            if key != "index" {
+                *value = serde_json::json!({"Err": "not read"});
+            }
+        }
+        g["name"] =
+            serde_json::json!({"Err": format!("nvmlDeviceGetHandleByIndex_v2: {GPU_LOST}")});
+    });
+    let report = inventory(dir.path());
+    assert_lost(&inventory_of(&report, 3, "0000:4b:00.0"), 3);
+}
+
+#[test]
+fn gpu_whose_every_call_is_lost_fails_naming_it() {
+    let dir = nvml_variant(3, |g| {
+        for (key, value) in g.iter_mut() {
+            if key != "index" && key != "pci_bus_id" {
+                *value = serde_json::json!({"Err": format!("nvmlDevice{key}: {GPU_LOST}")});
+            }
+        }
+    });
+    // Config space of a GPU that fell off the bus reads all ones.
+    std::fs::write(
+        std::fs::canonicalize(dir.path().join("sys/bus/pci/devices/0000:4b:00.0"))
+            .unwrap()
+            .join("config"),
+        vec![0xffu8; 4096],
+    )
+    .unwrap();
+    let report = inventory(dir.path());
+    let r = inventory_of(&report, 3, "0000:4b:00.0");
+    assert_lost(&r, 3);
+    assert!(text(&r, "subject").contains("0000:4b:00.0"), "{r:#}");
+}
+
+#[test]
+fn any_per_gpu_nvml_error_fails_naming_the_call() {
+    let dir = nvml_variant(5, |g| {
+        g["ecc_enabled"] =
+            serde_json::json!({"Err": "nvmlDeviceGetEccMode: an internal driver error occurred"});
+    });
+    let report = inventory(dir.path());
+    let r = inventory_of(&report, 5, "0000:a9:00.0");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    let summary = text(&r, "summary");
+    assert!(summary.contains("nvmlDeviceGetEccMode"), "{summary}");
+    assert!(!summary.contains('?'), "{summary}");
+}
+
+#[test]
+fn not_supported_answers_are_no_error() {
+    // The H100 recording answers page retirement with "not available on the target device": not a fault.
+    let report = inventory(&host(IDLE));
+    for r in results(&report, "gpu.inventory") {
+        assert_eq!(r["status"], "pass", "{r:#}");
+    }
+}
+
+#[test]
+fn row_remapping_failure_and_pending_fail() {
+    for (pending, failure, words) in [(false, true, "RMA"), (true, false, "reset")] {
+        let dir = nvml_variant(1, |g| {
+            g["remapped_rows"] = serde_json::json!({"Ok": {
+                "correctable": 0, "uncorrectable": 2, "pending": pending, "failure": failure}});
+        });
+        let report = inventory(dir.path());
+        let r = inventory_of(&report, 1, "0000:29:00.0");
+        assert_eq!(r["status"], "fail", "{r:#}");
+        assert!(text(&r, "remediation").contains(words), "{r:#}");
+    }
+}
+
+#[test]
+fn unreadable_remapped_rows_are_not_judged_healthy() {
+    let dir = nvml_variant(2, |g| {
+        g["remapped_rows"] = serde_json::json!({"Err": "nvmlDeviceGetRemappedRows: an internal driver error occurred"});
+    });
+    let report = inventory(dir.path());
+    let r = inventory_of(&report, 2, "0000:3a:00.0");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    assert!(
+        text(&r, "summary").contains("nvmlDeviceGetRemappedRows"),
+        "{r:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Functions the presence survey must see: a ConnectX in flash recovery, an Omni-Path HFI.
 
 /// hgx-healthy with NIC `bdf` turned into a ConnectX-7 in flash-recovery mode: device id 0x0218
