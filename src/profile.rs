@@ -151,6 +151,8 @@ pub struct Thresholds {
     pub rdma_error_count: Option<Limit>,
     /// GPU PCIe replay counter, count (ceiling).
     pub pcie_replay_count: Option<Limit>,
+    /// PCIe AER corrected errors of a device on the GPU/NIC/NVMe paths, per hour since boot (ceiling).
+    pub pcie_aer_correctable_per_hour: Option<Limit>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

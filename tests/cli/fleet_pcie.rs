@@ -562,6 +562,215 @@ fn unreadable_remapped_rows_are_not_judged_healthy() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// PCIe AER counters of the devices on the GPU, NIC and NVMe paths.
+
+const AER_COR: &[&str] = &[
+    "RxErr",
+    "BadTLP",
+    "BadDLLP",
+    "Rollover",
+    "Timeout",
+    "NonFatalErr",
+    "CorrIntErr",
+    "HeaderOF",
+];
+const AER_UNCOR: &[&str] = &[
+    "Undefined",
+    "DLP",
+    "SDES",
+    "TLP",
+    "FCP",
+    "CmpltTO",
+    "CmpltAbrt",
+    "UnxCmplt",
+    "RxOF",
+    "MalfTLP",
+    "ECRC",
+    "UnsupReq",
+    "ACSViol",
+    "UncorrIntErr",
+    "BlockedTLP",
+    "AtomicOpBlocked",
+    "TLPBlockedErr",
+    "PoisonTLPBlocked",
+];
+
+/// The kernel's `aer_dev_*` text with `counts` (name → count) and the rest 0.
+fn aer_text(names: &[&str], total: &str, counts: &[(&str, u64)]) -> String {
+    let mut sum = 0;
+    let mut out = String::new();
+    for name in names {
+        let n = counts
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or(0, |(_, v)| *v);
+        sum += n;
+        out.push_str(&format!("{name} {n}\n"));
+    }
+    out.push_str(&format!("{total} {sum}\n"));
+    out
+}
+
+/// hgx-healthy with clean AER files on every function that has a link (AER capability), and an uptime.
+fn with_aer() -> tempfile::TempDir {
+    let dir = copy("hgx-healthy");
+    let devices = dir.path().join("sys/bus/pci/devices");
+    for entry in std::fs::read_dir(&devices).unwrap() {
+        let real = std::fs::canonicalize(entry.unwrap().path()).unwrap();
+        if !real.join("current_link_speed").exists() {
+            continue;
+        }
+        std::fs::write(
+            real.join("aer_dev_correctable"),
+            aer_text(AER_COR, "TOTAL_ERR_COR", &[]),
+        )
+        .unwrap();
+        std::fs::write(
+            real.join("aer_dev_nonfatal"),
+            aer_text(AER_UNCOR, "TOTAL_ERR_NONFATAL", &[]),
+        )
+        .unwrap();
+        std::fs::write(
+            real.join("aer_dev_fatal"),
+            aer_text(AER_UNCOR, "TOTAL_ERR_FATAL", &[]),
+        )
+        .unwrap();
+        let class = std::fs::read_to_string(real.join("class")).unwrap();
+        let name = real.file_name().unwrap().to_string_lossy().into_owned();
+        let parent_is_host_bridge = real
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("pci");
+        if class.starts_with("0x0604") && parent_is_host_bridge {
+            for kind in ["cor", "fatal", "nonfatal"] {
+                std::fs::write(real.join(format!("aer_rootport_total_err_{kind}")), "0\n").unwrap();
+            }
+        }
+        let _ = name;
+    }
+    put(dir.path(), "/proc/uptime", "864000.52 6893210.11");
+    dir
+}
+
+fn aer(root: &Path) -> Value {
+    run_json(root, "hgx-h100-ib", &["--only", "pcie.aer"]).1
+}
+
+#[test]
+fn clean_aer_counters_pass() {
+    let dir = with_aer();
+    let report = aer(dir.path());
+    let all = results(&report, "pcie.aer");
+    assert!(!all.is_empty());
+    for r in all {
+        assert_eq!(r["status"], "pass", "{r:#}");
+    }
+}
+
+#[test]
+fn fatal_aer_error_on_a_gpu_fails_naming_device_and_counter() {
+    let dir = with_aer();
+    set_pci(
+        dir.path(),
+        "0000:4b:00.0",
+        "aer_dev_fatal",
+        &aer_text(AER_UNCOR, "TOTAL_ERR_FATAL", &[("MalfTLP", 1)]),
+    );
+    let report = aer(dir.path());
+    let r = of(&report, "pcie.aer", "GPU3 0000:4b:00.0");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    let summary = text(r, "summary");
+    assert!(
+        summary.contains("MalfTLP") && summary.contains("fatal"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn nonfatal_aer_error_on_the_switch_port_above_a_nic_fails() {
+    let dir = with_aer();
+    set_pci(
+        dir.path(),
+        "0000:a8:01.0",
+        "aer_dev_nonfatal",
+        &aer_text(AER_UNCOR, "TOTAL_ERR_NONFATAL", &[("CmpltTO", 3)]),
+    );
+    let report = aer(dir.path());
+    let r = of(&report, "pcie.aer", "switch downstream port 0000:a8:01.0");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    assert!(text(r, "summary").contains("CmpltTO 3"), "{r:#}");
+}
+
+#[test]
+fn correctable_errors_warn_above_the_rate_and_pass_below() {
+    // 10 days up: 5 corrected errors is background, 5000 is a link going bad.
+    for (count, status) in [(5, "pass"), (5000, "warn")] {
+        let dir = with_aer();
+        set_pci(
+            dir.path(),
+            "0000:19:00.0",
+            "aer_dev_correctable",
+            &aer_text(AER_COR, "TOTAL_ERR_COR", &[("BadTLP", count)]),
+        );
+        let report = aer(dir.path());
+        let r = of(&report, "pcie.aer", "NIC0 0000:19:00.0");
+        assert_eq!(r["status"], status, "{count}: {r:#}");
+        if status == "warn" {
+            assert!(text(r, "summary").contains("BadTLP"), "{r:#}");
+        }
+    }
+}
+
+#[test]
+fn root_port_fatal_total_fails() {
+    let dir = with_aer();
+    set_pci(
+        dir.path(),
+        "0000:95:01.0",
+        "aer_rootport_total_err_fatal",
+        "2\n",
+    );
+    let report = aer(dir.path());
+    let r = of(&report, "pcie.aer", "root port 0000:95:01.0");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    assert!(
+        text(r, "summary").contains("aer_rootport_total_err_fatal"),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn garbage_aer_values_are_reported_not_judged() {
+    let dir = with_aer();
+    set_pci(
+        dir.path(),
+        "0000:18:00.0",
+        "aer_dev_fatal",
+        "TOTAL_ERR_FATAL lots\n",
+    );
+    let report = aer(dir.path());
+    let r = of(&report, "pcie.aer", "GPU0 0000:18:00.0");
+    assert_eq!(r["status"], "error", "{r:#}");
+    assert!(text(r, "summary").contains("aer_dev_fatal"), "{r:#}");
+}
+
+#[test]
+fn no_aer_files_say_so_and_do_not_pass() {
+    let report = aer(&host("hgx-healthy"));
+    let all = results(&report, "pcie.aer");
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!(all[0]["status"], "skip", "{:#}", all[0]);
+    assert!(
+        text(all[0], "summary").contains("CONFIG_PCIEAER"),
+        "{:#}",
+        all[0]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Functions the presence survey must see: a ConnectX in flash recovery, an Omni-Path HFI.
 
 /// hgx-healthy with NIC `bdf` turned into a ConnectX-7 in flash-recovery mode: device id 0x0218
