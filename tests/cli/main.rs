@@ -9,6 +9,7 @@ mod fleet_pcie;
 mod gds;
 mod gpu;
 mod h200;
+mod healthy_shapes;
 mod nccl;
 mod pair;
 mod presence;
