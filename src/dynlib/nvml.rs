@@ -571,6 +571,23 @@ mod tests {
         }
     }
 
+    /// Answers as this build writes them and as older recordings hold them (nvml-wrapper's words only).
+    #[test]
+    fn error_answers_are_classified_by_code_name_or_words() {
+        for (text, want) in [
+            ("nvmlDeviceGetName: NVML_ERROR_GPU_IS_LOST (device fell off the bus or has otherwise become inacessible)", Fault::Lost),
+            ("nvmlDeviceGetUUID: device fell off the bus or has otherwise become inacessible", Fault::Lost),
+            ("nvmlDeviceGetRetiredPages(SBE): the requested operation is not available on the target device", Fault::Unsupported),
+            ("nvmlDeviceGetRemappedRows: NVML_ERROR_NOT_SUPPORTED (the requested operation is not available on the target device)", Fault::Unsupported),
+            ("nvmlDeviceGetRemappedRows: function symbol failed to load: undefined symbol", Fault::Unsupported),
+            ("nvmlDeviceGetEccMode: NVML_ERROR_NO_PERMISSION (the current user does not have permission to perform this operation)", Fault::Denied),
+            ("nvmlDeviceGetEccMode: an internal driver error occurred", Fault::Failed),
+            (NOT_READ, Fault::NotAsked),
+        ] {
+            assert_eq!(fault(text), want, "{text}");
+        }
+    }
+
     #[test]
     fn facts_survive_a_json_round_trip() {
         let facts = NvmlFacts {
