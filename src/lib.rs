@@ -2,6 +2,7 @@
 //! targets all use these modules.
 
 pub mod build_info;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod dynlib;
@@ -10,7 +11,6 @@ pub mod gds_p2pdma;
 pub mod gds_target;
 pub mod host;
 pub mod interrupt;
-pub mod isolate;
 pub mod measure;
 pub mod model;
 pub mod nccl;
@@ -24,6 +24,7 @@ pub mod recording;
 pub mod report;
 pub mod runner;
 pub mod sysfs;
+pub mod tasks;
 pub mod threshold;
 pub mod topology;
 pub mod transfer_verdict;

@@ -55,7 +55,7 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         }
         ViewFormat::Table => crate::report::fit(
             &render_table(&summary, args.expect, &judgement, code),
-            crate::report::terminal_width(),
+            crate::report::output::terminal_width(),
         ),
     };
     Ok(super::emit(&text, code))
@@ -118,7 +118,7 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
         table
             .load_style(comfy_table::presets::NOTHING)
             .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-            .set_width(crate::report::terminal_width())
+            .set_width(crate::report::output::terminal_width())
             .force_no_tty();
         table.set_header([
             "TRANSPORT",
