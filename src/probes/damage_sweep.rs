@@ -452,8 +452,18 @@ fn pairs_port_survey_meets_each_file_it_reads_damaged() {
                 };
                 let Some(guard) = guard else { continue };
                 let (damaged, _) = survey(&root);
+                // A function that cannot be a NIC changes no offer: the presence survey pair stands on names
+                // it as not read, and the ports offered are the clean ones.
+                let named = damaged == clean
+                    && crate::presence::Survey::read(
+                        &Host::at(&root).unwrap(),
+                        crate::presence::Stack::Rdma,
+                    )
+                    .evidence
+                    .iter()
+                    .any(|e| e.contains(&path) && e.contains("not read"));
                 drop(guard);
-                if let Some(why) = judge_survey(&clean, &damaged) {
+                if let Some(why) = judge_survey(&clean, &damaged).filter(|_| !named) {
                     problems.push(format!("{tree}: {path} {damage:?}: {why}"));
                 }
             }
