@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fabric_preflight::commands::run::{execute, prepare};
-use fabric_preflight::commands::topo::render_table;
+use fabric_preflight::commands::topo::{port_roles, render_table};
 use fabric_preflight::host::Host;
 use fabric_preflight::probe::{Inputs, Kind};
 use fabric_preflight::topology::PciTree;
@@ -102,12 +102,12 @@ fn main() {
     );
 
     report(
-        "topo, library (PciTree::read + table)",
+        "topo, library (PciTree::read + port roles + table)",
         time(|| {
             // A fresh host each time: a host builds its PCIe tree once and shares it.
             let host = Host::at(&root).expect("tree");
             let t = PciTree::read(&host).expect("tree");
-            assert!(!render_table(&t, 80).is_empty());
+            assert!(!render_table(&t, &port_roles(&host), 80).is_empty());
         }),
     );
     report(

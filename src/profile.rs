@@ -102,6 +102,12 @@ pub struct Expect {
     pub rdma_port_count: Option<u32>,
     pub rdma_link_layer: Option<LinkLayer>,
     pub rdma_min_rate_gbps: Option<f64>,
+    /// Storage/frontend ports (RDMA ports that are not compute rails, see the README's NIC-role rule): how many
+    /// must be ACTIVE, their link layer and lowest rate. Unset: a storage port need only be ACTIVE, and one that
+    /// is down warns.
+    pub storage_port_count: Option<u32>,
+    pub storage_link_layer: Option<LinkLayer>,
+    pub storage_min_rate_gbps: Option<f64>,
     /// RoCE path MTU the netdevs must carry (4096 needs a netdev MTU of at least 4200).
     pub roce_mtu: Option<u32>,
     /// GPUDirect RDMA must be possible (peermem or DMA-BUF).

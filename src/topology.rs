@@ -209,9 +209,16 @@ impl PciTree {
         let mut rdma_on: HashMap<String, Vec<String>> = HashMap::new();
         match infiniband::read_device_names(host) {
             Ok(names) => {
+                // A `device` link that cannot be resolved leaves the device's function unknown: the tree is
+                // incomplete (it may be the NIC nearest a GPU), never a device without one.
                 for name in names {
-                    if let Some(bdf) = infiniband::read_device_bdf(host, &name) {
-                        rdma_on.entry(bdf).or_default().push(name);
+                    match infiniband::device_bdf(host, &name) {
+                        Ok(Some(bdf)) => rdma_on.entry(bdf).or_default().push(name),
+                        Ok(None) => {}
+                        Err(e) => tree.unreadable.push(Unread {
+                            line: format!("{} = {}", e.path, e.reason()),
+                            could_be: NICS.to_vec(),
+                        }),
                     }
                 }
             }
@@ -737,6 +744,26 @@ mod tests {
         assert_eq!(links[0].upper, None);
         assert!(!links[0].is_degraded());
         assert!(t.rdma_nics().is_empty());
+    }
+
+    /// Reproduced: an RDMA device whose `device` link could not be resolved was left off every function, as a
+    /// software device is, and the tree passed as complete.
+    #[test]
+    fn an_unresolvable_rdma_device_link_leaves_the_tree_incomplete() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let link = std::fs::canonicalize(dir.path().join("sys/class/infiniband/mlx5_3"))
+            .unwrap()
+            .join("device");
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("device", &link).unwrap();
+        let t = PciTree::read(&Host::at(dir.path()).unwrap()).unwrap();
+        assert_eq!(t.rdma_nics().len(), 7);
+        assert_eq!(t.unreadable.len(), 1, "{:?}", t.unreadable);
+        assert!(
+            t.unreadable[0].line.contains("mlx5_3/device"),
+            "{:?}",
+            t.unreadable
+        );
     }
 
     #[test]

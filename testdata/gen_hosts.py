@@ -324,11 +324,13 @@ NVRM_PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Oct
 
 def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122-generic",
         degraded=(), acs_redirect=(), nic_cross_socket=False, iommu=None, roce=None, port_down=None,
-        gpu_link=GEN5_X16):
+        gpu_link=GEN5_X16, nic_device=0x1021, extra=(), rdma=None):
     """degraded: labels trained to x8 ("GPU3", "NIC5"). gpu_link: what every GPU's link runs at (an idle GPU
     lowers its speed, e.g. (2.5, 16, 32.0, 16)). acs_redirect: DSP bdfs with ReqRedir/CmpltRedir on.
     roce: None for InfiniBand, else dict(mtu=..., no_v2=[nic index]). port_down: NIC index whose port is down.
-    iommu: None (no IOMMU: no groups), "identity" (iommu=pt) or "translated" (DMA / DMA-FQ domains)."""
+    iommu: None (no IOMMU: no groups), "identity" (iommu=pt) or "translated" (DMA / DMA-FQ domains).
+    nic_device: the rail NICs' PCI device id. extra: more (host bridge, root Dev) subtrees placed with the rest.
+    rdma: None for the RDMA devices above, else rdma(tree, rail NICs) writes them instead."""
     t = Tree(name)
     devices = []  # (host_bridge, root dev)
     gpus, nics, nvmes, dsps = [], [], [], []
@@ -376,7 +378,7 @@ def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122
         if not nic_cross_socket:
             n_link = link_for("NIC%d" % i)
             nic = dsp(1, (n_link[0], n_link[1], 32.0, 16)).add(
-                dev("0000:%02x:00.0" % (bus + 4), 0x15B3, 0x1021, 0x020000 if roce else 0x020700, n_link,
+                dev("0000:%02x:00.0" % (bus + 4), 0x15B3, nic_device, 0x020000 if roce else 0x020700, n_link,
                     ENDPOINT, subsystem=(0x15B3, 0x0041)))
             nics.append(nic)
         if i % 2 == 0:
@@ -399,11 +401,12 @@ def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122
             nics.append(nic)
             devices.append(("pci0000:%02x" % bus, rp))
 
+    devices += list(extra)
     for host_bridge, root in devices:
         place(t, host_bridge, root)
 
     # RDMA devices
-    for i, nic in enumerate(nics):
+    for i, nic in enumerate(nics if rdma is None else ()):
         if roce is None:
             port = dict(IB_ACTIVE, lid="0x%x" % (0x11 + i))
             counters = None
@@ -419,6 +422,8 @@ def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122
             port = dict(IB_ACTIVE, lid="0x0", sm_lid="0x0")
             write_rdma_device(t, nic, i, i, link_layer="Ethernet", port=port, netdev=(ifname, roce["mtu"]),
                               gids=roce_gids(i, ifname, with_v2=i not in roce.get("no_v2", ())))
+    if rdma is not None:
+        rdma(t, nics)
     t.write("/sys/class/infiniband_verbs/abi_version", "6")
     t.write("/dev/infiniband/rdma_cm", "", newline=False)
 

@@ -1,12 +1,57 @@
 //! `fabric-preflight topo`: the GPU/NIC/NVMe matrix of PCIe distances (as `nvidia-smi topo -m` labels them),
 //! each device's NUMA node and the narrowest link on its path to the root port.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use crate::cli::{TopoArgs, ViewFormat};
 use crate::exit::Exit;
 use crate::host::Host;
+use crate::nic_role::{self, Use};
 use crate::topology::{numa_label, PathLink, PciTree, Role};
+
+/// Each RDMA device's ports with their role (`compute`, `storage`, `disabled` by design), by device name; or
+/// why the roles could not be read.
+pub type PortRoles = Result<BTreeMap<String, Vec<(u32, &'static str)>>, String>;
+
+/// The roles the checks give the ports (README: NIC roles), with `NCCL_IB_HCA` from this process's
+/// environment; no profile here, so no rail count.
+pub fn port_roles(host: &Host) -> PortRoles {
+    let hca = std::env::var("NCCL_IB_HCA").ok();
+    let devices = nic_role::read(host, hca.as_deref(), None).map_err(|e| e.to_string())?;
+    Ok(devices
+        .devices
+        .into_iter()
+        .map(|(dev, ports)| {
+            let roles = ports
+                .into_iter()
+                .map(|(p, usage)| {
+                    let role = match usage {
+                        Use::DisabledByDesign => "disabled",
+                        Use::Role(a) => a.role.as_str(),
+                    };
+                    (p.port, role)
+                })
+                .collect();
+            (dev, roles)
+        })
+        .collect())
+}
+
+/// `mlx5_0/1 compute`; a device's ports disabled by design counted, not listed.
+fn roles_text(dev: &str, roles: &[(u32, &str)]) -> String {
+    let disabled = roles.iter().filter(|(_, r)| *r == "disabled").count();
+    let mut parts: Vec<String> = roles
+        .iter()
+        .filter(|(_, r)| *r != "disabled")
+        .map(|(p, r)| format!("{dev}/{p} {r}"))
+        .collect();
+    if disabled > 0 {
+        parts.push(format!("{disabled} port(s) of {dev} disabled by design"));
+    }
+    parts.join(", ")
+}
 
 pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
     let host = match &args.root {
@@ -14,10 +59,11 @@ pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
         None => Host::live(),
     };
     let tree = PciTree::read(&host)?;
+    let roles = port_roles(&host);
     let text = match args.format {
-        ViewFormat::Table => render_table(&tree, crate::report::output::terminal_width()),
+        ViewFormat::Table => render_table(&tree, &roles, crate::report::output::terminal_width()),
         ViewFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&to_json(&tree, &host))?;
+            let mut s = serde_json::to_string_pretty(&to_json(&tree, &roles, &host))?;
             s.push('\n');
             s
         }
@@ -51,7 +97,7 @@ fn link_text(tree: &PciTree, link: Option<PathLink>) -> String {
 
 /// The matrix with NUMA node and narrowest link per row when it fits `width`; otherwise the matrix in blocks
 /// of columns that fit, and the narrowest link of each device in the legend.
-pub fn render_table(tree: &PciTree, width: u16) -> String {
+pub fn render_table(tree: &PciTree, roles: &PortRoles, width: u16) -> String {
     let members = members(tree);
     if members.is_empty() {
         return "no GPU, RDMA NIC or NVMe drive on the PCI bus\n".into();
@@ -78,7 +124,15 @@ pub fn render_table(tree: &PciTree, width: u16) -> String {
             if n.rdma_devices.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", n.rdma_devices.join(", "))
+                let shown: Vec<String> = n
+                    .rdma_devices
+                    .iter()
+                    .map(|d| match roles.as_ref().ok().and_then(|r| r.get(d)) {
+                        Some(ports) => roles_text(d, ports),
+                        None => d.clone(),
+                    })
+                    .collect();
+                format!(" ({})", shown.join(", "))
             },
             if links_in_legend {
                 format!(
@@ -90,6 +144,9 @@ pub fn render_table(tree: &PciTree, width: u16) -> String {
                 String::new()
             }
         ));
+    }
+    if let Err(why) = roles {
+        out.push_str(&format!("  RDMA port roles unknown: {why}\n"));
     }
     out.push_str(
         "\n  X    = self\n  PIX  = at most one PCIe switch between them\n  PXB  = several PCIe switches, no host bridge\n  \
@@ -178,7 +235,7 @@ fn widest(text: &str) -> usize {
     text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
 
-pub fn to_json(tree: &PciTree, host: &Host) -> Value {
+pub fn to_json(tree: &PciTree, roles: &PortRoles, host: &Host) -> Value {
     let members = members(tree);
     let link_json = |l: Option<PathLink>| match l {
         None => Value::Null,
@@ -205,6 +262,10 @@ pub fn to_json(tree: &PciTree, host: &Host) -> Value {
                 "numa_node": n.attrs.numa_node,
                 "host_bridge": n.host_bridge,
                 "rdma_devices": n.rdma_devices,
+                "rdma_ports": n.rdma_devices.iter().flat_map(|d| {
+                    let ports = roles.as_ref().ok().and_then(|r| r.get(d)).cloned().unwrap_or_default();
+                    ports.into_iter().map(move |(p, role)| json!({"port": format!("{d}/{p}"), "role": role}))
+                }).collect::<Vec<_>>(),
                 "narrowest_link": link_json(tree.narrowest_link(i)),
             })
         })
@@ -225,12 +286,16 @@ pub fn to_json(tree: &PciTree, host: &Host) -> Value {
             (tree.short_name(a), Value::Object(row))
         })
         .collect();
-    json!({
+    let mut report = json!({
         "schema_version": 1,
         "root": host.root().display().to_string(),
         "devices": devices,
         "matrix": matrix,
-    })
+    });
+    if let Err(why) = roles {
+        report["rdma_roles_error"] = json!(why);
+    }
+    report
 }
 
 #[cfg(test)]
@@ -249,7 +314,7 @@ mod tests {
     #[test]
     fn hgx_matrix_labels_pairs_like_nvidia_smi() {
         let (host, tree) = hgx();
-        let v = to_json(&tree, &host);
+        let v = to_json(&tree, &port_roles(&host), &host);
         assert_eq!(v["devices"].as_array().unwrap().len(), 20);
         assert_eq!(v["matrix"]["GPU0"]["NIC0"], "PIX");
         assert_eq!(v["matrix"]["GPU0"]["NVMe0"], "PIX");
@@ -260,9 +325,12 @@ mod tests {
 
     #[test]
     fn table_has_legend_and_numa() {
-        let (_h, tree) = hgx();
-        let t = render_table(&tree, 250);
-        assert!(t.contains("NIC0   0000:19:00.0 NIC (mlx5_0)\n"), "{t}");
+        let (host, tree) = hgx();
+        let t = render_table(&tree, &port_roles(&host), 250);
+        assert!(
+            t.contains("NIC0   0000:19:00.0 NIC (mlx5_0/1 compute)\n"),
+            "{t}"
+        );
         assert!(t.contains("NARROWEST LINK"));
     }
 
@@ -290,8 +358,8 @@ mod tests {
 
     #[test]
     fn narrow_table_splits_the_matrix_and_moves_links_to_the_legend() {
-        let (_h, tree) = hgx();
-        let t = render_table(&tree, 80);
+        let (host, tree) = hgx();
+        let t = render_table(&tree, &port_roles(&host), 80);
         assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
         // Every pair is still there: 20 rows in each block, every column header once.
         for name in ["GPU0", "NIC7", "NVMe3"] {
@@ -303,7 +371,7 @@ mod tests {
         }
         assert!(
             t.contains(
-                "NIC0   0000:19:00.0 NIC (mlx5_0), NUMA 0\n         narrowest link 32.0 GT/s x16"
+                "NIC0   0000:19:00.0 NIC (mlx5_0/1 compute), NUMA 0\n         narrowest link 32.0 GT/s x16"
             ),
             "{t}"
         );

@@ -55,6 +55,10 @@ impl Measurement {
 pub struct CheckResult {
     pub id: String,
     pub subject: Option<String>,
+    /// What the subject is for on the node, where a check tells apart subjects judged by different
+    /// expectations (an RDMA port's `compute` or `storage` role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
     pub status: Status,
     pub summary: String,
     pub measurements: Vec<Measurement>,
@@ -73,6 +77,7 @@ impl CheckResult {
         CheckResult {
             id: id.into(),
             subject: None,
+            role: None,
             status,
             summary: summary.into(),
             measurements: Vec::new(),
@@ -101,6 +106,11 @@ impl CheckResult {
 
     pub fn subject(mut self, subject: impl Into<String>) -> Self {
         self.subject = Some(subject.into());
+        self
+    }
+
+    pub fn role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
         self
     }
 

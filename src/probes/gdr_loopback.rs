@@ -116,17 +116,21 @@ impl Probe for GdrLoopback {
             (Ok(t), Ok(p)) => (t, p),
             (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let ports: Vec<(PortAttrs, Option<String>)> = all_ports
-            .into_iter()
-            .filter(|(d, _)| devices.contains(d))
-            .flat_map(|(d, ports)| {
-                let bdf = infiniband::read_device_bdf(cx.host, &d);
-                ports
+        // A `device` link that cannot be resolved leaves the port's place unknown (SYS to every GPU would pair
+        // the GPUs with other ports): the error, never a device without a PCI function.
+        let mut ports: Vec<(PortAttrs, Option<String>)> = Vec::new();
+        for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
+            let bdf = match infiniband::device_bdf(cx.host, &d) {
+                Ok(b) => b,
+                Err(e) => return vec![CheckResult::read_error(ID, &e)],
+            };
+            ports.extend(
+                dev_ports
                     .into_iter()
                     .filter(PortAttrs::is_active)
-                    .map(move |p| (p, bdf.clone()))
-            })
-            .collect();
+                    .map(|p| (p, bdf.clone())),
+            );
+        }
         if ports.is_empty() {
             let mut r = CheckResult::new(ID, absent.max(Status::Warn), "RDMA devices present but no port is ACTIVE")
                 .fix("bring a port up (cable, subnet manager for IB: `systemctl start opensm` or the fabric's SM)");
@@ -409,6 +413,29 @@ mod tests {
         }
         let ib = pair_gpus(&host, &gpus[..1], &ports[1..], None).unwrap();
         assert!(matches!(&ib[..], [Ok(p)] if p.target.device == "mlx5_1"));
+    }
+
+    /// Reproduced: a port whose `device` link could not be resolved was placed at SYS from every GPU, so the
+    /// GPUs were paired with other ports without a word.
+    #[test]
+    fn an_unresolvable_device_link_is_an_error_not_a_far_port() {
+        let dir = crate::probes::testing::copy_scenario("hgx-healthy");
+        let names: Vec<String> = (0..8).map(|i| format!("mlx5_{i}")).collect();
+        std::fs::write(
+            dir.path().join(crate::answers::ANSWERS_FILE),
+            serde_json::json!({ crate::dynlib::verbs::DEVICE_LIST_KEY: { "Devices": names } })
+                .to_string(),
+        )
+        .unwrap();
+        let link = std::fs::canonicalize(dir.path().join("sys/class/infiniband/mlx5_3"))
+            .unwrap()
+            .join("device");
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("device", &link).unwrap();
+        let r = crate::probes::testing::run_on_root(&GdrLoopback, dir.path(), "generic");
+        assert_eq!(r.len(), 1, "{r:#?}");
+        assert_eq!(r[0].status, Status::Error, "{r:#?}");
+        assert!(r[0].summary.contains("mlx5_3/device"), "{}", r[0].summary);
     }
 
     fn phase(gbps: f64) -> Throughput {

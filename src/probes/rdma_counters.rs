@@ -158,11 +158,13 @@ fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult
     let mut r = CheckResult::pass(ID, "").subject(subject);
     let mut total = 0u64;
     let mut unreadable = 0usize;
+    // Error counters whose file reads `N/A (no PMA)`: no value was read, so they are not judged.
+    let mut not_available: Vec<&str> = Vec::new();
     for c in counters {
         let judged = is_judged(c);
+        let short = c.name.rsplit('/').next().unwrap_or(&c.name);
         match &c.value {
             CounterValue::Value(v) => {
-                let short = c.name.rsplit('/').next().unwrap_or(&c.name);
                 if c.name.starts_with("counters/") && is_saturated(short, *v) {
                     statuses.push(Status::Warn);
                     findings.push(format!("{short} saturated at {v} (true value unknown)"));
@@ -180,6 +182,7 @@ fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult
                 }
             }
             CounterValue::NotAvailable(text) if judged => {
+                not_available.push(short);
                 r = r.evidence(&c.path, format!("{text} (not available)"));
             }
             CounterValue::Unreadable(why) => {
@@ -189,26 +192,41 @@ fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult
             _ => {}
         }
     }
+    not_available.sort_unstable();
+    let valued = counters
+        .iter()
+        .filter(|c| matches!(c.value, CounterValue::Value(_)))
+        .count();
+    let judged = known - not_available.len();
     // A counter that cannot be read is not a zero: the port's health is unknown.
     if unreadable > 0 {
         statuses.push(Status::Error);
         findings.push(format!(
             "{unreadable} error counter(s) unreadable: their counts are unknown"
         ));
+    } else if judged == 0 {
+        r.status = Status::Skip;
+        r.summary = format!(
+            "no counter value read: {} error counter(s) read N/A (no PMA), so none is judged",
+            not_available.len()
+        );
+        return r.note("the driver exposes no PMA (iWARP RNICs, ConnectX-3 VFs): watch the link with the vendor's tools, or require rdma.counters in the profile to fail such nodes");
     }
     let status = worst(statuses);
     r.status = status;
-    r.summary = if findings.is_empty() {
-        format!(
-            "no error counts ({} counters read, {} judged)",
-            counters
-                .iter()
-                .filter(|c| matches!(c.value, CounterValue::Value(_)))
-                .count(),
-            known
-        )
+    let unjudged = if not_available.is_empty() {
+        String::new()
     } else {
-        findings.join(", ")
+        format!(
+            "; {} not read (N/A): {}",
+            not_available.len(),
+            not_available.join(", ")
+        )
+    };
+    r.summary = if findings.is_empty() {
+        format!("no error counts ({valued} counters read, {judged} judged{unjudged})")
+    } else {
+        format!("{}{unjudged}", findings.join(", "))
     };
     r = r.measure(Measurement::new(
         "error_counts_total",

@@ -2,8 +2,10 @@
 //! them (the uverbs character device exists under /dev/infiniband).
 
 use crate::host::{Host, ReadError};
+use crate::nic_role::{self, Ports, Role, Use};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::profile::Expect;
 use crate::sysfs::infiniband::{
     self, read_device, read_device_names, read_uverbs_map, RdmaDevice, UverbsMap, CLASS_INFINIBAND,
     DEV_INFINIBAND,
@@ -42,8 +44,15 @@ impl Probe for RdmaDevices {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, cx.profile.expect.rdma_device_count),
+        let expect = &cx.profile.expect;
+        match Facts::read(cx.host, cx.inputs.env("NCCL_IB_HCA"), expect) {
+            Ok(facts) => {
+                let results = judge(&facts, expect.rdma_device_count);
+                match &facts.roles {
+                    Some(roles) => roles.completed(ID, results),
+                    None => results,
+                }
+            }
             Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
     }
@@ -57,6 +66,9 @@ struct Facts {
     survey: Survey,
     uverbs: UverbsMap,
     devices: Vec<DeviceFacts>,
+    /// The ports' roles, read only when there are more devices than the profile expects: devices whose every
+    /// port is a storage/frontend port (a bond, a storage NIC) are not the extra rails the count warns about.
+    roles: Option<Ports>,
 }
 
 /// One RDMA device and the uverbs node verbs open it through.
@@ -70,7 +82,7 @@ struct DeviceFacts {
 }
 
 impl Facts {
-    fn read(host: &Host) -> Result<Facts, ReadError> {
+    fn read(host: &Host, nccl_ib_hca: Option<&str>, expect: &Expect) -> Result<Facts, ReadError> {
         let names = read_device_names(host)?;
         if names.is_empty() {
             return Ok(Facts {
@@ -78,8 +90,15 @@ impl Facts {
                 survey: Survey::read(host, Stack::Rdma),
                 uverbs: UverbsMap::default(),
                 devices: Vec::new(),
+                roles: None,
             });
         }
+        let roles = match expect.rdma_device_count {
+            Some(n) if names.len() > n as usize => {
+                Some(nic_role::read(host, nccl_ib_hca, expect.rdma_port_count)?)
+            }
+            _ => None,
+        };
         let uverbs = read_uverbs_map(host);
         let devices = names
             .iter()
@@ -103,6 +122,7 @@ impl Facts {
             survey: Survey::read(host, Stack::Rdma),
             uverbs,
             devices,
+            roles,
         })
     }
 }
@@ -244,12 +264,31 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
         .fix(
             "find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it",
         ),
-        Some(n) if count > n => CheckResult::warn(
-            ID,
-            format!(
-                "{count} RDMA device(s), more than the {n} the profile expects (a bond or VFs?)"
-            ),
-        ),
+        Some(n) if count > n => {
+            let storage = facts
+                .roles
+                .as_ref()
+                .map(storage_devices)
+                .unwrap_or_default();
+            if count - storage.len() as u32 == n {
+                CheckResult::pass(
+                    ID,
+                    format!(
+                        "{count} RDMA device(s): {n} with compute ports, as the profile expects, and {} \
+                         storage/frontend ({})",
+                        storage.len(),
+                        storage.join(", ")
+                    ),
+                )
+            } else {
+                CheckResult::warn(
+                    ID,
+                    format!(
+                        "{count} RDMA device(s), more than the {n} the profile expects (a bond or VFs?)"
+                    ),
+                )
+            }
+        }
         Some(n) => CheckResult::pass(
             ID,
             format!("{count} RDMA device(s), as the profile expects ({n})"),
@@ -270,6 +309,25 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
     // A ConnectX in flash-recovery mode has no RDMA device: only the bus shows it.
     results.extend(facts.survey.recovery_results(ID));
     facts.survey.completed(ID, results)
+}
+
+/// Devices whose every port in use is a storage/frontend port.
+fn storage_devices(roles: &Ports) -> Vec<String> {
+    roles
+        .devices
+        .iter()
+        .filter(|(_, ports)| {
+            let roles: Vec<Role> = ports
+                .iter()
+                .filter_map(|(_, usage)| match usage {
+                    Use::Role(a) => Some(a.role),
+                    Use::DisabledByDesign => None,
+                })
+                .collect();
+            !roles.is_empty() && roles.iter().all(|r| *r == Role::Storage)
+        })
+        .map(|(dev, _)| dev.clone())
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,14 +1,13 @@
 //! `rdma.link`: every RDMA port ACTIVE/LinkUp, at the expected rate and link layer, with a valid LID and SM LID
-//! on InfiniBand.
+//! on InfiniBand; compute rails and storage/frontend ports each by their own expectations (`nic_role`).
 
 use crate::host::{Host, ReadError};
+use crate::nic_role::{self, Assigned, Ports, Role, Use};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::probes::gpu_facts::Findings;
 use crate::profile::{Expect, LinkLayer};
-use crate::sysfs::infiniband::{
-    device_dir, parse_lid, read_all_ports, read_hca_type, PortAttrs, CLASS_INFINIBAND,
-};
+use crate::sysfs::infiniband::{device_dir, parse_lid, read_hca_type, PortAttrs, CLASS_INFINIBAND};
 
 pub struct RdmaLink;
 
@@ -43,8 +42,13 @@ impl Probe for RdmaLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &cx.profile.expect),
+        let expect = &cx.profile.expect;
+        match Facts::read(
+            cx.host,
+            cx.inputs.env("NCCL_IB_HCA"),
+            expect.rdma_port_count,
+        ) {
+            Ok(facts) => facts.ports.completed(ID, judge(&facts, expect)),
             Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
     }
@@ -52,35 +56,70 @@ impl Probe for RdmaLink {
 
 /// What the check reads, before it judges.
 struct Facts {
-    /// Every port with its HCA model (the model groups siblings).
-    ports: Vec<(Option<String>, PortAttrs)>,
+    /// Every port with its use (role, or disabled by design) and the PCI tree the roles rest on.
+    ports: Ports,
+    /// Each device's HCA model (the model groups siblings), by device name.
+    models: Vec<(String, Option<String>)>,
     /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
     survey: Option<Survey>,
 }
 
 impl Facts {
-    fn read(host: &Host) -> Result<Facts, ReadError> {
-        let devices = read_all_ports(host)?;
-        let survey = devices.is_empty().then(|| Survey::read(host, Stack::Rdma));
-        let mut ports = Vec::new();
-        for (dev, dev_ports) in devices {
+    fn read(
+        host: &Host,
+        nccl_ib_hca: Option<&str>,
+        rails: Option<u32>,
+    ) -> Result<Facts, ReadError> {
+        let ports = nic_role::read(host, nccl_ib_hca, rails)?;
+        let survey = ports
+            .devices
+            .is_empty()
+            .then(|| Survey::read(host, Stack::Rdma));
+        let mut models = Vec::new();
+        for (dev, dev_ports) in &ports.devices {
             if dev_ports.is_empty() {
                 continue;
             }
             // One model that cannot be read leaves the sibling comparison unknown.
-            let model = read_hca_type(host, &dev)?;
-            ports.extend(dev_ports.into_iter().map(|p| (model.clone(), p)));
+            models.push((dev.clone(), read_hca_type(host, dev)?));
         }
-        Ok(Facts { ports, survey })
+        Ok(Facts {
+            ports,
+            models,
+            survey,
+        })
     }
 }
 
 fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
-    let ports = &facts.ports;
     if let Some(survey) = &facts.survey {
         let expected = expect.rdma_port_count.is_some_and(|n| n > 0);
         if let Some(r) = survey.gate(ID, expected) {
             return vec![r];
+        }
+    }
+    let model_of = |dev: &str| {
+        facts
+            .models
+            .iter()
+            .find(|(d, _)| d == dev)
+            .and_then(|(_, m)| m.clone())
+    };
+    let mut ports: Vec<(Option<String>, &PortAttrs, &Assigned)> = Vec::new();
+    let mut off_by_design = Vec::new();
+    for (dev, dev_ports) in &facts.ports.devices {
+        let disabled: Vec<&PortAttrs> = dev_ports
+            .iter()
+            .filter(|(_, usage)| *usage == Use::DisabledByDesign)
+            .map(|(p, _)| p)
+            .collect();
+        if !disabled.is_empty() {
+            off_by_design.push(disabled_ports(dev, dev_ports, &disabled));
+        }
+        for (p, usage) in dev_ports {
+            if let Use::Role(role) = usage {
+                ports.push((model_of(dev), p, role));
+            }
         }
     }
     if ports.is_empty() {
@@ -96,28 +135,49 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
         return vec![r];
     }
 
-    // Sibling rule: the fastest active rate per HCA model.
-    let fastest = |model: &Option<String>| {
+    // Sibling rule: the fastest active rate per HCA model and role.
+    let fastest = |model: &Option<String>, role: Role| {
         ports
             .iter()
-            .filter(|(m, p)| m == model && p.is_active())
-            .filter_map(|(_, p)| p.parsed_rate().map(|r| r.gbps))
+            .filter(|(m, p, a)| m == model && a.role == role && p.is_active())
+            .filter_map(|(_, p, _)| p.parsed_rate().map(|r| r.gbps))
             .fold(0.0_f64, f64::max)
     };
 
     let mut results = Vec::new();
-    for (model, port) in ports {
-        results.push(judge_port(expect, port, model, fastest(model)));
+    for (model, port, assigned) in &ports {
+        let wants = Wants::of(expect, assigned.role);
+        results.push(judge_port(
+            &wants,
+            port,
+            model,
+            fastest(model, assigned.role),
+            assigned,
+        ));
     }
+    results.extend(off_by_design);
 
-    if let Some(n) = expect.rdma_port_count {
-        let active = ports.iter().filter(|(_, p)| p.is_active()).count() as u32;
+    for (role, want) in [
+        (Role::Storage, expect.storage_port_count),
+        (Role::Compute, expect.rdma_port_count),
+    ] {
+        let Some(n) = want else { continue };
+        let of_role: Vec<&PortAttrs> = ports
+            .iter()
+            .filter(|(_, _, a)| a.role == role)
+            .map(|(_, p, _)| *p)
+            .collect();
+        let active = of_role.iter().filter(|p| p.is_active()).count() as u32;
         let status = if active < n {
             Status::Fail
         } else {
             Status::Pass
         };
-        let mut m = Measurement::new("active_ports", f64::from(active), "count");
+        let mut m = Measurement::new(
+            &format!("active_{}_ports", role.as_str()),
+            f64::from(active),
+            "count",
+        );
         m.fail = Some(f64::from(n));
         results.insert(
             0,
@@ -125,8 +185,9 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                 ID,
                 status,
                 format!(
-                    "{active} of {} RDMA port(s) ACTIVE, the profile expects {n}",
-                    ports.len()
+                    "{active} of {} {} port(s) ACTIVE, the profile expects {n}",
+                    of_role.len(),
+                    role.as_str()
                 ),
             )
             .measure(m),
@@ -135,11 +196,66 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     results
 }
 
+/// What a port of one role must show: compute rails the profile's `rdma_*` keys, storage ports its
+/// `storage_*` keys (by default only ACTIVE, and a storage port down warns: collectives do not run over it).
+struct Wants {
+    link_layer: Option<LinkLayer>,
+    min_rate_gbps: Option<f64>,
+    down: Status,
+    /// `storage ` before "port is …", empty for rails.
+    label: &'static str,
+}
+
+impl Wants {
+    fn of(expect: &Expect, role: Role) -> Wants {
+        match role {
+            Role::Compute => Wants {
+                link_layer: expect.rdma_link_layer,
+                min_rate_gbps: expect.rdma_min_rate_gbps,
+                down: Status::Fail,
+                label: "",
+            },
+            Role::Storage => Wants {
+                link_layer: expect.storage_link_layer,
+                min_rate_gbps: expect.storage_min_rate_gbps,
+                down: Status::Warn,
+                label: "storage ",
+            },
+        }
+    }
+}
+
+/// One result for the ports of `dev` that are disabled by design: not judged, and said so.
+fn disabled_ports(dev: &str, all: &[(PortAttrs, Use)], disabled: &[&PortAttrs]) -> CheckResult {
+    let active: Vec<String> = all
+        .iter()
+        .filter(|(p, _)| p.is_active() && p.is_link_up())
+        .map(|(p, _)| p.port.to_string())
+        .collect();
+    let mut r = CheckResult::skip(
+        ID,
+        format!(
+            "{} port(s) Disabled beside ACTIVE ports {}: off by design (multi-plane or unused ports of a \
+             multi-port device), not judged",
+            disabled.len(),
+            active.join(", ")
+        ),
+    )
+    .subject(dev);
+    for p in disabled {
+        for (k, v) in p.evidence().into_iter().take(2) {
+            r = r.evidence(&k, v);
+        }
+    }
+    r
+}
+
 fn judge_port(
-    expect: &Expect,
+    wants: &Wants,
     port: &PortAttrs,
     model: &Option<String>,
     siblings_fastest: f64,
+    assigned: &Assigned,
 ) -> CheckResult {
     let mut f = Findings::default();
     let text = |r: &Result<String, ReadError>| match r {
@@ -149,9 +265,11 @@ fn judge_port(
 
     let up = port.is_active() && port.is_link_up();
     if !up {
-        f.fail(
+        f.add(
+            wants.down,
             format!(
-                "port is {} / {}",
+                "{}port is {} / {}",
+                wants.label,
                 text(&port.state),
                 text(&port.phys_state)
             ),
@@ -160,7 +278,7 @@ fn judge_port(
     }
 
     let layer = port.link_layer.as_deref().unwrap_or("<unreadable>");
-    if let Some(want) = expect.rdma_link_layer {
+    if let Some(want) = wants.link_layer {
         let ok = match want {
             LinkLayer::Infiniband => port.is_infiniband(),
             LinkLayer::Ethernet => port.is_ethernet(),
@@ -183,7 +301,7 @@ fn judge_port(
         None => f.warn(format!("rate not recognised: {}", text(&port.rate)), ""),
         Some(r) if up => {
             let mut m = Measurement::new("rate", r.gbps, "Gb/s");
-            if let Some(min) = expect.rdma_min_rate_gbps {
+            if let Some(min) = wants.min_rate_gbps {
                 m.fail = Some(min);
                 if r.gbps < min {
                     f.fail(
@@ -226,7 +344,11 @@ fn judge_port(
         Status::Pass => format!("ACTIVE, LinkUp, {rate_text}, {layer}"),
         _ => f.deciding(),
     };
-    let mut r = f.apply(CheckResult::pass(ID, summary)).subject(subject);
+    let mut r = f
+        .apply(CheckResult::pass(ID, summary))
+        .subject(subject)
+        .role(assigned.role.as_str())
+        .note(assigned.evidence());
     if let Some(m) = measurement {
         r = r.measure(m);
     }

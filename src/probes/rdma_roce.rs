@@ -2,13 +2,15 @@
 //! profile wants; reports the GID index NCCL should use.
 
 use crate::host::{Host, ReadError};
+use crate::nic_role::{self, Assigned, Ports, Role, Use};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::probes::gpu_facts::Findings;
 use crate::profile::Expect;
+use crate::rdma_transport::{self, Transport};
 use crate::sysfs::infiniband::{
-    gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid, read_gid_indices,
-    read_gid_ndev, read_gid_type, PortAttrs,
+    device_bdf, device_dir, gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid,
+    read_gid_indices, read_gid_ndev, read_gid_type, read_node_type, PortAttrs,
 };
 use crate::sysfs::net::{self, CLASS_NET};
 
@@ -64,8 +66,19 @@ impl Probe for RdmaRoce {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &cx.profile.expect),
+        let expect = &cx.profile.expect;
+        match Facts::read(
+            cx.host,
+            cx.inputs.env("NCCL_IB_HCA"),
+            expect.rdma_port_count,
+        ) {
+            Ok(facts) => {
+                let results = judge(&facts, expect);
+                match &facts.roles {
+                    Some(roles) => roles.completed(ID, results),
+                    None => results,
+                }
+            }
             Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
     }
@@ -76,8 +89,20 @@ struct Facts {
     /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
     survey: Option<Survey>,
     devices_listed: bool,
-    /// The Ethernet ports, each with what was read behind it (or the read that failed).
-    ports: Vec<(PortAttrs, Result<PortFacts, ReadError>)>,
+    /// The Ethernet ports carrying traffic (not disabled by design), each with its role and what was read
+    /// behind it (or the read that failed).
+    ports: Vec<(PortAttrs, Assigned, Result<Kind, ReadError>)>,
+    /// The roles, read only where an Ethernet port is there to judge (they rest on the PCI tree).
+    roles: Option<Ports>,
+}
+
+/// What an Ethernet port is, by its device's transport.
+enum Kind {
+    Roce(PortFacts),
+    /// iWARP or another transport: RoCE GIDs do not apply. The device's `node_type` as read.
+    NotRoce(Transport, String),
+    /// A `node_type` the kernel does not write.
+    UnknownNodeType(String),
 }
 
 /// One Ethernet port's GIDs and the netdev behind the GID NCCL would use.
@@ -95,20 +120,56 @@ struct Netdev {
 }
 
 impl Facts {
-    fn read(host: &Host) -> Result<Facts, ReadError> {
+    fn read(
+        host: &Host,
+        nccl_ib_hca: Option<&str>,
+        rails: Option<u32>,
+    ) -> Result<Facts, ReadError> {
         let devices = read_all_ports(host)?;
         let survey = devices.is_empty().then(|| Survey::read(host, Stack::Rdma));
-        let ports = devices
-            .iter()
-            .flat_map(|(_, ports)| ports.iter())
-            .filter(|p| p.is_ethernet())
-            .map(|p| (p.clone(), PortFacts::read(host, p)))
-            .collect();
-        Ok(Facts {
+        let mut facts = Facts {
             survey,
             devices_listed: !devices.is_empty(),
-            ports,
-        })
+            ports: Vec::new(),
+            roles: None,
+        };
+        if !devices
+            .iter()
+            .flat_map(|(_, p)| p)
+            .any(PortAttrs::is_ethernet)
+        {
+            return Ok(facts);
+        }
+        let roles = nic_role::read(host, nccl_ib_hca, rails)?;
+        for (dev, ports) in &roles.devices {
+            // Ports disabled by design carry no traffic: rdma.link says so.
+            let ethernet: Vec<(&PortAttrs, &Assigned)> = ports
+                .iter()
+                .filter_map(|(p, usage)| match usage {
+                    Use::Role(a) if p.is_ethernet() => Some((p, a)),
+                    _ => None,
+                })
+                .collect();
+            if ethernet.is_empty() {
+                continue;
+            }
+            // The node type decides the transport: an RNIC is iWARP whatever its link layer.
+            let node_type = read_node_type(host, dev);
+            for (port, assigned) in ethernet {
+                let kind = match &node_type {
+                    Err(e) => Err(e.clone()),
+                    Ok(None) => PortFacts::read(host, port).map(Kind::Roce),
+                    Ok(Some(text)) => match rdma_transport::of(text, "Ethernet") {
+                        Some(Transport::Roce) => PortFacts::read(host, port).map(Kind::Roce),
+                        Some(other) => Ok(Kind::NotRoce(other, text.trim().to_string())),
+                        None => Ok(Kind::UnknownNodeType(text.trim().to_string())),
+                    },
+                };
+                facts.ports.push((port.clone(), assigned.clone(), kind));
+            }
+        }
+        facts.roles = Some(roles);
+        Ok(facts)
     }
 }
 
@@ -119,8 +180,9 @@ impl PortFacts {
         let ifname = match chosen_gid(&gids) {
             None => None,
             Some(Gid { ndev: Some(n), .. }) => Some(n.clone()),
-            // Without a netdev in the GID's attributes, the PCI function's first netdev carries it.
-            Some(_) => crate::sysfs::infiniband::read_device_bdf(host, &port.device)
+            // Without a netdev in the GID's attributes, the PCI function's first netdev carries it. A `device`
+            // link that cannot be resolved is the error, not a device without a PCI function.
+            Some(_) => device_bdf(host, &port.device)?
                 .map(|bdf| net::read_pci_netdevs(host, &bdf))
                 .transpose()?
                 .and_then(|n| n.into_iter().next()),
@@ -198,14 +260,49 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     facts
         .ports
         .iter()
-        .map(|(port, read)| match read {
-            Ok(f) => judge_port(port, f, expect),
+        .map(|(port, assigned, read)| match read {
+            Ok(Kind::Roce(f)) => judge_port(port, f, expect, assigned),
+            Ok(Kind::NotRoce(transport, node_type)) => CheckResult::skip(
+                ID,
+                format!(
+                    "{} (node_type {node_type}): RoCE GIDs do not apply",
+                    transport.as_str()
+                ),
+            )
+            .subject(port.subject())
+            .evidence(&format!("{}/node_type", device_dir(&port.device)), node_type),
+            Ok(Kind::UnknownNodeType(text)) => {
+                let path = format!("{}/node_type", device_dir(&port.device));
+                CheckResult::error(
+                    ID,
+                    format!("{path}: not a node type the kernel writes ({text:?}): the transport is unknown"),
+                )
+                .subject(port.subject())
+                .evidence(&path, text)
+            }
             Err(e) => CheckResult::read_error(ID, e).subject(port.subject()),
         })
         .collect()
 }
 
-fn judge_port(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResult {
+/// A storage/frontend port's RoCE findings warn: collectives do not run over it.
+fn judge_port(
+    port: &PortAttrs,
+    facts: &PortFacts,
+    expect: &Expect,
+    assigned: &Assigned,
+) -> CheckResult {
+    let mut r = judge_roce(port, facts, expect)
+        .role(assigned.role.as_str())
+        .note(assigned.evidence());
+    if assigned.role == Role::Storage && r.status == Status::Fail {
+        r.status = Status::Warn;
+        r.summary = format!("storage port: {}", r.summary);
+    }
+    r
+}
+
+fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResult {
     let subject = port.subject();
     let mut evidence = facts.evidence.clone();
     let Some(gid) = chosen_gid(&facts.gids) else {
@@ -239,7 +336,8 @@ fn judge_port(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
                         );
                     }
                 }
-                Err(e) => f.fail(format!("netdev {ifname}: {e}"), ""),
+                // Not read: the port's state is unknown, an error rather than a finding.
+                Err(e) => f.unread(&format!("netdev {ifname}"), e),
             }
             match mtu {
                 Ok(mtu) => {
@@ -282,7 +380,8 @@ fn judge_port(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
                     measurements.push(m_mtu);
                     measurements.push(m_active);
                 }
-                Err(e) => f.fail(format!("netdev {ifname}: {e}"), ""),
+                // Not read: the port's state is unknown, an error rather than a finding.
+                Err(e) => f.unread(&format!("netdev {ifname}"), e),
             }
         }
     }
@@ -290,7 +389,9 @@ fn judge_port(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
 
     let nccl = format!("NCCL_IB_GID_INDEX={}", gid.index);
     let summary = match f.status() {
-        Status::Fail => format!("{} (RoCE v2 GID {} = {address})", f.deciding(), gid.index),
+        Status::Fail | Status::Error => {
+            format!("{} (RoCE v2 GID {} = {address})", f.deciding(), gid.index)
+        }
         Status::Pass => format!(
             "RoCE v2 GID {} = {address} on {} (up), RoCE MTU 4096; use {nccl}",
             gid.index,

@@ -88,7 +88,10 @@ fn results_table(shown: &[&CheckResult], style: Style) -> Table {
         table.add_row(vec![
             status,
             Cell::new(&c.id),
-            Cell::new(c.subject.as_deref().unwrap_or("-")),
+            Cell::new(match (&c.subject, &c.role) {
+                (Some(subject), Some(role)) => format!("{subject} ({role})"),
+                (subject, _) => subject.as_deref().unwrap_or("-").to_string(),
+            }),
             Cell::new(match c.library_answers {
                 Some(source) => format!("{} [{}]", c.summary, source.as_str()),
                 None => c.summary.clone(),

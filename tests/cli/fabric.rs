@@ -535,7 +535,8 @@ fn topo_table_and_bad_root() {
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
     assert!(
-        text.contains("NARROWEST LINK") && text.contains("NIC0   0000:19:00.0 NIC (mlx5_0)"),
+        text.contains("NARROWEST LINK")
+            && text.contains("NIC0   0000:19:00.0 NIC (mlx5_0/1 compute)"),
         "{text}"
     );
     let out = preflight()

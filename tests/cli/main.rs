@@ -6,6 +6,7 @@ mod deps;
 mod fabric;
 mod faults;
 mod fleet_pcie;
+mod fleet_rdma;
 mod gds;
 mod gpu;
 mod h200;

@@ -76,19 +76,6 @@ pub(crate) fn unprivileged() -> Option<(Command, Option<tempfile::TempDir>)> {
 }
 
 /// A copy of `testdata/hosts/<scenario>` (links kept) in a temp dir that `nobody` can enter.
-fn copy_scenario(scenario: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", host(scenario).display()))
-        .arg(dir.path())
-        .status()
-        .expect("cp runs");
-    assert!(status.success());
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
 /// One kind of damage, done to every regular file of a tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Ugly {

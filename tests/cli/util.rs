@@ -181,3 +181,18 @@ pub fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     }
     dir
 }
+
+/// A writable copy of `testdata/hosts/<scenario>` (symlinks kept), for tests that change a file or two.
+pub fn copy_scenario(scenario: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", host(scenario).display()))
+        .arg(dir.path())
+        .status()
+        .expect("cp runs");
+    assert!(status.success());
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}

@@ -124,6 +124,16 @@ pub fn read_hca_type(host: &Host, name: &str) -> Result<Option<String>, ReadErro
     )
 }
 
+/// `node_type` as the kernel writes it (`4: RNIC`); `None` where the file is missing. An unreadable file is the
+/// error: the node type decides the transport (an RNIC is iWARP whatever its link layer).
+pub fn read_node_type(host: &Host, name: &str) -> Result<Option<String>, ReadError> {
+    let dir = real_dir(host, &device_dir(name));
+    crate::host::optional(crate::sysfs::stable::read(
+        host,
+        &format!("{dir}/node_type"),
+    ))
+}
+
 /// `uverbsN` → the RDMA device it opens, from `/sys/class/infiniband_verbs/uverbsN/ibdev`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UverbsMap {
