@@ -9,6 +9,7 @@ pub mod collective;
 pub mod commands;
 pub(crate) mod dynlib;
 pub mod exit;
+pub(crate) mod gds_p2pdma;
 pub(crate) mod gds_target;
 pub mod host;
 pub(crate) mod interrupt;

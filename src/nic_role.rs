@@ -16,7 +16,7 @@ use crate::nccl::env::IfList;
 use crate::probe::CheckResult;
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, natural_cmp, parse_numbered, PortAttrs};
-use crate::topology::{self, PciTree, Role as PciRole};
+use crate::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
 
 /// `phys_state` 3: the port was disabled (by the platform, firmware or `ibportstate`), not left without a peer.
 const PHYS_DISABLED: u32 = 3;
@@ -131,7 +131,7 @@ impl Ports {
     /// not read may change which ports are compute.
     pub fn completed(&self, id: &str, results: Vec<CheckResult>) -> Vec<CheckResult> {
         match &self.placed_on {
-            Some(tree) => tree.completed(id, results),
+            Some(tree) => tree.completed(id, GPU_NIC_PATHS, results),
             None => results,
         }
     }

@@ -22,7 +22,8 @@ use crate::recording::Answers;
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
-use crate::topology::{PciTree, Role};
+use crate::sysfs::pci_ids;
+use crate::topology::{PciTree, Role, GPUS, NICS};
 
 /// Which hardware and driver a check stands on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +95,9 @@ pub struct Survey {
     /// Devices the driver lists (GPU bus ids under /proc/driver/nvidia/gpus; RDMA device names).
     pub driver_devices: Vec<String>,
     pub evidence: Vec<String>,
+    /// RDMA NICs in flash-recovery mode (`NIC3 0000:4c:00.0 (ConnectX-7 …)`): on the bus, invisible to every
+    /// RDMA driver and library until their firmware is burnt again.
+    pub recovery: Vec<String>,
     /// The bus, the module table or the driver's own list could not be read in full: neither absence nor
     /// "all bound" can be concluded (the error result to return then).
     gap: Option<CheckResult>,
@@ -105,6 +109,28 @@ impl Survey {
         let role = match stack {
             Stack::Gpu => Role::Gpu,
             Stack::Rdma => Role::Nic,
+        };
+        let looks_for = match stack {
+            Stack::Gpu => GPUS,
+            Stack::Rdma => NICS,
+        };
+        let recovery: Vec<String> = match (&tree, stack) {
+            (Ok(t), Stack::Rdma) => t
+                .with_role(role)
+                .into_iter()
+                .filter_map(|i| {
+                    let n = &t.nodes[i];
+                    n.flash_recovery.map(|adapter| {
+                        format!(
+                            "{} ({adapter} in flash-recovery mode, {:04x}:{:04x}: no driver, no RDMA device)",
+                            t.subject(i),
+                            n.attrs.vendor,
+                            n.attrs.device
+                        )
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
         };
         let (nodes, mut tree_gap) = match &tree {
             Ok(t) => (
@@ -118,7 +144,8 @@ impl Survey {
                         )
                     })
                     .collect::<Vec<_>>(),
-                (!t.unreadable.is_empty()).then(|| t.nothing_found("", CheckResult::skip("", ""))),
+                (!t.unread_of(looks_for).is_empty())
+                    .then(|| t.nothing_found("", looks_for, CheckResult::skip("", ""))),
             ),
             Err(e) => (vec![], Some(CheckResult::read_error("", e))),
         };
@@ -135,6 +162,9 @@ impl Survey {
                     .join(", ")
             }
         )];
+        if let Ok(t) = &tree {
+            evidence.extend(t.not_judged(looks_for));
+        }
         let (driver_devices, unbound) = match stack {
             Stack::Gpu => {
                 let module = match Modules::read(host).and_then(|m| m.state(host, "nvidia")) {
@@ -225,8 +255,23 @@ impl Survey {
             unbound,
             driver_devices,
             evidence,
+            recovery,
             gap: tree_gap,
         }
+    }
+
+    /// One failure per RDMA NIC in flash-recovery mode, naming it and the firmware burn that brings it back:
+    /// the check that lists RDMA devices reports them beside the devices it sees.
+    pub fn recovery_results(&self, id: &str) -> Vec<CheckResult> {
+        self.recovery
+            .iter()
+            .map(|f| {
+                let subject = f.split(" (").next().unwrap_or(f).to_string();
+                CheckResult::fail(id, format!("{f}: its firmware did not boot"))
+                    .subject(subject)
+                    .fix(pci_ids::FLASH_RECOVERY_FIX)
+            })
+            .collect()
     }
 
     /// `results` of a check that went on past the gate, the survey's readings added to the first one's evidence
@@ -292,7 +337,16 @@ impl Survey {
                 ),
             )
             .evidence("without a driver", self.unbound.join(", "))
-            .fix(self.stack.driver_fix())
+            .fix(if self.recovery.is_empty() {
+                self.stack.driver_fix().to_string()
+            } else {
+                format!(
+                    "{}: {}; for the others, {}",
+                    self.recovery.join(", "),
+                    pci_ids::FLASH_RECOVERY_FIX,
+                    self.stack.driver_fix()
+                )
+            })
         } else if let Some(gap) = &self.gap {
             // Present and bound as far as could be read; what could not be read may hide an unbound device.
             let mut r = gap.clone();
@@ -471,6 +525,7 @@ mod tests {
             unbound: unbound.iter().map(|s| s.to_string()).collect(),
             driver_devices: driver.iter().map(|s| s.to_string()).collect(),
             evidence: vec![],
+            recovery: vec![],
             gap: None,
         }
     }

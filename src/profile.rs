@@ -114,7 +114,7 @@ pub struct Expect {
     pub gdr: Option<bool>,
     /// Specifically `nvidia_peermem`; DMA-BUF alone does not satisfy it.
     pub peermem: Option<bool>,
-    /// GPUDirect Storage proper: `nvidia_fs` loaded, compat mode is a failure.
+    /// GPUDirect Storage proper: `nvidia_fs` loaded or the PCI P2PDMA path ready; compat mode is a failure.
     pub gds: Option<bool>,
     pub memlock_min_mib: Option<u64>,
     pub memlock_unlimited: Option<bool>,
@@ -159,6 +159,8 @@ pub struct Thresholds {
     pub pcie_replay_count: Option<Limit>,
     /// `collective`: NCCL bus bandwidth at the largest size, GB/s (floor), per collective and scope.
     pub nccl_busbw_gbytes_per_sec: Option<BusbwLimits>,
+    /// PCIe AER corrected errors of a device on the GPU/NIC/NVMe paths, per hour since boot (ceiling).
+    pub pcie_aer_correctable_per_hour: Option<Limit>,
 }
 
 /// `collective`'s bus-bandwidth floors, per collective (nccl-tests' names without `_perf`).

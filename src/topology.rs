@@ -15,6 +15,7 @@ use crate::model::{CheckResult, Status};
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};
 use crate::sysfs::pci_config::{self, PortType};
+use crate::sysfs::pci_ids;
 
 /// `nvidia-smi topo -m` distance labels, nearest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -61,6 +62,55 @@ impl Role {
     }
 }
 
+/// What a check looks for in the tree. A function that could not be read leaves the check incomplete only when
+/// it could be one of these.
+pub const GPUS: &[Role] = &[Role::Gpu];
+pub const NICS: &[Role] = &[Role::Nic];
+/// The devices of the data paths and the ports between them (links, ACS, distances).
+pub const DATA_PATHS: &[Role] = &[
+    Role::Gpu,
+    Role::Nic,
+    Role::Nvme,
+    Role::RootPort,
+    Role::SwitchUpstream,
+    Role::SwitchDownstream,
+];
+/// The devices of the data paths themselves (IOMMU groups).
+pub const DATA_ENDPOINTS: &[Role] = &[Role::Gpu, Role::Nic, Role::Nvme];
+/// GPUs and NICs and the ports between them (GPU↔NIC distances).
+pub const GPU_NIC_PATHS: &[Role] = &[
+    Role::Gpu,
+    Role::Nic,
+    Role::RootPort,
+    Role::SwitchUpstream,
+    Role::SwitchDownstream,
+];
+const BRIDGES: &[Role] = &[Role::RootPort, Role::SwitchUpstream, Role::SwitchDownstream];
+const ANYTHING: &[Role] = &[
+    Role::Gpu,
+    Role::Nic,
+    Role::Nvme,
+    Role::RootPort,
+    Role::SwitchUpstream,
+    Role::SwitchDownstream,
+    Role::Other,
+];
+
+/// A PCI function (or the RDMA class directory) that could not be read in full.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unread {
+    /// `path = reason`.
+    pub line: String,
+    /// What it could be, from what of it was read: its class and vendor decide whether it can be a GPU.
+    pub could_be: Vec<Role>,
+}
+
+impl Unread {
+    fn could_be_any(&self, roles: &[Role]) -> bool {
+        self.could_be.iter().any(|r| roles.contains(r))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct PciNode {
     pub bdf: Bdf,
@@ -78,14 +128,19 @@ pub struct PciNode {
     pub label: String,
     /// RDMA devices (`mlx5_0`) whose `device` link points at this function.
     pub rdma_devices: Vec<String>,
+    /// The adapter, for a Mellanox function in flash-recovery mode (its firmware did not boot).
+    pub flash_recovery: Option<&'static str>,
 }
 
 /// The whole tree.
 #[derive(Debug, Clone, Default)]
 pub struct PciTree {
     pub nodes: Vec<PciNode>,
-    /// Functions that could not be read, as `path = reason` evidence.
-    pub unreadable: Vec<String>,
+    /// Functions that could not be read, with what each could be.
+    pub unreadable: Vec<Unread>,
+    /// Attributes of functions in the tree that could not be read (`path = reason`): a link (its device's own
+    /// error in pcie.link), a bridge's config space (its port type is then inferred from the tree).
+    pub unread_attributes: Vec<String>,
 }
 
 /// One link on a device's path to its root port, judged by both of its ends.
@@ -111,6 +166,15 @@ impl PathLink {
             _ => false,
         };
         slow || self.current_width < self.capable_width
+    }
+
+    /// At full width, and below what both ends support in speed alone (an idle GPU's link).
+    pub fn is_slower_only(&self) -> bool {
+        let slower = match (self.current_speed, self.capable_speed) {
+            (LinkSpeed::GtPerSec(cur), LinkSpeed::GtPerSec(cap)) => cur + 0.01 < cap,
+            _ => false,
+        };
+        slower && self.current_width >= self.capable_width
     }
 
     /// Bandwidth proxy (GT/s × lanes) to find the narrowest link.
@@ -141,19 +205,48 @@ impl PciTree {
         let mut tree = PciTree::default();
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut paths: Vec<Vec<String>> = Vec::new();
+        // RDMA devices by the function they sit on: a function with one is a NIC whatever its class.
+        let mut rdma_on: HashMap<String, Vec<String>> = HashMap::new();
+        match infiniband::read_device_names(host) {
+            Ok(names) => {
+                // A `device` link that cannot be resolved leaves the device's function unknown: the tree is
+                // incomplete (it may be the NIC nearest a GPU), never a device without one.
+                for name in names {
+                    match infiniband::device_bdf(host, &name) {
+                        Ok(Some(bdf)) => rdma_on.entry(bdf).or_default().push(name),
+                        Ok(None) => {}
+                        Err(e) => tree.unreadable.push(Unread {
+                            line: format!("{} = {}", e.path, e.reason()),
+                            could_be: NICS.to_vec(),
+                        }),
+                    }
+                }
+            }
+            Err(e) => tree.unreadable.push(Unread {
+                line: format!("{} = {}", e.path, e.reason()),
+                could_be: NICS.to_vec(),
+            }),
+        }
         for bdf in bdfs {
             let name = bdf.to_string();
             let sysfs_path = match host.canonical(&pci::device_dir(&name)) {
                 Ok(p) => p,
                 Err(e) => {
-                    tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
+                    tree.unreadable.push(Unread {
+                        line: format!("{} = {}", e.path, e.reason()),
+                        could_be: ANYTHING.to_vec(),
+                    });
                     continue;
                 }
             };
+            let rdma_devices = rdma_on.remove(&name).unwrap_or_default();
             let attrs = match pci::read_attrs(host, bdf, &sysfs_path) {
                 Ok(a) => a,
                 Err(e) => {
-                    tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
+                    tree.unreadable.push(Unread {
+                        line: format!("{} = {}", e.path, e.reason()),
+                        could_be: could_be(host, &sysfs_path, !rdma_devices.is_empty()),
+                    });
                     continue;
                 }
             };
@@ -163,11 +256,13 @@ impl PciTree {
                 .find(|c| c.starts_with("pci") && c.contains(':'))
                 .cloned()
                 .unwrap_or_else(|| format!("pci{:04x}:??", bdf.domain));
+            // An unreadable link is the device's own (pcie.link names it), not a function that may be missing.
             if let Link::Unreadable(path, why) = &attrs.link {
-                tree.unreadable.push(format!("{path} = {why}"));
+                tree.unread_attributes.push(format!("{path} = {why}"));
             }
             index.insert(name, tree.nodes.len());
             paths.push(components);
+            let flash_recovery = pci_ids::flash_recovery(attrs.vendor, attrs.device);
             tree.nodes.push(PciNode {
                 bdf,
                 attrs,
@@ -177,7 +272,8 @@ impl PciTree {
                 role: Role::Other,
                 port_type: None,
                 label: String::new(),
-                rdma_devices: Vec::new(),
+                flash_recovery,
+                rdma_devices,
             });
         }
         // The parent is the nearest ancestor directory that is itself a PCI function.
@@ -187,23 +283,6 @@ impl PciTree {
                 .iter()
                 .rev()
                 .find_map(|c| index.get(c).copied());
-        }
-        let rdma_names = infiniband::read_device_names(host).unwrap_or_else(|e| {
-            tree.unreadable.push(format!("{} = {}", e.path, e.reason()));
-            Vec::new()
-        });
-        // A `device` link that cannot be resolved leaves the device's function unknown: the tree is
-        // incomplete (it may be the NIC nearest a GPU), never a device without one.
-        for name in rdma_names {
-            match infiniband::device_bdf(host, &name) {
-                Ok(Some(bdf)) => {
-                    if let Some(&i) = index.get(&bdf) {
-                        tree.nodes[i].rdma_devices.push(name);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => tree.unreadable.push(format!("{} = {}", e.path, e.reason())),
-            }
         }
         for i in 0..tree.nodes.len() {
             if tree.nodes[i].attrs.is_bridge() {
@@ -218,10 +297,14 @@ impl PciTree {
                             )
                         })
                     });
+                // Unread, the port type is inferred from the tree's shape (as without root): the bridge is
+                // known to be a bridge, and pcie.acs reads its config space itself.
                 match port {
                     Ok(p) => tree.nodes[i].port_type = p.map(|p| p.port_type),
                     Err(e) if e.needs_root() => {}
-                    Err(e) => tree.unreadable.push(e.to_string()),
+                    Err(e) => tree
+                        .unread_attributes
+                        .push(format!("{e} (port type inferred from the tree)")),
                 }
             }
         }
@@ -248,7 +331,7 @@ impl PciTree {
         if a.is_gpu() {
             return Role::Gpu;
         }
-        if a.is_network() && (!node.rdma_devices.is_empty() || a.vendor == pci::VENDOR_MELLANOX) {
+        if is_rdma_nic(a, !node.rdma_devices.is_empty()) {
             return Role::Nic;
         }
         if a.is_nvme() {
@@ -276,17 +359,49 @@ impl PciTree {
         self.nodes.iter().position(|n| n.bdf.to_string() == bdf)
     }
 
-    /// What a check reports when it found nothing to judge: `nothing` (a skip) when every function was read,
-    /// else an `error` naming the unreadable functions: one of them may be the GPU or NIC the check looks for.
-    pub fn nothing_found(&self, id: &str, nothing: CheckResult) -> CheckResult {
-        if self.unreadable.is_empty() {
+    /// The unreadable functions that could be one of `roles`.
+    pub fn unread_of(&self, roles: &[Role]) -> Vec<&Unread> {
+        self.unreadable
+            .iter()
+            .filter(|u| u.could_be_any(roles))
+            .collect()
+    }
+
+    /// What was not read that cannot change a check looking for `roles`, as evidence: functions that cannot
+    /// be one of them, and attributes (judged by the checks that use them).
+    pub fn not_judged(&self, roles: &[Role]) -> Vec<String> {
+        let functions = self
+            .unreadable
+            .iter()
+            .filter(|u| !u.could_be_any(roles))
+            .map(|u| {
+                format!(
+                    "{} (not read; cannot be one of the {} judged here)",
+                    u.line,
+                    looked_for(roles)
+                )
+            });
+        let attributes = self
+            .unread_attributes
+            .iter()
+            .map(|line| format!("{line} (not read)"));
+        functions.chain(attributes).collect()
+    }
+
+    /// What a check looking for `roles` reports when it found nothing to judge: `nothing` (a skip) when every
+    /// function that could be one of them was read, else an `error` naming those that were not.
+    pub fn nothing_found(&self, id: &str, roles: &[Role], mut nothing: CheckResult) -> CheckResult {
+        let unread = self.unread_of(roles);
+        if unread.is_empty() {
+            nothing.evidence.extend(self.not_judged(roles));
             return nothing;
         }
         let mut r = CheckResult::error(
             id,
             format!(
-                "{} PCI function(s) could not be read, so GPUs, NICs or NVMe drives may be missing{}",
-                self.unreadable.len(),
+                "{} PCI function(s) could not be read, so {} may be missing{}",
+                unread.len(),
+                looked_for(roles),
                 if nothing.summary.is_empty() {
                     String::new()
                 } else {
@@ -294,27 +409,39 @@ impl PciTree {
                 }
             ),
         );
-        for line in self.unreadable.iter().take(MAX_UNREADABLE_SHOWN) {
-            r = r.note(line.clone());
+        for u in unread.iter().take(MAX_UNREADABLE_SHOWN) {
+            r = r.note(u.line.clone());
         }
-        if self.unreadable.len() > MAX_UNREADABLE_SHOWN {
+        if unread.len() > MAX_UNREADABLE_SHOWN {
             r = r.note(format!(
                 "... and {} more",
-                self.unreadable.len() - MAX_UNREADABLE_SHOWN
+                unread.len() - MAX_UNREADABLE_SHOWN
             ));
         }
         r.fix("check the sysfs files named above (class, vendor, device of each PCI function); run as root if access is denied")
     }
 
-    /// `results` of a check built on this tree, with an `error` added when part of the tree could not be read
-    /// and no node-wide error is there yet: a function or attribute that was not read may be the one that fails.
-    /// A device's own error does not stand for the others.
-    pub fn completed(&self, id: &str, mut results: Vec<CheckResult>) -> Vec<CheckResult> {
+    /// `results` of a check built on this tree that looks for `roles`, with an `error` added when a function
+    /// that could be one of them could not be read and no node-wide error is there yet: it may be the one that
+    /// fails. A device's own error does not stand for the others.
+    pub fn completed(
+        &self,
+        id: &str,
+        roles: &[Role],
+        mut results: Vec<CheckResult>,
+    ) -> Vec<CheckResult> {
         let node_error = results
             .iter()
             .any(|r| r.subject.is_none() && r.status == Status::Error);
-        if !self.unreadable.is_empty() && !node_error {
-            results.push(self.nothing_found(id, CheckResult::skip(id, "")));
+        if let Some(first) = results.first_mut() {
+            for line in self.not_judged(roles) {
+                if !first.evidence.contains(&line) {
+                    first.evidence.push(line);
+                }
+            }
+        }
+        if !self.unread_of(roles).is_empty() && !node_error {
+            results.push(self.nothing_found(id, roles, CheckResult::skip(id, "")));
         }
         results
     }
@@ -472,6 +599,72 @@ impl PciTree {
     }
 }
 
+/// An RDMA NIC: a function with an RDMA device on it (whatever its class: Omni-Path HFIs are fabric
+/// controllers), a Mellanox network function (its RDMA driver may not be bound), a Mellanox function in
+/// flash-recovery mode, or an Omni-Path HFI.
+fn is_rdma_nic(a: &PciAttrs, has_rdma_device: bool) -> bool {
+    (has_rdma_device && !a.is_bridge() && !a.is_gpu())
+        || (a.vendor == pci::VENDOR_MELLANOX
+            && (a.is_network() || pci_ids::flash_recovery(a.vendor, a.device).is_some()))
+        || pci_ids::is_omnipath_hfi(a.vendor, a.device)
+}
+
+/// What a function whose attributes could not all be read could be, from the class and vendor that could:
+/// a function of known class that is not a display controller is no GPU, whatever else failed.
+fn could_be(host: &Host, dir: &str, has_rdma_device: bool) -> Vec<Role> {
+    let class = pci::read_hex(host, &format!("{dir}/class")).ok();
+    let vendor = pci::read_hex(host, &format!("{dir}/vendor"))
+        .ok()
+        .and_then(|v| u16::try_from(v).ok());
+    let device = pci::read_hex(host, &format!("{dir}/device"))
+        .ok()
+        .and_then(|v| u16::try_from(v).ok());
+    let mut roles = Vec::new();
+    let class_is = |f: fn(u32) -> bool| class.is_none_or(f);
+    if class_is(|c| c >> 16 == 0x03) && vendor.is_none_or(|v| v == pci::VENDOR_NVIDIA) {
+        roles.push(Role::Gpu);
+    }
+    let nic = has_rdma_device
+        || match (vendor, device) {
+            (Some(v), Some(d)) => {
+                (v == pci::VENDOR_MELLANOX && class_is(|c| c >> 8 == 0x0200 || c >> 8 == 0x0207))
+                    || pci_ids::flash_recovery(v, d).is_some()
+                    || pci_ids::is_omnipath_hfi(v, d)
+            }
+            (Some(v), None) => v == pci::VENDOR_MELLANOX || v == pci_ids::VENDOR_INTEL,
+            (None, _) => {
+                class_is(|c| matches!(c >> 8, 0x0200 | 0x0207 | 0x0208)) || class.is_none()
+            }
+        };
+    if nic {
+        roles.push(Role::Nic);
+    }
+    if class_is(|c| c == 0x010802) {
+        roles.push(Role::Nvme);
+    }
+    if class_is(|c| c >> 8 == 0x0604) {
+        roles.extend_from_slice(BRIDGES);
+    }
+    if roles.is_empty() {
+        roles.push(Role::Other);
+    }
+    roles
+}
+
+/// `GPUs, NICs or NVMe drives`, for what a check looks for.
+fn looked_for(roles: &[Role]) -> &'static str {
+    match (
+        roles.contains(&Role::Gpu),
+        roles.contains(&Role::Nic),
+        roles.contains(&Role::Nvme),
+    ) {
+        (true, false, false) => "GPUs",
+        (false, true, false) => "RDMA NICs",
+        (true, true, false) => "GPUs, NICs or the ports between them",
+        _ => "GPUs, NICs, NVMe drives or the ports between them",
+    }
+}
+
 impl fmt::Display for PciNode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.role.as_str(), self.bdf)
@@ -567,7 +760,7 @@ mod tests {
         assert_eq!(t.rdma_nics().len(), 7);
         assert_eq!(t.unreadable.len(), 1, "{:?}", t.unreadable);
         assert!(
-            t.unreadable[0].contains("mlx5_3/device"),
+            t.unreadable[0].line.contains("mlx5_3/device"),
             "{:?}",
             t.unreadable
         );

@@ -324,8 +324,9 @@ NVRM_PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Oct
 
 def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122-generic",
         degraded=(), acs_redirect=(), nic_cross_socket=False, iommu=None, roce=None, port_down=None,
-        nic_device=0x1021, extra=(), rdma=None):
-    """degraded: labels trained to x8 ("GPU3", "NIC5"). acs_redirect: DSP bdfs with ReqRedir/CmpltRedir on.
+        gpu_link=GEN5_X16, nic_device=0x1021, extra=(), rdma=None):
+    """degraded: labels trained to x8 ("GPU3", "NIC5"). gpu_link: what every GPU's link runs at (an idle GPU
+    lowers its speed, e.g. (2.5, 16, 32.0, 16)). acs_redirect: DSP bdfs with ReqRedir/CmpltRedir on.
     roce: None for InfiniBand, else dict(mtu=..., no_v2=[nic index]). port_down: NIC index whose port is down.
     iommu: None (no IOMMU: no groups), "identity" (iommu=pt) or "translated" (DMA / DMA-FQ domains).
     nic_device: the rail NICs' PCI device id. extra: more (host bridge, root Dev) subtrees placed with the rest.
@@ -369,7 +370,7 @@ def hgx(name, *, driver="open", peermem=True, nvidia_fs=True, kernel="5.15.0-122
             dsps.append(d)
             return d
 
-        g_link = link_for("GPU%d" % i)
+        g_link = link_for("GPU%d" % i, gpu_link)
         gpu = dsp(0, (g_link[0], g_link[1], 32.0, 16)).add(
             dev("0000:%02x:00.0" % (bus + 3), 0x10DE, 0x2330, 0x030200, g_link, ENDPOINT,
                 subsystem=(0x10DE, 0x16C1)))

@@ -19,6 +19,9 @@ pub type Answer<T> = Result<T, String>;
 
 /// Key of the facts in recorded vendor answers.
 pub const ANSWERS_KEY: &str = "nvml";
+
+/// The answer of a call that was not asked (its GPU's handle failed).
+pub const NOT_READ: &str = "not read";
 /// Key of the PCIe link readings taken while a copy loop kept the links busy.
 pub const UNDER_LOAD_KEY: &str = "nvml.pcie_under_load";
 
@@ -43,7 +46,7 @@ pub struct NvmlFacts {
 impl Default for GpuFacts {
     fn default() -> Self {
         fn unread<T>() -> Answer<T> {
-            Err("not read".to_string())
+            Err(NOT_READ.to_string())
         }
         GpuFacts {
             index: 0,
@@ -167,7 +170,60 @@ pub struct LinkSample {
 }
 
 fn text(call: &str, e: NvmlError) -> String {
-    format!("{call}: {}", words(&e))
+    let words = words(&e);
+    match e {
+        // Not NVML's own return codes: the words say it all.
+        NvmlError::Utf8Error(_)
+        | NvmlError::NulError(_)
+        | NvmlError::LibloadingError(_)
+        | NvmlError::FailedToLoadSymbol(_)
+        | NvmlError::StringTooLong { .. }
+        | NvmlError::IncorrectBits(_)
+        | NvmlError::SetReleaseFailed
+        | NvmlError::GetPciInfoFailed
+        | NvmlError::PciInfoToCFailed => format!("{call}: {words}"),
+        other => {
+            let code = nvml_wrapper_sys::bindings::nvmlReturn_t::from(other);
+            format!("{call}: {} ({words})", return_name(code))
+        }
+    }
+}
+
+/// What a per-GPU error answer means for a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The GPU or driver does not offer the call (NOT_SUPPORTED, a symbol older drivers lack): judges nothing.
+    Unsupported,
+    /// Not asked (the handle itself failed, and says so).
+    NotAsked,
+    /// NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus.
+    Lost,
+    /// This process may not ask (NO_PERMISSION): unknown, not bad.
+    Denied,
+    /// Any other error: the GPU answered, with an error.
+    Failed,
+}
+
+/// Classifies an error answer, by NVML's code name where the text has one and by nvml-wrapper's words for
+/// answers recorded before the names were (`GpuLost`: "device fell off the bus …").
+pub fn fault(text: &str) -> Fault {
+    let has = |s: &str| text.contains(s);
+    if text == NOT_READ {
+        Fault::NotAsked
+    } else if has("NVML_ERROR_NOT_SUPPORTED")
+        || has("NVML_ERROR_FUNCTION_NOT_FOUND")
+        || has("not available on the target device")
+        || has("function symbol failed to load")
+        || has("couldn't be found in a shared library")
+    {
+        Fault::Unsupported
+    } else if has("NVML_ERROR_GPU_IS_LOST") || has("fell off the bus") {
+        Fault::Lost
+    } else if has("NVML_ERROR_NO_PERMISSION") || has("does not have permission") {
+        Fault::Denied
+    } else {
+        Fault::Failed
+    }
 }
 
 /// nvml-wrapper's text for the error, with the loader's own message where there is one.
@@ -512,6 +568,23 @@ mod tests {
                 e.is_not_loaded() || e.call == "nvmlInit_v2",
                 "names the library or the call: {e}"
             );
+        }
+    }
+
+    /// Answers as this build writes them and as older recordings hold them (nvml-wrapper's words only).
+    #[test]
+    fn error_answers_are_classified_by_code_name_or_words() {
+        for (text, want) in [
+            ("nvmlDeviceGetName: NVML_ERROR_GPU_IS_LOST (device fell off the bus or has otherwise become inacessible)", Fault::Lost),
+            ("nvmlDeviceGetUUID: device fell off the bus or has otherwise become inacessible", Fault::Lost),
+            ("nvmlDeviceGetRetiredPages(SBE): the requested operation is not available on the target device", Fault::Unsupported),
+            ("nvmlDeviceGetRemappedRows: NVML_ERROR_NOT_SUPPORTED (the requested operation is not available on the target device)", Fault::Unsupported),
+            ("nvmlDeviceGetRemappedRows: function symbol failed to load: undefined symbol", Fault::Unsupported),
+            ("nvmlDeviceGetEccMode: NVML_ERROR_NO_PERMISSION (the current user does not have permission to perform this operation)", Fault::Denied),
+            ("nvmlDeviceGetEccMode: an internal driver error occurred", Fault::Failed),
+            (NOT_READ, Fault::NotAsked),
+        ] {
+            assert_eq!(fault(text), want, "{text}");
         }
     }
 

@@ -86,14 +86,30 @@ fn judged(results: &[CheckResult]) -> BTreeSet<(Option<String>, String)> {
 /// What is wrong with `damaged` given `clean`, if anything. A new error or failure is what damage must
 /// cause. Garbage in a file of free text (a version string, a firmware id) may instead be shown as read, as long
 /// as no judgement was dropped on the way.
-fn judge(clean: &[CheckResult], damaged: &[CheckResult], damage: Damage) -> Option<String> {
+fn judge(
+    clean: &[CheckResult],
+    damaged: &[CheckResult],
+    path: &str,
+    damage: Damage,
+) -> Option<String> {
     let before: BTreeSet<_> = clean.iter().map(shown).collect();
+    let kept_judgements = judged(clean).is_subset(&judged(damaged));
     let shown_as_read = damage == Damage::Garbage
         && damaged
             .iter()
             .any(|r| r.evidence.iter().any(|e| e.contains(GARBAGE.trim())))
-        && judged(clean).is_subset(&judged(damaged));
+        && kept_judgements;
+    // A read no verdict rests on (an attribute of a function that cannot be what the check looks for) may be
+    // named as not read instead, as long as no judgement was dropped.
+    let clean_evidence: BTreeSet<&String> = clean.iter().flat_map(|r| &r.evidence).collect();
+    let named_unread = kept_judgements
+        && damaged.iter().any(|r| {
+            r.evidence
+                .iter()
+                .any(|e| e.contains(path) && !clean_evidence.contains(e))
+        });
     let reported = shown_as_read
+        || named_unread
         || damaged.iter().any(|r| {
             matches!(r.status, Status::Error | Status::Fail) && !before.contains(&shown(r))
         });
@@ -326,7 +342,7 @@ fn every_probe_meets_each_file_it_reads_damaged() {
                         };
                         let damaged = run(*probe, &root, &profile, scratch.path());
                         drop(guard);
-                        if let Some(why) = judge(&clean.results, &damaged.results, damage) {
+                        if let Some(why) = judge(&clean.results, &damaged.results, path, damage) {
                             problems.push(format!(
                                 "{tree} ({profile_name}) {}: {path} {damage:?}: {why}",
                                 probe.id()
@@ -436,8 +452,18 @@ fn pairs_port_survey_meets_each_file_it_reads_damaged() {
                 };
                 let Some(guard) = guard else { continue };
                 let (damaged, _) = survey(&root);
+                // A function that cannot be a NIC changes no offer: the presence survey pair stands on names
+                // it as not read, and the ports offered are the clean ones.
+                let named = damaged == clean
+                    && crate::presence::Survey::read(
+                        &Host::at(&root).unwrap(),
+                        crate::presence::Stack::Rdma,
+                    )
+                    .evidence
+                    .iter()
+                    .any(|e| e.contains(&path) && e.contains("not read"));
                 drop(guard);
-                if let Some(why) = judge_survey(&clean, &damaged) {
+                if let Some(why) = judge_survey(&clean, &damaged).filter(|_| !named) {
                     problems.push(format!("{tree}: {path} {damage:?}: {why}"));
                 }
             }

@@ -208,6 +208,12 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
         };
     let mut result = result;
     result.evidence.splice(0..0, evidence);
+    // What the surveys saw stays on record when they decide nothing.
+    for line in surveys.iter().flat_map(|s| &s.evidence) {
+        if !result.evidence.contains(line) {
+            result.evidence.push(line.clone());
+        }
+    }
     result
 }
 

@@ -16,7 +16,7 @@ use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
 use crate::threshold::{worst, Limit, PORT_RATE_PCT};
-use crate::topology::{nearest, PciTree};
+use crate::topology::{nearest, PciTree, GPU_NIC_PATHS};
 use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
 pub struct GdrLoopback;
@@ -206,7 +206,7 @@ impl Probe for GdrLoopback {
                 r
             })
             .collect();
-        tree.completed(ID, results)
+        tree.completed(ID, GPU_NIC_PATHS, results)
     }
 }
 

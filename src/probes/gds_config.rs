@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 
+use crate::gds_p2pdma::{self, P2pdma};
 use crate::gds_target::{self, FsSupport, Target, TargetError};
 use crate::host::{optional, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
@@ -11,7 +12,6 @@ use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
 use crate::sysfs::nvfs::NVFS_VERSION;
-use crate::sysfs::nvidia::{DriverAndKernel, ModuleFlavour};
 use crate::sysfs::stable;
 
 pub struct GdsConfig;
@@ -66,7 +66,7 @@ const META: ProbeMeta = ProbeMeta {
               interface has.",
         fixes: &[
             ("compat mode: no nvidia-fs", FIX_NVFS),
-            ("use_pci_p2pdma without its prerequisites", "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe (nvme_core multipath=N); else set `\"use_pci_p2pdma\": false`"),
+            ("use_pci_p2pdma without its prerequisites", gds_p2pdma::FIX),
             ("rdma_dev_addr_list names an address no interface has", "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"),
             ("udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
             ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
@@ -83,7 +83,7 @@ impl Probe for GdsConfig {
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let path = cufile_json::config_path(cx.inputs.env(cufile_json::ENV_PATH));
         let config = cufile_json::read_config(cx.host, &path);
-        let host = match HostFacts::read(cx) {
+        let host = match HostFacts::read(cx, config.as_ref().ok()) {
             Ok(h) => h,
             Err(r) => return vec![*r],
         };
@@ -111,50 +111,33 @@ impl Probe for GdsConfig {
 /// What the host offers, read once.
 struct HostFacts {
     nvfs_loaded: bool,
-    open_module: Option<bool>,
-    /// `Some(true/false)` when the kernel config could be read.
-    p2pdma_kernel: Option<bool>,
-    nvme_loaded: bool,
+    /// The PCI P2PDMA path (`gds_p2pdma`), read as gds.kernel_path reads it.
+    p2pdma: P2pdma,
     local_addrs: std::collections::BTreeSet<IpAddr>,
     evidence: Vec<String>,
     env: Vec<(String, String)>,
 }
 
 impl HostFacts {
-    fn read(cx: &Context<'_>) -> Result<Self, Box<CheckResult>> {
+    fn read(cx: &Context<'_>, config: Option<&CufileConfig>) -> Result<Self, Box<CheckResult>> {
         let unread = |e: ReadError| Box::new(CheckResult::read_error(ID, &e));
         let modules = Modules::read(cx.host).map_err(unread)?;
         let nvfs = modules.state(cx.host, "nvidia_fs").map_err(unread)?;
         let nvfs_version = optional(stable::read(cx.host, NVFS_VERSION)).map_err(unread)?;
-        let platform = DriverAndKernel::read(cx.host).map_err(unread)?;
-        let kconfig_path = platform
-            .release
-            .as_ref()
-            .map(|r| format!("/boot/config-{r}"));
-        let p2pdma_kernel = match &kconfig_path {
-            Some(p) => optional(cx.host.read(p)).map_err(unread)?,
-            None => None,
-        }
-        .map(|t| t.lines().any(|l| l.trim() == "CONFIG_PCI_P2PDMA=y"));
-        let nvme_loaded = modules.state(cx.host, "nvme").map_err(unread)?.is_loaded();
+        let p2pdma = P2pdma::read(cx.host, config).map_err(unread)?;
         let mut evidence: Vec<String> = nvfs.evidence();
         evidence.push(format!(
             "{NVFS_VERSION} = {}",
             nvfs_version.as_deref().unwrap_or("<missing>")
         ));
-        evidence.extend(platform.evidence());
+        evidence.extend(p2pdma.evidence.iter().cloned());
         let env = ENV_OVERRIDES
             .iter()
             .filter_map(|k| cx.inputs.env(k).map(|v| (k.to_string(), v.to_string())))
             .collect();
         Ok(HostFacts {
             nvfs_loaded: nvfs.is_loaded() || nvfs_version.is_some(),
-            open_module: platform
-                .driver
-                .as_ref()
-                .map(|d| d.flavour == ModuleFlavour::Open),
-            p2pdma_kernel,
-            nvme_loaded,
+            p2pdma,
             local_addrs: netaddr::read_local_addresses(cx.host),
             evidence,
             env,
@@ -221,35 +204,18 @@ fn judge_config(
         .env_bool("CUFILE_FORCE_COMPAT_MODE")
         .or(config.bool("properties.force_compat_mode"))
         .unwrap_or(false);
-    let p2pdma = config.bool("properties.use_pci_p2pdma").unwrap_or(false);
-
     let mut findings = Findings::default();
-    let mut p2pdma_ready = false;
-    if p2pdma {
-        let mut missing = Vec::new();
-        if host.open_module != Some(true) {
-            missing.push("the open NVIDIA kernel module");
-        }
-        match host.p2pdma_kernel {
-            Some(false) => missing.push("a kernel with CONFIG_PCI_P2PDMA=y"),
-            None => missing.push(
-                "a kernel config showing CONFIG_PCI_P2PDMA=y (/boot/config-<release> unreadable)",
+    if host.p2pdma.requested && !host.p2pdma.ready() {
+        findings.add(
+            bad,
+            format!(
+                "use_pci_p2pdma is true but the host lacks {}",
+                host.p2pdma.missing.join(", ")
             ),
-            Some(true) => {}
-        }
-        if !host.nvme_loaded {
-            missing.push("the NVMe driver");
-        }
-        p2pdma_ready = missing.is_empty();
-        if !p2pdma_ready {
-            findings.add(
-                bad,
-                format!("use_pci_p2pdma is true but the host lacks {}", missing.join(", ")),
-                "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe; else set `\"use_pci_p2pdma\": false`",
-            );
-        }
+            gds_p2pdma::FIX,
+        );
     }
-    let direct_path = host.nvfs_loaded || p2pdma_ready;
+    let direct_path = host.nvfs_loaded || host.p2pdma.ready();
     if force_compat {
         findings.add(
             bad,

@@ -1,8 +1,11 @@
-//! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
+//! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded, or cuFile's PCI P2PDMA path,
+//! which needs none, is ready (`gds_p2pdma`, as gds.config reads it).
 
+use crate::gds_p2pdma::P2pdma;
 use crate::host::{optional, Host, ReadError};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::modules::{ModuleState, Modules};
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
 use crate::sysfs::nvidia::{self, DriverGpu};
@@ -17,10 +20,12 @@ const FIX: &str = "install the GDS kernel driver (`nvidia-fs-dkms` or the `nvidi
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
-    title: "GPUDirect Storage kernel driver nvidia_fs loaded (else cuFile runs in compat mode)",
+    title: "GPUDirect Storage direct path: nvidia_fs loaded, or PCI P2PDMA ready (else cuFile runs in compat mode)",
     needs: &[Need::Gpu, Need::NvidiaFs],
     explain: Explain {
-        reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}",
+        reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}; without \
+                nvidia_fs, the PCI P2PDMA path as gds.config reads it (cufile.json use_pci_p2pdma, \
+                /proc/driver/nvidia/version, /boot/config-<release>, /sys/module/nvme)",
         why: "Without nvidia_fs, cuFile silently runs in compatibility mode: every read bounces through host \
               memory with POSIX I/O, and tools such as gdsio still label the run GPU-direct. Storage-bound jobs \
               lose the bandwidth GDS was bought for.",
@@ -39,7 +44,8 @@ impl Probe for GdsKernelPath {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
-        match Facts::read(cx.host) {
+        let cufile = cufile_json::config_path(cx.inputs.env(cufile_json::ENV_PATH));
+        match Facts::read(cx.host, cufile) {
             Ok(facts) => judge(&facts, cx.profile.expect.gds),
             Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
@@ -63,11 +69,14 @@ enum PathFacts {
     Absent {
         survey: Box<Survey>,
         gpus: Option<Vec<DriverGpu>>,
+        /// When GPUs are usable: cufile.json (its path and what reading it gave) and the PCI P2PDMA path,
+        /// which needs no nvidia_fs.
+        p2pdma: Option<(String, Result<CufileConfig, ConfigError>, P2pdma)>,
     },
 }
 
 impl Facts {
-    fn read(host: &Host) -> Result<Facts, ReadError> {
+    fn read(host: &Host, cufile: String) -> Result<Facts, ReadError> {
         let modules = Modules::read(host)?;
         let nvfs = modules.state(host, "nvidia_fs")?;
         let version = optional(stable::read(host, NVFS_VERSION))?;
@@ -78,13 +87,21 @@ impl Facts {
             }
         } else {
             let survey = Survey::read(host, Stack::Gpu);
-            let gpus = match survey.gate_if_unusable(ID, false) {
-                Some(_) => None,
-                None => Some(nvidia::read_driver_gpus(host)?),
+            let (gpus, p2pdma) = match survey.gate_if_unusable(ID, false) {
+                Some(_) => (None, None),
+                None => {
+                    let config = cufile_json::read_config(host, &cufile);
+                    let p2pdma = P2pdma::read(host, config.as_ref().ok())?;
+                    (
+                        Some(nvidia::read_driver_gpus(host)?),
+                        Some((cufile, config, p2pdma)),
+                    )
+                }
             };
             PathFacts::Absent {
                 survey: Box::new(survey),
                 gpus,
+                p2pdma,
             }
         };
         Ok(Facts {
@@ -135,7 +152,18 @@ fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
             r.evidence.splice(0..0, evidence);
             return vec![r];
         }
-        PathFacts::Absent { survey, gpus } => (survey, gpus),
+        PathFacts::Absent {
+            survey,
+            gpus,
+            p2pdma,
+        } => {
+            if let Some(r) = p2pdma.as_ref().and_then(|(path, config, p2pdma)| {
+                judge_p2pdma(path, config, p2pdma, &mut evidence)
+            }) {
+                return survey.completed(ID, vec![r]);
+            }
+            (survey, gpus)
+        }
     };
 
     // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
@@ -145,7 +173,12 @@ fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
     }
     // Read whenever the survey does not decide.
     let gpus = gpus.as_deref().unwrap_or_default();
-    let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
+    let summary = match facts.requested_but_lacking() {
+        Some(missing) => format!(
+            "nvidia_fs not loaded and PCI P2PDMA not usable: use_pci_p2pdma is true but the host lacks {missing}; cuFile can only run in compatibility mode"
+        ),
+        None => "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured".to_string(),
+    };
     let mut r = match expect_gds {
         Some(true) => {
             CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX)
@@ -162,6 +195,64 @@ fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
     };
     r.evidence.splice(0..0, evidence);
     survey.completed(ID, vec![r])
+}
+
+impl Facts {
+    /// What the host lacks for a P2PDMA path cufile.json asks for.
+    fn requested_but_lacking(&self) -> Option<String> {
+        match &self.path {
+            PathFacts::Absent {
+                p2pdma: Some((_, _, p)),
+                ..
+            } if p.requested && !p.ready() => Some(p.missing.join(", ")),
+            _ => None,
+        }
+    }
+}
+
+/// Without nvidia_fs: a PASS where the PCI P2PDMA path is ready, the ERROR where cufile.json could not be read
+/// and it is all that is unknown; else None, with what was read added to `evidence`.
+fn judge_p2pdma(
+    path: &str,
+    config: &Result<CufileConfig, ConfigError>,
+    p2pdma: &P2pdma,
+    evidence: &mut Vec<String>,
+) -> Option<CheckResult> {
+    evidence.extend(p2pdma.evidence.iter().cloned());
+    let with_evidence = |mut r: CheckResult, evidence: &[String]| {
+        r.evidence.splice(0..0, evidence.iter().cloned());
+        r
+    };
+    match config {
+        Ok(_) if p2pdma.ready() => {
+            return Some(with_evidence(
+                CheckResult::pass(
+                    ID,
+                    "nvidia_fs not loaded and not needed: cuFile reads NVMe straight into GPU memory through PCI P2PDMA (use_pci_p2pdma, open module, CONFIG_PCI_P2PDMA)",
+                ),
+                evidence,
+            ));
+        }
+        Ok(_) => {}
+        Err(ConfigError::Read(e)) => {
+            evidence.push(format!("{path} = {}", e.reason()));
+            // Every other prerequisite is there: whether cuFile asks for P2PDMA is the one unknown.
+            if !e.is_not_found() && p2pdma.missing.is_empty() {
+                return Some(with_evidence(
+                    CheckResult::read_error(ID, e).note(
+                        "nvidia_fs not loaded: whether cuFile takes the PCI P2PDMA path (use_pci_p2pdma) is unknown",
+                    ),
+                    evidence,
+                ));
+            }
+        }
+        // cuFile ignores a file it cannot parse (gds.config fails it): use_pci_p2pdma is then off.
+        Err(ConfigError::Parse(e)) => evidence.push(format!(
+            "{path} = <syntax error at line {}, column {}: cuFile uses its defaults>",
+            e.line, e.column
+        )),
+    }
+    None
 }
 
 fn short_version(version: &Option<String>) -> String {

@@ -1,7 +1,7 @@
 //! `gpu.inventory`: the GPUs NVML sees, against the profile: count, model, driver and CUDA version, persistence,
 //! MIG, ECC, retired pages and remapped rows.
 
-use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
+use crate::dynlib::nvml::{self, GpuFacts, NvmlFacts};
 use crate::dynlib::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
@@ -113,11 +113,66 @@ pub fn judge_node(facts: &NvmlFacts, expect: &Expect, replayed: bool) -> CheckRe
     mark_replayed(r, replayed)
 }
 
+/// What a GPU that fell off the bus, or answers NVML with an error, needs.
+fn lost_fix(index: u32) -> String {
+    format!("see `dmesg | grep -i xid` (Xid 79: fallen off the bus); reset the GPU (`nvidia-smi -r -i {index}`) or reboot the node; RMA it if the error recurs")
+}
+
+/// NVML's per-GPU errors, judged: a GPU that answers a call with an error is not healthy, whatever the other
+/// calls said. A call the GPU or driver does not support, or one not asked, judges nothing.
+fn judge_answers(g: &GpuFacts, f: &mut Findings) {
+    let answers = [
+        g.name.as_ref().err(),
+        g.uuid.as_ref().err(),
+        g.pci_bus_id.as_ref().err(),
+        g.persistence.as_ref().err(),
+        g.mig_enabled.as_ref().err(),
+        g.ecc_enabled.as_ref().err(),
+        g.ecc_uncorrected_volatile.as_ref().err(),
+        g.retired_pages_sbe.as_ref().err(),
+        g.retired_pages_dbe.as_ref().err(),
+        g.retired_pages_pending.as_ref().err(),
+        g.remapped_rows.as_ref().err(),
+    ];
+    let (mut lost, mut failed, mut denied) = (Vec::new(), Vec::new(), Vec::new());
+    for e in answers.into_iter().flatten() {
+        match nvml::fault(e) {
+            nvml::Fault::Unsupported | nvml::Fault::NotAsked => {}
+            nvml::Fault::Lost => lost.push(e.as_str()),
+            nvml::Fault::Denied => denied.push(e.as_str()),
+            nvml::Fault::Failed => failed.push(e.as_str()),
+        }
+    }
+    if let Some(first) = lost.first() {
+        f.fail(
+            format!(
+                "GPU {} fell off the bus: NVML answers {} call(s) with NVML_ERROR_GPU_IS_LOST ({first})",
+                g.index,
+                lost.len()
+            ),
+            lost_fix(g.index),
+        );
+    }
+    if !failed.is_empty() {
+        f.fail(
+            format!("NVML errors on GPU {}: {}", g.index, failed.join("; ")),
+            lost_fix(g.index),
+        );
+    }
+    for e in denied {
+        f.unread("an NVML answer", e);
+    }
+}
+
 /// One GPU: identity, modes and memory health.
 pub fn judge_gpu(g: &GpuFacts, expect: &Expect) -> CheckResult {
     let mut f = Findings::default();
-    let name = g.name.as_deref().unwrap_or("?");
-    if let Some(model) = &expect.gpu_model {
+    judge_answers(g, &mut f);
+    let label = g
+        .name
+        .clone()
+        .unwrap_or_else(|_| format!("GPU {}", g.index));
+    if let (Some(model), Ok(name)) = (&expect.gpu_model, &g.name) {
         if !name.contains(model.as_str()) {
             f.fail(
                 format!("model {name} is not the expected {model}"),
@@ -165,17 +220,24 @@ pub fn judge_gpu(g: &GpuFacts, expect: &Expect) -> CheckResult {
             );
         }
     }
-    let mode = |a: &Result<bool, String>, on: &str, off: &str| match a {
-        Ok(true) => on.to_string(),
-        Ok(false) => off.to_string(),
-        Err(_) => "?".to_string(),
+    // Only what NVML answered: a mode it did not give is in the evidence, never a `?` here.
+    let modes: Vec<String> = [
+        ("persistence", &g.persistence),
+        ("MIG", &g.mig_enabled),
+        ("ECC", &g.ecc_enabled),
+    ]
+    .into_iter()
+    .filter_map(|(what, a)| {
+        a.as_ref()
+            .ok()
+            .map(|on| format!("{what} {}", if *on { "on" } else { "off" }))
+    })
+    .collect();
+    let summary = if modes.is_empty() {
+        label
+    } else {
+        format!("{label}, {}", modes.join(", "))
     };
-    let summary = format!(
-        "{name}, persistence {}, MIG {}, ECC {}",
-        mode(&g.persistence, "on", "off"),
-        mode(&g.mig_enabled, "on", "off"),
-        mode(&g.ecc_enabled, "on", "off"),
-    );
     let mut r = f
         .result(ID, summary)
         .subject(subject(g))

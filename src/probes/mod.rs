@@ -19,6 +19,7 @@ mod gpu_pcie;
 mod nccl_env;
 mod nccl_transport;
 mod pcie_acs;
+mod pcie_aer;
 mod pcie_iommu;
 mod pcie_link;
 mod rdma_counters;
@@ -46,6 +47,7 @@ static ALL: &[&dyn Probe] = &[
     &rdma_counters::RdmaCounters,
     &pcie_link::PcieLink,
     &pcie_acs::PcieAcs,
+    &pcie_aer::PcieAer,
     &pcie_iommu::PcieIommu,
     &topo_gpu_nic::TopoGpuNic,
     &nccl_transport::NcclTransport,

@@ -7,7 +7,7 @@ use crate::host::{Host, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::sysfs::hypervisor::{self, Hypervisor};
 use crate::sysfs::pci_config::{read_config, ConfigReadError, ConfigSpace};
-use crate::topology::{PciTree, Role};
+use crate::topology::{PciTree, Role, DATA_PATHS};
 
 pub struct PcieAcs;
 
@@ -44,7 +44,7 @@ impl Probe for PcieAcs {
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
         let facts = Facts::read(cx.host, &tree);
-        tree.completed(ID, judge(&tree, &facts))
+        tree.completed(ID, DATA_PATHS, judge(&tree, &facts))
     }
 }
 
@@ -116,6 +116,7 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
     let Some(vm) = &facts.vm else {
         return vec![tree.nothing_found(
             ID,
+            DATA_PATHS,
             CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
         )];
     };

@@ -7,7 +7,7 @@ use crate::host::{Host, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta};
 use crate::profile::{Expect, IommuExpect};
 use crate::sysfs::iommu::{iommu_parameters, read_groups, IommuGroup, IOMMU_GROUPS, PROC_CMDLINE};
-use crate::topology::{PciTree, Role};
+use crate::topology::{PciTree, Role, DATA_ENDPOINTS};
 
 pub struct PcieIommu;
 
@@ -181,7 +181,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
         }
     };
     r.evidence = evidence;
-    tree.completed(ID, vec![r])
+    tree.completed(ID, DATA_ENDPOINTS, vec![r])
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta};
 use crate::profile::Expect;
 use crate::sysfs::pci::{device_dir, Link};
-use crate::topology::{PathLink, PciTree, Role};
+use crate::topology::{PathLink, PciTree, Role, DATA_PATHS};
 
 pub struct PcieLink;
 
@@ -19,14 +19,15 @@ const META: ProbeMeta = ProbeMeta {
     explain: Explain {
         reads: "/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width} for each device and each port on its \
                 canonical sysfs path to the root port; class/vendor to find GPUs (0x03xxxx of 0x10de), RDMA NICs \
-                (a network function with an RDMA device on it, or a Mellanox one) and NVMe. Other network \
+                (a function with an RDMA device on it, an Omni-Path HFI, a Mellanox network or flash-recovery function) and NVMe. Other network \
                 functions (virtio-net, management ports) carry no GPU data path and are named, not judged",
         why: "A GPU or NIC trained to x8 or a lower generation halves its host bandwidth: GPUDirect RDMA, host copies \
               and NCCL all slow down while every functional test still passes. A link is judged by its own two \
-              ends: a Gen4 drive in a Gen5 slot is not degraded.",
+              ends: a Gen4 drive in a Gen5 slot is not degraded. A GPU's own link at full width and a lower \
+              speed is idle-downshifted (GPUs lower the speed at rest): gpu.pcie judges its speed under load.",
         fixes: &[
             ("link below what both ends support", FIX),
-            ("GPU link below the profile's generation/width", "GPUs lower their link speed when idle: re-check under load (gpu probes); if it stays low, reseat or RMA"),
+            ("GPU link below the profile's width", "a GPU never lowers its width when idle: reseat the GPU or its riser; if it stays low, RMA"),
         ],
     },
     ..ProbeMeta::STATIC
@@ -57,13 +58,13 @@ impl Probe for PcieLink {
                     node.bdf, node.attrs.vendor, node.attrs.device
                 ));
             }
-            return vec![tree.nothing_found(ID, nothing)];
+            return vec![tree.nothing_found(ID, DATA_PATHS, nothing)];
         }
         let results: Vec<CheckResult> = devices
             .into_iter()
             .map(|i| judge_device(&tree, i, &cx.profile.expect))
             .collect();
-        tree.completed(ID, results)
+        tree.completed(ID, DATA_PATHS, results)
     }
 }
 
@@ -87,13 +88,41 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
         }
         Link::Present(_) => {}
     }
+    // A port above whose link cannot be read hides what this device's path runs at.
+    let unread_above: Vec<String> = tree
+        .ancestors(i)
+        .into_iter()
+        .filter_map(|a| match &tree.nodes[a].attrs.link {
+            Link::Unreadable(path, why) => Some(format!("{path} = {why}")),
+            _ => None,
+        })
+        .collect();
+    if !unread_above.is_empty() {
+        let mut r = CheckResult::error(
+            ID,
+            format!(
+                "cannot read the link of a port on its path: {}",
+                unread_above.join("; ")
+            ),
+        )
+        .subject(subject);
+        r.evidence = unread_above;
+        return r;
+    }
     let links = tree.links_to_root(i);
     let evidence: Vec<String> = links
         .iter()
         .map(|l| format!("link {}", l.describe(tree)))
         .collect();
-    let degraded: Vec<&PathLink> = links.iter().filter(|l| l.is_degraded()).collect();
     let own = links[0];
+    // GPUs lower their link speed at rest, never the width: the GPU's own link at full width and only slower
+    // is idle-downshifted, and its speed is judged under load by gpu.pcie. Every other link (NIC, NVMe,
+    // switch uplinks) has no such mode.
+    let idle = node.role == Role::Gpu && own.is_slower_only();
+    let degraded: Vec<&PathLink> = links
+        .iter()
+        .filter(|l| l.is_degraded() && !(idle && l.lower == i))
+        .collect();
     let narrowest = tree.narrowest_link(i).unwrap_or(own);
     let mut failures: Vec<String> = degraded
         .iter()
@@ -115,10 +144,14 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
         "gen",
     );
     let mut width_measure = Measurement::new("link_width", f64::from(own.current_width), "lanes");
-    gen_measure.fail = own.capable_speed.generation().map(f64::from);
+    gen_measure.fail = own
+        .capable_speed
+        .generation()
+        .map(f64::from)
+        .filter(|_| !idle);
     width_measure.fail = Some(f64::from(own.capable_width));
     if node.role == Role::Gpu {
-        if let Some(gen) = expect.gpu_pcie_gen {
+        if let Some(gen) = expect.gpu_pcie_gen.filter(|_| !idle) {
             gen_measure.fail = Some(f64::from(gen));
             if own.current_speed.generation().is_none_or(|g| g < gen) {
                 failures.push(format!(
@@ -144,7 +177,18 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
         narrowest.current_speed,
         narrowest.current_width
     );
-    let mut r = if failures.is_empty() {
+    let mut r = if failures.is_empty() && idle {
+        CheckResult::pass(
+            ID,
+            format!(
+                "{} x{}: idle-downshifted (full width, speed below the {} both ends support, as GPUs run at rest); its speed under load is gpu.pcie's verdict; {} link(s) to the root port; {narrowest_text}",
+                own.current_speed,
+                own.current_width,
+                own.capable_speed,
+                links.len()
+            ),
+        )
+    } else if failures.is_empty() {
         CheckResult::pass(
             ID,
             format!(
@@ -169,10 +213,23 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
     if own.upper.is_none() {
         r = r.note("the device sits directly on the host bridge: no upstream port to compare with, judged by its own maximum");
     }
-    if node.role == Role::Gpu && !failures.is_empty() {
+    if idle {
+        r = r.note(format!(
+            "{}: GPUs lower the link speed when idle and train back under load; gpu.pcie re-reads it while a copy runs on every GPU",
+            expect_gen_note(expect)
+        ));
+    } else if node.role == Role::Gpu && !failures.is_empty() {
         r = r.note("GPUs may lower their link speed when idle; the GPU probes re-check under load");
     }
     r
+}
+
+/// What the profile wants of a GPU link's speed, for the idle note.
+fn expect_gen_note(expect: &Expect) -> String {
+    match expect.gpu_pcie_gen {
+        Some(gen) => format!("the profile's Gen{gen} is judged under load"),
+        None => "speed not judged at rest".to_string(),
+    }
 }
 
 fn link_ends(tree: &PciTree, l: &PathLink) -> String {

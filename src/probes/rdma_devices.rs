@@ -23,7 +23,8 @@ const META: ProbeMeta = ProbeMeta {
     title: "RDMA devices present, their PCI function and firmware, and openable through /dev/infiniband/uverbsN",
     needs: &[Need::RdmaDevice],
     explain: Explain {
-        reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
+        reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, the PCI bus \
+                (Mellanox functions with a flash-recovery device id), \
                 /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN (present; live: read-write access for this user)",
         why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
               devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
@@ -31,6 +32,7 @@ const META: ProbeMeta = ProbeMeta {
         fixes: &[
             ("fewer RDMA devices than the profile expects", "check `dmesg | grep mlx5`, reseat or replace the HCA, verify the port is in the expected link type (`mlxconfig -d <dev> q LINK_TYPE_P1`)"),
             ("uverbs character device missing", FIX_UVERBS),
+            ("a ConnectX/BlueField in flash-recovery mode (a Mellanox function with a recovery device id)", crate::sysfs::pci_ids::FLASH_RECOVERY_FIX),
         ],
     },
     ..ProbeMeta::STATIC
@@ -59,8 +61,9 @@ impl Probe for RdmaDevices {
 /// What the check reads, before it judges.
 struct Facts {
     names: Vec<String>,
-    /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
-    survey: Option<Survey>,
+    /// The PCI bus's RDMA NICs: hardware without its driver when no RDMA device is listed, and in any case
+    /// the functions in flash-recovery mode.
+    survey: Survey,
     uverbs: UverbsMap,
     devices: Vec<DeviceFacts>,
     /// The ports' roles, read only when there are more devices than the profile expects: devices whose every
@@ -84,7 +87,7 @@ impl Facts {
         if names.is_empty() {
             return Ok(Facts {
                 names,
-                survey: Some(Survey::read(host, Stack::Rdma)),
+                survey: Survey::read(host, Stack::Rdma),
                 uverbs: UverbsMap::default(),
                 devices: Vec::new(),
                 roles: None,
@@ -116,7 +119,7 @@ impl Facts {
             .collect();
         Ok(Facts {
             names,
-            survey: None,
+            survey: Survey::read(host, Stack::Rdma),
             uverbs,
             devices,
             roles,
@@ -127,7 +130,8 @@ impl Facts {
 fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
     let names = &facts.names;
     let uverbs = &facts.uverbs;
-    if let Some(survey) = &facts.survey {
+    if names.is_empty() {
+        let survey = &facts.survey;
         let required = expected.is_some_and(|n| n > 0);
         if let Some(r) = survey.gate(ID, required) {
             return vec![r];
@@ -302,7 +306,9 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
         count_result.measurements[0].fail = Some(f64::from(n));
     }
     results.insert(0, count_result);
-    results
+    // A ConnectX in flash-recovery mode has no RDMA device: only the bus shows it.
+    results.extend(facts.survey.recovery_results(ID));
+    facts.survey.completed(ID, results)
 }
 
 /// Devices whose every port in use is a storage/frontend port.

@@ -3,7 +3,7 @@
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::profile::{Expect, PcieDistance};
-use crate::topology::{numa_label, PciTree, Role};
+use crate::topology::{numa_label, PciTree, Role, GPU_NIC_PATHS};
 
 pub struct TopoGpuNic;
 
@@ -40,7 +40,7 @@ impl Probe for TopoGpuNic {
             Ok(t) => t,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        tree.completed(ID, judge(&tree, &cx.profile.expect))
+        tree.completed(ID, GPU_NIC_PATHS, judge(&tree, &cx.profile.expect))
     }
 }
 
@@ -50,6 +50,7 @@ fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
     if gpus.is_empty() || nics.is_empty() {
         return vec![tree.nothing_found(
             ID,
+            GPU_NIC_PATHS,
             CheckResult::skip(
                 ID,
                 format!(

@@ -96,7 +96,12 @@ impl Facts {
             gpus,
             rdma_devices: devices.len(),
             ports,
-            pci_unread: tree.unreadable,
+            // Only what could change the pick: a GPU or an RDMA NIC among them.
+            pci_unread: tree
+                .unread_of(&[Role::Gpu, Role::Nic])
+                .into_iter()
+                .map(|u| u.line.clone())
+                .collect(),
         })
     }
 

@@ -1,6 +1,7 @@
 //! Readers of kernel and driver files. Pure `parse_*(&str)` functions plus `read_*(&Host)` that do the I/O;
 //! no verdicts here. When two probes need the same file, its parser lives here exactly once.
 
+pub mod aer;
 pub mod cufile_json;
 pub mod hypervisor;
 pub mod infiniband;
@@ -15,5 +16,6 @@ pub mod nvidia;
 pub mod pci;
 pub mod pci_config;
 pub mod pci_device;
+pub(crate) mod pci_ids;
 pub(crate) mod stable;
 pub mod udev;

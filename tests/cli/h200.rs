@@ -32,6 +32,7 @@ fn h200_snapshot_replays_what_the_machine_reported() {
         ("rdma.counters", "", "skip"),
         ("pcie.link", "GPU0 0000:00:06.0", "pass"),
         ("pcie.acs", "", "skip"),
+        ("pcie.aer", "", "skip"),
         ("pcie.iommu", "", "pass"),
         ("topo.gpu_nic", "", "skip"),
         ("nccl.env", "", "pass"),
