@@ -1,8 +1,7 @@
 //! Exit codes: the contract with CI gates and Kubernetes init containers. The README and `--help` repeat the
 //! doc comment of each constant.
 
-use crate::probe::Status;
-use crate::report::RunReport;
+use crate::model::{CheckResult, Status};
 
 /// Uninhabited: a namespace for the codes.
 pub enum Exit {}
@@ -19,9 +18,9 @@ impl Exit {
     pub const COULD_NOT_RUN: u8 = 3;
 }
 
-/// The one place a finished run becomes an exit code.
-pub fn for_run(report: &RunReport, strict: bool) -> u8 {
-    let has = |s: Status| report.checks.iter().any(|c| c.status == s);
+/// The one place results become an exit code (`run`, `pair`, and the `exit_code` of every report).
+pub fn for_checks(checks: &[CheckResult], strict: bool) -> u8 {
+    let has = |s: Status| checks.iter().any(|c| c.status == s);
     if has(Status::Fail) || (strict && has(Status::Warn)) {
         Exit::CHECK_FAILED
     } else if has(Status::Error) {
@@ -41,6 +40,25 @@ pub fn output_lost(code: u8) -> u8 {
     }
 }
 
+/// Node Problem Detector's codes for the custom-plugin protocol (`--format npd` on stdout).
+pub enum Npd {}
+
+impl Npd {
+    pub const OK: u8 = 0;
+    pub const NON_OK: u8 = 1;
+    pub const UNKNOWN: u8 = 2;
+}
+
+/// An exit code in NPD's terms: a failure is NonOK, a check that could not run leaves the condition Unknown
+/// (as does a usage error, whose code 2 already is NPD's Unknown).
+pub fn for_npd(code: u8) -> u8 {
+    match code {
+        Exit::OK => Npd::OK,
+        Exit::CHECK_FAILED => Npd::NON_OK,
+        _ => Npd::UNKNOWN,
+    }
+}
+
 /// `--help` text for the codes.
 pub const HELP: &str = "Exit codes:
   0  every check passed (warnings allowed unless --strict)
@@ -52,35 +70,36 @@ pub const HELP: &str = "Exit codes:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::CheckResult;
 
-    fn report(statuses: &[Status]) -> RunReport {
-        let mut r = RunReport::empty_for_tests();
-        r.checks = statuses
+    fn checks(statuses: &[Status]) -> Vec<CheckResult> {
+        statuses
             .iter()
             .map(|s| CheckResult::new("t.x", *s, ""))
-            .collect();
-        r
+            .collect()
     }
 
     #[test]
     fn codes_follow_the_contract() {
+        let code = |s: &[Status], strict| for_checks(&checks(s), strict);
+        assert_eq!(code(&[Status::Pass, Status::Skip], false), Exit::OK);
+        assert_eq!(code(&[Status::Pass, Status::Warn], false), Exit::OK);
+        assert_eq!(code(&[Status::Warn], true), Exit::CHECK_FAILED);
         assert_eq!(
-            for_run(&report(&[Status::Pass, Status::Skip]), false),
-            Exit::OK
-        );
-        assert_eq!(
-            for_run(&report(&[Status::Pass, Status::Warn]), false),
-            Exit::OK
-        );
-        assert_eq!(for_run(&report(&[Status::Warn]), true), Exit::CHECK_FAILED);
-        assert_eq!(
-            for_run(&report(&[Status::Error, Status::Fail]), false),
+            code(&[Status::Error, Status::Fail], false),
             Exit::CHECK_FAILED
         );
         assert_eq!(
-            for_run(&report(&[Status::Error, Status::Pass]), false),
+            code(&[Status::Error, Status::Pass], false),
             Exit::COULD_NOT_RUN
         );
+        assert_eq!(code(&[], true), Exit::OK);
+    }
+
+    #[test]
+    fn npd_codes_follow_the_plugin_protocol() {
+        assert_eq!(for_npd(Exit::OK), 0);
+        assert_eq!(for_npd(Exit::CHECK_FAILED), 1);
+        assert_eq!(for_npd(Exit::COULD_NOT_RUN), 2);
+        assert_eq!(for_npd(Exit::USAGE), 2);
     }
 }

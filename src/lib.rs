@@ -1,7 +1,6 @@
 //! fabric-preflight as a library: the binary (`main.rs`), the integration tests, the benchmarks and the fuzz
 //! targets all use these modules.
 
-pub mod answers;
 pub mod build_info;
 pub mod cli;
 pub mod commands;
@@ -12,14 +11,15 @@ pub mod host;
 pub mod interrupt;
 pub mod isolate;
 pub mod measure;
+pub mod model;
 pub mod nccl;
 pub mod pair;
 pub mod presence;
 pub mod probe;
 pub mod probes;
 pub mod profile;
-pub mod profile_match;
 pub mod progress;
+pub mod recording;
 pub mod report;
 pub mod runner;
 pub mod sysfs;
@@ -27,3 +27,6 @@ pub mod threshold;
 pub mod topology;
 pub mod transfer_verdict;
 pub mod version;
+
+/// Moved to [`recording`]; kept while the probes and the child protocol move to the new path.
+pub use recording as answers;

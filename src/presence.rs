@@ -14,10 +14,10 @@
 //!
 //! A hang is the runner's to report (`runner.rs`): the library is then marked hung for the rest of the run.
 
-use crate::answers::Answers;
-use crate::dynlib::{verbs, ErrorKind, LibError, Library};
+use crate::dynlib::{verbs, ErrorKind, LibError};
 use crate::host::{optional, Host, ReadResult};
-use crate::probe::{CheckResult, Status};
+use crate::model::{CheckResult, Library, Status};
+use crate::recording::Answers;
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
@@ -454,7 +454,7 @@ fn broken_fix(err: &LibError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Status;
+    use crate::model::Status;
 
     fn survey(on_bus: &[&str], unbound: &[&str], driver: &[&str]) -> Survey {
         Survey {

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
-use crate::threshold::Limit;
+use crate::model::Limit;
+pub use crate::topology::PcieDistance;
+
+pub mod auto;
 
 /// Built-in profiles, in the order `profiles` lists them.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -164,16 +167,6 @@ pub enum IommuExpect {
     Passthrough,
     /// Translated DMA is acceptable.
     Any,
-}
-
-/// `nvidia-smi topo -m` distance labels, nearest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum PcieDistance {
-    PIX,
-    PXB,
-    PHB,
-    NODE,
-    SYS,
 }
 
 /// The transport a NCCL job must have used (`nccl --expect`, `expect.nccl_transport`).

@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::answers::Answers;
-use crate::dynlib::Library;
 use crate::host::Host;
 use crate::interrupt;
 use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
-use crate::probe::{AnswerSource, CheckResult, Context, Inputs, Kind, Probe, Status};
+use crate::model::{AnswerSource, CheckResult, Library, Status};
+use crate::probe::{Context, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::recording::Answers;
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
@@ -483,7 +483,7 @@ pub fn install_panic_hook() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Explain;
+    use crate::probe::ProbeMeta;
 
     /// After a libibverbs hang, every check that calls libibverbs reports at once instead of hanging again.
     #[test]
@@ -502,21 +502,14 @@ mod tests {
 
     struct Sleeper;
     impl Probe for Sleeper {
-        fn id(&self) -> &'static str {
-            "test.sleeper"
-        }
-        fn title(&self) -> &'static str {
-            "sleeps"
-        }
-        fn default_timeout(&self) -> Duration {
-            Duration::from_millis(50)
-        }
-        fn explain(&self) -> Explain {
-            Explain {
-                reads: "",
-                why: "",
-                fixes: &[],
-            }
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.sleeper",
+                title: "sleeps",
+                timeout: Duration::from_millis(50),
+                ..ProbeMeta::STATIC
+            };
+            &META
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             std::thread::sleep(Duration::from_secs(5));
@@ -526,18 +519,13 @@ mod tests {
 
     struct Panicker;
     impl Probe for Panicker {
-        fn id(&self) -> &'static str {
-            "test.panicker"
-        }
-        fn title(&self) -> &'static str {
-            "panics"
-        }
-        fn explain(&self) -> Explain {
-            Explain {
-                reads: "",
-                why: "",
-                fixes: &[],
-            }
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.panicker",
+                title: "panics",
+                ..ProbeMeta::STATIC
+            };
+            &META
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             panic!("boom")
@@ -546,18 +534,13 @@ mod tests {
 
     struct Skipper;
     impl Probe for Skipper {
-        fn id(&self) -> &'static str {
-            "test.skipper"
-        }
-        fn title(&self) -> &'static str {
-            "skips"
-        }
-        fn explain(&self) -> Explain {
-            Explain {
-                reads: "",
-                why: "",
-                fixes: &[],
-            }
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.skipper",
+                title: "skips",
+                ..ProbeMeta::STATIC
+            };
+            &META
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
             vec![CheckResult::skip(self.id(), "no hardware")]

@@ -8,12 +8,23 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::host::{Host, ReadError};
-use crate::probe::{CheckResult, Status};
-use crate::profile::PcieDistance;
+use crate::model::{CheckResult, Status};
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};
 use crate::sysfs::pci_config::{self, PortType};
+
+/// `nvidia-smi topo -m` distance labels, nearest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PcieDistance {
+    PIX,
+    PXB,
+    PHB,
+    NODE,
+    SYS,
+}
 
 /// Unreadable functions named one by one in evidence; the rest are counted.
 const MAX_UNREADABLE_SHOWN: usize = 8;

@@ -3,8 +3,7 @@
 //! leg that moved nothing, whose data was not verified, or whose bandwidth could not be set against a link rate
 //! a limit asks for; bandwidth as a % of the link where the rate is the hardware's; a latency ceiling.
 
-use crate::probe::{Measurement, Status};
-use crate::threshold::{worst, Limit};
+use crate::model::{worst, Limit, Measurement, Status};
 
 /// What a leg measured, whatever ran it.
 #[derive(Debug, Clone, PartialEq)]

@@ -352,14 +352,12 @@ impl Reporter {
         )
         .with_strict(self.flags.strict);
         report.interrupted = interrupt::requested().map(str::to_string);
-        let code = report.exit_code;
         deliver(
             &report,
             &self.outputs,
             self.flags.color,
             false,
             self.flags.termination_log.as_deref(),
-            code,
         )
     }
 }

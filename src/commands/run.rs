@@ -6,14 +6,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
-use crate::answers::Answers;
 use crate::cli::{ColorChoice, ReportArgs, RunArgs};
 use crate::exit;
 use crate::host::Host;
-use crate::probe::{AnswerSource, Inputs, Probe};
-use crate::profile::Profile;
-use crate::profile_match;
+use crate::model::AnswerSource;
+use crate::probe::{Inputs, Probe};
+use crate::profile::{self, Profile};
 use crate::progress::Progress;
+use crate::recording::Answers;
 use crate::report::{self, termination, Format, HostInfo, RunReport, Selection, Style};
 use crate::runner::{self, RunInputs};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
@@ -64,21 +64,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<u8> {
         args.report.color,
         args.quiet,
         args.report.termination_log.as_deref(),
-        executed.report.exit_code,
     );
     Ok(code)
 }
 
-/// Writes `report` to every target (stdout styled, files plain) and the termination log; returns `code`, or the
-/// lost-output code when a report could not be written, as NPD reads it when stdout is `npd`. Shared by `run` and
-/// `pair`.
+/// Writes `report` to every target (stdout styled, files plain) and the termination log; returns the report's
+/// exit code, or the lost-output code when a report could not be written, as NPD reads it when stdout is `npd`.
+/// Shared by `run` and `pair`.
 pub fn deliver(
     report: &RunReport,
     outputs: &[(Format, Target)],
     color: ColorChoice,
     quiet: bool,
     termination_log: Option<&std::path::Path>,
-    code: u8,
 ) -> u8 {
     let style = Style {
         color: use_color(color),
@@ -108,13 +106,13 @@ pub fn deliver(
         }
     }
     let code = if written {
-        code
+        report.exit_code()
     } else {
-        exit::output_lost(code)
+        exit::output_lost(report.exit_code())
     };
     if outputs.contains(&(Format::Npd, Target::Stdout)) {
         // NPD reads the exit code as the condition: 0 OK, 1 NonOK, 2 Unknown (for `run` and `pair` alike).
-        return report::npd::exit_code(code);
+        return exit::for_npd(code);
     }
     code
 }
@@ -243,8 +241,8 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let (profile, selection) = if profile == profile_match::AUTO {
-        let (name, selection) = profile_match::choose(&host, &ids)?;
+    let (profile, selection) = if profile == profile::auto::AUTO {
+        let (name, selection) = profile::auto::choose(&host, &ids)?;
         (crate::profile::load(&name, &ids)?, Some(selection))
     } else {
         (crate::profile::load(profile, &ids)?, None)

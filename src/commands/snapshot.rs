@@ -12,11 +12,11 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use crate::answers::ANSWERS_FILE;
 use crate::cli::SnapshotArgs;
 use crate::exit::Exit;
 use crate::host::MAX_TEXT_BYTES;
 use crate::probe::Inputs;
+use crate::recording::ANSWERS_FILE;
 use crate::report::{self, Format, Style};
 
 /// Largest file copied (PCI config space is 4 KiB; nothing a probe reads is near this).

@@ -7,8 +7,9 @@ use std::ffi::c_void;
 use cudarc::driver::sys;
 
 use crate::dynlib::cuda::{self, CudaResult, DeviceBuffer};
-use crate::dynlib::{LibError, Library};
+use crate::dynlib::LibError;
 use crate::isolate::breadcrumb;
+use crate::model::Library;
 
 const SYMBOL: &str = "cuMemGetHandleForAddressRange";
 

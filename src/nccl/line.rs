@@ -11,6 +11,10 @@ use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
+/// Longest line looked at; the rest of a longer line is skipped. NCCL formats each message into 1024 bytes
+/// and launchers add a few dozen, so only torn or binary lines reach this.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// Searchers built once: building one per call cost more than the search on short lines.
 static NCCL_SP: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"NCCL "));
 static VIA: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b" via "));

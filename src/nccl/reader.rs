@@ -13,12 +13,9 @@ use std::time::Instant;
 use memchr::memmem;
 use std::sync::LazyLock;
 
-use super::line;
+use super::line::{self, MAX_LINE_BYTES};
 use super::summary::{Analyzer, Summary};
 
-/// Longest line looked at; the rest of a longer line is skipped. NCCL formats each message into 1024 bytes
-/// and launchers add a few dozen, so only torn or binary lines reach this.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Bytes read per block.
 const BLOCK_BYTES: usize = 1 << 20;
 

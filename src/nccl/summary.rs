@@ -7,8 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
-use super::line::{self, Channel, Event, NetFamily, Record, Transport};
-use super::reader::MAX_LINE_BYTES;
+use super::line::{self, Channel, Event, NetFamily, Record, Transport, MAX_LINE_BYTES};
 
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
 const MAX_RANK: u32 = 1 << 18;

@@ -1,11 +1,12 @@
 //! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
 
-use crate::host::{optional, ReadError};
+use crate::host::{optional, Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
+use crate::profile::Expect;
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
-use crate::sysfs::modules::Modules;
-use crate::sysfs::nvidia::{self, DriverAndKernel};
+use crate::sysfs::modules::{ModuleState, Modules};
+use crate::sysfs::nvidia::{self, DriverAndKernel, DriverGpu};
 
 pub struct GdrKernelPath;
 
@@ -18,49 +19,125 @@ const DMABUF_MIN_KERNEL: (u32, u32) = (5, 12);
 const FIX_PEERMEM: &str = "`modprobe nvidia-peermem`; make it persistent with `echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`; \
 or use the DMA-BUF path instead (open kernel module `nvidia-open`, kernel >= 5.12, rdma-core >= 34, NCCL >= 2.19 with NCCL_DMABUF_ENABLE=1)";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUDirect RDMA kernel path: nvidia_peermem loaded or DMA-BUF possible",
+    needs: &[Need::Gpu, Need::RdmaDevice],
+    explain: Explain {
+        reads: "/proc/modules and /sys/module/{nvidia_peermem,nv_peer_mem} (built-ins appear only in /sys/module), \
+                /sys/kernel/mm/memory_peers/nv_mem/version, /proc/driver/nvidia/version (open module?), \
+                /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present)",
+        why: "Without a peer-memory module or DMA-BUF, a NIC cannot DMA into GPU memory. NCCL then stages every \
+              transfer through host memory (no /GDRDMA on its channels) or falls back to sockets, and multi-node \
+              jobs run several times slower while every ordinary health check stays green.",
+        fixes: &[
+            ("neither nvidia_peermem nor DMA-BUF available", FIX_PEERMEM),
+            ("profile requires nvidia_peermem specifically", "`modprobe nvidia-peermem` and persist it in /etc/modules-load.d/"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GdrKernelPath {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUDirect RDMA kernel path: nvidia_peermem loaded or DMA-BUF possible"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/proc/modules and /sys/module/{nvidia_peermem,nv_peer_mem} (built-ins appear only in /sys/module), \
-                    /sys/kernel/mm/memory_peers/nv_mem/version, /proc/driver/nvidia/version (open module?), \
-                    /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present)",
-            why: "Without a peer-memory module or DMA-BUF, a NIC cannot DMA into GPU memory. NCCL then stages every \
-                  transfer through host memory (no /GDRDMA on its channels) or falls back to sockets, and multi-node \
-                  jobs run several times slower while every ordinary health check stays green.",
-            fixes: &[
-                ("neither nvidia_peermem nor DMA-BUF available", FIX_PEERMEM),
-                ("profile requires nvidia_peermem specifically", "`modprobe nvidia-peermem` and persist it in /etc/modules-load.d/"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
-        judge(cx).unwrap_or_else(|e| vec![CheckResult::read_error(ID, &e)])
+        match Facts::read(cx.host) {
+            Ok(facts) => vec![judge(&facts, &cx.profile.expect)],
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
+        }
     }
 }
 
-fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
-    let modules = Modules::read(cx.host)?;
-    let peermem = modules.state(cx.host, "nvidia_peermem")?;
-    let legacy = modules.state(cx.host, "nv_peer_mem")?;
-    // Missing: MLNX_OFED's registration is not there. Unreadable: unknown, never taken for missing.
-    let memory_peers = optional(cx.host.read(MEMORY_PEERS_NV_MEM));
-    let rdma = read_device_names(cx.host)?;
-    let gpus = nvidia::read_driver_gpus(cx.host)?;
-    let platform = DriverAndKernel::read(cx.host)?;
+/// What the check reads, before it judges.
+struct Facts {
+    modules: Modules,
+    peermem: ModuleState,
+    legacy: ModuleState,
+    /// Missing: MLNX_OFED's registration is not there. Unreadable: unknown, never taken for missing.
+    memory_peers: Result<Option<String>, ReadError>,
+    rdma: Vec<String>,
+    gpus: Vec<DriverGpu>,
+    platform: DriverAndKernel,
+    /// When no peer-memory module is there and a GPU or an RDMA device is not listed: the GPU stack's, then
+    /// (when that one does not decide) the RDMA stack's presence survey.
+    surveys: Vec<Survey>,
+}
 
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        let modules = Modules::read(host)?;
+        let peermem = modules.state(host, "nvidia_peermem")?;
+        let legacy = modules.state(host, "nv_peer_mem")?;
+        let memory_peers = optional(host.read(MEMORY_PEERS_NV_MEM));
+        let rdma = read_device_names(host)?;
+        let gpus = nvidia::read_driver_gpus(host)?;
+        let platform = DriverAndKernel::read(host)?;
+        let mut surveys = Vec::new();
+        if peer_module(&peermem, &legacy, &memory_peers).is_none()
+            && (gpus.is_empty() || rdma.is_empty())
+        {
+            for stack in [Stack::Gpu, Stack::Rdma] {
+                let survey = Survey::read(host, stack);
+                let decides = presence_verdict(&survey).is_some();
+                surveys.push(survey);
+                if decides {
+                    break;
+                }
+            }
+        }
+        Ok(Facts {
+            modules,
+            peermem,
+            legacy,
+            memory_peers,
+            rdma,
+            gpus,
+            platform,
+            surveys,
+        })
+    }
+}
+
+/// The peer-memory module that gives the GPUDirect RDMA path, if one is loaded or registered.
+fn peer_module(
+    peermem: &ModuleState,
+    legacy: &ModuleState,
+    memory_peers: &Result<Option<String>, ReadError>,
+) -> Option<&'static str> {
+    if peermem.is_loaded() {
+        Some("nvidia_peermem")
+    } else if legacy.is_loaded() || matches!(memory_peers, Ok(Some(_))) {
+        Some("nv_peer_mem")
+    } else {
+        None
+    }
+}
+
+/// Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
+/// rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
+fn presence_verdict(survey: &Survey) -> Option<CheckResult> {
+    survey
+        .gate_if_unusable(ID, false)
+        .filter(|r| r.status != Status::Skip)
+}
+
+fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
+    let Facts {
+        modules,
+        peermem,
+        legacy,
+        memory_peers,
+        rdma,
+        gpus,
+        platform,
+        surveys,
+    } = facts;
     let mut evidence: Vec<String> = Vec::new();
-    for m in [&peermem, &legacy] {
+    for m in [peermem, legacy] {
         evidence.extend(m.evidence());
     }
     evidence.push(format!(
@@ -81,31 +158,15 @@ fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         }
     ));
 
-    let peer_module = if peermem.is_loaded() {
-        Some("nvidia_peermem")
-    } else if legacy.is_loaded() || matches!(memory_peers, Ok(Some(_))) {
-        Some("nv_peer_mem")
-    } else {
-        None
-    };
+    let peer_module = peer_module(peermem, legacy, memory_peers);
     let open_module = platform.open_module();
     let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
     let dmabuf_possible = open_module && kernel_ok;
-    let expect = &cx.profile.expect;
     let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
 
-    // Nothing listed by a driver is not absence: a GPU or NIC on the bus without its driver is the presence
-    // rule's FAIL (its ERROR where the bus could not be read), never this check's SKIP.
-    if peer_module.is_none() && (gpus.is_empty() || rdma.is_empty()) {
-        let gated = [Stack::Gpu, Stack::Rdma].into_iter().find_map(|stack| {
-            Survey::read(cx.host, stack)
-                .gate_if_unusable(ID, false)
-                .filter(|r| r.status != Status::Skip)
-        });
-        if let Some(mut r) = gated {
-            r.evidence.splice(0..0, evidence);
-            return Ok(vec![r]);
-        }
+    if let Some(mut r) = surveys.iter().find_map(presence_verdict) {
+        r.evidence.splice(0..0, evidence);
+        return r;
     }
     let result = match peer_module {
             Some(module) => CheckResult::pass(ID, format!("{module} loaded: peer-memory GPUDirect RDMA path available{}",
@@ -147,7 +208,7 @@ fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         };
     let mut result = result;
     result.evidence.splice(0..0, evidence);
-    Ok(vec![result])
+    result
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::host::{Host, ReadError};
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::gpu_facts::gpu_survey;
 use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs};
@@ -38,44 +38,36 @@ const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DM
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
 const FIX_LINK: &str = "check rdma.link (rate, state), the cable and the firmware";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUDirect RDMA loopback per GPU and nearest port: WRITE/READ Gb/s and SEND latency, GPU and host memory side by side",
+    needs: &[Need::Gpu, Need::RdmaDevice],
+    kind: Kind::Active,
+    libraries: &[Library::Verbs, Library::Cuda],
+    timeout: Duration::from_secs(60),
+    explain: Explain {
+        reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \
+                /sys/class/infiniband/<dev>/ports/<n>/{state,link_layer,rate,lid,gids,gid_attrs/types}, \
+                the PCIe tree under /sys/devices (nvidia-smi topo distance, to pair each GPU with its nearest port), \
+                libcuda (cuMemAlloc, cuMemGetHandleForAddressRange), ibv_reg_dmabuf_mr / ibv_reg_mr, two RC QPs \
+                on one port, RDMA WRITE then RDMA READ of 8 MiB x 4 in flight (up to 256 each or 2 s), \
+                8-byte SEND/RECV x 1000; the same through host memory",
+        why: "A GDR path can exist on paper (peermem loaded) and still run at a fraction of the link: wrong \
+              NUMA/PCIe placement, ACS redirecting peer traffic through the root complex, an IOMMU in \
+              translation mode. Only moving bytes shows it; the host-memory run tells a bad GDR path from a bad \
+              link.",
+        fixes: &[
+            ("GPU memory registration refused", FIX_GDR),
+            ("GPU loopback slow, host loopback fast", "the GPU-NIC PCIe path: check ACS (`setpci ECAP_ACS+6.w`), IOMMU passthrough, NUMA placement"),
+            ("both loopbacks slow", "the port or link: see rdma.link rate and counters, cable, firmware"),
+            ("no RDMA device", "install the HCA driver (mlx5_core/mlx5_ib) and rdma-core; in containers pass /dev/infiniband"),
+        ],
+    },
+};
+
 impl Probe for GdrLoopback {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUDirect RDMA loopback per GPU and nearest port: WRITE/READ Gb/s and SEND latency, GPU and host memory side by side"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::RdmaDevice]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Active
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Verbs, Library::Cuda]
-    }
-    fn default_timeout(&self) -> Duration {
-        Duration::from_secs(60)
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \
-                    /sys/class/infiniband/<dev>/ports/<n>/{state,link_layer,rate,lid,gids,gid_attrs/types}, \
-                    the PCIe tree under /sys/devices (nvidia-smi topo distance, to pair each GPU with its nearest port), \
-                    libcuda (cuMemAlloc, cuMemGetHandleForAddressRange), ibv_reg_dmabuf_mr / ibv_reg_mr, two RC QPs \
-                    on one port, RDMA WRITE then RDMA READ of 8 MiB x 4 in flight (up to 256 each or 2 s), \
-                    8-byte SEND/RECV x 1000; the same through host memory",
-            why: "A GDR path can exist on paper (peermem loaded) and still run at a fraction of the link: wrong \
-                  NUMA/PCIe placement, ACS redirecting peer traffic through the root complex, an IOMMU in \
-                  translation mode. Only moving bytes shows it; the host-memory run tells a bad GDR path from a bad \
-                  link.",
-            fixes: &[
-                ("GPU memory registration refused", FIX_GDR),
-                ("GPU loopback slow, host loopback fast", "the GPU-NIC PCIe path: check ACS (`setpci ECAP_ACS+6.w`), IOMMU passthrough, NUMA placement"),
-                ("both loopbacks slow", "the port or link: see rdma.link rate and counters, cable, firmware"),
-                ("no RDMA device", "install the HCA driver (mlx5_core/mlx5_ib) and rdma-core; in containers pass /dev/infiniband"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

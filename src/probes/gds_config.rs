@@ -5,14 +5,14 @@ use std::net::IpAddr;
 
 use crate::gds_target::{self, FsSupport, Target, TargetError};
 use crate::host::{optional, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
+use crate::probes::gpu_facts::Findings;
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
 use crate::sysfs::nvfs::NVFS_VERSION;
 use crate::sysfs::nvidia::{DriverAndKernel, ModuleFlavour};
 use crate::sysfs::stable;
-use crate::threshold::worst;
 
 pub struct GdsConfig;
 
@@ -49,36 +49,35 @@ const FIX_NVFS: &str = "install and load nvidia-fs (`nvidia-fs-dkms` / `nvidia-g
 `modprobe nvidia_fs`), or on an open kernel module with CONFIG_PCI_P2PDMA and NVMe set `\"use_pci_p2pdma\": true`; \
 set `\"allow_compat_mode\": false` on nodes that must never silently fall back";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "cufile.json agrees with the host; the test directory's filesystem and udev record suit cuFile",
+    needs: &[Need::Gpu],
+    explain: Explain {
+        reads: "cufile.json ($CUFILE_ENV_PATH_JSON or /etc/cufile.json, `//` comments allowed), /proc/modules, \
+                /sys/module/nvidia_fs, /proc/driver/nvidia-fs/version, /proc/driver/nvidia/version (open module?), \
+                /boot/config-<release> (CONFIG_PCI_P2PDMA), /sys/module/nvme, /proc/net/fib_trie and \
+                /proc/net/if_inet6 (local addresses), /proc/self/mountinfo (filesystem of --gds-dir or $TMPDIR \
+                or /tmp), /run/udev/data/b<major>:<minor>",
+        why: "With allow_compat_mode and no nvidia-fs, cuFile silently reads through host bounce buffers and \
+              gdsio still labels the run GPU-direct. cuFile also refuses every file (5027, \"file descriptor is \
+              not registered\") when the udev record of the block device lacks ID_FS_USAGE — the normal state \
+              in a container without /run/udev. RDMA filesystems ignore rdma_dev_addr_list entries no \
+              interface has.",
+        fixes: &[
+            ("compat mode: no nvidia-fs", FIX_NVFS),
+            ("use_pci_p2pdma without its prerequisites", "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe (nvme_core multipath=N); else set `\"use_pci_p2pdma\": false`"),
+            ("rdma_dev_addr_list names an address no interface has", "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"),
+            ("udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
+            ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GdsConfig {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "cufile.json agrees with the host; the test directory's filesystem and udev record suit cuFile"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "cufile.json ($CUFILE_ENV_PATH_JSON or /etc/cufile.json, `//` comments allowed), /proc/modules, \
-                    /sys/module/nvidia_fs, /proc/driver/nvidia-fs/version, /proc/driver/nvidia/version (open module?), \
-                    /boot/config-<release> (CONFIG_PCI_P2PDMA), /sys/module/nvme, /proc/net/fib_trie and \
-                    /proc/net/if_inet6 (local addresses), /proc/self/mountinfo (filesystem of --gds-dir or $TMPDIR \
-                    or /tmp), /run/udev/data/b<major>:<minor>",
-            why: "With allow_compat_mode and no nvidia-fs, cuFile silently reads through host bounce buffers and \
-                  gdsio still labels the run GPU-direct. cuFile also refuses every file (5027, \"file descriptor is \
-                  not registered\") when the udev record of the block device lacks ID_FS_USAGE — the normal state \
-                  in a container without /run/udev. RDMA filesystems ignore rdma_dev_addr_list entries no \
-                  interface has.",
-            fixes: &[
-                ("compat mode: no nvidia-fs", FIX_NVFS),
-                ("use_pci_p2pdma without its prerequisites", "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe (nvme_core multipath=N); else set `\"use_pci_p2pdma\": false`"),
-                ("rdma_dev_addr_list names an address no interface has", "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"),
-                ("udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
-                ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -101,8 +100,9 @@ impl Probe for GdsConfig {
         }
         // Only where GDS is installed or expected: the target's mount and udev record judge nothing otherwise.
         let target = gds_target::inspect(cx.host, &gds_target::target_dir(cx.inputs));
+        let real_path = cx.host.canonical(&path).ok().filter(|real| real != &path);
         vec![
-            judge_config(&path, &config, &host, cx, expect_gds),
+            judge_config(&path, real_path.as_deref(), &config, &host, expect_gds),
             judge_target(&target, config.as_ref().ok(), expect_gds),
         ]
     }
@@ -169,18 +169,12 @@ impl HostFacts {
     }
 }
 
-/// One finding: a status, a sentence, a remedy.
-struct Finding {
-    status: Status,
-    text: String,
-    fix: String,
-}
-
+/// `real_path`: where `path` leads, when it is a link.
 fn judge_config(
     path: &str,
+    real_path: Option<&str>,
     config: &Result<CufileConfig, ConfigError>,
     host: &HostFacts,
-    cx: &Context<'_>,
     expect_gds: bool,
 ) -> CheckResult {
     let bad = if expect_gds {
@@ -229,7 +223,7 @@ fn judge_config(
         .unwrap_or(false);
     let p2pdma = config.bool("properties.use_pci_p2pdma").unwrap_or(false);
 
-    let mut findings: Vec<Finding> = Vec::new();
+    let mut findings = Findings::default();
     let mut p2pdma_ready = false;
     if p2pdma {
         let mut missing = Vec::new();
@@ -248,33 +242,31 @@ fn judge_config(
         }
         p2pdma_ready = missing.is_empty();
         if !p2pdma_ready {
-            findings.push(Finding {
-                status: bad,
-                text: format!("use_pci_p2pdma is true but the host lacks {}", missing.join(", ")),
-                fix: "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe; else set `\"use_pci_p2pdma\": false`".into(),
-            });
+            findings.add(
+                bad,
+                format!("use_pci_p2pdma is true but the host lacks {}", missing.join(", ")),
+                "use the open kernel module, a kernel with CONFIG_PCI_P2PDMA=y and NVMe; else set `\"use_pci_p2pdma\": false`",
+            );
         }
     }
     let direct_path = host.nvfs_loaded || p2pdma_ready;
     if force_compat {
-        findings.push(Finding {
-            status: bad,
-            text: "force_compat_mode is set: every cuFile read goes through host memory".into(),
-            fix: "remove `force_compat_mode` from cufile.json and unset CUFILE_FORCE_COMPAT_MODE"
-                .into(),
-        });
+        findings.add(
+            bad,
+            "force_compat_mode is set: every cuFile read goes through host memory",
+            "remove `force_compat_mode` from cufile.json and unset CUFILE_FORCE_COMPAT_MODE",
+        );
     } else if !direct_path && allow_compat {
-        findings.push(Finding {
-            status: bad,
-            text: "compat mode: allow_compat_mode is true and nvidia-fs is not loaded, so every cuFile read bounces through host memory (POSIX)".into(),
-            fix: FIX_NVFS.into(),
-        });
+        findings.add(
+            bad,
+            "compat mode: allow_compat_mode is true and nvidia-fs is not loaded, so every cuFile read bounces through host memory (POSIX)",
+            FIX_NVFS,
+        );
     } else if !direct_path {
-        findings.push(Finding {
-            status: Status::Fail,
-            text: "no nvidia-fs and allow_compat_mode is false: cuFileDriverOpen fails (CU_FILE_DRIVER_NOT_INITIALIZED, 5001)".into(),
-            fix: FIX_NVFS.into(),
-        });
+        findings.fail(
+            "no nvidia-fs and allow_compat_mode is false: cuFileDriverOpen fails (CU_FILE_DRIVER_NOT_INITIALIZED, 5001)",
+            FIX_NVFS,
+        );
     }
     let addrs = config
         .strings("properties.rdma_dev_addr_list")
@@ -288,16 +280,13 @@ fn judge_config(
         })
         .collect();
     if !foreign.is_empty() {
-        findings.push(Finding {
-            status: Status::Warn,
-            text: format!("rdma_dev_addr_list: {}", foreign.join(", ")),
-            fix: "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"
-                .into(),
-        });
+        findings.warn(
+            format!("rdma_dev_addr_list: {}", foreign.join(", ")),
+            "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names",
+        );
     }
 
-    let status = worst(findings.iter().map(|f| f.status));
-    let summary = if findings.is_empty() {
+    let summary = if findings.status() == Status::Pass {
         format!(
             "cuFile configured for the direct path ({}), compat fallback {}",
             if host.nvfs_loaded {
@@ -312,17 +301,11 @@ fn judge_config(
             }
         )
     } else {
-        findings
-            .iter()
-            .map(|f| f.text.as_str())
-            .collect::<Vec<_>>()
-            .join("; ")
+        findings.listed()
     };
-    let mut r = CheckResult::new(ID, status, summary).subject(path);
-    if let Ok(real) = cx.host.canonical(path) {
-        if real != path {
-            r = r.evidence(&format!("{path} ->"), real);
-        }
+    let mut r = CheckResult::pass(ID, summary).subject(path);
+    if let Some(real) = real_path {
+        r = r.evidence(&format!("{path} ->"), real);
     }
     r.evidence.extend(host.evidence.iter().cloned());
     for key in ECHOED {
@@ -341,16 +324,7 @@ fn judge_config(
                 .join(" "),
         );
     }
-    if !findings.is_empty() {
-        r = r.fix(
-            findings
-                .iter()
-                .map(|f| f.fix.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-        );
-    }
-    r
+    findings.apply(r)
 }
 
 fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool) -> CheckResult {
@@ -375,18 +349,10 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
         }
     };
     let support = gds_target::classify(mount);
-    let mut findings: Vec<Finding> = Vec::new();
+    let mut findings = Findings::default();
     match support {
-        FsSupport::NoDirectIo => findings.push(Finding {
-            status: bad,
-            text: format!("{} is on {} ({}): cuFile cannot open files here with O_DIRECT", target.dir, mount.fs_type, support.as_str()),
-            fix: "pass --gds-dir DIR on the filesystem the workload reads (ext4/xfs on NVMe, or a GDS-capable distributed filesystem)".into(),
-        }),
-        FsSupport::CompatOnly => findings.push(Finding {
-            status: bad,
-            text: format!("{} is on {}: {}", target.dir, mount.fs_type, support.as_str()),
-            fix: "use ext4 (data=ordered) or xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA (proto=rdma)".into(),
-        }),
+        FsSupport::NoDirectIo => findings.add(bad, format!("{} is on {} ({}): cuFile cannot open files here with O_DIRECT", target.dir, mount.fs_type, support.as_str()), "pass --gds-dir DIR on the filesystem the workload reads (ext4/xfs on NVMe, or a GDS-capable distributed filesystem)"),
+        FsSupport::CompatOnly => findings.add(bad, format!("{} is on {}: {}", target.dir, mount.fs_type, support.as_str()), "use ext4 (data=ordered) or xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA (proto=rdma)"),
         FsSupport::LocalBlock | FsSupport::Distributed => {}
     }
     if let Some(p) = target.udev_problem() {
@@ -395,11 +361,7 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
             target.udev,
             Some(crate::sysfs::udev::BlockLookup::Unreadable(_))
         );
-        findings.push(Finding {
-            status: if unreadable { bad.max(Status::Error) } else { bad },
-            text: format!("{}: cuFile will refuse every file on {} (cuFileHandleRegister 5027, \"file descriptor is not registered\")", p.what, mount.source),
-            fix: p.fix,
-        });
+        findings.add(if unreadable { bad.max(Status::Error) } else { bad }, format!("{}: cuFile will refuse every file on {} (cuFileHandleRegister 5027, \"file descriptor is not registered\")", p.what, mount.source), p.fix);
     }
     if let Some(c) = config {
         let denied_fs = c.strings("denylist.filesystems").unwrap_or_default();
@@ -407,15 +369,10 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
         if denied_fs.iter().any(|f| f == &mount.fs_type)
             || denied_mounts.iter().any(|m| m == &mount.mount_point)
         {
-            findings.push(Finding {
-                status: Status::Warn,
-                text: format!("cufile.json denylist excludes {} ({})", mount.mount_point, mount.fs_type),
-                fix: "remove the entry from denylist.filesystems / denylist.mounts if this filesystem should use GDS".into(),
-            });
+            findings.add(Status::Warn, format!("cufile.json denylist excludes {} ({})", mount.mount_point, mount.fs_type), "remove the entry from denylist.filesystems / denylist.mounts if this filesystem should use GDS");
         }
     }
-    let status = worst(findings.iter().map(|f| f.status));
-    let summary = if findings.is_empty() {
+    let summary = if findings.status() == Status::Pass {
         format!(
             "{} on {} ({}, dev {}): {}",
             target.dir,
@@ -429,24 +386,11 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
             }
         )
     } else {
-        findings
-            .iter()
-            .map(|f| f.text.as_str())
-            .collect::<Vec<_>>()
-            .join("; ")
+        findings.listed()
     };
-    let mut r = CheckResult::new(ID, status, summary).subject(&target.dir);
+    let mut r = CheckResult::pass(ID, summary).subject(&target.dir);
     r.evidence = target.evidence();
-    if !findings.is_empty() {
-        r = r.fix(
-            findings
-                .iter()
-                .map(|f| f.fix.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-        );
-    }
-    r
+    findings.apply(r)
 }
 
 #[cfg(test)]

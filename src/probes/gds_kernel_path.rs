@@ -1,11 +1,11 @@
 //! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded.
 
-use crate::host::{optional, ReadError};
+use crate::host::{optional, Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
-use crate::sysfs::modules::Modules;
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::sysfs::modules::{ModuleState, Modules};
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};
-use crate::sysfs::nvidia;
+use crate::sysfs::nvidia::{self, DriverGpu};
 use crate::sysfs::stable;
 
 pub struct GdsKernelPath;
@@ -15,88 +15,138 @@ const ID: &str = "gds.kernel_path";
 const FIX: &str = "install the GDS kernel driver (`nvidia-fs-dkms` or the `nvidia-gds` package matching the driver) and \
 `modprobe nvidia_fs`; or, on an open kernel module with CONFIG_PCI_P2PDMA, set `\"use_pci_p2pdma\": true` in /etc/cufile.json";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUDirect Storage kernel driver nvidia_fs loaded (else cuFile runs in compat mode)",
+    needs: &[Need::Gpu, Need::NvidiaFs],
+    explain: Explain {
+        reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}",
+        why: "Without nvidia_fs, cuFile silently runs in compatibility mode: every read bounces through host \
+              memory with POSIX I/O, and tools such as gdsio still label the run GPU-direct. Storage-bound jobs \
+              lose the bandwidth GDS was bought for.",
+        fixes: &[
+            ("nvidia_fs not loaded", FIX),
+            ("nvidia_fs reports errors in its stats", "see the Error row of /proc/driver/nvidia-fs/stats and dmesg; BAR1 exhaustion shows as Bar1-map err"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GdsKernelPath {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUDirect Storage kernel driver nvidia_fs loaded (else cuFile runs in compat mode)"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::NvidiaFs]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/proc/modules, /sys/module/nvidia_fs, /proc/driver/nvidia-fs/{version,devcount,stats}",
-            why: "Without nvidia_fs, cuFile silently runs in compatibility mode: every read bounces through host \
-                  memory with POSIX I/O, and tools such as gdsio still label the run GPU-direct. Storage-bound jobs \
-                  lose the bandwidth GDS was bought for.",
-            fixes: &[
-                ("nvidia_fs not loaded", FIX),
-                ("nvidia_fs reports errors in its stats", "see the Error row of /proc/driver/nvidia-fs/stats and dmesg; BAR1 exhaustion shows as Bar1-map err"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
-        judge(cx).unwrap_or_else(|e| vec![CheckResult::read_error(ID, &e)])
+        match Facts::read(cx.host) {
+            Ok(facts) => judge(&facts, cx.profile.expect.gds),
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
+        }
     }
 }
 
-fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
-    let modules = Modules::read(cx.host)?;
-    let nvfs = modules.state(cx.host, "nvidia_fs")?;
-    let version = optional(stable::read(cx.host, NVFS_VERSION))?;
-    let mut evidence: Vec<String> = nvfs.evidence();
+/// What the check reads, before it judges.
+struct Facts {
+    nvfs: ModuleState,
+    version: Option<String>,
+    path: PathFacts,
+}
+
+enum PathFacts {
+    /// nvidia_fs is there: its device count and stats, when it has them.
+    Loaded {
+        count: Option<String>,
+        stats: Option<String>,
+    },
+    /// It is not: the GPU stack's presence, and (when GPUs are usable) what the driver lists.
+    Absent {
+        survey: Box<Survey>,
+        gpus: Option<Vec<DriverGpu>>,
+    },
+}
+
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        let modules = Modules::read(host)?;
+        let nvfs = modules.state(host, "nvidia_fs")?;
+        let version = optional(stable::read(host, NVFS_VERSION))?;
+        let path = if nvfs.is_loaded() || version.is_some() {
+            PathFacts::Loaded {
+                count: optional(host.read(NVFS_DEVCOUNT))?,
+                stats: optional(host.read(NVFS_STATS))?,
+            }
+        } else {
+            let survey = Survey::read(host, Stack::Gpu);
+            let gpus = match survey.gate_if_unusable(ID, false) {
+                Some(_) => None,
+                None => Some(nvidia::read_driver_gpus(host)?),
+            };
+            PathFacts::Absent {
+                survey: Box::new(survey),
+                gpus,
+            }
+        };
+        Ok(Facts {
+            nvfs,
+            version,
+            path,
+        })
+    }
+}
+
+fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
+    let version = &facts.version;
+    let mut evidence: Vec<String> = facts.nvfs.evidence();
     evidence.push(format!(
         "{NVFS_VERSION} = {}",
         version.as_deref().unwrap_or("<missing>")
     ));
 
-    if nvfs.is_loaded() || version.is_some() {
-        let count = optional(cx.host.read(NVFS_DEVCOUNT))?;
-        let stats = optional(cx.host.read(NVFS_STATS))?;
-        if let Some(count) = count {
-            evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
+    let (survey, gpus) = match &facts.path {
+        PathFacts::Loaded { count, stats } => {
+            if let Some(count) = count {
+                evidence.push(format!("{NVFS_DEVCOUNT} = {count}"));
+            }
+            let stats_errors = stats.as_deref().map(nvfs::error_row);
+            let mut r = match &stats_errors {
+                // nvidia-fs always prints its `Error` row: a stats file without one is not its output.
+                Some(None) => CheckResult::error(
+                    ID,
+                    format!("cannot read {NVFS_STATS}: <no Error row: unrecognised>"),
+                ),
+                Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
+                    ID,
+                    format!(
+                        "nvidia_fs loaded ({}), but its stats report errors",
+                        short_version(version)
+                    ),
+                )
+                .evidence(&format!("{NVFS_STATS} [Error]"), row)
+                .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation"),
+                _ => CheckResult::pass(
+                    ID,
+                    format!(
+                        "nvidia_fs loaded ({}): GDS can bypass host memory",
+                        short_version(version)
+                    ),
+                ),
+            };
+            r.evidence.splice(0..0, evidence);
+            return vec![r];
         }
-        let stats_errors = stats.map(|s| nvfs::error_row(&s));
-        let mut r = match &stats_errors {
-            // nvidia-fs always prints its `Error` row: a stats file without one is not its output.
-            Some(None) => CheckResult::error(
-                ID,
-                format!("cannot read {NVFS_STATS}: <no Error row: unrecognised>"),
-            ),
-            Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
-                ID,
-                format!(
-                    "nvidia_fs loaded ({}), but its stats report errors",
-                    short_version(&version)
-                ),
-            )
-            .evidence(&format!("{NVFS_STATS} [Error]"), row)
-            .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation"),
-            _ => CheckResult::pass(
-                ID,
-                format!(
-                    "nvidia_fs loaded ({}): GDS can bypass host memory",
-                    short_version(&version)
-                ),
-            ),
-        };
-        r.evidence.splice(0..0, evidence);
-        return Ok(vec![r]);
-    }
+        PathFacts::Absent { survey, gpus } => (survey, gpus),
+    };
 
     // No GPU, or GPUs without their driver: the GPU stack's verdict comes first.
-    let survey = Survey::read(cx.host, Stack::Gpu);
-    if let Some(mut r) = survey.gate_if_unusable(ID, cx.profile.expect.gds == Some(true)) {
+    if let Some(mut r) = survey.gate_if_unusable(ID, expect_gds == Some(true)) {
         r.evidence.extend(evidence);
-        return Ok(vec![r]);
+        return vec![r];
     }
-    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    // Read whenever the survey does not decide.
+    let gpus = gpus.as_deref().unwrap_or_default();
     let summary = "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured";
-    let mut r = match cx.profile.expect.gds {
+    let mut r = match expect_gds {
         Some(true) => {
             CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX)
         }
@@ -111,7 +161,7 @@ fn judge(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         None => CheckResult::warn(ID, summary).fix(FIX),
     };
     r.evidence.splice(0..0, evidence);
-    Ok(survey.completed(ID, vec![r]))
+    survey.completed(ID, vec![r])
 }
 
 fn short_version(version: &Option<String>) -> String {

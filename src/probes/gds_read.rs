@@ -8,7 +8,9 @@ use crate::dynlib::cufile;
 use crate::dynlib::{LibError, Library};
 use crate::gds_target::{self, FsSupport, Target};
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probe::{
+    CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
+};
 use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::NVFS_STATS;
@@ -27,46 +29,38 @@ const DEFAULT_BLOCK_KIB: u64 = 64 * 1024;
 const FIX_NVFS: &str = "install and load nvidia-fs (`nvidia-fs-dkms` / `nvidia-gds`, `modprobe nvidia_fs`) or configure \
 PCI P2PDMA; until then cuFile reads bounce through host memory";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "cuFile read into GPU memory: GB/s, the path taken (nvidia-fs / P2PDMA / compat), POSIX baseline",
+    needs: &[Need::Gpu, Need::ScratchDir],
+    kind: Kind::Active,
+    libraries: &[Library::Cufile, Library::Cuda],
+    timeout: Duration::from_secs(120),
+    explain: Explain {
+        reads: "libcufile (libcufile.so.0, then libcufile.so): cuFileGetVersion, cuFileDriverOpen, \
+                cuFileDriverGetProperties, cuFileBufRegister, cuFileHandleRegister, cuFileRead, level-3 \
+                statistics (n_nvfs_reads / n_p2p_reads / n_posix_reads); libcuda for the GPU buffer and the \
+                baseline copy; /proc/driver/nvidia-fs/stats before and after; /proc/self/mountinfo and \
+                /run/udev/data/b<maj>:<min> for diagnoses. Writes one test file (expect.gds_file_size_mib, \
+                default 1 GiB) into a scratch directory under --gds-dir (default $TMPDIR or /tmp), removed \
+                afterwards even on timeout; statvfs first: the file must leave 5% of the filesystem (at \
+                least 1 GiB) free.",
+        why: "A GDS install can look complete and still read every byte through host bounce buffers (compat \
+              mode), and gdsio labels such runs GPU-direct. Only a real read with cuFile's own path counters \
+              shows which path the bytes took and what it is worth against plain POSIX I/O.",
+        fixes: &[
+            ("compat mode (no nvidia-fs)", FIX_NVFS),
+            ("cuFileHandleRegister 5027 with the udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
+            ("O_DIRECT refused", "pass --gds-dir on ext4/xfs (tmpfs and overlay refuse O_DIRECT)"),
+            ("cuFileBufRegister failed (BAR1)", "check `nvidia-smi -q -d MEMORY` BAR1 free; lower max_device_pinned_mem_size_kb or the block size"),
+            ("throughput below gds_read_gbytes_per_sec", "compare with the POSIX baseline: both low = the storage; cuFile low only = the GDS path"),
+        ],
+    },
+};
+
 impl Probe for GdsRead {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "cuFile read into GPU memory: GB/s, the path taken (nvidia-fs / P2PDMA / compat), POSIX baseline"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::ScratchDir]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Active
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Cufile, Library::Cuda]
-    }
-    fn default_timeout(&self) -> Duration {
-        Duration::from_secs(120)
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "libcufile (libcufile.so.0, then libcufile.so): cuFileGetVersion, cuFileDriverOpen, \
-                    cuFileDriverGetProperties, cuFileBufRegister, cuFileHandleRegister, cuFileRead, level-3 \
-                    statistics (n_nvfs_reads / n_p2p_reads / n_posix_reads); libcuda for the GPU buffer and the \
-                    baseline copy; /proc/driver/nvidia-fs/stats before and after; /proc/self/mountinfo and \
-                    /run/udev/data/b<maj>:<min> for diagnoses. Writes one test file (expect.gds_file_size_mib, \
-                    default 1 GiB) into a scratch directory under --gds-dir (default $TMPDIR or /tmp), removed \
-                    afterwards even on timeout; statvfs first: the file must leave 5% of the filesystem (at \
-                    least 1 GiB) free.",
-            why: "A GDS install can look complete and still read every byte through host bounce buffers (compat \
-                  mode), and gdsio labels such runs GPU-direct. Only a real read with cuFile's own path counters \
-                  shows which path the bytes took and what it is worth against plain POSIX I/O.",
-            fixes: &[
-                ("compat mode (no nvidia-fs)", FIX_NVFS),
-                ("cuFileHandleRegister 5027 with the udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
-                ("O_DIRECT refused", "pass --gds-dir on ext4/xfs (tmpfs and overlay refuse O_DIRECT)"),
-                ("cuFileBufRegister failed (BAR1)", "check `nvidia-smi -q -d MEMORY` BAR1 free; lower max_device_pinned_mem_size_kb or the block size"),
-                ("throughput below gds_read_gbytes_per_sec", "compare with the POSIX baseline: both low = the storage; cuFile low only = the GDS path"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

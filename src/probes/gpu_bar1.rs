@@ -2,7 +2,7 @@
 
 use crate::dynlib::nvml::GpuFacts;
 use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
 use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings};
 use crate::threshold::Limit;
 
@@ -10,35 +10,30 @@ pub struct GpuBar1;
 
 const ID: &str = "gpu.bar1";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "BAR1 aperture per GPU (GPUDirect RDMA and GDS map GPU memory through it)",
+    needs: &[Need::Gpu],
+    kind: Kind::Library,
+    libraries: &[Library::Nvml],
+    explain: Explain {
+        reads: "NVML nvmlDeviceGetBAR1MemoryInfo (total, used) per GPU",
+        why: "A NIC or NVMe drive reaches GPU memory through the GPU's BAR1 window. A small BAR1 (256 MiB on \
+              consumer boards, or a VM whose firmware did not map the large BAR) caps how much memory \
+              GPUDirect RDMA and GDS can register at once; registrations beyond it fail or fall back to \
+              staging through host memory.",
+        fixes: &[(
+            "BAR1 below expect.gpu_bar1_min_mib",
+            "enable large/resizable BAR and above-4G decoding in the BIOS (or the hypervisor's MMIO window for a VM), \
+             then reboot",
+        )],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GpuBar1 {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "BAR1 aperture per GPU (GPUDirect RDMA and GDS map GPU memory through it)"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Library
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Nvml]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "NVML nvmlDeviceGetBAR1MemoryInfo (total, used) per GPU",
-            why: "A NIC or NVMe drive reaches GPU memory through the GPU's BAR1 window. A small BAR1 (256 MiB on \
-                  consumer boards, or a VM whose firmware did not map the large BAR) caps how much memory \
-                  GPUDirect RDMA and GDS can register at once; registrations beyond it fail or fall back to \
-                  staging through host memory.",
-            fixes: &[(
-                "BAR1 below expect.gpu_bar1_min_mib",
-                "enable large/resizable BAR and above-4G decoding in the BIOS (or the hypervisor's MMIO window for a VM), \
-                 then reboot",
-            )],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

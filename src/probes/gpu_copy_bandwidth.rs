@@ -9,7 +9,9 @@ use crate::host::{optional, Host, ReadError, ReadErrorKind};
 use crate::measure::copy::{
     self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
 };
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, Status};
+use crate::probe::{
+    CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
+};
 use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci::{device_dir, read_hex, read_numa_node, VENDOR_NVIDIA};
@@ -36,42 +38,34 @@ const FIX_NO_CUDA: &str =
     "install the NVIDIA driver (libcuda.so.1) and load nvidia + nvidia_uvm; in a container, run \
 with the NVIDIA container toolkit (`--gpus all`)";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "Pinned host<->device and peer device<->device copy bandwidth, NUMA-local, with a data check",
+    needs: &[Need::Gpu],
+    kind: Kind::Active,
+    libraries: &[Library::Cuda],
+    timeout: Duration::from_secs(90),
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/<gpu>/{local_cpulist,numa_node,vendor,class}; CUDA driver API (libcuda.so.1): \
+                cuMemHostRegister'd host buffers first-touched by a thread pinned to the GPU's local CPUs, \
+                512 MiB cuMemcpyHtoDAsync/DtoHAsync copies timed with events (2 warm-ups, median of 10), \
+                cuMemcpyPeerAsync between peer-capable GPUs (256 MiB), and a checksum compare of every direction",
+        why: "A GPU that trained at a lower PCIe generation or width, sits behind a congested switch, or gets host \
+              memory from the far socket moves data at a fraction of the rate; loading data, checkpointing and \
+              GPUDirect paths all slow down while every status command says the GPU is fine. A link can also be \
+              fast and wrong, so the copied data is compared.",
+        fixes: &[
+            ("H2D/D2H below thresholds.h2d_gbytes_per_sec / d2h_gbytes_per_sec", FIX_SLOW),
+            ("D2D below thresholds.d2d_gbytes_per_sec or no peer access", "check `gpu.p2p`, `nvidia-smi nvlink -s` and the fabric manager"),
+            ("data mismatch", FIX_CORRUPT),
+            ("CUDA driver unavailable", FIX_NO_CUDA),
+        ],
+    },
+};
+
 impl Probe for GpuCopyBandwidth {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "Pinned host<->device and peer device<->device copy bandwidth, NUMA-local, with a data check"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Active
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Cuda]
-    }
-    fn default_timeout(&self) -> Duration {
-        Duration::from_secs(90)
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/bus/pci/devices/<gpu>/{local_cpulist,numa_node,vendor,class}; CUDA driver API (libcuda.so.1): \
-                    cuMemHostRegister'd host buffers first-touched by a thread pinned to the GPU's local CPUs, \
-                    512 MiB cuMemcpyHtoDAsync/DtoHAsync copies timed with events (2 warm-ups, median of 10), \
-                    cuMemcpyPeerAsync between peer-capable GPUs (256 MiB), and a checksum compare of every direction",
-            why: "A GPU that trained at a lower PCIe generation or width, sits behind a congested switch, or gets host \
-                  memory from the far socket moves data at a fraction of the rate; loading data, checkpointing and \
-                  GPUDirect paths all slow down while every status command says the GPU is fine. A link can also be \
-                  fast and wrong, so the copied data is compared.",
-            fixes: &[
-                ("H2D/D2H below thresholds.h2d_gbytes_per_sec / d2h_gbytes_per_sec", FIX_SLOW),
-                ("D2D below thresholds.d2d_gbytes_per_sec or no peer access", "check `gpu.p2p`, `nvidia-smi nvlink -s` and the fabric manager"),
-                ("data mismatch", FIX_CORRUPT),
-                ("CUDA driver unavailable", FIX_NO_CUDA),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -6,9 +6,9 @@ use std::fmt::Display;
 use crate::answers::Obtained;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
 use crate::dynlib::Library;
+pub use crate::model::Findings;
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Status};
-use crate::threshold::worst;
+use crate::probe::{CheckResult, Context};
 
 /// Note added to results built from recorded answers.
 pub const REPLAYED_NOTE: &str =
@@ -73,53 +73,4 @@ pub fn shown<T: Display>(a: &Answer<T>) -> String {
 /// Bytes → MiB for display and limits.
 pub fn mib(bytes: u64) -> u64 {
     bytes / (1024 * 1024)
-}
-
-/// Problems found while judging one subject; the worst decides the status.
-#[derive(Debug, Default)]
-pub struct Findings {
-    problems: Vec<(Status, String)>,
-    fixes: Vec<String>,
-}
-
-impl Findings {
-    pub fn fail(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
-        self.add(Status::Fail, problem, fix);
-    }
-
-    pub fn warn(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
-        self.add(Status::Warn, problem, fix);
-    }
-
-    pub fn add(&mut self, status: Status, problem: impl Into<String>, fix: impl Into<String>) {
-        if status == Status::Pass {
-            return;
-        }
-        self.problems.push((status, problem.into()));
-        let fix = fix.into();
-        if !fix.is_empty() && !self.fixes.contains(&fix) {
-            self.fixes.push(fix);
-        }
-    }
-
-    /// A reading the verdict rests on that could not be taken: an error, so the check never passes without it.
-    pub fn unread(&mut self, what: &str, why: impl std::fmt::Display) {
-        self.add(Status::Error, format!("{what} not read ({why})"), "");
-    }
-
-    /// `summary` alone when nothing was found, else `summary: problem; problem` with the worst status.
-    pub fn result(self, id: &str, summary: impl Into<String>) -> CheckResult {
-        let summary = summary.into();
-        let status = worst(self.problems.iter().map(|(s, _)| *s));
-        if self.problems.is_empty() {
-            return CheckResult::pass(id, summary);
-        }
-        let texts: Vec<&str> = self.problems.iter().map(|(_, p)| p.as_str()).collect();
-        let r = CheckResult::new(id, status, format!("{summary}: {}", texts.join("; ")));
-        if self.fixes.is_empty() {
-            r
-        } else {
-            r.fix(self.fixes.join("; "))
-        }
-    }
 }

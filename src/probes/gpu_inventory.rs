@@ -3,7 +3,7 @@
 
 use crate::dynlib::nvml::{GpuFacts, NvmlFacts};
 use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Expect;
 use crate::version::compare_versions;
@@ -12,39 +12,34 @@ pub struct GpuInventory;
 
 const ID: &str = "gpu.inventory";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUs through NVML: count, model, driver/CUDA version, persistence, MIG, ECC, retired pages, remapped rows",
+    needs: &[Need::Gpu],
+    kind: Kind::Library,
+    libraries: &[Library::Nvml],
+    explain: Explain {
+        reads: "NVML (libnvidia-ml.so.1, opened at run time): nvmlSystemGetDriverVersion, \
+                nvmlSystemGetCudaDriverVersion_v2, nvmlDeviceGetCount_v2, and per GPU name, UUID, PCI info, \
+                persistence mode, MIG mode, ECC mode, volatile uncorrected ECC errors, retired pages (pre-Ampere), \
+                remapped rows (Ampere and later)",
+        why: "A node that lost a GPU, runs an older driver than the fleet, left MIG on, or has a GPU with a failed \
+              row remapping looks healthy to the scheduler, and the job that lands on it fails or runs short.",
+        fixes: &[
+            ("fewer GPUs than the profile expects", "`dmesg | grep -i 'fallen off\\|Xid'`; reseat or RMA the GPU"),
+            ("driver older than expect.driver_min_version", "upgrade the NVIDIA driver package"),
+            ("model differs from expect.gpu_model", "use the profile of this node type, or fix the node inventory"),
+            ("persistence mode off", "`nvidia-smi -pm 1` or enable nvidia-persistenced"),
+            ("MIG enabled", "`nvidia-smi -i <gpu> -mig 0` and reset the GPU, unless the node is meant to be partitioned"),
+            ("row remapping failed or pending / pages pending retirement", "reset the GPU (`nvidia-smi -r -i <gpu>`); a failed remapping means RMA"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GpuInventory {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUs through NVML: count, model, driver/CUDA version, persistence, MIG, ECC, retired pages, remapped rows"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Library
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Nvml]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "NVML (libnvidia-ml.so.1, opened at run time): nvmlSystemGetDriverVersion, \
-                    nvmlSystemGetCudaDriverVersion_v2, nvmlDeviceGetCount_v2, and per GPU name, UUID, PCI info, \
-                    persistence mode, MIG mode, ECC mode, volatile uncorrected ECC errors, retired pages (pre-Ampere), \
-                    remapped rows (Ampere and later)",
-            why: "A node that lost a GPU, runs an older driver than the fleet, left MIG on, or has a GPU with a failed \
-                  row remapping looks healthy to the scheduler, and the job that lands on it fails or runs short.",
-            fixes: &[
-                ("fewer GPUs than the profile expects", "`dmesg | grep -i 'fallen off\\|Xid'`; reseat or RMA the GPU"),
-                ("driver older than expect.driver_min_version", "upgrade the NVIDIA driver package"),
-                ("model differs from expect.gpu_model", "use the profile of this node type, or fix the node inventory"),
-                ("persistence mode off", "`nvidia-smi -pm 1` or enable nvidia-persistenced"),
-                ("MIG enabled", "`nvidia-smi -i <gpu> -mig 0` and reset the GPU, unless the node is meant to be partitioned"),
-                ("row remapping failed or pending / pages pending retirement", "reset the GPU (`nvidia-smi -r -i <gpu>`); a failed remapping means RMA"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

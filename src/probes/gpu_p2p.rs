@@ -3,7 +3,7 @@
 
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
 use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings};
 
 pub struct GpuP2p;
@@ -16,35 +16,30 @@ const FIX_P2P: &str =
     "PCIe P2P is blocked: disable ACS redirection on the switches between the GPUs (BIOS or \
 `setpci`), or check that the IOMMU is in passthrough mode (`iommu=pt`)";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPU peer-to-peer per pair: read, write, atomics, NVLink, topology level",
+    needs: &[Need::Gpu],
+    kind: Kind::Library,
+    libraries: &[Library::Nvml],
+    explain: Explain {
+        reads: "NVML nvmlDeviceGetP2PStatus (READ, WRITE, ATOMICS, NVLINK) and \
+                nvmlDeviceGetTopologyCommonAncestor for every GPU pair",
+        why: "NCCL and CUDA peer copies inside a node go over NVLink, or PCIe P2P when there is none. When P2P is \
+              unavailable (NVSwitch fabric manager down, ACS redirecting peer traffic to the root complex, a \
+              hypervisor blocking it) every intra-node transfer is staged through host memory at a fraction of \
+              the speed, and nothing else reports it.",
+        fixes: &[
+            ("pair without NVLink where the profile expects it", FIX_NVLINK),
+            ("pair without P2P read/write", FIX_P2P),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for GpuP2p {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPU peer-to-peer per pair: read, write, atomics, NVLink, topology level"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Library
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Nvml]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "NVML nvmlDeviceGetP2PStatus (READ, WRITE, ATOMICS, NVLINK) and \
-                    nvmlDeviceGetTopologyCommonAncestor for every GPU pair",
-            why: "NCCL and CUDA peer copies inside a node go over NVLink, or PCIe P2P when there is none. When P2P is \
-                  unavailable (NVSwitch fabric manager down, ACS redirecting peer traffic to the root complex, a \
-                  hypervisor blocking it) every intra-node transfer is staged through host memory at a fraction of \
-                  the speed, and nothing else reports it.",
-            fixes: &[
-                ("pair without NVLink where the profile expects it", FIX_NVLINK),
-                ("pair without P2P read/write", FIX_P2P),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -11,7 +11,7 @@ use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample};
 use crate::dynlib::Library;
 use crate::host::Host;
 use crate::measure::copy::while_busy;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
 use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
@@ -38,40 +38,32 @@ pub struct UnderLoad {
     pub sysfs: Vec<(String, String, String)>,
 }
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPU PCIe link generation and width under load vs maximum (NVML and sysfs), replay counter",
+    needs: &[Need::Gpu],
+    kind: Kind::Active,
+    libraries: &[Library::Nvml, Library::Cuda],
+    timeout: Duration::from_secs(30),
+    explain: Explain {
+        reads: "NVML per GPU: current/max PCIe generation and width, link speed, replay counter; \
+                /sys/bus/pci/devices/<gpu>/{current,max}_link_{speed,width}; then the same NVML and sysfs \
+                readings again while a cuMemcpyHtoDAsync loop runs on every GPU",
+        why: "A GPU that trained at a lower generation or fewer lanes (bad seating, riser, BIOS setting, signal \
+              integrity) moves host data at half the rate or worse. GPUs also downshift when idle, so an idle \
+              reading alone would cry wolf: only a link still below its maximum while copying is a fault. \
+              A rising replay counter means the link retransmits: errors that precede a link failure.",
+        fixes: &[
+            ("link below maximum under load", FIX_DEGRADED),
+            ("maximum below expect.gpu_pcie_gen / gpu_pcie_width", "the slot or the platform caps the link: move the GPU to a full Gen5 x16 slot or fix the BIOS setting"),
+            ("replay counter above thresholds.pcie_replay_count", "check `dmesg` for AER corrected errors, reseat the GPU; persistent replays need the riser/board replaced"),
+        ],
+    },
+};
+
 impl Probe for GpuPcie {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPU PCIe link generation and width under load vs maximum (NVML and sysfs), replay counter"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Active
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Nvml, Library::Cuda]
-    }
-    fn default_timeout(&self) -> Duration {
-        Duration::from_secs(30)
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "NVML per GPU: current/max PCIe generation and width, link speed, replay counter; \
-                    /sys/bus/pci/devices/<gpu>/{current,max}_link_{speed,width}; then the same NVML and sysfs \
-                    readings again while a cuMemcpyHtoDAsync loop runs on every GPU",
-            why: "A GPU that trained at a lower generation or fewer lanes (bad seating, riser, BIOS setting, signal \
-                  integrity) moves host data at half the rate or worse. GPUs also downshift when idle, so an idle \
-                  reading alone would cry wolf: only a link still below its maximum while copying is a fault. \
-                  A rising replay counter means the link retransmits: errors that precede a link failure.",
-            fixes: &[
-                ("link below maximum under load", FIX_DEGRADED),
-                ("maximum below expect.gpu_pcie_gen / gpu_pcie_width", "the slot or the platform caps the link: move the GPU to a full Gen5 x16 slot or fix the BIOS setting"),
-                ("replay counter above thresholds.pcie_replay_count", "check `dmesg` for AER corrected errors, reseat the GPU; persistent replays need the riser/board replaced"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -1,11 +1,11 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
-use crate::host::{optional, ReadError};
+use crate::host::{optional, Host, ReadError};
 use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
 use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
-use crate::probe::{CheckResult, Context, Explain, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Inputs, Probe, ProbeMeta, Status};
 use crate::profile::NcclExpect;
 use crate::sysfs::infiniband::{
     gid_path, gid_type_path, read_device_names, read_gid, read_gid_type, read_port,
@@ -18,63 +18,160 @@ pub struct NcclEnv;
 const ID: &str = "nccl.env";
 /// NCCL's own default when NCCL_IB_GID_INDEX is unset or -1 (2.21+): pick the GID itself.
 const GID_AUTO: i64 = -1;
+const HCA_VAR: &str = "NCCL_IB_HCA";
+const SOCKET_VAR: &str = "NCCL_SOCKET_IFNAME";
+const GID_VAR: &str = "NCCL_IB_GID_INDEX";
+
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "No NCCL_* variable disables IB/GDR or names devices, interfaces or GIDs this host lacks",
+    explain: Explain {
+        reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
+                NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX), /sys/class/infiniband \
+                (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
+        why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
+              complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
+              interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
+        fixes: &[
+            ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
+            ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
+            ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
+            ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
+            ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
 
 impl Probe for NcclEnv {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "No NCCL_* variable disables IB/GDR or names devices, interfaces or GIDs this host lacks"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
-                    NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX), /sys/class/infiniband \
-                    (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
-            why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
-                  complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
-                  interface list that matches nothing stops bootstrap, and an empty or RoCE v1 GID breaks or slows RoCE.",
-            fixes: &[
-                ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
-                ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
-                ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
-                ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
-                ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let expect = cx.profile.expect.nccl_transport;
-        let wants = Wants::from(expect);
-        let mut results = Vec::new();
-        results.extend(ib_disable(cx, &wants));
-        results.extend(net_plugin(cx, &wants));
-        results.extend(gdr_settings(cx, &wants));
-        results.extend(ib_hca(cx, &wants));
-        results.extend(socket_ifname(cx));
-        results.extend(gid_index(cx));
-        if results.is_empty() {
-            let mut pass = CheckResult::pass(
-                ID,
-                "no NCCL variable disables IB/GDR or names absent devices",
-            );
-            let set: Vec<(&String, &String)> = cx
-                .inputs
-                .env
-                .iter()
-                .filter(|(k, _)| k.starts_with("NCCL_"))
-                .collect();
-            if set.is_empty() {
-                pass = pass.note("no NCCL_* variable set");
-            }
-            for (k, v) in set {
-                pass = pass.evidence(&format!("env {k}"), v);
-            }
-            results.push(pass);
-        }
-        results
+        let facts = Facts::read(cx.host, cx.inputs);
+        judge(cx.inputs, cx.profile.expect.nccl_transport, &facts)
     }
+}
+
+/// What the check reads from the host, before it judges: only what the variables set make it look at.
+struct Facts {
+    /// RDMA devices and their ports, when NCCL_IB_HCA or NCCL_IB_GID_INDEX names some.
+    rdma: Option<Result<RdmaPorts, ReadError>>,
+    /// Network interfaces, when NCCL_SOCKET_IFNAME names some.
+    interfaces: Option<Result<Vec<String>, ReadError>>,
+    /// For NCCL_IB_GID_INDEX: each port NCCL would use, and what it holds at that index.
+    gid_slots: Vec<GidSlot>,
+}
+
+struct RdmaPorts {
+    devices: Vec<String>,
+    /// `(device, port)` pairs present on this host.
+    ports: Vec<(String, u32)>,
+}
+
+/// One port NCCL_IB_GID_INDEX applies to: its link layer, and on RoCE the GID and its type at the index
+/// (each read only when the one before says it matters).
+struct GidSlot {
+    device: String,
+    port: u32,
+    link_layer: Result<Option<String>, ReadError>,
+    gid: Option<Result<Option<String>, ReadError>>,
+    gid_type: Option<Result<Option<String>, ReadError>>,
+}
+
+impl Facts {
+    fn read(host: &Host, inputs: &Inputs) -> Facts {
+        let hca = inputs.env(HCA_VAR).map(IfList::parse);
+        let index = inputs
+            .env(GID_VAR)
+            .and_then(|v| gid_index_set(v).ok().flatten());
+        let lists_hcas = hca.as_ref().is_some_and(|l| !l.entries.is_empty());
+        let rdma = (lists_hcas || index.is_some()).then(|| read_rdma_ports(host));
+        let interfaces = inputs
+            .env(SOCKET_VAR)
+            .is_some_and(|v| !IfList::parse(v).entries.is_empty())
+            .then(|| read_interface_names(host));
+        let mut gid_slots = Vec::new();
+        if let (Some(index), Some(Ok(rdma))) = (index, &rdma) {
+            for (dev, port) in &rdma.ports {
+                if hca.as_ref().is_some_and(|l| !l.keeps(dev, Some(*port))) {
+                    continue;
+                }
+                let link_layer = optional(read_port(host, dev, *port).link_layer);
+                let roce =
+                    matches!(&link_layer, Ok(Some(ll)) if ll.eq_ignore_ascii_case("ethernet"));
+                let gid =
+                    roce.then(|| optional(read_gid(host, dev, *port, index)).map(Option::flatten));
+                let gid_type = matches!(gid, Some(Ok(Some(_))))
+                    .then(|| optional(read_gid_type(host, dev, *port, index)).map(Option::flatten));
+                gid_slots.push(GidSlot {
+                    device: dev.clone(),
+                    port: *port,
+                    link_layer,
+                    gid,
+                    gid_type,
+                });
+            }
+        }
+        Facts {
+            rdma,
+            interfaces,
+            gid_slots,
+        }
+    }
+}
+
+fn read_rdma_ports(host: &Host) -> Result<RdmaPorts, ReadError> {
+    let devices = read_device_names(host)?;
+    let mut ports = Vec::new();
+    for d in &devices {
+        ports.extend(
+            read_port_numbers(host, d)?
+                .into_iter()
+                .map(|p| (d.clone(), p)),
+        );
+    }
+    Ok(RdmaPorts { devices, ports })
+}
+
+/// NCCL_IB_GID_INDEX as NCCL takes it: an index, `None` for NCCL's own choice, `Err` when it is no index.
+fn gid_index_set(v: &str) -> Result<Option<u32>, ()> {
+    match v.trim().parse::<i64>() {
+        Ok(GID_AUTO) => Ok(None),
+        Ok(n) if (0..=u32::MAX as i64).contains(&n) => Ok(Some(n as u32)),
+        _ => Err(()),
+    }
+}
+
+fn judge(inputs: &Inputs, expect: Option<NcclExpect>, facts: &Facts) -> Vec<CheckResult> {
+    let wants = Wants::from(expect);
+    let mut results = Vec::new();
+    results.extend(ib_disable(inputs, &wants));
+    results.extend(net_plugin(inputs, expect, &wants));
+    results.extend(gdr_settings(inputs, &wants));
+    results.extend(ib_hca(inputs, facts, &wants));
+    results.extend(socket_ifname(inputs, facts));
+    results.extend(gid_index(inputs, facts));
+    if results.is_empty() {
+        let mut pass = CheckResult::pass(
+            ID,
+            "no NCCL variable disables IB/GDR or names absent devices",
+        );
+        let set: Vec<(&String, &String)> = inputs
+            .env
+            .iter()
+            .filter(|(k, _)| k.starts_with("NCCL_"))
+            .collect();
+        if set.is_empty() {
+            pass = pass.note("no NCCL_* variable set");
+        }
+        for (k, v) in set {
+            pass = pass.evidence(&format!("env {k}"), v);
+        }
+        results.push(pass);
+    }
+    results
 }
 
 /// What the profile's expected transport makes a requirement (a finding against it fails, otherwise warns).
@@ -116,8 +213,8 @@ fn unreadable(var: &str, err: &ReadError) -> CheckResult {
     CheckResult::read_error(ID, err).subject(var)
 }
 
-fn ib_disable(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
-    let v = cx.inputs.env("NCCL_IB_DISABLE")?;
+fn ib_disable(inputs: &Inputs, wants: &Wants) -> Option<CheckResult> {
+    let v = inputs.env("NCCL_IB_DISABLE")?;
     (v.trim() == "1").then(|| {
         finding(
             "NCCL_IB_DISABLE",
@@ -130,8 +227,8 @@ fn ib_disable(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
     })
 }
 
-fn net_plugin(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
-    let v = cx.inputs.env("NCCL_NET")?;
+fn net_plugin(inputs: &Inputs, expect: Option<NcclExpect>, wants: &Wants) -> Option<CheckResult> {
+    let v = inputs.env("NCCL_NET")?;
     let family = NetFamily::of(v);
     if family == NetFamily::Socket {
         return Some(
@@ -144,7 +241,7 @@ fn net_plugin(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
             .fix("unset NCCL_NET (or name the RDMA plugin: IB, or the OFI plugin's name)"),
         );
     }
-    let expect = cx.profile.expect.nccl_transport?;
+    let expect = expect?;
     let allowed = allowed_families(expect);
     (!allowed.is_empty() && !allowed.contains(&family)).then(|| {
         finding(
@@ -161,10 +258,10 @@ fn net_plugin(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
     })
 }
 
-fn gdr_settings(cx: &Context<'_>, wants: &Wants) -> Vec<CheckResult> {
+fn gdr_settings(inputs: &Inputs, wants: &Wants) -> Vec<CheckResult> {
     let mut out = Vec::new();
     for var in ["NCCL_NET_GDR_LEVEL", "NCCL_IB_GDR_LEVEL"] {
-        if let Some(v) = cx.inputs.env(var) {
+        if let Some(v) = inputs.env(var) {
             let t = v.trim();
             if t.eq_ignore_ascii_case("LOC") || t == "0" {
                 out.push(
@@ -179,7 +276,7 @@ fn gdr_settings(cx: &Context<'_>, wants: &Wants) -> Vec<CheckResult> {
             }
         }
     }
-    if let Some(v) = cx.inputs.env("NCCL_NET_GDR_READ") {
+    if let Some(v) = inputs.env("NCCL_NET_GDR_READ") {
         if v.trim() == "0" {
             out.push(
                 finding(
@@ -195,33 +292,19 @@ fn gdr_settings(cx: &Context<'_>, wants: &Wants) -> Vec<CheckResult> {
     out
 }
 
-/// `(device, port)` pairs present on this host.
-fn ib_ports(cx: &Context<'_>, devs: &[String]) -> Result<Vec<(String, u32)>, ReadError> {
-    let mut out = Vec::new();
-    for d in devs {
-        out.extend(
-            read_port_numbers(cx.host, d)?
-                .into_iter()
-                .map(|p| (d.clone(), p)),
-        );
-    }
-    Ok(out)
-}
-
-fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
-    const VAR: &str = "NCCL_IB_HCA";
-    let v = cx.inputs.env(VAR)?;
+fn ib_hca(inputs: &Inputs, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
+    const VAR: &str = HCA_VAR;
+    let v = inputs.env(VAR)?;
     let list = IfList::parse(v);
     if list.entries.is_empty() {
         return None;
     }
-    let devs = match read_device_names(cx.host) {
-        Ok(d) => d,
-        Err(e) => return Some(unreadable(VAR, &e)),
-    };
-    let ports = match ib_ports(cx, &devs) {
-        Ok(p) => p,
-        Err(e) => return Some(unreadable(VAR, &e)),
+    let RdmaPorts {
+        devices: devs,
+        ports,
+    } = match facts.rdma.as_ref()? {
+        Ok(r) => r,
+        Err(e) => return Some(unreadable(VAR, e)),
     };
     let kept: Vec<String> = ports
         .iter()
@@ -278,16 +361,16 @@ fn ib_hca(cx: &Context<'_>, wants: &Wants) -> Option<CheckResult> {
     })
 }
 
-fn socket_ifname(cx: &Context<'_>) -> Option<CheckResult> {
-    const VAR: &str = "NCCL_SOCKET_IFNAME";
-    let v = cx.inputs.env(VAR)?;
+fn socket_ifname(inputs: &Inputs, facts: &Facts) -> Option<CheckResult> {
+    const VAR: &str = SOCKET_VAR;
+    let v = inputs.env(VAR)?;
     let list = IfList::parse(v);
     if list.entries.is_empty() {
         return None;
     }
-    let ifs = match read_interface_names(cx.host) {
+    let ifs = match facts.interfaces.as_ref()? {
         Ok(i) => i,
-        Err(e) => return Some(unreadable(VAR, &e)),
+        Err(e) => return Some(unreadable(VAR, e)),
     };
     let kept: Vec<&String> = ifs.iter().filter(|i| list.keeps(i, None)).collect();
     if !kept.is_empty() {
@@ -310,15 +393,15 @@ fn socket_ifname(cx: &Context<'_>) -> Option<CheckResult> {
     )
 }
 
-fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
-    const VAR: &str = "NCCL_IB_GID_INDEX";
-    let Some(v) = cx.inputs.env(VAR) else {
+fn gid_index(inputs: &Inputs, facts: &Facts) -> Vec<CheckResult> {
+    const VAR: &str = GID_VAR;
+    let Some(v) = inputs.env(VAR) else {
         return Vec::new();
     };
-    let index = match v.trim().parse::<i64>() {
-        Ok(GID_AUTO) => return Vec::new(),
-        Ok(n) if (0..=u32::MAX as i64).contains(&n) => n as u32,
-        _ => {
+    let index = match gid_index_set(v) {
+        Ok(Some(index)) => index,
+        Ok(None) => return Vec::new(),
+        Err(()) => {
             return vec![finding(
                 VAR,
                 Status::Warn,
@@ -328,34 +411,23 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
             .fix("set a GID index (a number from `show_gids`) or unset it")]
         }
     };
-    let hca = cx.inputs.env("NCCL_IB_HCA").map(IfList::parse);
-    let devs = match read_device_names(cx.host) {
-        Ok(d) => d,
-        Err(e) => return vec![unreadable(VAR, &e)],
-    };
-    let ports = match ib_ports(cx, &devs) {
-        Ok(p) => p,
-        Err(e) => return vec![unreadable(VAR, &e)],
-    };
+    if let Some(Err(e)) = &facts.rdma {
+        return vec![unreadable(VAR, e)];
+    }
     let mut out = Vec::new();
-    for (dev, port) in ports {
-        if hca.as_ref().is_some_and(|l| !l.keeps(&dev, Some(port))) {
+    for slot in &facts.gid_slots {
+        let (dev, port) = (&slot.device, slot.port);
+        // NCCL uses the GID index on RoCE (Ethernet link layer) ports only.
+        if let Err(e) = &slot.link_layer {
+            out.push(unreadable(VAR, e));
             continue;
         }
-        // NCCL uses the GID index on RoCE (Ethernet link layer) ports only.
-        match optional(read_port(cx.host, &dev, port).link_layer) {
-            Ok(Some(ll)) if ll.eq_ignore_ascii_case("ethernet") => {}
-            Ok(_) => continue,
-            Err(e) => {
-                out.push(unreadable(VAR, &e));
-                continue;
-            }
-        }
         let subject = format!("{dev}:{port}");
-        let gid = match optional(read_gid(cx.host, &dev, port, index)) {
-            Ok(g) => g.flatten(),
-            Err(e) => {
-                out.push(unreadable(VAR, &e).subject(subject));
+        let gid = match &slot.gid {
+            None => continue,
+            Some(Ok(g)) => g,
+            Some(Err(e)) => {
+                out.push(unreadable(VAR, e).subject(subject));
                 continue;
             }
         };
@@ -367,17 +439,18 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
                 )
                 .subject(&subject)
                 .evidence(&format!("env {VAR}"), v)
-                .evidence(&gid_path(&dev, port, index), "<empty>")
+                .evidence(&gid_path(dev, port, index), "<empty>")
                 .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
             );
             continue;
         };
-        let kind = match optional(read_gid_type(cx.host, &dev, port, index)) {
-            Ok(k) => k.flatten(),
-            Err(e) => {
-                out.push(unreadable(VAR, &e).subject(subject));
+        let kind = match &slot.gid_type {
+            Some(Ok(k)) => k,
+            Some(Err(e)) => {
+                out.push(unreadable(VAR, e).subject(subject));
                 continue;
             }
+            None => &None,
         };
         if kind.as_deref() != Some("RoCE v2") {
             out.push(
@@ -390,8 +463,8 @@ fn gid_index(cx: &Context<'_>) -> Vec<CheckResult> {
                 )
                 .subject(&subject)
                 .evidence(&format!("env {VAR}"), v)
-                .evidence(&gid_path(&dev, port, index), &gid)
-                .evidence(&gid_type_path(&dev, port, index), kind.as_deref().unwrap_or("<missing>"))
+                .evidence(&gid_path(dev, port, index), gid)
+                .evidence(&gid_type_path(dev, port, index), kind.as_deref().unwrap_or("<missing>"))
                 .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
             );
         }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::nccl::{self, expect_name, judge, Judgement, Summary, Verdict};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 
 pub struct NcclTransport;
 
@@ -12,41 +12,38 @@ const ID: &str = "nccl.transport";
 /// Evidence lines per list (warnings, GDR reasons): the JSON of `fabric-preflight nccl` has them all.
 const EVIDENCE_PER_LIST: usize = 5;
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "NCCL used the expected transport (IB/RoCE with GPUDirect RDMA, not sockets) in the given logs",
+    needs: &[Need::NcclLog],
+    timeout: // Multi-GB logs at several hundred MB/s.
+    Duration::from_secs(60),
+    explain: Explain {
+        reads: "the NCCL_DEBUG=INFO logs given with --nccl-log (user files, read directly, streamed): channel lines \
+                (`Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA` and every older shape), selection lines \
+                (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines, error \
+                return codes and error names; Docker json-file and CRI container logs are decoded",
+        why: "NCCL silently falls back from InfiniBand/RoCE with GPUDirect RDMA to host-staged copies or plain TCP \
+              sockets when anything in the fabric is off. Jobs still run, 5-20x slower. Only the channel lines prove \
+              which transport carried the data; selection lines say what was chosen, not what was used.",
+        fixes: &[
+            ("socket / mixed-socket: channels over TCP sockets", "on the host(s) on Socket: ports ACTIVE (`ibv_devinfo`), \
+              /dev/infiniband visible in the container, `ulimit -l unlimited`, NCCL_IB_DISABLE / NCCL_NET=Socket unset"),
+            ("ib / partial-gdrdma: channels without GDRDMA", "`modprobe nvidia-peermem` or DMA-BUF (NCCL_DMABUF_ENABLE=1), \
+              NCCL_NET_GDR_LEVEL unset, GPU and NIC under one PCIe switch (`nvidia-smi topo -m`)"),
+            ("undetermined: no channel lines", "capture a run that completes a collective across nodes with \
+              NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"),
+            ("errors: WARN lines, return codes (`net_ib.cc:911 -> 2`), completion errors, ncclSystemError …",
+             "a failing job fails whatever the transport: read the first error listed; completion errors \
+              (status 12) point at the link or fabric (`fabric-preflight run --only rdma.link,rdma.counters`)"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for NcclTransport {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "NCCL used the expected transport (IB/RoCE with GPUDirect RDMA, not sockets) in the given logs"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::NcclLog]
-    }
-    fn default_timeout(&self) -> Duration {
-        // Multi-GB logs at several hundred MB/s.
-        Duration::from_secs(60)
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "the NCCL_DEBUG=INFO logs given with --nccl-log (user files, read directly, streamed): channel lines \
-                    (`Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA` and every older shape), selection lines \
-                    (`Using network …`, `NET/IB : No device found.`), `GPU Direct RDMA Disabled …`, NCCL WARN lines, error \
-                    return codes and error names; Docker json-file and CRI container logs are decoded",
-            why: "NCCL silently falls back from InfiniBand/RoCE with GPUDirect RDMA to host-staged copies or plain TCP \
-                  sockets when anything in the fabric is off. Jobs still run, 5-20x slower. Only the channel lines prove \
-                  which transport carried the data; selection lines say what was chosen, not what was used.",
-            fixes: &[
-                ("socket / mixed-socket: channels over TCP sockets", "on the host(s) on Socket: ports ACTIVE (`ibv_devinfo`), \
-                  /dev/infiniband visible in the container, `ulimit -l unlimited`, NCCL_IB_DISABLE / NCCL_NET=Socket unset"),
-                ("ib / partial-gdrdma: channels without GDRDMA", "`modprobe nvidia-peermem` or DMA-BUF (NCCL_DMABUF_ENABLE=1), \
-                  NCCL_NET_GDR_LEVEL unset, GPU and NIC under one PCIe switch (`nvidia-smi topo -m`)"),
-                ("undetermined: no channel lines", "capture a run that completes a collective across nodes with \
-                  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"),
-                ("errors: WARN lines, return codes (`net_ib.cc:911 -> 2`), completion errors, ncclSystemError …",
-                 "a failing job fails whatever the transport: read the first error listed; completion errors \
-                  (status 12) point at the link or fabric (`fabric-preflight run --only rdma.link,rdma.counters`)"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -3,39 +3,39 @@
 
 use std::collections::BTreeMap;
 
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
-use crate::sysfs::hypervisor;
-use crate::sysfs::pci_config::{read_config, ConfigReadError};
+use crate::host::{Host, ReadError};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::sysfs::hypervisor::{self, Hypervisor};
+use crate::sysfs::pci_config::{read_config, ConfigReadError, ConfigSpace};
 use crate::topology::{PciTree, Role};
 
 pub struct PcieAcs;
 
 const ID: &str = "pcie.acs";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "No ACS P2P redirect on PCIe switch ports between GPUs and their NICs, NVMe drives and peer GPUs",
+    needs: &[Need::Root, Need::Gpu],
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/<bdf>/config of every switch port between a GPU and a peer (capability list \
+                from 0x34, extended list from 0x100, ACS at ID 0x000D: control register at +6); /proc/cpuinfo, \
+                /sys/hypervisor/type and DMI to recognise a VM",
+        why: "With ACS Request or Completion Redirect enabled on a switch downstream port, GPU↔NIC and GPU↔NVMe peer \
+              traffic is sent up to the root complex instead of across the switch: GPUDirect RDMA and GDS lose \
+              most of their bandwidth or stop working, while nothing reports an error. Linux enables ACS whenever \
+              it finds an IOMMU. Root ports with ACS are normal; inside a VM ACS belongs to the host.",
+        fixes: &[
+            ("ACS redirect on a switch downstream port", "disable PCIe ACS in the BIOS; or boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`; at runtime `setpci -s <bdf> ECAP_ACS+0x6.w=0000` (lost on reboot)"),
+            ("config space not readable", "run as root (CAP_SYS_ADMIN in the initial user namespace): the kernel returns only 64 bytes otherwise"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for PcieAcs {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "No ACS P2P redirect on PCIe switch ports between GPUs and their NICs, NVMe drives and peer GPUs"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Root, Need::Gpu]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/bus/pci/devices/<bdf>/config of every switch port between a GPU and a peer (capability list \
-                    from 0x34, extended list from 0x100, ACS at ID 0x000D: control register at +6); /proc/cpuinfo, \
-                    /sys/hypervisor/type and DMI to recognise a VM",
-            why: "With ACS Request or Completion Redirect enabled on a switch downstream port, GPU↔NIC and GPU↔NVMe peer \
-                  traffic is sent up to the root complex instead of across the switch: GPUDirect RDMA and GDS lose \
-                  most of their bandwidth or stop working, while nothing reports an error. Linux enables ACS whenever \
-                  it finds an IOMMU. Root ports with ACS are normal; inside a VM ACS belongs to the host.",
-            fixes: &[
-                ("ACS redirect on a switch downstream port", "disable PCIe ACS in the BIOS; or boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`; at runtime `setpci -s <bdf> ECAP_ACS+0x6.w=0000` (lost on reboot)"),
-                ("config space not readable", "run as root (CAP_SYS_ADMIN in the initial user namespace): the kernel returns only 64 bytes otherwise"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -43,38 +43,59 @@ impl Probe for PcieAcs {
             Ok(t) => t,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        tree.completed(ID, judge(cx, &tree))
+        let facts = Facts::read(cx.host, &tree);
+        tree.completed(ID, judge(&tree, &facts))
     }
 }
 
-fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
-    let gpus = tree.with_role(Role::Gpu);
-    if gpus.is_empty() {
-        return vec![tree.nothing_found(
-            ID,
-            CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
-        )];
-    }
-    let vm = match hypervisor::detect(cx.host) {
-        Ok(vm) => vm,
-        Err(e) => return vec![CheckResult::read_error(ID, &e)],
-    };
-    if vm.is_vm() {
-        let mut r = CheckResult::skip(
-                ID,
-                "not applicable in a VM: guest PCIe ports are virtual and ACS is the host's isolation; measure P2P/GDR bandwidth instead",
-            );
-        r.evidence = vm.signals;
-        return vec![r];
-    }
+/// What the check reads beyond the PCIe tree, before it judges.
+struct Facts {
+    /// Whether this is a VM; read only when there is a GPU.
+    vm: Option<Result<Hypervisor, ReadError>>,
+    /// Switch port → the peer pairs whose traffic it carries (from the tree; empty in a VM).
+    ports: BTreeMap<usize, Vec<String>>,
+    /// Each such port's config space, in port order; reading stops at the first that needs root.
+    configs: Vec<Result<ConfigSpace, ConfigReadError>>,
+}
 
-    // Port → the peer pairs whose traffic it carries.
+impl Facts {
+    fn read(host: &Host, tree: &PciTree) -> Facts {
+        let mut facts = Facts {
+            vm: None,
+            ports: BTreeMap::new(),
+            configs: Vec::new(),
+        };
+        let gpus = tree.with_role(Role::Gpu);
+        if gpus.is_empty() {
+            return facts;
+        }
+        let vm = hypervisor::detect(host);
+        let in_vm = vm.as_ref().map_or(true, |vm| vm.is_vm());
+        facts.vm = Some(vm);
+        if in_vm {
+            return facts;
+        }
+        facts.ports = peer_ports(tree, &gpus);
+        for &port in facts.ports.keys() {
+            let config = read_config(host, &tree.nodes[port].bdf.to_string());
+            let needs_root = config.as_ref().is_err_and(|e| e.needs_root());
+            facts.configs.push(config);
+            if needs_root {
+                break;
+            }
+        }
+        facts
+    }
+}
+
+/// Switch port → the GPU↔peer pairs (GPU, NIC, NVMe drive) whose traffic crosses it.
+fn peer_ports(tree: &PciTree, gpus: &[usize]) -> BTreeMap<usize, Vec<String>> {
     let peers: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
         .into_iter()
         .flat_map(|r| tree.with_role(r))
         .collect();
     let mut ports: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    for &g in &gpus {
+    for &g in gpus {
         for &p in &peers {
             if p == g || (tree.nodes[p].role == Role::Gpu && p < g) {
                 continue;
@@ -88,6 +109,29 @@ fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
             }
         }
     }
+    ports
+}
+
+fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
+    let Some(vm) = &facts.vm else {
+        return vec![tree.nothing_found(
+            ID,
+            CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
+        )];
+    };
+    let vm = match vm {
+        Ok(vm) => vm,
+        Err(e) => return vec![CheckResult::read_error(ID, e)],
+    };
+    if vm.is_vm() {
+        let mut r = CheckResult::skip(
+                ID,
+                "not applicable in a VM: guest PCIe ports are virtual and ACS is the host's isolation; measure P2P/GDR bandwidth instead",
+            );
+        r.evidence = vm.signals.clone();
+        return vec![r];
+    }
+    let ports = &facts.ports;
     if ports.is_empty() {
         return vec![CheckResult::pass(
                 ID,
@@ -97,11 +141,11 @@ fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
 
     let mut results = Vec::new();
     let mut clean = Vec::new();
-    for (&port, pairs) in &ports {
+    for ((&port, pairs), config) in ports.iter().zip(&facts.configs) {
         let bdf = tree.nodes[port].bdf.to_string();
         let subject = tree.subject(port);
         let config_path = format!("/sys/bus/pci/devices/{bdf}/config");
-        let config = match read_config(cx.host, &bdf) {
+        let config = match config {
             Ok(c) => c,
             Err(e) if e.needs_root() => {
                 return vec![CheckResult::skip(
@@ -110,7 +154,7 @@ fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
                     )
                     .evidence(&config_path, e)];
             }
-            Err(e @ ConfigReadError::Read(_)) | Err(e @ ConfigReadError::Parse(..)) => {
+            Err(e) => {
                 results.push(
                     CheckResult::error(ID, format!("{e}"))
                         .subject(subject)

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::probe::{CheckResult, Context, Explain, Probe};
-use crate::profile::IommuExpect;
-use crate::sysfs::iommu::{iommu_parameters, read_groups, IOMMU_GROUPS, PROC_CMDLINE};
+use crate::host::{Host, ReadError};
+use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta};
+use crate::profile::{Expect, IommuExpect};
+use crate::sysfs::iommu::{iommu_parameters, read_groups, IommuGroup, IOMMU_GROUPS, PROC_CMDLINE};
 use crate::topology::{PciTree, Role};
 
 pub struct PcieIommu;
@@ -15,109 +16,131 @@ const ID: &str = "pcie.iommu";
 const FIX: &str = "boot with `iommu=pt` (Intel: `intel_iommu=on iommu=pt`; AMD: `amd_iommu=on iommu=pt`) or disable the IOMMU \
 (`intel_iommu=off` / `amd_iommu=off`) where device assignment is not needed; update-grub and reboot";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "IOMMU off or passthrough for GPUs, NICs and NVMe drives (translated DMA hurts GPUDirect RDMA and GDS)",
+    explain: Explain {
+        reads: "/sys/kernel/iommu_groups/<N>/{type,devices/}, /proc/cmdline (iommu=, intel_iommu=, amd_iommu=, iommu.*), \
+                device classes under /sys/bus/pci/devices",
+        why: "With translated DMA (group type DMA or DMA-FQ) every peer-to-peer transfer between a NIC or NVMe drive \
+              and GPU memory goes through IOMMU page tables and, without ATS, through the root complex. NVIDIA's GDS \
+              guide wants the IOMMU off or in passthrough; GPUDirect RDMA loses bandwidth or fails with DMA faults.",
+        fixes: &[("translated DMA on GPU/NIC/NVMe groups", FIX)],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for PcieIommu {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "IOMMU off or passthrough for GPUs, NICs and NVMe drives (translated DMA hurts GPUDirect RDMA and GDS)"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/kernel/iommu_groups/<N>/{type,devices/}, /proc/cmdline (iommu=, intel_iommu=, amd_iommu=, iommu.*), \
-                    device classes under /sys/bus/pci/devices",
-            why: "With translated DMA (group type DMA or DMA-FQ) every peer-to-peer transfer between a NIC or NVMe drive \
-                  and GPU memory goes through IOMMU page tables and, without ATS, through the root complex. NVIDIA's GDS \
-                  guide wants the IOMMU off or in passthrough; GPUDirect RDMA loses bandwidth or fails with DMA faults.",
-            fixes: &[("translated DMA on GPU/NIC/NVMe groups", FIX)],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let groups = match read_groups(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let params_text = match cx.host.read(PROC_CMDLINE) {
-            Ok(cmdline) => {
-                let params = iommu_parameters(&cmdline);
-                if params.is_empty() {
-                    // Shown whole, so what was read is on record when no parameter was found in it.
-                    format!("<no IOMMU parameters> in {cmdline:?}")
-                } else {
-                    params.join(" ")
-                }
-            }
-            // Only evidence, but a command line that cannot be read is a node this check cannot vouch for.
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if groups.is_empty() {
-            return vec![CheckResult::pass(
-                ID,
-                "no IOMMU groups: the IOMMU is off or absent, device DMA is not translated",
-            )
-            .evidence(IOMMU_GROUPS, "<empty or absent>")
-            .evidence(&format!("{PROC_CMDLINE} [iommu]"), &params_text)];
+        match Facts::read(cx.host) {
+            Ok(facts) => judge(&facts, &cx.profile.expect),
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
+    }
+}
 
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let role_of = |bdf: &str| {
-            tree.find(bdf)
-                .map(|i| (tree.nodes[i].role, tree.subject(i)))
-                .filter(|(role, _)| role.is_endpoint_of_interest())
-        };
-        let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
-        let mut translated: Vec<String> = Vec::new();
-        let mut evidence = Vec::new();
-        for g in &groups {
-            let kind = match (&g.domain_type, &g.type_unreadable) {
-                (Some(t), _) => t.clone(),
-                (None, Some(_)) => "<unreadable type>".into(),
-                (None, None) => "<no type file>".into(),
-            };
-            *by_type.entry(kind.clone()).or_default() += 1;
-            let members: Vec<String> = g
-                .devices
-                .iter()
-                .filter_map(|d| role_of(d).map(|(_, s)| s))
-                .collect();
-            if !members.is_empty() {
-                evidence.push(format!(
-                    "{IOMMU_GROUPS}/{}/type = {kind} ({})",
-                    g.id,
-                    members.join(", ")
-                ));
-                if g.is_translated() {
-                    translated.extend(members);
-                }
-            }
-        }
-        let types: Vec<String> = by_type.iter().map(|(k, n)| format!("{n} {k}")).collect();
-        evidence.insert(0, format!("{PROC_CMDLINE} [iommu] = {params_text}"));
-        evidence.insert(
-            1,
-            format!(
-                "{IOMMU_GROUPS} = {} group(s): {}",
-                groups.len(),
-                types.join(", ")
-            ),
-        );
+/// What the check reads, before it judges.
+struct Facts {
+    groups: Vec<IommuGroup>,
+    /// The kernel command line; only evidence, but one that cannot be read is a node this check cannot vouch
+    /// for.
+    cmdline: String,
+    /// Read only when there are IOMMU groups: which devices they hold.
+    tree: Option<PciTree>,
+}
 
-        let unknown: Vec<&(String, String)> = groups
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        let groups = read_groups(host)?;
+        let cmdline = host.read(PROC_CMDLINE)?;
+        let tree = if groups.is_empty() {
+            None
+        } else {
+            Some(PciTree::read(host)?)
+        };
+        Ok(Facts {
+            groups,
+            cmdline,
+            tree,
+        })
+    }
+}
+
+fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
+    let iommu = expect.iommu;
+    let groups = &facts.groups;
+    let params = iommu_parameters(&facts.cmdline);
+    let params_text = if params.is_empty() {
+        // Shown whole, so what was read is on record when no parameter was found in it.
+        format!("<no IOMMU parameters> in {:?}", facts.cmdline)
+    } else {
+        params.join(" ")
+    };
+    let Some(tree) = &facts.tree else {
+        return vec![CheckResult::pass(
+            ID,
+            "no IOMMU groups: the IOMMU is off or absent, device DMA is not translated",
+        )
+        .evidence(IOMMU_GROUPS, "<empty or absent>")
+        .evidence(&format!("{PROC_CMDLINE} [iommu]"), &params_text)];
+    };
+    let role_of = |bdf: &str| {
+        tree.find(bdf)
+            .map(|i| (tree.nodes[i].role, tree.subject(i)))
+            .filter(|(role, _)| role.is_endpoint_of_interest())
+    };
+    let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut translated: Vec<String> = Vec::new();
+    let mut evidence = Vec::new();
+    for g in groups {
+        let kind = match (&g.domain_type, &g.type_unreadable) {
+            (Some(t), _) => t.clone(),
+            (None, Some(_)) => "<unreadable type>".into(),
+            (None, None) => "<no type file>".into(),
+        };
+        *by_type.entry(kind.clone()).or_default() += 1;
+        let members: Vec<String> = g
+            .devices
             .iter()
-            .filter_map(|g| g.type_unreadable.as_ref())
+            .filter_map(|d| role_of(d).map(|(_, s)| s))
             .collect();
-        // Groups of unknown type leave the verdict open unless the translated ones already fail it.
-        let fails_anyway = !translated.is_empty()
-            && matches!(cx.profile.expect.iommu, Some(IommuExpect::Passthrough));
-        let mut r = if !unknown.is_empty() && !fails_anyway {
-            for (path, why) in &unknown {
-                evidence.push(format!("{path} = {why}"));
+        if !members.is_empty() {
+            evidence.push(format!(
+                "{IOMMU_GROUPS}/{}/type = {kind} ({})",
+                g.id,
+                members.join(", ")
+            ));
+            if g.is_translated() {
+                translated.extend(members);
             }
-            CheckResult::error(
+        }
+    }
+    let types: Vec<String> = by_type.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    evidence.insert(0, format!("{PROC_CMDLINE} [iommu] = {params_text}"));
+    evidence.insert(
+        1,
+        format!(
+            "{IOMMU_GROUPS} = {} group(s): {}",
+            groups.len(),
+            types.join(", ")
+        ),
+    );
+
+    let unknown: Vec<&(String, String)> = groups
+        .iter()
+        .filter_map(|g| g.type_unreadable.as_ref())
+        .collect();
+    // Groups of unknown type leave the verdict open unless the translated ones already fail it.
+    let fails_anyway = !translated.is_empty() && matches!(iommu, Some(IommuExpect::Passthrough));
+    let mut r = if !unknown.is_empty() && !fails_anyway {
+        for (path, why) in &unknown {
+            evidence.push(format!("{path} = {why}"));
+        }
+        CheckResult::error(
                 ID,
                 format!(
                     "the domain type of {} IOMMU group(s) is unreadable: cannot tell passthrough from translated DMA",
@@ -125,42 +148,40 @@ impl Probe for PcieIommu {
                 ),
             )
             .fix("read /sys/kernel/iommu_groups/*/type as root; `dmesg | grep -i iommu` shows the default domain type")
-        } else if translated.is_empty() {
-            CheckResult::pass(
-                ID,
-                format!(
-                    "IOMMU in passthrough for GPUs, NICs and NVMe drives ({})",
-                    types.join(", ")
-                ),
-            )
-        } else {
-            let expect = &cx.profile.expect;
-            let gpus = !tree.with_role(Role::Gpu).is_empty();
-            let peers = !tree.rdma_nics().is_empty() || !tree.with_role(Role::Nvme).is_empty();
-            let data_path_node =
-                (gpus && peers) || expect.gdr == Some(true) || expect.gds == Some(true);
-            let shown: Vec<&str> = translated.iter().take(3).map(String::as_str).collect();
-            let summary = format!(
+    } else if translated.is_empty() {
+        CheckResult::pass(
+            ID,
+            format!(
+                "IOMMU in passthrough for GPUs, NICs and NVMe drives ({})",
+                types.join(", ")
+            ),
+        )
+    } else {
+        let gpus = !tree.with_role(Role::Gpu).is_empty();
+        let peers = !tree.rdma_nics().is_empty() || !tree.with_role(Role::Nvme).is_empty();
+        let data_path_node =
+            (gpus && peers) || expect.gdr == Some(true) || expect.gds == Some(true);
+        let shown: Vec<&str> = translated.iter().take(3).map(String::as_str).collect();
+        let summary = format!(
                 "translated DMA (IOMMU groups of type DMA/DMA-FQ) for {} device(s), e.g. {}: GPUDirect RDMA and GDS want the IOMMU off or passthrough",
                 translated.len(),
                 shown.join(", ")
             );
-            match expect.iommu {
-                Some(IommuExpect::Passthrough) => {
-                    CheckResult::fail(ID, format!("{summary}; the profile requires passthrough"))
-                        .fix(FIX)
-                }
-                Some(IommuExpect::Any) => CheckResult::pass(
-                    ID,
-                    format!("{summary} (the profile accepts translated DMA)"),
-                ),
-                None if data_path_node => CheckResult::warn(ID, summary).fix(FIX),
-                None => CheckResult::pass(ID, format!("{summary} (no GPU peer path on this node)")),
+        match iommu {
+            Some(IommuExpect::Passthrough) => {
+                CheckResult::fail(ID, format!("{summary}; the profile requires passthrough"))
+                    .fix(FIX)
             }
-        };
-        r.evidence = evidence;
-        tree.completed(ID, vec![r])
-    }
+            Some(IommuExpect::Any) => CheckResult::pass(
+                ID,
+                format!("{summary} (the profile accepts translated DMA)"),
+            ),
+            None if data_path_node => CheckResult::warn(ID, summary).fix(FIX),
+            None => CheckResult::pass(ID, format!("{summary} (no GPU peer path on this node)")),
+        }
+    };
+    r.evidence = evidence;
+    tree.completed(ID, vec![r])
 }
 
 #[cfg(test)]

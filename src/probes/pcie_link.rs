@@ -1,7 +1,8 @@
 //! `pcie.link`: every GPU, RDMA NIC and NVMe drive, and every link on its path to the root port, runs at the speed
 //! and width both ends of that link support.
 
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta};
+use crate::profile::Expect;
 use crate::sysfs::pci::{device_dir, Link};
 use crate::topology::{PathLink, PciTree, Role};
 
@@ -12,27 +13,28 @@ const ID: &str = "pcie.link";
 const FIX: &str = "reseat the device or the riser/cable; check the slot's bifurcation and link-speed settings in the BIOS; \
 `lspci -vv -s <bdf>` shows LnkCap/LnkSta; a retrained link (`setpci -s <port> CAP_EXP+10.w=0020:0020`) that stays down-trained points at hardware";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "PCIe links of GPUs, RDMA NICs and NVMe drives (and every bridge above them) at the speed and width both ends support",
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width} for each device and each port on its \
+                canonical sysfs path to the root port; class/vendor to find GPUs (0x03xxxx of 0x10de), RDMA NICs \
+                (a network function with an RDMA device on it, or a Mellanox one) and NVMe. Other network \
+                functions (virtio-net, management ports) carry no GPU data path and are named, not judged",
+        why: "A GPU or NIC trained to x8 or a lower generation halves its host bandwidth: GPUDirect RDMA, host copies \
+              and NCCL all slow down while every functional test still passes. A link is judged by its own two \
+              ends: a Gen4 drive in a Gen5 slot is not degraded.",
+        fixes: &[
+            ("link below what both ends support", FIX),
+            ("GPU link below the profile's generation/width", "GPUs lower their link speed when idle: re-check under load (gpu probes); if it stays low, reseat or RMA"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for PcieLink {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "PCIe links of GPUs, RDMA NICs and NVMe drives (and every bridge above them) at the speed and width both ends support"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width} for each device and each port on its \
-                    canonical sysfs path to the root port; class/vendor to find GPUs (0x03xxxx of 0x10de), RDMA NICs \
-                    (a network function with an RDMA device on it, or a Mellanox one) and NVMe. Other network \
-                    functions (virtio-net, management ports) carry no GPU data path and are named, not judged",
-            why: "A GPU or NIC trained to x8 or a lower generation halves its host bandwidth: GPUDirect RDMA, host copies \
-                  and NCCL all slow down while every functional test still passes. A link is judged by its own two \
-                  ends: a Gen4 drive in a Gen5 slot is not degraded.",
-            fixes: &[
-                ("link below what both ends support", FIX),
-                ("GPU link below the profile's generation/width", "GPUs lower their link speed when idle: re-check under load (gpu probes); if it stays low, reseat or RMA"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -59,13 +61,13 @@ impl Probe for PcieLink {
         }
         let results: Vec<CheckResult> = devices
             .into_iter()
-            .map(|i| judge_device(cx, &tree, i))
+            .map(|i| judge_device(&tree, i, &cx.profile.expect))
             .collect();
         tree.completed(ID, results)
     }
 }
 
-fn judge_device(cx: &Context<'_>, tree: &PciTree, i: usize) -> CheckResult {
+fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
     let node = &tree.nodes[i];
     let subject = tree.subject(i);
     let dir = device_dir(&node.bdf.to_string());
@@ -116,7 +118,6 @@ fn judge_device(cx: &Context<'_>, tree: &PciTree, i: usize) -> CheckResult {
     gen_measure.fail = own.capable_speed.generation().map(f64::from);
     width_measure.fail = Some(f64::from(own.capable_width));
     if node.role == Role::Gpu {
-        let expect = &cx.profile.expect;
         if let Some(gen) = expect.gpu_pcie_gen {
             gen_measure.fail = Some(f64::from(gen));
             if own.current_speed.generation().is_none_or(|g| g < gen) {

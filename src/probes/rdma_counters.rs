@@ -2,8 +2,9 @@
 //! against the profile's limits; a counter stuck at its bit-width maximum is saturated and says so. A port whose
 //! counters hold none of these names is not called healthy: it is skipped, saying nothing was judged.
 
+use crate::host::{Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{
     counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
 };
@@ -45,54 +46,82 @@ const ERROR_COUNTERS: &[&str] = &[
 /// Without a profile limit: any error is worth a warning, none is worth a failure on its own.
 const DEFAULT_LIMIT: Limit = Limit::new(Some(0.0), None);
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA port error counters (symbol errors, link downs, discards, transport errors) within limits; saturation flagged",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/counters/* and hw_counters/* (read once: some platforms log \
+                a firmware message per PPCNT read)",
+        why: "Symbol errors and link-integrity errors mean a marginal cable or transceiver that will flap under \
+              load; link_downed counts flaps that already happened; transport errors (local ACK timeouts, \
+              sequence errors) stall NCCL. PMA counters are 4–32 bits wide and stop at their maximum: a \
+              saturated counter hides how bad things are.",
+        fixes: &[
+            ("error counters above the limit", "inspect the link (`mlxlink -d <dev> -m -e`), reseat or replace the cable/transceiver, then clear counters (`perfquery -x -R`) and watch whether they grow"),
+            ("counter saturated", "clear the counters (`perfquery -x -R` or a port reset) so the next reading means something"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaCounters {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA port error counters (symbol errors, link downs, discards, transport errors) within limits; saturation flagged"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/counters/* and hw_counters/* (read once: some platforms log \
-                    a firmware message per PPCNT read)",
-            why: "Symbol errors and link-integrity errors mean a marginal cable or transceiver that will flap under \
-                  load; link_downed counts flaps that already happened; transport errors (local ACK timeouts, \
-                  sequence errors) stall NCCL. PMA counters are 4–32 bits wide and stop at their maximum: a \
-                  saturated counter hides how bad things are.",
-            fixes: &[
-                ("error counters above the limit", "inspect the link (`mlxlink -d <dev> -m -e`), reseat or replace the cable/transceiver, then clear counters (`perfquery -x -R`) and watch whether they grow"),
-                ("counter saturated", "clear the counters (`perfquery -x -R` or a port reset) so the next reading means something"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        // Counters need no port attribute: none is read.
-        let ports = match read_all_port_ids(cx.host) {
-            Ok(p) => p,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if ports.is_empty() {
-            // No port listed is not absence: a NIC on the bus without its driver is the presence rule's verdict.
-            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
-                return vec![r];
-            }
-            return vec![CheckResult::skip(ID, "no RDMA port")];
-        }
         let limit = cx
             .profile
             .thresholds
             .rdma_error_count
             .unwrap_or(DEFAULT_LIMIT);
-        ports
-            .into_iter()
-            .map(|(dev, port)| judge_port(cx, &dev, port, &limit))
-            .collect()
+        match Facts::read(cx.host) {
+            Ok(facts) => judge(&facts, &limit),
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
+        }
     }
+}
+
+/// What the check reads, before it judges.
+struct Facts {
+    /// Each port (`device/port`) with the counters read from it.
+    ports: Vec<(String, Vec<Counter>)>,
+    /// Read only when no port is listed: whether RDMA hardware is there without its driver.
+    survey: Option<Survey>,
+}
+
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        // Counters need no port attribute: none is read.
+        let ports = read_all_port_ids(host)?;
+        let survey = ports.is_empty().then(|| Survey::read(host, Stack::Rdma));
+        let ports = ports
+            .into_iter()
+            .map(|(dev, port)| {
+                (
+                    format!("{dev}/{port}"),
+                    read_counters(host, &dev, port, is_read),
+                )
+            })
+            .collect();
+        Ok(Facts { ports, survey })
+    }
+}
+
+fn judge(facts: &Facts, limit: &Limit) -> Vec<CheckResult> {
+    if let Some(survey) = &facts.survey {
+        // No port listed is not absence: a NIC on the bus without its driver is the presence rule's verdict.
+        if let Some(r) = survey.gate(ID, false) {
+            return vec![r];
+        }
+        return vec![CheckResult::skip(ID, "no RDMA port")];
+    }
+    facts
+        .ports
+        .iter()
+        .map(|(subject, counters)| judge_port(subject, counters, limit))
+        .collect()
 }
 
 /// Read: the error counters, and the PMA counters whose width makes saturation visible.
@@ -103,9 +132,7 @@ fn is_read(name: &str) -> bool {
             .is_some_and(|n| counter_width(n).is_some())
 }
 
-fn judge_port(cx: &Context<'_>, dev: &str, port: u32, limit: &Limit) -> CheckResult {
-    let subject = format!("{dev}/{port}");
-    let counters = read_counters(cx.host, dev, port, is_read);
+fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult {
     if counters.is_empty() {
         return CheckResult::skip(ID, "no counters exposed (driver without a PMA)")
             .subject(subject);
@@ -128,10 +155,10 @@ fn judge_port(cx: &Context<'_>, dev: &str, port: u32, limit: &Limit) -> CheckRes
     }
     let mut statuses = vec![Status::Pass];
     let mut findings: Vec<String> = Vec::new();
-    let mut r = CheckResult::pass(ID, "").subject(subject.clone());
+    let mut r = CheckResult::pass(ID, "").subject(subject);
     let mut total = 0u64;
     let mut unreadable = 0usize;
-    for c in &counters {
+    for c in counters {
         let judged = is_judged(c);
         match &c.value {
             CounterValue::Value(v) => {

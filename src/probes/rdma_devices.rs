@@ -1,10 +1,12 @@
 //! `rdma.devices`: RDMA devices under /sys/class/infiniband, what they are, and whether this process can open
 //! them (the uverbs character device exists under /dev/infiniband).
 
+use crate::host::{Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::sysfs::infiniband::{
-    self, read_device, read_device_names, read_uverbs_map, CLASS_INFINIBAND, DEV_INFINIBAND,
+    self, read_device, read_device_names, read_uverbs_map, RdmaDevice, UverbsMap, CLASS_INFINIBAND,
+    DEV_INFINIBAND,
 };
 
 pub struct RdmaDevices;
@@ -14,42 +16,103 @@ const ID: &str = "rdma.devices";
 const FIX_UVERBS: &str = "expose the verbs devices to the container: Kubernetes RDMA device plugin \
 (rdma/hca resource) or `--device /dev/infiniband/uverbsN` (Docker); on the host: `modprobe ib_uverbs`";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA devices present, their PCI function and firmware, and openable through /dev/infiniband/uverbsN",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
+                /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN (present; live: read-write access for this user)",
+        why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
+              devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
+              to TCP sockets. A missing HCA (fewer devices than the node type has) halves a rail.",
+        fixes: &[
+            ("fewer RDMA devices than the profile expects", "check `dmesg | grep mlx5`, reseat or replace the HCA, verify the port is in the expected link type (`mlxconfig -d <dev> q LINK_TYPE_P1`)"),
+            ("uverbs character device missing", FIX_UVERBS),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaDevices {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA devices present, their PCI function and firmware, and openable through /dev/infiniband/uverbsN"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/{node_type,fw_ver,board_id,hca_type,device,ports/}, \
-                    /sys/class/infiniband_verbs/uverbsN/ibdev, /dev/infiniband/uverbsN (present; live: read-write access for this user)",
-            why: "NCCL, UCX and perftest open RDMA devices through /dev/infiniband/uverbsN. A container that sees the \
-                  devices in sysfs but lacks the character devices cannot use them, and NCCL silently falls back \
-                  to TCP sockets. A missing HCA (fewer devices than the node type has) halves a rail.",
-            fixes: &[
-                ("fewer RDMA devices than the profile expects", "check `dmesg | grep mlx5`, reseat or replace the HCA, verify the port is in the expected link type (`mlxconfig -d <dev> q LINK_TYPE_P1`)"),
-                ("uverbs character device missing", FIX_UVERBS),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let names = match read_device_names(cx.host) {
-            Ok(n) => n,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let expected = cx.profile.expect.rdma_device_count;
+        match Facts::read(cx.host) {
+            Ok(facts) => judge(&facts, cx.profile.expect.rdma_device_count),
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
+        }
+    }
+}
+
+/// What the check reads, before it judges.
+struct Facts {
+    names: Vec<String>,
+    /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
+    survey: Option<Survey>,
+    uverbs: UverbsMap,
+    devices: Vec<DeviceFacts>,
+}
+
+/// One RDMA device and the uverbs node verbs open it through.
+struct DeviceFacts {
+    dev: RdmaDevice,
+    /// `uverbsN`, when one maps to the device.
+    char_dev: Option<String>,
+    /// Live only: whether this process may open the node read-write.
+    access: Option<Result<(), ReadError>>,
+    node_present: bool,
+}
+
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        let names = read_device_names(host)?;
         if names.is_empty() {
-            let required = expected.is_some_and(|n| n > 0);
-            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, required) {
-                return vec![r];
-            }
-            let r = match expected {
+            return Ok(Facts {
+                names,
+                survey: Some(Survey::read(host, Stack::Rdma)),
+                uverbs: UverbsMap::default(),
+                devices: Vec::new(),
+            });
+        }
+        let uverbs = read_uverbs_map(host);
+        let devices = names
+            .iter()
+            .map(|name| {
+                let char_dev = uverbs
+                    .map
+                    .iter()
+                    .find(|(_, ib)| ib == name)
+                    .map(|(u, _)| u.clone());
+                let node = char_dev.as_ref().map(|u| format!("{DEV_INFINIBAND}/{u}"));
+                DeviceFacts {
+                    dev: read_device(host, name),
+                    access: node.as_deref().and_then(|n| host.access_rw(n)),
+                    node_present: node.as_deref().is_some_and(|n| host.exists(n)),
+                    char_dev,
+                }
+            })
+            .collect();
+        Ok(Facts {
+            names,
+            survey: None,
+            uverbs,
+            devices,
+        })
+    }
+}
+
+fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
+    let names = &facts.names;
+    let uverbs = &facts.uverbs;
+    if let Some(survey) = &facts.survey {
+        let required = expected.is_some_and(|n| n > 0);
+        if let Some(r) = survey.gate(ID, required) {
+            return vec![r];
+        }
+        let r = match expected {
                 Some(n) if n > 0 => CheckResult::fail(
                     ID,
                     format!("no RDMA device, the profile expects {n}"),
@@ -57,29 +120,27 @@ impl Probe for RdmaDevices {
                 .fix("check that the HCAs are seated and their driver is loaded: `dmesg | grep -i mlx5`, `lspci -d 15b3:`"),
                 _ => CheckResult::skip(ID, format!("no RDMA device ({CLASS_INFINIBAND} is empty or absent)")),
             };
-            return vec![r.evidence(CLASS_INFINIBAND, "<no devices>")];
-        }
+        return vec![r.evidence(CLASS_INFINIBAND, "<no devices>")];
+    }
 
-        let uverbs = read_uverbs_map(cx.host);
-        let mut results = Vec::new();
-        for name in &names {
-            let dev = read_device(cx.host, name);
-            let dir = infiniband::device_dir(name);
-            let char_dev = uverbs
-                .map
-                .iter()
-                .find(|(_, ib)| ib == name)
-                .map(|(u, _)| u.clone());
-            let node = char_dev.as_ref().map(|u| format!("{DEV_INFINIBAND}/{u}"));
-            let access = node.as_deref().and_then(|n| cx.host.access_rw(n));
-            // An attribute or `ports/` that could not be read: the device is not known to be sound.
-            let unread = dev.unread.clone().or_else(|| dev.ports.clone().err());
-            let mut r = match (&unread, &char_dev) {
-                (Some(e), _) => CheckResult::read_error(ID, e),
-                // Live only: the node is there but this user may not open it (no rdma udev rules, or a
-                // container user outside the device's group).
-                (None, Some(u)) if matches!(&access, Some(Err(e)) if e.kind == crate::host::ReadErrorKind::PermissionDenied) => {
-                    CheckResult::fail(
+    let mut results = Vec::new();
+    for (name, facts) in names.iter().zip(&facts.devices) {
+        let DeviceFacts {
+            dev,
+            char_dev,
+            access,
+            node_present,
+        } = facts;
+        let dir = infiniband::device_dir(name);
+        // An attribute or `ports/` that could not be read: the device is not known to be sound.
+        let unread = dev.unread.clone().or_else(|| dev.ports.clone().err());
+        let mut r = match (&unread, &char_dev) {
+            (Some(e), _) => CheckResult::read_error(ID, e),
+            // Live only: the node is there but this user may not open it (no rdma udev rules, or a
+            // container user outside the device's group).
+            (None, Some(u)) if matches!(access, Some(Err(e)) if e.kind == crate::host::ReadErrorKind::PermissionDenied) =>
+            {
+                CheckResult::fail(
                         ID,
                         format!(
                             "{DEV_INFINIBAND}/{u} is there but this process (uid {}) may not open it read-write: verbs cannot open the device",
@@ -88,111 +149,121 @@ impl Probe for RdmaDevices {
                         ),
                     )
                     .fix("run as root, or give the user read-write access to /dev/infiniband/uverbs* (rdma-core's udev rules make them 0666; else add the user to the nodes' group)")
-                }
-                (None, Some(u)) if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) => CheckResult::pass(
+            }
+            (None, Some(u)) if *node_present => CheckResult::pass(
+                ID,
+                format!(
+                    "{} on {}, {}, {} port(s), opened through {DEV_INFINIBAND}/{u}",
+                    dev.node_type.as_deref().unwrap_or("unknown node type"),
+                    dev.pci_bdf.as_deref().unwrap_or("no PCI function"),
+                    match dev.fw_ver.as_deref() {
+                        Some("") =>
+                            "no firmware version (empty fw_ver, as software devices report)"
+                                .to_string(),
+                        Some(v) => format!("firmware {v}"),
+                        None => "firmware unknown".to_string(),
+                    },
+                    dev.ports.as_ref().map_or(0, Vec::len)
+                ),
+            ),
+            (None, Some(u)) => CheckResult::fail(
+                ID,
+                format!(
+                    "visible in sysfs but {DEV_INFINIBAND}/{u} is missing: verbs cannot open it"
+                ),
+            )
+            .fix(FIX_UVERBS),
+            // Unreadable `ibdev` files: one of them may be this device's.
+            (None, None) if !uverbs.unreadable.is_empty() => {
+                let mut r = CheckResult::error(
                     ID,
                     format!(
-                        "{} on {}, {}, {} port(s), opened through {DEV_INFINIBAND}/{u}",
-                        dev.node_type.as_deref().unwrap_or("unknown node type"),
-                        dev.pci_bdf.as_deref().unwrap_or("no PCI function"),
-                        match dev.fw_ver.as_deref() {
-                            Some("") => "no firmware version (empty fw_ver, as software devices report)".to_string(),
-                            Some(v) => format!("firmware {v}"),
-                            None => "firmware unknown".to_string(),
-                        },
-                        dev.ports.as_ref().map_or(0, Vec::len)
+                        "cannot tell which uverbs device opens it: {} ibdev file(s) unreadable",
+                        uverbs.unreadable.len()
                     ),
-                ),
-                (None, Some(u)) => CheckResult::fail(
-                    ID,
-                    format!("visible in sysfs but {DEV_INFINIBAND}/{u} is missing: verbs cannot open it"),
-                )
-                .fix(FIX_UVERBS),
-                // Unreadable `ibdev` files: one of them may be this device's.
-                (None, None) if !uverbs.unreadable.is_empty() => {
-                    let mut r = CheckResult::error(
-                        ID,
-                        format!(
-                            "cannot tell which uverbs device opens it: {} ibdev file(s) unreadable",
-                            uverbs.unreadable.len()
-                        ),
-                    );
-                    for (path, why) in &uverbs.unreadable {
-                        r = r.evidence(path, why);
-                    }
-                    r
+                );
+                for (path, why) in &uverbs.unreadable {
+                    r = r.evidence(path, why);
                 }
-                (None, None) => CheckResult::fail(
-                    ID,
-                    "no uverbs device maps to it (ib_uverbs not loaded?): verbs cannot open it",
-                )
-                .fix(FIX_UVERBS),
-            };
-            r = r.subject(name.clone());
-            for (file, value) in [
-                ("node_type", &dev.node_type),
-                ("fw_ver", &dev.fw_ver),
-                ("board_id", &dev.board_id),
-                ("hca_type", &dev.hca_type),
-                ("device", &dev.pci_bdf),
-            ] {
-                let unreadable = unread
-                    .as_ref()
-                    .filter(|e| e.path.ends_with(&format!("/{file}")))
-                    .map(|e| e.reason());
-                r = r.evidence(
-                    &format!("{dir}/{file}"),
-                    match value.as_deref() {
-                        Some("") => "<empty>",
-                        Some(v) => v,
-                        None => unreadable.as_deref().unwrap_or("<missing>"),
-                    },
-                );
+                r
             }
-            if let Some(u) = &char_dev {
-                r = r.evidence(
-                    &format!("{}/{u}/ibdev", infiniband::CLASS_INFINIBAND_VERBS),
-                    name,
-                );
-                r = r.evidence(
-                    &format!("{DEV_INFINIBAND}/{u}"),
-                    if cx.host.exists(&format!("{DEV_INFINIBAND}/{u}")) {
-                        "present"
-                    } else {
-                        "<missing>"
-                    },
-                );
-            }
-            results.push(r);
-        }
-
-        let count = names.len() as u32;
-        let count_result = match expected {
-            Some(n) if count < n => CheckResult::fail(
+            (None, None) => CheckResult::fail(
                 ID,
-                format!("{count} RDMA device(s), the profile expects {n}"),
+                "no uverbs device maps to it (ib_uverbs not loaded?): verbs cannot open it",
             )
-            .fix("find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it"),
-            Some(n) if count > n => CheckResult::warn(
-                ID,
-                format!("{count} RDMA device(s), more than the {n} the profile expects (a bond or VFs?)"),
-            ),
-            Some(n) => CheckResult::pass(ID, format!("{count} RDMA device(s), as the profile expects ({n})")),
-            None => CheckResult::pass(ID, format!("{count} RDMA device(s)")),
+            .fix(FIX_UVERBS),
         };
-        let mut count_result = count_result
-            .measure(crate::probe::Measurement::new(
-                "rdma_devices",
-                f64::from(count),
-                "count",
-            ))
-            .evidence(CLASS_INFINIBAND, names.join(" "));
-        if let Some(n) = expected {
-            count_result.measurements[0].fail = Some(f64::from(n));
+        r = r.subject(name.clone());
+        for (file, value) in [
+            ("node_type", &dev.node_type),
+            ("fw_ver", &dev.fw_ver),
+            ("board_id", &dev.board_id),
+            ("hca_type", &dev.hca_type),
+            ("device", &dev.pci_bdf),
+        ] {
+            let unreadable = unread
+                .as_ref()
+                .filter(|e| e.path.ends_with(&format!("/{file}")))
+                .map(|e| e.reason());
+            r = r.evidence(
+                &format!("{dir}/{file}"),
+                match value.as_deref() {
+                    Some("") => "<empty>",
+                    Some(v) => v,
+                    None => unreadable.as_deref().unwrap_or("<missing>"),
+                },
+            );
         }
-        results.insert(0, count_result);
-        results
+        if let Some(u) = &char_dev {
+            r = r.evidence(
+                &format!("{}/{u}/ibdev", infiniband::CLASS_INFINIBAND_VERBS),
+                name,
+            );
+            r = r.evidence(
+                &format!("{DEV_INFINIBAND}/{u}"),
+                if *node_present {
+                    "present"
+                } else {
+                    "<missing>"
+                },
+            );
+        }
+        results.push(r);
     }
+
+    let count = names.len() as u32;
+    let count_result = match expected {
+        Some(n) if count < n => CheckResult::fail(
+            ID,
+            format!("{count} RDMA device(s), the profile expects {n}"),
+        )
+        .fix(
+            "find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it",
+        ),
+        Some(n) if count > n => CheckResult::warn(
+            ID,
+            format!(
+                "{count} RDMA device(s), more than the {n} the profile expects (a bond or VFs?)"
+            ),
+        ),
+        Some(n) => CheckResult::pass(
+            ID,
+            format!("{count} RDMA device(s), as the profile expects ({n})"),
+        ),
+        None => CheckResult::pass(ID, format!("{count} RDMA device(s)")),
+    };
+    let mut count_result = count_result
+        .measure(crate::probe::Measurement::new(
+            "rdma_devices",
+            f64::from(count),
+            "count",
+        ))
+        .evidence(CLASS_INFINIBAND, names.join(" "));
+    if let Some(n) = expected {
+        count_result.measurements[0].fail = Some(f64::from(n));
+    }
+    results.insert(0, count_result);
+    results
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
 //! `rdma.link`: every RDMA port ACTIVE/LinkUp, at the expected rate and link layer, with a valid LID and SM LID
 //! on InfiniBand.
 
+use crate::host::{Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
-use crate::profile::LinkLayer;
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::probes::gpu_facts::Findings;
+use crate::profile::{Expect, LinkLayer};
 use crate::sysfs::infiniband::{
     device_dir, parse_lid, read_all_ports, read_hca_type, PortAttrs, CLASS_INFINIBAND,
 };
@@ -15,131 +17,146 @@ const ID: &str = "rdma.link";
 /// HCA models that run at HDR or faster; an SDR rate on them means the kernel does not know the speed.
 const FAST_HCAS: &[&str] = &["MT4123", "MT4125", "MT4129", "MT41692"];
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA ports ACTIVE and LinkUp, rate and link layer as expected, valid LID/SM LID on InfiniBand",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}, \
+                /sys/class/infiniband/<dev>/hca_type",
+        why: "A port that is down, polling, or trained to a lower width or speed takes its rail out of NCCL's \
+              rings or slows every collective to the slowest rail. An InfiniBand port without a LID or SM LID \
+              has no subnet manager and cannot carry traffic even when the cable is fine.",
+        fixes: &[
+            ("port not ACTIVE / phys_state not LinkUp", "check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); Polling = no peer, Disabled = port disabled on the switch or by `ibportstate`"),
+            ("INIT / no LID / SM LID 0", "start or reach a subnet manager (`systemctl status opensm` or the UFM/switch SM); check the partition key"),
+            ("rate below the profile or its siblings", "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lane errors; compare firmware with `mlxfwmanager`"),
+            ("link layer differs from the profile", "set the port type: `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) or `=2` (Ethernet), then reboot"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaLink {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA ports ACTIVE and LinkUp, rate and link layer as expected, valid LID/SM LID on InfiniBand"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}, \
-                    /sys/class/infiniband/<dev>/hca_type",
-            why: "A port that is down, polling, or trained to a lower width or speed takes its rail out of NCCL's \
-                  rings or slows every collective to the slowest rail. An InfiniBand port without a LID or SM LID \
-                  has no subnet manager and cannot carry traffic even when the cable is fine.",
-            fixes: &[
-                ("port not ACTIVE / phys_state not LinkUp", "check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); Polling = no peer, Disabled = port disabled on the switch or by `ibportstate`"),
-                ("INIT / no LID / SM LID 0", "start or reach a subnet manager (`systemctl status opensm` or the UFM/switch SM); check the partition key"),
-                ("rate below the profile or its siblings", "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lane errors; compare firmware with `mlxfwmanager`"),
-                ("link layer differs from the profile", "set the port type: `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) or `=2` (Ethernet), then reboot"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match read_all_ports(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let expect = &cx.profile.expect;
-        // The HCA model groups siblings: one that cannot be read leaves the comparison unknown.
-        let mut ports: Vec<(Option<String>, &PortAttrs)> = Vec::new();
-        for (dev, dev_ports) in &devices {
-            if dev_ports.is_empty() {
-                continue;
-            }
-            match read_hca_type(cx.host, dev) {
-                Ok(model) => ports.extend(dev_ports.iter().map(|p| (model.clone(), p))),
-                Err(e) => return vec![CheckResult::read_error(ID, &e)],
-            }
+        match Facts::read(cx.host) {
+            Ok(facts) => judge(&facts, &cx.profile.expect),
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
         }
-        if devices.is_empty() {
-            let expected = expect.rdma_port_count.is_some_and(|n| n > 0);
-            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, expected) {
-                return vec![r];
-            }
-        }
-        if ports.is_empty() {
-            let r = match expect.rdma_port_count {
-                Some(n) if n > 0 => {
-                    CheckResult::fail(ID, format!("no RDMA port, the profile expects {n}"))
-                }
-                _ => CheckResult::skip(
-                    ID,
-                    format!("no RDMA port ({CLASS_INFINIBAND} is empty or absent)"),
-                ),
-            };
-            return vec![r];
-        }
-
-        // Sibling rule: the fastest active rate per HCA model.
-        let fastest = |model: &Option<String>| {
-            ports
-                .iter()
-                .filter(|(m, p)| m == model && p.is_active())
-                .filter_map(|(_, p)| p.parsed_rate().map(|r| r.gbps))
-                .fold(0.0_f64, f64::max)
-        };
-
-        let mut results = Vec::new();
-        for (model, port) in &ports {
-            results.push(judge_port(cx, port, model, fastest(model)));
-        }
-
-        if let Some(n) = expect.rdma_port_count {
-            let active = ports.iter().filter(|(_, p)| p.is_active()).count() as u32;
-            let status = if active < n {
-                Status::Fail
-            } else {
-                Status::Pass
-            };
-            let mut m = Measurement::new("active_ports", f64::from(active), "count");
-            m.fail = Some(f64::from(n));
-            results.insert(
-                0,
-                CheckResult::new(
-                    ID,
-                    status,
-                    format!(
-                        "{active} of {} RDMA port(s) ACTIVE, the profile expects {n}",
-                        ports.len()
-                    ),
-                )
-                .measure(m),
-            );
-        }
-        results
     }
 }
 
+/// What the check reads, before it judges.
+struct Facts {
+    /// Every port with its HCA model (the model groups siblings).
+    ports: Vec<(Option<String>, PortAttrs)>,
+    /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
+    survey: Option<Survey>,
+}
+
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        let devices = read_all_ports(host)?;
+        let survey = devices.is_empty().then(|| Survey::read(host, Stack::Rdma));
+        let mut ports = Vec::new();
+        for (dev, dev_ports) in devices {
+            if dev_ports.is_empty() {
+                continue;
+            }
+            // One model that cannot be read leaves the sibling comparison unknown.
+            let model = read_hca_type(host, &dev)?;
+            ports.extend(dev_ports.into_iter().map(|p| (model.clone(), p)));
+        }
+        Ok(Facts { ports, survey })
+    }
+}
+
+fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
+    let ports = &facts.ports;
+    if let Some(survey) = &facts.survey {
+        let expected = expect.rdma_port_count.is_some_and(|n| n > 0);
+        if let Some(r) = survey.gate(ID, expected) {
+            return vec![r];
+        }
+    }
+    if ports.is_empty() {
+        let r = match expect.rdma_port_count {
+            Some(n) if n > 0 => {
+                CheckResult::fail(ID, format!("no RDMA port, the profile expects {n}"))
+            }
+            _ => CheckResult::skip(
+                ID,
+                format!("no RDMA port ({CLASS_INFINIBAND} is empty or absent)"),
+            ),
+        };
+        return vec![r];
+    }
+
+    // Sibling rule: the fastest active rate per HCA model.
+    let fastest = |model: &Option<String>| {
+        ports
+            .iter()
+            .filter(|(m, p)| m == model && p.is_active())
+            .filter_map(|(_, p)| p.parsed_rate().map(|r| r.gbps))
+            .fold(0.0_f64, f64::max)
+    };
+
+    let mut results = Vec::new();
+    for (model, port) in ports {
+        results.push(judge_port(expect, port, model, fastest(model)));
+    }
+
+    if let Some(n) = expect.rdma_port_count {
+        let active = ports.iter().filter(|(_, p)| p.is_active()).count() as u32;
+        let status = if active < n {
+            Status::Fail
+        } else {
+            Status::Pass
+        };
+        let mut m = Measurement::new("active_ports", f64::from(active), "count");
+        m.fail = Some(f64::from(n));
+        results.insert(
+            0,
+            CheckResult::new(
+                ID,
+                status,
+                format!(
+                    "{active} of {} RDMA port(s) ACTIVE, the profile expects {n}",
+                    ports.len()
+                ),
+            )
+            .measure(m),
+        );
+    }
+    results
+}
+
 fn judge_port(
-    cx: &Context<'_>,
+    expect: &Expect,
     port: &PortAttrs,
     model: &Option<String>,
     siblings_fastest: f64,
 ) -> CheckResult {
-    let expect = &cx.profile.expect;
-    let mut failures: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let mut fixes: Vec<&str> = Vec::new();
-    let text = |r: &Result<String, crate::host::ReadError>| match r {
+    let mut f = Findings::default();
+    let text = |r: &Result<String, ReadError>| match r {
         Ok(s) => s.clone(),
         Err(e) => e.reason(),
     };
 
     let up = port.is_active() && port.is_link_up();
     if !up {
-        failures.push(format!(
-            "port is {} / {}",
-            text(&port.state),
-            text(&port.phys_state)
-        ));
-        fixes.push("check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); an INIT port needs a subnet manager");
+        f.fail(
+            format!(
+                "port is {} / {}",
+                text(&port.state),
+                text(&port.phys_state)
+            ),
+            "check the cable and the switch port (`ibstat`, `mlxlink -d <dev> -m`); an INIT port needs a subnet manager",
+        );
     }
 
     let layer = port.link_layer.as_deref().unwrap_or("<unreadable>");
@@ -153,8 +170,8 @@ fn judge_port(
                 LinkLayer::Infiniband => "InfiniBand",
                 LinkLayer::Ethernet => "Ethernet",
             };
-            failures.push(format!("link layer {layer}, the profile expects {want}"));
-            fixes.push(
+            f.fail(
+                format!("link layer {layer}, the profile expects {want}"),
                 "set the port type with `mlxconfig -d <dev> set LINK_TYPE_P1=1|2` and reboot",
             );
         }
@@ -163,25 +180,26 @@ fn judge_port(
     let rate = port.parsed_rate();
     let mut measurement = None;
     match &rate {
-        None => warnings.push(format!("rate not recognised: {}", text(&port.rate))),
+        None => f.warn(format!("rate not recognised: {}", text(&port.rate)), ""),
         Some(r) if up => {
             let mut m = Measurement::new("rate", r.gbps, "Gb/s");
             if let Some(min) = expect.rdma_min_rate_gbps {
                 m.fail = Some(min);
                 if r.gbps < min {
-                    failures.push(format!(
-                        "rate {} Gb/s below the profile minimum {min} Gb/s",
-                        r.gbps
-                    ));
-                    fixes.push("reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lanes down");
+                    f.fail(
+                        format!("rate {} Gb/s below the profile minimum {min} Gb/s", r.gbps),
+                        "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lanes down",
+                    );
                 }
             } else if r.gbps < siblings_fastest {
                 m.warn = Some(siblings_fastest);
-                warnings.push(format!(
-                    "rate {} Gb/s below its siblings of the same HCA model ({siblings_fastest} Gb/s)",
-                    r.gbps
-                ));
-                fixes.push("compare cables and switch ports with the faster siblings (`mlxlink -d <dev> -m`)");
+                f.warn(
+                    format!(
+                        "rate {} Gb/s below its siblings of the same HCA model ({siblings_fastest} Gb/s)",
+                        r.gbps
+                    ),
+                    "compare cables and switch ports with the faster siblings (`mlxlink -d <dev> -m`)",
+                );
             }
             measurement = Some(m);
         }
@@ -193,8 +211,10 @@ fn judge_port(
             match value.as_deref().ok().and_then(parse_lid) {
                 Some(l) if l != 0 && l != 0xffff => {}
                 _ => {
-                    failures.push(format!("invalid {name} {}", text(value)));
-                    fixes.push("no subnet manager reachable: check opensm/UFM and the switch port");
+                    f.fail(
+                        format!("invalid {name} {}", text(value)),
+                        "no subnet manager reachable: check opensm/UFM and the switch port",
+                    );
                 }
             }
         }
@@ -202,18 +222,11 @@ fn judge_port(
 
     let rate_text = text(&port.rate);
     let subject = port.subject();
-    let mut r = if !failures.is_empty() {
-        CheckResult::fail(ID, failures.join("; "))
-    } else if !warnings.is_empty() {
-        CheckResult::warn(ID, warnings.join("; "))
-    } else {
-        CheckResult::pass(ID, format!("ACTIVE, LinkUp, {rate_text}, {layer}"))
-    }
-    .subject(subject);
-    fixes.dedup();
-    if !fixes.is_empty() {
-        r = r.fix(fixes.join("; "));
-    }
+    let summary = match f.status() {
+        Status::Pass => format!("ACTIVE, LinkUp, {rate_text}, {layer}"),
+        _ => f.deciding(),
+    };
+    let mut r = f.apply(CheckResult::pass(ID, summary)).subject(subject);
     if let Some(m) = measurement {
         r = r.measure(m);
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::dynlib::Library;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::threshold::{Limit, PORT_RATE_PCT};
 use crate::transfer_verdict::{gbps_text, judge_leg, LegRule, LinkRate, Percentile};
@@ -33,44 +33,36 @@ pub(super) fn registered_bytes() -> u64 {
     PLAN.region_bytes() as u64
 }
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RDMA loopback per ACTIVE port in host memory: WRITE/READ Gb/s, SEND/RECV latency p50/p99, data checked",
+    needs: &[Need::RdmaDevice],
+    kind: Kind::Active,
+    libraries: &[Library::Verbs],
+    timeout: Duration::from_secs(30),
+    explain: Explain {
+        reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \
+                /sys/class/infiniband/<dev>/{device,ports/<n>/{state,link_layer,rate,gids,gid_attrs/types}}; \
+                then per ACTIVE port: ibv_reg_mr on 4 MiB of host memory, two RC QPs connected to each other \
+                (RoCE v2 GID or LID), RDMA WRITE and RDMA READ of 256 KiB x 8 in flight (up to 4096 each or \
+                1 s), 8-byte SEND/RECV ping-pong x 1000 (half the round trip, as ib_send_lat); every \
+                transfer's sequence stamps checked on completion and every slot compared after each phase",
+        why: "A port can be ACTIVE and still not move data: a missing provider library, a memlock limit that \
+              refuses registration, a RoCE GID on a dead netdev, a firmware that drops RDMA READs. Only \
+              moving bytes proves the path; the host-memory run is also the control that tells a GPUDirect \
+              fault (gdr.loopback) from a port fault.",
+        fixes: &[
+            ("registration refused", "raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK (see rdma.memlock)"),
+            ("no completion / transport retry exceeded", "the port drops RDMA traffic: check rdma.link, rdma.roce (GID, MTU, PFC), cable and firmware"),
+            ("bandwidth below the profile's fraction of the port rate", "check the PCIe link of the NIC (pcie.link), NUMA placement, firmware; compare with `ib_write_bw` between two ports"),
+            ("data mismatch", "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"),
+        ],
+    },
+};
+
 impl Probe for RdmaLoopback {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RDMA loopback per ACTIVE port in host memory: WRITE/READ Gb/s, SEND/RECV latency p50/p99, data checked"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Active
-    }
-    fn libraries(&self) -> &'static [Library] {
-        &[Library::Verbs]
-    }
-    fn default_timeout(&self) -> Duration {
-        Duration::from_secs(30)
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "ibv_get_device_list through sideway/rdma-mummy-sys (libibverbs dlopened at run time), \
-                    /sys/class/infiniband/<dev>/{device,ports/<n>/{state,link_layer,rate,gids,gid_attrs/types}}; \
-                    then per ACTIVE port: ibv_reg_mr on 4 MiB of host memory, two RC QPs connected to each other \
-                    (RoCE v2 GID or LID), RDMA WRITE and RDMA READ of 256 KiB x 8 in flight (up to 4096 each or \
-                    1 s), 8-byte SEND/RECV ping-pong x 1000 (half the round trip, as ib_send_lat); every \
-                    transfer's sequence stamps checked on completion and every slot compared after each phase",
-            why: "A port can be ACTIVE and still not move data: a missing provider library, a memlock limit that \
-                  refuses registration, a RoCE GID on a dead netdev, a firmware that drops RDMA READs. Only \
-                  moving bytes proves the path; the host-memory run is also the control that tells a GPUDirect \
-                  fault (gdr.loopback) from a port fault.",
-            fixes: &[
-                ("registration refused", "raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK (see rdma.memlock)"),
-                ("no completion / transport retry exceeded", "the port drops RDMA traffic: check rdma.link, rdma.roce (GID, MTU, PFC), cable and firmware"),
-                ("bandwidth below the profile's fraction of the port rate", "check the PCIe link of the NIC (pcie.link), NUMA placement, firmware; compare with `ib_write_bw` between two ports"),
-                ("data mismatch", "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -3,7 +3,7 @@
 use super::rdma_loopback::registered_bytes;
 use crate::host::Host;
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
 use crate::sysfs::infiniband::read_device_names;
 
@@ -19,22 +19,23 @@ const FIX: &str = "raise the limit for the workload: `ulimit -l unlimited` / `Li
 `--ulimit memlock=-1:-1` (Docker) / `* - memlock unlimited` in /etc/security/limits.conf; or grant CAP_IPC_LOCK \
 (Kubernetes: securityContext.capabilities.add: [IPC_LOCK])";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RLIMIT_MEMLOCK and CAP_IPC_LOCK of this process allow RDMA memory registration",
+    explain: Explain {
+        reads: "getrlimit(RLIMIT_MEMLOCK) and CapEff from /proc/self/status of this very process (not the root \
+                tree: the limit that matters is the one the workload inherits)",
+        why: "ibv_reg_mr pins memory and counts it against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. \
+              Containers often get 8 MiB; registration then fails with ENOMEM and NCCL silently falls back to \
+              TCP sockets.",
+        fixes: &[("memlock limit too low and no CAP_IPC_LOCK", FIX)],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaMemlock {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RLIMIT_MEMLOCK and CAP_IPC_LOCK of this process allow RDMA memory registration"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "getrlimit(RLIMIT_MEMLOCK) and CapEff from /proc/self/status of this very process (not the root \
-                    tree: the limit that matters is the one the workload inherits)",
-            why: "ibv_reg_mr pins memory and counts it against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. \
-                  Containers often get 8 MiB; registration then fails with ENOMEM and NCCL silently falls back to \
-                  TCP sockets.",
-            fixes: &[("memlock limit too low and no CAP_IPC_LOCK", FIX)],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {

@@ -1,9 +1,11 @@
 //! `rdma.roce`: for Ethernet (RoCE) ports, a RoCE v2 GID on an up netdev whose MTU carries the RoCE MTU the
 //! profile wants; reports the GID index NCCL should use.
 
-use crate::host::ReadError;
+use crate::host::{Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::probes::gpu_facts::Findings;
+use crate::profile::Expect;
 use crate::sysfs::infiniband::{
     gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid, read_gid_indices,
     read_gid_ndev, read_gid_type, PortAttrs,
@@ -37,73 +39,120 @@ struct Gid {
     ndev: Option<String>,
 }
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL",
+    needs: &[Need::RdmaDevice],
+    explain: Explain {
+        reads: "/sys/class/infiniband/<dev>/ports/<n>/{link_layer,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>} \
+                (EINVAL on empty slots is normal), /sys/class/net/<if>/{operstate,mtu}",
+        why: "RoCE v2 (routable, UDP) needs a v2 GID with an IP address; without one NCCL either picks a v1/link-local \
+              GID that does not route or fails to connect. A netdev MTU of 1500 limits the RoCE MTU to 1024 \
+              bytes, costing bandwidth on every message. NCCL_IB_GID_INDEX must name the v2 GID.",
+        fixes: &[
+            ("no RoCE v2 GID", "assign an IP address to the port's netdev (`ip addr add ... dev <if>`); check `cma_roce_mode -d <dev> -p 1 -m 2`"),
+            ("netdev down", "`ip link set <if> up`; check the switch port"),
+            ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for RdmaRoce {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<dev>/ports/<n>/{link_layer,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>} \
-                    (EINVAL on empty slots is normal), /sys/class/net/<if>/{operstate,mtu}",
-            why: "RoCE v2 (routable, UDP) needs a v2 GID with an IP address; without one NCCL either picks a v1/link-local \
-                  GID that does not route or fails to connect. A netdev MTU of 1500 limits the RoCE MTU to 1024 \
-                  bytes, costing bandwidth on every message. NCCL_IB_GID_INDEX must name the v2 GID.",
-            fixes: &[
-                ("no RoCE v2 GID", "assign an IP address to the port's netdev (`ip addr add ... dev <if>`); check `cma_roce_mode -d <dev> -p 1 -m 2`"),
-                ("netdev down", "`ip link set <if> up`; check the switch port"),
-                ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match read_all_ports(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let ethernet: Vec<&PortAttrs> = devices
+        match Facts::read(cx.host) {
+            Ok(facts) => judge(&facts, &cx.profile.expect),
+            Err(e) => vec![CheckResult::read_error(ID, &e)],
+        }
+    }
+}
+
+/// What the check reads, before it judges.
+struct Facts {
+    /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
+    survey: Option<Survey>,
+    devices_listed: bool,
+    /// The Ethernet ports, each with what was read behind it (or the read that failed).
+    ports: Vec<(PortAttrs, Result<PortFacts, ReadError>)>,
+}
+
+/// One Ethernet port's GIDs and the netdev behind the GID NCCL would use.
+struct PortFacts {
+    gids: Vec<Gid>,
+    evidence: Vec<String>,
+    /// The netdev carrying the chosen RoCE v2 GID; none when no GID is RoCE v2 or no netdev carries it.
+    netdev: Option<Netdev>,
+}
+
+struct Netdev {
+    name: String,
+    operstate: Result<String, ReadError>,
+    mtu: Result<u32, ReadError>,
+}
+
+impl Facts {
+    fn read(host: &Host) -> Result<Facts, ReadError> {
+        let devices = read_all_ports(host)?;
+        let survey = devices.is_empty().then(|| Survey::read(host, Stack::Rdma));
+        let ports = devices
             .iter()
             .flat_map(|(_, ports)| ports.iter())
             .filter(|p| p.is_ethernet())
+            .map(|p| (p.clone(), PortFacts::read(host, p)))
             .collect();
-        if devices.is_empty() {
-            if let Some(r) = Survey::read(cx.host, Stack::Rdma).gate(ID, false) {
-                return vec![r];
-            }
-        }
-        if ethernet.is_empty() {
-            let why = if devices.is_empty() {
-                "no RDMA device".to_string()
-            } else {
-                "no RDMA port with the Ethernet link layer (RoCE does not apply to InfiniBand ports)".to_string()
-            };
-            return vec![CheckResult::skip(ID, why)];
-        }
-        ethernet.into_iter().map(|p| judge_port(cx, p)).collect()
+        Ok(Facts {
+            survey,
+            devices_listed: !devices.is_empty(),
+            ports,
+        })
+    }
+}
+
+impl PortFacts {
+    fn read(host: &Host, port: &PortAttrs) -> Result<PortFacts, ReadError> {
+        let mut evidence = Vec::new();
+        let gids = read_gids(host, port, &mut evidence)?;
+        let ifname = match chosen_gid(&gids) {
+            None => None,
+            Some(Gid { ndev: Some(n), .. }) => Some(n.clone()),
+            // Without a netdev in the GID's attributes, the PCI function's first netdev carries it.
+            Some(_) => crate::sysfs::infiniband::read_device_bdf(host, &port.device)
+                .map(|bdf| net::read_pci_netdevs(host, &bdf))
+                .transpose()?
+                .and_then(|n| n.into_iter().next()),
+        };
+        let netdev = ifname.map(|name| Netdev {
+            operstate: net::read_operstate(host, &name),
+            mtu: net::read_mtu(host, &name),
+            name,
+        });
+        Ok(PortFacts {
+            gids,
+            evidence,
+            netdev,
+        })
     }
 }
 
 /// Every populated GID slot of the port; a slot, type or netdev that cannot be read is the error: it may be the
 /// RoCE v2 GID NCCL would pick.
 fn read_gids(
-    cx: &Context<'_>,
+    host: &Host,
     port: &PortAttrs,
     evidence: &mut Vec<String>,
 ) -> Result<Vec<Gid>, ReadError> {
     let dir = port_dir(&port.device, port.port);
     let mut gids = Vec::new();
-    for index in read_gid_indices(cx.host, &port.device, port.port)? {
-        let Some(gid) = read_gid(cx.host, &port.device, port.port, index)? else {
+    for index in read_gid_indices(host, &port.device, port.port)? {
+        let Some(gid) = read_gid(host, &port.device, port.port, index)? else {
             continue;
         };
-        let gid_type = read_gid_type(cx.host, &port.device, port.port, index)?;
-        let ndev = read_gid_ndev(cx.host, &port.device, port.port, index)?;
+        let gid_type = read_gid_type(host, &port.device, port.port, index)?;
+        let ndev = read_gid_ndev(host, &port.device, port.port, index)?;
         evidence.push(format!(
             "{dir}/gids/{index} = {gid} ({}, {})",
             gid_type.as_deref().unwrap_or("no type"),
@@ -119,129 +168,137 @@ fn read_gids(
     Ok(gids)
 }
 
-fn judge_port(cx: &Context<'_>, port: &PortAttrs) -> CheckResult {
-    let subject = port.subject();
-    let mut evidence = Vec::new();
-    let gids = match read_gids(cx, port, &mut evidence) {
-        Ok(g) => g,
-        Err(e) => return CheckResult::read_error(ID, &e).subject(subject),
-    };
+/// The RoCE v2 GID NCCL would use: a routable address, IPv4-mapped first, then global IPv6; link-local only as
+/// a last resort.
+fn chosen_gid(gids: &[Gid]) -> Option<&Gid> {
     let v2: Vec<&Gid> = gids
         .iter()
         .filter(|g| g.gid_type.as_deref() == Some("RoCE v2"))
         .collect();
-    // NCCL wants a routable address: IPv4-mapped first, then global IPv6; link-local only as a last resort.
-    let chosen = v2
-        .iter()
+    v2.iter()
         .find(|g| gid_ipv4(&g.gid).is_some())
         .or_else(|| v2.iter().find(|g| !gid_is_link_local(&g.gid)))
         .or_else(|| v2.first())
-        .copied();
+        .copied()
+}
 
-    let Some(gid) = chosen else {
+fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
+    if let Some(r) = facts.survey.as_ref().and_then(|s| s.gate(ID, false)) {
+        return vec![r];
+    }
+    if facts.ports.is_empty() {
+        let why = if !facts.devices_listed {
+            "no RDMA device".to_string()
+        } else {
+            "no RDMA port with the Ethernet link layer (RoCE does not apply to InfiniBand ports)"
+                .to_string()
+        };
+        return vec![CheckResult::skip(ID, why)];
+    }
+    facts
+        .ports
+        .iter()
+        .map(|(port, read)| match read {
+            Ok(f) => judge_port(port, f, expect),
+            Err(e) => CheckResult::read_error(ID, e).subject(port.subject()),
+        })
+        .collect()
+}
+
+fn judge_port(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResult {
+    let subject = port.subject();
+    let mut evidence = facts.evidence.clone();
+    let Some(gid) = chosen_gid(&facts.gids) else {
         let mut r = CheckResult::fail(
             ID,
-            format!("no RoCE v2 GID ({} populated GID slot(s), none of type RoCE v2)", gids.len()),
+            format!("no RoCE v2 GID ({} populated GID slot(s), none of type RoCE v2)", facts.gids.len()),
         )
         .subject(subject)
         .fix("assign an IPv4/IPv6 address to the port's netdev; make sure RoCE v2 is enabled (`cma_roce_mode -d <dev> -p 1 -m 2`)");
         r.evidence = evidence;
         return r;
     };
-
-    // Without a netdev in the GID's attributes, the PCI function's first netdev carries it.
-    let ifname = match &gid.ndev {
-        Some(n) => Some(n.clone()),
-        None => match crate::sysfs::infiniband::read_device_bdf(cx.host, &port.device)
-            .map(|bdf| net::read_pci_netdevs(cx.host, &bdf))
-            .transpose()
-        {
-            Ok(netdevs) => netdevs.and_then(|n| n.into_iter().next()),
-            Err(e) => return CheckResult::read_error(ID, &e).subject(subject.clone()),
-        },
-    };
     let address = gid_ipv4(&gid.gid).unwrap_or_else(|| gid.gid.clone());
-    let mut failures: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let mut fixes: Vec<String> = Vec::new();
+    let mut f = Findings::default();
     let mut measurements = vec![Measurement::new("gid_index", f64::from(gid.index), "index")];
 
-    match &ifname {
-        None => failures.push("no netdev behind the RoCE v2 GID".into()),
-        Some(ifname) => {
-            match net::read_operstate(cx.host, ifname) {
+    match &facts.netdev {
+        None => f.fail("no netdev behind the RoCE v2 GID", ""),
+        Some(Netdev {
+            name: ifname,
+            operstate,
+            mtu,
+        }) => {
+            match operstate {
                 Ok(state) => {
                     evidence.push(format!("{CLASS_NET}/{ifname}/operstate = {state}"));
                     if state != "up" {
-                        failures.push(format!("netdev {ifname} is {state}"));
-                        fixes.push(format!("`ip link set {ifname} up`; check the switch port"));
+                        f.fail(
+                            format!("netdev {ifname} is {state}"),
+                            format!("`ip link set {ifname} up`; check the switch port"),
+                        );
                     }
                 }
-                Err(e) => failures.push(format!("netdev {ifname}: {e}")),
+                Err(e) => f.fail(format!("netdev {ifname}: {e}"), ""),
             }
-            match net::read_mtu(cx.host, ifname) {
+            match mtu {
                 Ok(mtu) => {
+                    let mtu = *mtu;
                     evidence.push(format!("{CLASS_NET}/{ifname}/mtu = {mtu}"));
                     let active = active_roce_mtu(mtu);
                     let mut m_mtu = Measurement::new("netdev_mtu", f64::from(mtu), "bytes");
                     let mut m_active = Measurement::new("roce_mtu", f64::from(active), "bytes");
-                    match cx.profile.expect.roce_mtu {
+                    let fix = if active < 4096 {
+                        format!(
+                            "`ip link set {ifname} mtu 9000` and persist it; allow jumbo frames on the switch ports"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    match expect.roce_mtu {
                         Some(want) => {
                             m_active.fail = Some(f64::from(want));
                             if active < want {
-                                failures.push(format!(
-                                    "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active}, the profile wants {want}"
-                                ));
+                                f.fail(
+                                    format!(
+                                        "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active}, the profile wants {want}"
+                                    ),
+                                    fix,
+                                );
                             }
                         }
                         None => {
                             m_mtu.warn = Some(f64::from(RECOMMENDED_NETDEV_MTU));
                             if mtu < RECOMMENDED_NETDEV_MTU {
-                                warnings.push(format!(
-                                    "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active} (4096 needs >= {RECOMMENDED_NETDEV_MTU})"
-                                ));
+                                f.warn(
+                                    format!(
+                                        "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active} (4096 needs >= {RECOMMENDED_NETDEV_MTU})"
+                                    ),
+                                    fix,
+                                );
                             }
                         }
-                    }
-                    if active < 4096 {
-                        fixes.push(format!(
-                            "`ip link set {ifname} mtu 9000` and persist it; allow jumbo frames on the switch ports"
-                        ));
                     }
                     measurements.push(m_mtu);
                     measurements.push(m_active);
                 }
-                Err(e) => failures.push(format!("netdev {ifname}: {e}")),
+                Err(e) => f.fail(format!("netdev {ifname}: {e}"), ""),
             }
         }
     }
+    let ifname = facts.netdev.as_ref().map(|n| n.name.as_str());
 
     let nccl = format!("NCCL_IB_GID_INDEX={}", gid.index);
-    let mut r = if !failures.is_empty() {
-        CheckResult::fail(
-            ID,
-            format!(
-                "{} (RoCE v2 GID {} = {address})",
-                failures.join("; "),
-                gid.index
-            ),
-        )
-    } else if !warnings.is_empty() {
-        CheckResult::warn(ID, format!("{} ({nccl})", warnings.join("; ")))
-    } else {
-        CheckResult::pass(
-            ID,
-            format!(
-                "RoCE v2 GID {} = {address} on {} (up), RoCE MTU 4096; use {nccl}",
-                gid.index,
-                ifname.as_deref().unwrap_or("?")
-            ),
-        )
-    }
-    .subject(subject);
-    if !fixes.is_empty() {
-        r = r.fix(fixes.join("; "));
-    }
+    let summary = match f.status() {
+        Status::Fail => format!("{} (RoCE v2 GID {} = {address})", f.deciding(), gid.index),
+        Status::Pass => format!(
+            "RoCE v2 GID {} = {address} on {} (up), RoCE MTU 4096; use {nccl}",
+            gid.index,
+            ifname.unwrap_or("?")
+        ),
+        _ => format!("{} ({nccl})", f.deciding()),
+    };
+    let mut r = f.apply(CheckResult::pass(ID, summary)).subject(subject);
     r.measurements = measurements;
     r.evidence = evidence;
     r.note(format!("GID index NCCL should use: {nccl}"))

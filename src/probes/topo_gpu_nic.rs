@@ -1,8 +1,8 @@
 //! `topo.gpu_nic`: each GPU has an RDMA NIC close enough for GPUDirect RDMA (PIX or PXB, as `nvidia-smi topo -m`
 //! labels it).
 
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, Status};
-use crate::profile::PcieDistance;
+use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::profile::{Expect, PcieDistance};
 use crate::topology::{numa_label, PciTree, Role};
 
 pub struct TopoGpuNic;
@@ -12,28 +12,27 @@ const ID: &str = "topo.gpu_nic";
 /// NCCL's default GDR distance limit (`NCCL_NET_GDR_LEVEL`): PXB.
 const DEFAULT_MAX: PcieDistance = PcieDistance::PXB;
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "Each GPU has an RDMA NIC within PIX/PXB on the PCIe tree (nvidia-smi topo -m distance)",
+    needs: &[Need::Gpu, Need::RdmaDevice],
+    explain: Explain {
+        reads: "canonical sysfs paths of /sys/bus/pci/devices/* (host bridge, root port and switch chain), numa_node, \
+                /sys/class/infiniband/<dev>/device (which PCI function is which NIC)",
+        why: "NCCL uses GPUDirect RDMA only when the NIC is within NCCL_NET_GDR_LEVEL of the GPU (PXB by default). \
+              A GPU whose nearest NIC is across the host bridge, another root complex or the CPU interconnect \
+              (PHB, NODE, SYS) stages every network transfer through host memory; across sockets the bandwidth \
+              roughly halves.",
+        fixes: &[
+            ("GPU without a NIC at PIX/PXB", "move the NIC to a slot behind the GPU's PCIe switch (see `fabric-preflight topo`), or check the BIOS PCIe slot/bifurcation mapping; as a stopgap NCCL_NET_GDR_LEVEL=SYS (slower)"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for TopoGpuNic {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "Each GPU has an RDMA NIC within PIX/PXB on the PCIe tree (nvidia-smi topo -m distance)"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::RdmaDevice]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "canonical sysfs paths of /sys/bus/pci/devices/* (host bridge, root port and switch chain), numa_node, \
-                    /sys/class/infiniband/<dev>/device (which PCI function is which NIC)",
-            why: "NCCL uses GPUDirect RDMA only when the NIC is within NCCL_NET_GDR_LEVEL of the GPU (PXB by default). \
-                  A GPU whose nearest NIC is across the host bridge, another root complex or the CPU interconnect \
-                  (PHB, NODE, SYS) stages every network transfer through host memory; across sockets the bandwidth \
-                  roughly halves.",
-            fixes: &[
-                ("GPU without a NIC at PIX/PXB", "move the NIC to a slot behind the GPU's PCIe switch (see `fabric-preflight topo`), or check the BIOS PCIe slot/bifurcation mapping; as a stopgap NCCL_NET_GDR_LEVEL=SYS (slower)"),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -41,11 +40,11 @@ impl Probe for TopoGpuNic {
             Ok(t) => t,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        tree.completed(ID, judge(cx, &tree))
+        tree.completed(ID, judge(&tree, &cx.profile.expect))
     }
 }
 
-fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
+fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
     let gpus = tree.with_role(Role::Gpu);
     let nics = tree.rdma_nics();
     if gpus.is_empty() || nics.is_empty() {
@@ -61,7 +60,6 @@ fn judge(cx: &Context<'_>, tree: &PciTree) -> Vec<CheckResult> {
             ),
         )];
     }
-    let expect = &cx.profile.expect;
     let max = expect.gpu_nic_max_distance.unwrap_or(DEFAULT_MAX);
     let too_far = if expect.gpu_nic_distance_fails == Some(true) {
         Status::Fail

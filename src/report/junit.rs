@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::{describe_measurement, RunReport};
-use crate::probe::{AnswerSource, CheckResult, Status};
+use crate::model::{AnswerSource, CheckResult, Status};
 
 const SUITE: &str = "fabric-preflight";
 
@@ -38,7 +38,7 @@ pub fn render(report: &RunReport) -> String {
     x.push_str("    <properties>\n");
     for (name, value) in [
         ("profile", report.profile.as_str()),
-        ("status", report.status.as_str()),
+        ("status", report.status().as_str()),
         ("version", report.tool.version.as_str()),
         ("kernel", report.host.kernel.as_str()),
         ("root", report.host.root.as_str()),

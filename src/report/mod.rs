@@ -6,8 +6,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{AnswerSource, CheckResult, Measurement, Status};
-use crate::threshold::worst;
+use crate::model::{AnswerSource, CheckResult, Measurement, Status};
 
 pub mod file;
 pub mod json;
@@ -19,7 +18,9 @@ pub mod termination;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A finished run. Its verdict is not stored: [`RunReport::status`] and [`RunReport::exit_code`] are computed
+/// from the results each time (the JSON report carries both; reading one back ignores them).
+#[derive(Debug, Clone, Deserialize)]
 pub struct RunReport {
     pub schema_version: u32,
     pub tool: ToolInfo,
@@ -29,21 +30,74 @@ pub struct RunReport {
     pub profile_selection: Option<Selection>,
     /// When the run started, RFC 3339 in UTC to the second.
     pub timestamp: String,
-    /// `pass`, `warn`, `fail` or `error` (skips count as pass).
-    pub status: Status,
     /// `--strict`: warnings fail the run (JUnit counts them as failures, the termination log says so).
     pub strict: bool,
-    /// The exit code this verdict gives (see [`crate::exit`]).
-    pub exit_code: u8,
     pub duration_ms: u64,
     pub checks: Vec<CheckResult>,
     /// Where library answers come from on this run: `live` (the libraries are called, also under a `--root`
     /// without `vendor-answers.json`) or `recorded`. Each result built on them carries its own mark too.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub library_answers: Option<AnswerSource>,
     /// The signal (`SIGTERM`, `SIGINT`) that stopped the run early; the checks it cut short are errors.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub interrupted: Option<String>,
+}
+
+/// The JSON form of a [`RunReport`], field order as the README documents it.
+#[derive(Serialize)]
+struct Wire<'a> {
+    schema_version: u32,
+    tool: &'a ToolInfo,
+    host: &'a HostInfo,
+    profile: &'a str,
+    profile_selection: &'a Option<Selection>,
+    timestamp: &'a str,
+    /// `pass`, `warn`, `fail` or `error` (skips count as pass).
+    status: Status,
+    strict: bool,
+    /// The exit code this verdict gives (see [`crate::exit`]).
+    exit_code: u8,
+    duration_ms: u64,
+    checks: &'a [CheckResult],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    library_answers: Option<AnswerSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupted: Option<&'a str>,
+}
+
+impl Serialize for RunReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Destructured without `..`: a field added to RunReport does not compile until it is written here too.
+        let RunReport {
+            schema_version,
+            tool,
+            host,
+            profile,
+            profile_selection,
+            timestamp,
+            strict,
+            duration_ms,
+            checks,
+            library_answers,
+            interrupted,
+        } = self;
+        Wire {
+            schema_version: *schema_version,
+            tool,
+            host,
+            profile,
+            profile_selection,
+            timestamp,
+            status: self.status(),
+            strict: *strict,
+            exit_code: self.exit_code(),
+            duration_ms: *duration_ms,
+            checks,
+            library_answers: *library_answers,
+            interrupted: interrupted.as_deref(),
+        }
+        .serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,8 +126,7 @@ impl RunReport {
         duration_ms: u64,
         checks: Vec<CheckResult>,
     ) -> Self {
-        let status = overall(&checks);
-        let mut report = RunReport {
+        RunReport {
             schema_version: SCHEMA_VERSION,
             tool: ToolInfo {
                 name: env!("CARGO_PKG_NAME").into(),
@@ -84,23 +137,28 @@ impl RunReport {
             profile,
             profile_selection: None,
             timestamp: rfc3339(SystemTime::now()),
-            status,
             strict: false,
-            exit_code: 0,
             duration_ms,
             checks,
             library_answers: None,
             interrupted: None,
-        };
-        report.exit_code = crate::exit::for_run(&report, false);
-        report
+        }
     }
 
-    /// Judges warnings as failures (`--strict`); the exit code follows.
+    /// Judges warnings as failures (`--strict`).
     pub fn with_strict(mut self, strict: bool) -> Self {
         self.strict = strict;
-        self.exit_code = crate::exit::for_run(&self, strict);
         self
+    }
+
+    /// `pass`, `warn`, `fail` or `error` (skips count as pass).
+    pub fn status(&self) -> Status {
+        overall(&self.checks)
+    }
+
+    /// The exit code these results give (see [`crate::exit::for_checks`]).
+    pub fn exit_code(&self) -> u8 {
+        crate::exit::for_checks(&self.checks, self.strict)
     }
 
     /// The results that make the run fail: failures and errors, and warnings under `--strict`.
@@ -132,7 +190,7 @@ impl RunReport {
     /// One result of every status, with subjects, evidence, measurements (one replayed) and fixes.
     #[cfg(test)]
     pub fn sample_for_tests() -> Self {
-        let limit = crate::threshold::Limit::new(Some(200.0), Some(100.0));
+        let limit = crate::model::Limit::new(Some(200.0), Some(100.0));
         RunReport::new(
             HostInfo {
                 hostname: "gpu-node-07".into(),
@@ -190,20 +248,7 @@ pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// fail > error > warn > pass; a skip is not a problem on its own.
-pub fn overall(checks: &[CheckResult]) -> Status {
-    let s = worst(checks.iter().map(|c| {
-        if c.status == Status::Skip {
-            Status::Pass
-        } else {
-            c.status
-        }
-    }));
-    match s {
-        Status::Skip => Status::Pass,
-        other => other,
-    }
-}
+pub use crate::model::overall;
 
 /// The upper-case status word the human-facing formats (table, termination log) show.
 pub fn label(status: Status) -> &'static str {

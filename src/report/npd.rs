@@ -1,16 +1,10 @@
 //! `--format npd`: Node Problem Detector's custom-plugin protocol. NPD takes the condition from the exit code
-//! (0 OK, 1 NonOK, 2 Unknown) and its message from stdout, cut at the plugin's `max_output_length`, so the one
-//! line starts with the verdict and the first check that caused it. Slurm's health check reuses the same line
-//! as a drain reason.
+//! (0 OK, 1 NonOK, 2 Unknown: [`crate::exit::for_npd`]) and its message from stdout, cut at the plugin's
+//! `max_output_length`, so the one line starts with the verdict and the first check that caused it. Slurm's
+//! health check reuses the same line as a drain reason.
 
 use super::termination::{one_line, problem_line, problems, truncate};
 use super::{label, RunReport};
-use crate::exit::Exit;
-
-/// NPD's codes for the custom-plugin protocol.
-pub const OK: u8 = 0;
-pub const NON_OK: u8 = 1;
-pub const UNKNOWN: u8 = 2;
 
 /// Longest message written: NPD shows it in a node condition, Slurm in a drain reason.
 pub const MAX_BYTES: usize = 200;
@@ -22,7 +16,7 @@ pub fn render(report: &RunReport) -> String {
     let line = match problems.first() {
         None => format!(
             "{}: {} checks (profile {})",
-            label(report.status),
+            label(report.status()),
             report.checks.len(),
             one_line(&report.profile)
         ),
@@ -37,20 +31,10 @@ pub fn render(report: &RunReport) -> String {
     text
 }
 
-/// The run's exit code in NPD's terms: a failure is NonOK, a check that could not run leaves the condition
-/// Unknown (as does a usage error, whose code 2 already is NPD's Unknown).
-pub fn exit_code(run_code: u8) -> u8 {
-    match run_code {
-        Exit::OK => OK,
-        Exit::CHECK_FAILED => NON_OK,
-        _ => UNKNOWN,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::CheckResult;
+    use crate::model::CheckResult;
 
     #[test]
     fn npd_sample_names_the_first_failure_and_counts_the_rest() {
@@ -90,13 +74,5 @@ mod tests {
         let text = render(&report);
         assert!(text.len() <= MAX_BYTES + 1, "{} bytes", text.len());
         assert_eq!(text.lines().count(), 1);
-    }
-
-    #[test]
-    fn npd_exit_codes_follow_the_plugin_protocol() {
-        assert_eq!(exit_code(Exit::OK), 0);
-        assert_eq!(exit_code(Exit::CHECK_FAILED), 1);
-        assert_eq!(exit_code(Exit::COULD_NOT_RUN), 2);
-        assert_eq!(exit_code(Exit::USAGE), 2);
     }
 }

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::RunReport;
-use crate::probe::{Measurement, Status};
+use crate::model::{Measurement, Status};
 
 const PREFIX: &str = "fabric_preflight_";
 const INFO: &str = "fabric_preflight_info";
@@ -195,7 +195,7 @@ pub fn render(report: &RunReport) -> String {
             RUN_STATUS,
             "Overall result of the last fabric-preflight run: 1 for its status, 0 for the others.",
             &[("status", status.as_str())],
-            if report.status == status { 1.0 } else { 0.0 },
+            if report.status() == status { 1.0 } else { 0.0 },
         );
     }
     x.sample(
@@ -355,7 +355,7 @@ mod tests {
     use regex::Regex;
 
     use super::*;
-    use crate::probe::CheckResult;
+    use crate::model::CheckResult;
     use crate::report::HostInfo;
 
     /// Checks text against the exposition format (version 0.0.4) line by line: comment and sample syntax,

@@ -6,7 +6,7 @@ use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use owo_colors::OwoColorize;
 
 use super::{describe_measurement, in_order, label, RunReport, Style};
-use crate::probe::{CheckResult, Status};
+use crate::model::{CheckResult, Status};
 
 /// Below this the layout stops making sense; narrower terminals get lines this long.
 pub const MIN_WIDTH: u16 = 40;
@@ -64,7 +64,7 @@ pub fn render(report: &RunReport, style: Style) -> String {
             out.push('\n');
         }
     }
-    labelled(&mut out, report.status, &summary(report), style, width);
+    labelled(&mut out, report.status(), &summary(report), style, width);
     out
 }
 
@@ -389,7 +389,6 @@ mod tests {
             CheckResult::fail("a.two", "broken"),
             CheckResult::skip("a.three", "no HCA"),
         ];
-        report.status = Status::Fail;
         let text = render(&report, Style::PLAIN);
         assert!(
             text.contains("\n\nSKIP  a.one: no GPU\nSKIP  a.three: no HCA\n\nFAIL  "),

@@ -3,7 +3,7 @@
 //! warning (in that order), and a `… (N more)` line for what did not fit.
 
 use super::{in_order, label, RunReport};
-use crate::probe::{CheckResult, Status};
+use crate::model::{CheckResult, Status};
 
 /// Kubernetes truncates the termination message beyond this many bytes.
 pub const MAX_BYTES: usize = 4096;
@@ -17,14 +17,14 @@ pub fn render(report: &RunReport) -> String {
     // Under --strict a run with warnings exits 1 while its worst status may be WARN: say why.
     let note = if let Some(signal) = &report.interrupted {
         format!(" (interrupted by {signal})")
-    } else if report.strict && warnings > 0 && report.status != Status::Fail {
+    } else if report.strict && warnings > 0 && report.status() != Status::Fail {
         " (exit 1: --strict fails warnings)".to_string()
     } else {
         String::new()
     };
     let header = format!(
         "fabric-preflight {}{note}: {} checks, {} failed, {} errors, {} warnings (profile {})",
-        label(report.status),
+        label(report.status()),
         report.checks.len(),
         report.count(Status::Fail),
         report.count(Status::Error),
@@ -110,7 +110,7 @@ pub(super) fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::CheckResult;
+    use crate::model::CheckResult;
 
     #[test]
     fn termination_sample_lists_fail_error_warn_after_the_verdict() {
@@ -184,7 +184,6 @@ mod tests {
     fn termination_multiline_summary_stays_on_one_line() {
         let mut report = RunReport::empty_for_tests();
         report.checks = vec![CheckResult::error("a.b", "first\nsecond")];
-        report.status = Status::Error;
         assert_eq!(
             render(&report).lines().nth(1),
             Some("ERROR a.b: first second")
@@ -195,7 +194,6 @@ mod tests {
     fn termination_strict_with_warnings_says_why_the_exit_is_1() {
         let mut report = RunReport::empty_for_tests();
         report.checks = vec![CheckResult::warn("pcie.link", "x8")];
-        report.status = Status::Warn;
         report.strict = true;
         assert!(render(&report).starts_with(
             "fabric-preflight WARN (exit 1: --strict fails warnings): 1 checks, 0 failed, 0 errors, 1 warnings"

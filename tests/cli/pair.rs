@@ -478,7 +478,7 @@ fn a_ring_listener_refuses_a_node_that_is_not_its_predecessor() {
         node: format!("127.0.0.1:{}", ports[2]),
         ports: vec![],
         no_ports: Some(wire::NoPorts {
-            status: fabric_preflight::probe::Status::Skip,
+            status: fabric_preflight::model::Status::Skip,
             why: "none".into(),
         }),
     });

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::host::Host;
-use crate::probe::AnswerSource;
+use crate::model::AnswerSource;
 
 /// File name of the recording, at the top of a recorded root (beside `proc/` and `sys/`).
 pub const ANSWERS_FILE: &str = "vendor-answers.json";

@@ -1,0 +1,208 @@
+//! What a check returns: a verdict about one subject with its measurements, evidence and fix.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::limit::Limit;
+use super::status::{worst, AnswerSource, Status};
+
+/// A number the probe measured or read, with the limits it was judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub name: String,
+    /// JSON has no NaN/Infinity: serde_json writes them as `null`, which reads back as NaN.
+    #[serde(deserialize_with = "nan_from_null")]
+    pub value: f64,
+    pub unit: String,
+    pub warn: Option<f64>,
+    pub fail: Option<f64>,
+    /// True when the value comes from a recording (`--root` with vendor answers), not from this run.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+fn nan_from_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+impl Measurement {
+    pub fn new(name: &str, value: f64, unit: &str) -> Self {
+        Measurement {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            warn: None,
+            fail: None,
+            replayed: false,
+        }
+    }
+
+    pub fn judged_by(mut self, limit: &Limit) -> Self {
+        self.warn = limit.warn;
+        self.fail = limit.fail;
+        self
+    }
+
+    pub fn replayed(mut self, replayed: bool) -> Self {
+        self.replayed = replayed;
+        self
+    }
+}
+
+/// One verdict about one subject (a port, a GPU, a PCIe device, or the node when `subject` is empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub id: String,
+    pub subject: Option<String>,
+    pub status: Status,
+    pub summary: String,
+    pub measurements: Vec<Measurement>,
+    /// What was read: `host path = value` or `library call = answer`.
+    pub evidence: Vec<String>,
+    pub remediation: Option<String>,
+    pub duration_ms: u64,
+    /// Set when the result rests on library answers: were they live or recorded. Absent for results read from
+    /// files alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_answers: Option<AnswerSource>,
+}
+
+impl CheckResult {
+    pub fn new(id: &str, status: Status, summary: impl Into<String>) -> Self {
+        CheckResult {
+            id: id.into(),
+            subject: None,
+            status,
+            summary: summary.into(),
+            measurements: Vec::new(),
+            evidence: Vec::new(),
+            remediation: None,
+            duration_ms: 0,
+            library_answers: None,
+        }
+    }
+
+    pub fn pass(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Pass, summary)
+    }
+    pub fn warn(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Warn, summary)
+    }
+    pub fn fail(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Fail, summary)
+    }
+    pub fn skip(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Skip, summary)
+    }
+    pub fn error(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Error, summary)
+    }
+
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// `key = value`, where key is a host path or a library call.
+    pub fn evidence(mut self, key: &str, value: impl fmt::Display) -> Self {
+        self.evidence.push(format!("{key} = {value}"));
+        self
+    }
+
+    /// A free-form evidence line (a note that belongs with the readings, e.g. "GPUs downshift when idle").
+    pub fn note(mut self, line: impl Into<String>) -> Self {
+        self.evidence.push(line.into());
+        self
+    }
+
+    pub fn measure(mut self, m: Measurement) -> Self {
+        self.measurements.push(m);
+        self
+    }
+
+    pub fn fix(mut self, remediation: impl Into<String>) -> Self {
+        self.remediation = Some(remediation.into());
+        self
+    }
+}
+
+/// Problems found while judging one subject; the worst decides the status.
+#[derive(Debug, Default)]
+pub struct Findings {
+    problems: Vec<(Status, String)>,
+    fixes: Vec<String>,
+}
+
+impl Findings {
+    pub fn fail(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
+        self.add(Status::Fail, problem, fix);
+    }
+
+    pub fn warn(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
+        self.add(Status::Warn, problem, fix);
+    }
+
+    pub fn add(&mut self, status: Status, problem: impl Into<String>, fix: impl Into<String>) {
+        if status == Status::Pass {
+            return;
+        }
+        self.problems.push((status, problem.into()));
+        let fix = fix.into();
+        if !fix.is_empty() && !self.fixes.contains(&fix) {
+            self.fixes.push(fix);
+        }
+    }
+
+    /// A reading the verdict rests on that could not be taken: an error, so the check never passes without it.
+    pub fn unread(&mut self, what: &str, why: impl std::fmt::Display) {
+        self.add(Status::Error, format!("{what} not read ({why})"), "");
+    }
+
+    /// The worst problem's status; pass when none was found.
+    pub fn status(&self) -> Status {
+        worst(self.problems.iter().map(|(s, _)| *s))
+    }
+
+    /// Every problem in the order found, joined by `; `.
+    pub fn listed(&self) -> String {
+        let texts: Vec<&str> = self.problems.iter().map(|(_, p)| p.as_str()).collect();
+        texts.join("; ")
+    }
+
+    /// The problems of the worst status, in the order found: the ones a summary that names only what decided
+    /// the verdict shows, joined by `; `.
+    pub fn deciding(&self) -> String {
+        let status = self.status();
+        let texts: Vec<&str> = self
+            .problems
+            .iter()
+            .filter(|(s, _)| *s == status)
+            .map(|(_, p)| p.as_str())
+            .collect();
+        texts.join("; ")
+    }
+
+    /// `r` with the worst status and every fix (each once), when something was found; `r` unchanged otherwise.
+    pub fn apply(self, mut r: CheckResult) -> CheckResult {
+        if self.problems.is_empty() {
+            return r;
+        }
+        r.status = self.status();
+        if self.fixes.is_empty() {
+            r
+        } else {
+            r.fix(self.fixes.join("; "))
+        }
+    }
+
+    /// `summary` alone when nothing was found, else `summary: problem; problem` with the worst status.
+    pub fn result(self, id: &str, summary: impl Into<String>) -> CheckResult {
+        let summary = summary.into();
+        if self.problems.is_empty() {
+            return CheckResult::pass(id, summary);
+        }
+        let summary = format!("{summary}: {}", self.listed());
+        self.apply(CheckResult::pass(id, summary))
+    }
+}
