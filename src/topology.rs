@@ -242,7 +242,11 @@ impl PciTree {
         if a.is_gpu() {
             return Role::Gpu;
         }
-        if a.is_network() && (!node.rdma_devices.is_empty() || a.vendor == pci::VENDOR_MELLANOX) {
+        if a.is_network()
+            && (!node.rdma_devices.is_empty()
+                || a.vendor == pci::VENDOR_MELLANOX
+                || crate::sysfs::efa::is_efa(a.vendor, a.device))
+        {
             return Role::Nic;
         }
         if a.is_nvme() {

@@ -239,7 +239,14 @@ fn getinfo(fabric: &Fabric, version: u32, hmem: bool) -> Result<Vec<Offer>, GetI
         }
         let mut info: *mut FiInfo = std::ptr::null_mut();
         breadcrumb("fi_getinfo");
-        let rc = (fabric.getinfo)(version, std::ptr::null(), std::ptr::null(), 0, hints, &mut info);
+        let rc = (fabric.getinfo)(
+            version,
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            hints,
+            &mut info,
+        );
         (fabric.freeinfo)(hints);
         if rc != 0 {
             let text = fabric
@@ -264,7 +271,10 @@ fn getinfo(fabric: &Fabric, version: u32, hmem: bool) -> Result<Vec<Offer>, GetI
             let (fabric_name, provider) = if i.fabric_attr.is_null() {
                 (String::new(), String::new())
             } else {
-                (text((*i.fabric_attr).name), text((*i.fabric_attr).prov_name))
+                (
+                    text((*i.fabric_attr).name),
+                    text((*i.fabric_attr).prov_name),
+                )
             };
             let domain = if i.domain_attr.is_null() {
                 String::new()

@@ -4,7 +4,7 @@
 //! (`hw_counters/`): `cmds_err`, `no_completion_cmds` and every `*_err`. An EFA whose directories hold none of
 //! them is not called healthy: nothing was judged, and it says so.
 
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaCounter};
 use crate::threshold::{worst, Limit};
 
@@ -19,21 +19,22 @@ const FIX: &str = "work-request errors and SRD events count since the driver loa
 at peers or the fabric path (AWS support with the instance id), `cmds_err` / `no_completion_cmds` at the device \
 (stop/start the instance moves it to other hardware)";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "AWS EFA error counters (work-request errors, SRD retransmit/unresponsive/impaired events, admin command errors) within limits",
+    explain: Explain {
+        reads: "/sys/class/infiniband/<efa>/ports/1/hw_counters/* and /sys/class/infiniband/<efa>/hw_counters/* \
+                (names from the kernel's EFA_DEFINE_PORT_STATS / EFA_DEFINE_DEVICE_STATS)",
+        why: "EFA has no PMA counters and its port state never changes, so these are the device's only health \
+              signal. AWS's own node agent watches the same names.",
+        fixes: &[("EFA error counters above the limit", FIX)],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for EfaCounters {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "AWS EFA error counters (work-request errors, SRD retransmit/unresponsive/impaired events, admin command errors) within limits"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<efa>/ports/1/hw_counters/* and /sys/class/infiniband/<efa>/hw_counters/* \
-                    (names from the kernel's EFA_DEFINE_PORT_STATS / EFA_DEFINE_DEVICE_STATS)",
-            why: "EFA has no PMA counters and its port state never changes, so these are the device's only health \
-                  signal. AWS's own node agent watches the same names.",
-            fixes: &[("EFA error counters above the limit", FIX)],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -80,7 +81,8 @@ pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {
                 let s = limit.judge_max(*v as f64);
                 if s != Status::Pass {
                     raised.push(format!("{} {v}", c.name));
-                    measurements.push(Measurement::new(&c.name, *v as f64, "count").judged_by(limit));
+                    measurements
+                        .push(Measurement::new(&c.name, *v as f64, "count").judged_by(limit));
                 }
                 statuses.push(s);
             }
@@ -94,15 +96,21 @@ pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {
     let mut r = if !unread.is_empty() && status == Status::Pass {
         CheckResult::error(
             ID,
-            format!("{} counter(s) could not be read: {}", unread.len(), unread.join(", ")),
+            format!(
+                "{} counter(s) could not be read: {}",
+                unread.len(),
+                unread.join(", ")
+            ),
         )
     } else if status == Status::Pass {
-        CheckResult::pass(
-            ID,
-            format!("{} error counters at zero", counters.len()),
-        )
+        CheckResult::pass(ID, format!("{} error counters at zero", counters.len()))
     } else {
-        CheckResult::new(ID, status, format!("error counters raised: {}", raised.join(", "))).fix(FIX)
+        CheckResult::new(
+            ID,
+            status,
+            format!("error counters raised: {}", raised.join(", ")),
+        )
+        .fix(FIX)
     };
     r.evidence = evidence;
     r.measurements = measurements;

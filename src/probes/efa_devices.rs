@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::isolate::breadcrumb;
-use crate::probe::{CheckResult, Context, Explain, Kind, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaFunction};
 
 pub struct EfaDevices;
@@ -18,37 +18,38 @@ const LIBEFA: &str = "libefa.so.1";
 /// Within this long after boot a short EFA count may still be the driver probing devices (P5en).
 const LATE_INIT_SECS: f64 = 15.0 * 60.0;
 
-const FIX_DRIVER: &str = "load the EFA driver: `modprobe efa` (AWS's aws-efa-installer installs it; on the DLAMI it is \
+const FIX_DRIVER: &str =
+    "load the EFA driver: `modprobe efa` (AWS's aws-efa-installer installs it; on the DLAMI it is \
 there); see `dmesg | grep -i efa` for why it did not bind";
-const FIX_LIBEFA: &str = "install rdma-core's EFA provider (`ibverbs-providers` / `rdma-core`, or aws-efa-installer's \
+const FIX_LIBEFA: &str =
+    "install rdma-core's EFA provider (`ibverbs-providers` / `rdma-core`, or aws-efa-installer's \
 libibverbs with libefa); in a container, mount libefa.so.1 and /etc/libibverbs.d beside libibverbs";
 const FIX_COUNT: &str = "attach the instance type's full set of EFA interfaces at launch (network cards × \
 `InterfaceType=efa` or `efa-only`); after a reboot give late EFAs a few minutes, then check `dmesg | grep -i efa`";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "AWS EFA devices: on the bus, bound to the efa driver, libefa present, as many as the instance type has",
+    kind: Kind::Library,
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/*/{vendor,device,driver} (EFA = 1d0f:efa0..efa4), /sys/class/infiniband/*/device, \
+                dlopen(libefa.so.1), /proc/uptime",
+        why: "aws-ofi-nccl reaches EFA through libfabric's efa provider, which opens each EFA through libibverbs and \
+              libefa. An EFA on the bus without the efa driver, or a node without libefa, leaves NCCL on TCP \
+              sockets (about 100x slower across nodes). EFAs are told apart by PCI id and driver, not by name: \
+              they are `rdmapXsY` or `efa_N`, and on Blackwell instances other RDMA devices sit beside them.",
+        fixes: &[
+            ("EFA without the efa driver", FIX_DRIVER),
+            ("libefa.so.1 missing", FIX_LIBEFA),
+            ("fewer EFAs than the profile expects", FIX_COUNT),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for EfaDevices {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "AWS EFA devices: on the bus, bound to the efa driver, libefa present, as many as the instance type has"
-    }
-    fn kind(&self) -> Kind {
-        Kind::Library
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/bus/pci/devices/*/{vendor,device,driver} (EFA = 1d0f:efa0..efa4), /sys/class/infiniband/*/device, \
-                    dlopen(libefa.so.1), /proc/uptime",
-            why: "aws-ofi-nccl reaches EFA through libfabric's efa provider, which opens each EFA through libibverbs and \
-                  libefa. An EFA on the bus without the efa driver, or a node without libefa, leaves NCCL on TCP \
-                  sockets (about 100x slower across nodes). EFAs are told apart by PCI id and driver, not by name: \
-                  they are `rdmapXsY` or `efa_N`, and on Blackwell instances other RDMA devices sit beside them.",
-            fixes: &[
-                ("EFA without the efa driver", FIX_DRIVER),
-                ("libefa.so.1 missing", FIX_LIBEFA),
-                ("fewer EFAs than the profile expects", FIX_COUNT),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -71,6 +72,12 @@ impl Probe for EfaDevices {
             .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
         vec![judge(&functions, libefa.as_ref(), uptime, expected)]
     }
+}
+
+/// The result of an RC check (`rdma.loopback`, `gdr.loopback`) for the EFA devices it leaves alone.
+pub fn no_rc(id: &str, efa: &[String]) -> CheckResult {
+    CheckResult::skip(id, format!("{} ({} EFA device(s))", efa::NO_RC, efa.len()))
+        .evidence("EFA devices left alone", efa.join(", "))
 }
 
 /// What dlopen said about libefa.
@@ -114,7 +121,11 @@ pub fn judge(
         })
         .collect();
     match &uptime {
-        Some(Ok(s)) => evidence.push(format!("{} = {s:.0} s ({})", efa::PROC_UPTIME, uptime_text(*s))),
+        Some(Ok(s)) => evidence.push(format!(
+            "{} = {s:.0} s ({})",
+            efa::PROC_UPTIME,
+            uptime_text(*s)
+        )),
         Some(Err(e)) => evidence.push(e.clone()),
         None => {}
     }
@@ -128,12 +139,14 @@ pub fn judge(
         .as_ref()
         .and_then(|u| u.as_ref().ok())
         .filter(|s| **s < LATE_INIT_SECS);
-    let late_note = || match early {
+    let late_note = || {
+        match early {
         Some(s) => format!(
             " — the node booted {} ago: EFAs may still be initialising (P5en brings some up late); rerun in a few minutes",
             uptime_text(*s)
         ),
         None => String::new(),
+    }
     };
     let with = |mut r: CheckResult| {
         r.evidence.splice(0..0, evidence.iter().cloned());
@@ -149,7 +162,10 @@ pub fn judge(
                 ),
             )
             .fix(FIX_COUNT),
-            _ => CheckResult::skip(ID, "no EFA on this host (no 1d0f:efa0..efa4 function on the PCI bus)"),
+            _ => CheckResult::skip(
+                ID,
+                "no EFA on this host (no 1d0f:efa0..efa4 function on the PCI bus)",
+            ),
         });
     }
     let unbound: Vec<String> = functions
@@ -256,7 +272,7 @@ mod tests {
     #[test]
     fn the_cases() {
         let bound = function("0000:44:00.0", Some("efa"), &["rdmap68s0"]);
-        let r = judge(&[bound.clone()], Some(&ok()), None, Some(1));
+        let r = judge(std::slice::from_ref(&bound), Some(&ok()), None, Some(1));
         assert_eq!(r.status, Status::Pass, "{r:#?}");
         // No driver, another driver: the presence rule's FAIL, naming the function.
         for f in [
@@ -268,20 +284,16 @@ mod tests {
             assert!(r.summary.contains("0000:45:00.0"), "{}", r.summary);
         }
         let r = judge(
-            &[bound.clone()],
-            Some(&Loaded(Err("libefa.so.1: cannot open shared object file".into()))),
+            std::slice::from_ref(&bound),
+            Some(&Loaded(Err(
+                "libefa.so.1: cannot open shared object file".into()
+            ))),
             None,
             None,
         );
         assert_eq!(r.status, Status::Error);
-        assert_eq!(
-            judge(&[], None, None, None).status,
-            Status::Skip
-        );
-        assert_eq!(
-            judge(&[], None, None, Some(16)).status,
-            Status::Fail
-        );
+        assert_eq!(judge(&[], None, None, None).status, Status::Skip);
+        assert_eq!(judge(&[], None, None, Some(16)).status, Status::Fail);
     }
 
     /// A short count is a failure either way; shortly after boot it says the EFAs may still be coming up.
@@ -290,7 +302,11 @@ mod tests {
         let one = [function("0000:44:00.0", Some("efa"), &["rdmap68s0"])];
         let early = judge(&one, Some(&ok()), Some(Ok(187.0)), Some(16));
         assert_eq!(early.status, Status::Fail);
-        assert!(early.summary.contains("may still be initialising"), "{}", early.summary);
+        assert!(
+            early.summary.contains("may still be initialising"),
+            "{}",
+            early.summary
+        );
         assert!(early.summary.contains("3 min 7 s"), "{}", early.summary);
         let later = judge(&one, Some(&ok()), Some(Ok(86400.0)), Some(16));
         assert_eq!(later.status, Status::Fail);

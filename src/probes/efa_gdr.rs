@@ -5,7 +5,7 @@
 //! `gdr.loopback` does. EFA has no RC queue pairs, so the loopback's transfers do not run here.
 
 use crate::measure::efa_registration::{self, GpuRegistration};
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaFunction};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, DriverAndKernel};
@@ -21,32 +21,27 @@ const FIX: &str = "use the open NVIDIA kernel module (DMA-BUF, kernel >= 5.12; `
 with AWS's out-of-tree efa driver load `efa_nv_peermem` (aws-efa-installer) so its `p2p` attribute names the \
 provider; then check `dmesg | grep -i 'efa.*peer'`";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "GPUDirect RDMA on EFA: the path (DMA-BUF or amzn peer memory) and GPU memory registered on each GPU's nearest EFA",
+    needs: &[Need::Gpu, Need::RdmaDevice],
+    kind: Kind::Active,
+    libraries: &[crate::dynlib::Library::Verbs, crate::dynlib::Library::Cuda],
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/<efa>/{p2p,gdr}, /proc/modules and /sys/module/{efa,efa_nv_peermem}, \
+                /proc/driver/nvidia/version, /proc/sys/kernel/osrelease; then per GPU: cuMemAlloc + \
+                ibv_reg_dmabuf_mr (else ibv_reg_mr) on the nearest EFA's protection domain",
+        why: "aws-ofi-nccl registers NCCL's GPU buffers with the EFA; where no path exists it disables GDR and \
+              stages every transfer through host memory. Only a registration the device accepts proves the \
+              path: a module file or attribute says only that it may.",
+        fixes: &[("no GPUDirect path on EFA, or the registration refused", FIX)],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for EfaGdr {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "GPUDirect RDMA on EFA: the path (DMA-BUF or amzn peer memory) and GPU memory registered on each GPU's nearest EFA"
-    }
-    fn needs(&self) -> &'static [Need] {
-        &[Need::Gpu, Need::RdmaDevice]
-    }
-    fn kind(&self) -> Kind {
-        Kind::Active
-    }
-    fn libraries(&self) -> &'static [crate::dynlib::Library] {
-        &[crate::dynlib::Library::Verbs, crate::dynlib::Library::Cuda]
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/bus/pci/devices/<efa>/{p2p,gdr}, /proc/modules and /sys/module/{efa,efa_nv_peermem}, \
-                    /proc/driver/nvidia/version, /proc/sys/kernel/osrelease; then per GPU: cuMemAlloc + \
-                    ibv_reg_dmabuf_mr (else ibv_reg_mr) on the nearest EFA's protection domain",
-            why: "aws-ofi-nccl registers NCCL's GPU buffers with the EFA; where no path exists it disables GDR and \
-                  stages every transfer through host memory. Only a registration the device accepts proves the \
-                  path: a module file or attribute says only that it may.",
-            fixes: &[("no GPUDirect path on EFA, or the registration refused", FIX)],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -65,7 +60,12 @@ impl Probe for EfaGdr {
             return vec![CheckResult::skip(ID, "no NVIDIA GPU listed by the driver")];
         }
         let modules = Modules::read(cx.host);
-        let state = |name: &str| modules.as_ref().map_err(Clone::clone).and_then(|m| m.state(cx.host, name));
+        let state = |name: &str| {
+            modules
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|m| m.state(cx.host, name))
+        };
         let (efa_module, peermem) = match (state("efa"), state(efa::NV_PEERMEM_MODULE)) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
@@ -79,7 +79,12 @@ impl Probe for EfaGdr {
         for f in functions.iter().filter(|f| !f.rdma_devices.is_empty()) {
             match efa::read_peer_attribute(cx.host, &f.bdf) {
                 Ok(Some(a)) => {
-                    evidence.push(format!("{}/{} = {:?}", crate::sysfs::pci::device_dir(&f.bdf), a.0, a.1));
+                    evidence.push(format!(
+                        "{}/{} = {:?}",
+                        crate::sysfs::pci::device_dir(&f.bdf),
+                        a.0,
+                        a.1
+                    ));
                     peer_attribute = Some(a);
                     break;
                 }
@@ -96,17 +101,17 @@ impl Probe for EfaGdr {
         evidence.extend(efa_module.evidence());
         evidence.extend(peermem.evidence());
         evidence.extend(nv.evidence());
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let jobs = nearest_efas(&tree, &functions, &gpus);
         let path = judge_path(&paths);
         if path.status != Status::Pass {
             let mut r = path;
             r.evidence.splice(0..0, evidence);
             return vec![r];
         }
+        let tree = match PciTree::read(cx.host) {
+            Ok(t) => t,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let jobs = nearest_efas(&tree, &functions, &gpus);
         let registrations = match cx
             .answers
             .obtain(REGISTRATION_KEY, || efa_registration::register_each(&jobs))
@@ -146,7 +151,9 @@ impl Paths {
             Some((attr, v)) if attr == "p2p" && (v == "NVIDIA" || v == "NVIDIA peermem") => {
                 Some(format!("amzn efa peer memory (p2p provider {v:?})"))
             }
-            Some((attr, v)) if attr == "gdr" && v == "1" => Some("amzn efa peer memory (gdr = 1)".into()),
+            Some((attr, v)) if attr == "gdr" && v == "1" => {
+                Some("amzn efa peer memory (gdr = 1)".into())
+            }
             _ if self.nv_peermem => Some("amzn efa peer memory (efa_nv_peermem loaded)".into()),
             _ => None,
         }
@@ -186,7 +193,10 @@ fn judge_registration(reg: &GpuRegistration) -> CheckResult {
         Ok(r) => {
             let mut c = CheckResult::pass(
                 ID,
-                format!("GPU memory registered on the EFA's protection domain through {}", r.call),
+                format!(
+                    "GPU memory registered on the EFA's protection domain through {}",
+                    r.call
+                ),
             )
             .subject(subject);
             for line in &r.refused {
@@ -196,7 +206,10 @@ fn judge_registration(reg: &GpuRegistration) -> CheckResult {
         }
         Err(f) => CheckResult::fail(
             ID,
-            format!("GPU memory registration on the EFA failed at {}: {}", f.stage, f.message),
+            format!(
+                "GPU memory registration on the EFA failed at {}: {}",
+                f.stage, f.message
+            ),
         )
         .subject(subject)
         .fix(FIX),
@@ -218,7 +231,10 @@ fn nearest_efas(
             let bdf = g.bdf.to_ascii_lowercase();
             let distances: Vec<_> = efas
                 .iter()
-                .map(|(e, _)| tree.distance_between(&bdf, e).unwrap_or(crate::profile::PcieDistance::SYS))
+                .map(|(e, _)| {
+                    tree.distance_between(&bdf, e)
+                        .unwrap_or(crate::profile::PcieDistance::SYS)
+                })
                 .collect();
             crate::topology::nearest(&distances).map(|i| (bdf, efas[i].1.to_string()))
         })
@@ -246,9 +262,17 @@ mod tests {
         let r = judge_path(&paths(true, Some(("p2p", "NVIDIA peermem")), true, false));
         assert_eq!(r.status, Status::Pass);
         assert!(r.summary.contains("NVIDIA peermem"), "{}", r.summary);
-        assert_eq!(judge_path(&paths(true, Some(("gdr", "1")), false, false)).status, Status::Pass);
+        assert_eq!(
+            judge_path(&paths(true, Some(("gdr", "1")), false, false)).status,
+            Status::Pass
+        );
         // The amzn driver found no GPU provider (`p2p` empty or Trainium's, `gdr` 0) and no DMA-BUF: no path.
-        for attr in [Some(("p2p", "")), Some(("p2p", "NEURON")), Some(("gdr", "0")), None] {
+        for attr in [
+            Some(("p2p", "")),
+            Some(("p2p", "NEURON")),
+            Some(("gdr", "0")),
+            None,
+        ] {
             let r = judge_path(&paths(true, attr, false, false));
             assert_eq!(r.status, Status::Fail, "{attr:?}");
         }

@@ -3,7 +3,7 @@
 //! EFA. No provider on a node whose EFAs are present means NCCL falls back to TCP sockets.
 
 use crate::dynlib::fabric::{self, Query};
-use crate::probe::{CheckResult, Context, Explain, Kind, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
 use crate::sysfs::efa;
 use crate::topology::{PciTree, Role};
 
@@ -14,32 +14,32 @@ const ID: &str = "efa.libfabric";
 const FIX_INSTALL: &str = "install AWS's EFA software (aws-efa-installer: libfabric with the efa provider in \
 /opt/amazon/efa) or a libfabric built with `--enable-efa`; in a container, mount /opt/amazon/efa and set \
 LD_LIBRARY_PATH; check with `fi_info -p efa -t FI_EP_RDM`";
-const FIX_HMEM: &str = "libfabric's efa provider found no GPU memory support: it needs libcuda at run time and the \
+const FIX_HMEM: &str =
+    "libfabric's efa provider found no GPU memory support: it needs libcuda at run time and the \
 efa driver's peer path (DMA-BUF with the open NVIDIA module, or efa_nv_peermem); see efa.gdr, and \
 `FI_LOG_LEVEL=warn fi_info -p efa -c FI_HMEM`";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "libfabric's efa provider offers FI_EP_RDM on the EFAs (with FI_HMEM where GPUs are present), as aws-ofi-nccl needs",
+    kind: Kind::Library,
+    explain: Explain {
+        reads: "the EFA functions on the PCI bus; libfabric.so.1 (or /opt/amazon/efa/lib) opened at run time, \
+                fi_getinfo(provider efa, FI_EP_RDM, FI_HMEM when NVIDIA GPUs are on the bus)",
+        why: "aws-ofi-nccl carries NCCL over libfabric's efa provider. Without it NCCL silently uses TCP \
+              sockets (hundreds of GB/s become a few); without FI_HMEM it stages every transfer through host \
+              memory (`GDR disabled`).",
+        fixes: &[
+            ("no efa provider", FIX_INSTALL),
+            ("the provider refuses FI_HMEM", FIX_HMEM),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for EfaLibfabric {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "libfabric's efa provider offers FI_EP_RDM on the EFAs (with FI_HMEM where GPUs are present), as aws-ofi-nccl needs"
-    }
-    fn kind(&self) -> Kind {
-        Kind::Library
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "the EFA functions on the PCI bus; libfabric.so.1 (or /opt/amazon/efa/lib) opened at run time, \
-                    fi_getinfo(provider efa, FI_EP_RDM, FI_HMEM when NVIDIA GPUs are on the bus)",
-            why: "aws-ofi-nccl carries NCCL over libfabric's efa provider. Without it NCCL silently uses TCP \
-                  sockets (hundreds of GB/s become a few); without FI_HMEM it stages every transfer through host \
-                  memory (`GDR disabled`).",
-            fixes: &[
-                ("no efa provider", FIX_INSTALL),
-                ("the provider refuses FI_HMEM", FIX_HMEM),
-            ],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -47,7 +47,10 @@ impl Probe for EfaLibfabric {
             Ok(f) => f,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let devices: Vec<String> = functions.iter().flat_map(|f| f.rdma_devices.clone()).collect();
+        let devices: Vec<String> = functions
+            .iter()
+            .flat_map(|f| f.rdma_devices.clone())
+            .collect();
         if functions.is_empty() {
             return vec![CheckResult::skip(ID, "no EFA on this host")];
         }
@@ -84,8 +87,11 @@ pub fn judge(q: &Query, efa_devices: &[String]) -> CheckResult {
     let version = match &q.library {
         Ok(v) => v,
         Err(e) => {
-            let mut r = CheckResult::error(ID, format!("EFA present but libfabric cannot be loaded: {e}"))
-                .fix(FIX_INSTALL);
+            let mut r = CheckResult::error(
+                ID,
+                format!("EFA present but libfabric cannot be loaded: {e}"),
+            )
+            .fix(FIX_INSTALL);
             r.evidence = evidence;
             return r;
         }
@@ -194,15 +200,28 @@ mod tests {
     #[test]
     fn the_cases() {
         let devs = vec!["rdmap68s0".to_string(), "rdmap69s0".to_string()];
-        let r = judge(&query(vec![offer("rdmap68s0"), offer("rdmap69s0")], None, None), &devs);
+        let r = judge(
+            &query(vec![offer("rdmap68s0"), offer("rdmap69s0")], None, None),
+            &devs,
+        );
         assert_eq!(r.status, Status::Pass, "{r:#?}");
-        assert_eq!(judge(&query(vec![offer("rdmap68s0")], None, None), &devs).status, Status::Warn);
+        assert_eq!(
+            judge(&query(vec![offer("rdmap68s0")], None, None), &devs).status,
+            Status::Warn
+        );
         let none = judge(&query(vec![], Some(-61), Some(vec![])), &devs);
         assert_eq!(none.status, Status::Fail);
         assert!(none.summary.contains("TCP sockets"), "{}", none.summary);
-        let no_hmem = judge(&query(vec![], Some(-61), Some(vec![offer("rdmap68s0")])), &devs);
+        let no_hmem = judge(
+            &query(vec![], Some(-61), Some(vec![offer("rdmap68s0")])),
+            &devs,
+        );
         assert_eq!(no_hmem.status, Status::Fail);
-        assert!(no_hmem.summary.contains("not FI_HMEM"), "{}", no_hmem.summary);
+        assert!(
+            no_hmem.summary.contains("not FI_HMEM"),
+            "{}",
+            no_hmem.summary
+        );
         let mut absent = query(vec![], None, None);
         absent.library = Err("libfabric not found (libfabric.so.1: cannot open)".into());
         assert_eq!(judge(&absent, &devs).status, Status::Error);

@@ -4,7 +4,7 @@
 //! and `carrier` are the link; an EFA-only interface has no link signal beyond its counters and traffic, and
 //! this says so. The rate is judged only where the driver reports the device's own link speed.
 
-use crate::probe::{CheckResult, Context, Explain, Probe, Status};
+use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, mac_text, EfaPort};
 
 pub struct EfaLink;
@@ -18,22 +18,23 @@ instance's network card in the EC2 console (detach/attach the ENI, or stop/start
 const NO_SIGNAL: &str = "no link signal: EFA-only interface (no netdev shares its MAC) and the port's ACTIVE state is \
 hard-coded by the efa driver; efa.counters and traffic (`collective`, the NCCL OFI log) are what prove it";
 
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "AWS EFA link: the paired ENA netdev up with carrier; EFA-only interfaces said to have no link signal; rate where real",
+    explain: Explain {
+        reads: "/sys/class/infiniband/<efa>/ports/1/{gids/0,rate}, /sys/class/net/*/address and the matching \
+                netdev's operstate and carrier",
+        why: "An EFA port reads ACTIVE/LinkUp whatever the network does (the driver sets them), so rdma.link \
+              proves nothing on EFA. The ENA netdev of the same elastic network interface shares its MAC; the \
+              EFA's GID is the IPv6 link-local EUI-64 address of that MAC, which pairs the two.",
+        fixes: &[("ENA netdev down or without carrier", FIX_DOWN)],
+    },
+    ..ProbeMeta::STATIC
+};
+
 impl Probe for EfaLink {
-    fn id(&self) -> &'static str {
-        ID
-    }
-    fn title(&self) -> &'static str {
-        "AWS EFA link: the paired ENA netdev up with carrier; EFA-only interfaces said to have no link signal; rate where real"
-    }
-    fn explain(&self) -> Explain {
-        Explain {
-            reads: "/sys/class/infiniband/<efa>/ports/1/{gids/0,rate}, /sys/class/net/*/address and the matching \
-                    netdev's operstate and carrier",
-            why: "An EFA port reads ACTIVE/LinkUp whatever the network does (the driver sets them), so rdma.link \
-                  proves nothing on EFA. The ENA netdev of the same elastic network interface shares its MAC; the \
-                  EFA's GID is the IPv6 link-local EUI-64 address of that MAC, which pairs the two.",
-            fixes: &[("ENA netdev down or without carrier", FIX_DOWN)],
-        }
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
@@ -70,12 +71,16 @@ pub fn judge(
         let rate = rate_verdict(p, expected_gbps);
         let unknown_pair = match (&p.gid, p.mac) {
             (Err(e), _) => Some(format!("its GID cannot be read ({e})")),
-            (Ok(g), None) => Some(format!("its GID {g} is not the EUI-64 address of a MAC, as EFA's are")),
-            (Ok(_), Some(_)) if p.netdev.is_none() && !unreadable_netdevs.is_empty() => Some(format!(
-                "{} netdev address(es) could not be read, first {}",
-                unreadable_netdevs.len(),
-                unreadable_netdevs[0]
+            (Ok(g), None) => Some(format!(
+                "its GID {g} is not the EUI-64 address of a MAC, as EFA's are"
             )),
+            (Ok(_), Some(_)) if p.netdev.is_none() && !unreadable_netdevs.is_empty() => {
+                Some(format!(
+                    "{} netdev address(es) could not be read, first {}",
+                    unreadable_netdevs.len(),
+                    unreadable_netdevs[0]
+                ))
+            }
             _ => None,
         };
         let mut r = match (&p.netdev, unknown_pair) {
@@ -139,9 +144,17 @@ fn rate_verdict(p: &EfaPort, expected: Option<f64>) -> (Status, String) {
     let rate = match &p.rate {
         Ok(Some(r)) => r,
         Ok(None) if expected.is_none() => {
-            return (Status::Pass, format!("rate {:?} not parsed: not judged", p.rate_text.trim()))
+            return (
+                Status::Pass,
+                format!("rate {:?} not parsed: not judged", p.rate_text.trim()),
+            )
         }
-        Ok(None) => return (Status::Error, format!("rate {:?} is not a rate", p.rate_text.trim())),
+        Ok(None) => {
+            return (
+                Status::Error,
+                format!("rate {:?} is not a rate", p.rate_text.trim()),
+            )
+        }
         Err(e) => return (Status::Error, format!("rate unreadable ({e})")),
     };
     match expected {
@@ -167,14 +180,12 @@ fn evidence(p: &EfaPort) -> Vec<String> {
     let port = crate::sysfs::infiniband::port_dir(&p.device, 1);
     let mut ev = vec![
         format!("{port}/rate = {}", p.rate_text.trim()),
-        format!(
-            "{port}/gids/0 = {}",
-            p.gid.clone().unwrap_or_else(|e| e)
-        ),
+        format!("{port}/gids/0 = {}", p.gid.clone().unwrap_or_else(|e| e)),
         format!(
             "{} MAC = {}",
             p.device,
-            p.mac.map_or("<GID is not an EUI-64 address>".into(), mac_text)
+            p.mac
+                .map_or("<GID is not an EUI-64 address>".into(), mac_text)
         ),
     ];
     if let Some(n) = &p.netdev {
@@ -220,7 +231,10 @@ mod tests {
 
     #[test]
     fn the_paired_netdev_decides_and_efa_only_says_so() {
-        let r = judge_(&[port("200 Gb/sec (4X HDR)", Some(("up", "1")))], Some(200.0));
+        let r = judge_(
+            &[port("200 Gb/sec (4X HDR)", Some(("up", "1")))],
+            Some(200.0),
+        );
         assert_eq!(r[0].status, Status::Pass, "{r:#?}");
         for (state, carrier) in [("down", "0"), ("up", "0"), ("lowerlayerdown", "0")] {
             let r = judge_(&[port("200 Gb/sec (4X HDR)", Some((state, carrier)))], None);
@@ -237,13 +251,23 @@ mod tests {
     /// came from the device: judged.
     #[test]
     fn the_rate_is_judged_only_where_real() {
-        let r = judge_(&[port("100 Gb/sec (4X EDR)", Some(("up", "1")))], Some(200.0));
+        let r = judge_(
+            &[port("100 Gb/sec (4X EDR)", Some(("up", "1")))],
+            Some(200.0),
+        );
         assert_eq!(r[0].status, Status::Pass, "{r:#?}");
         assert!(r[0].summary.contains("not judged"), "{}", r[0].summary);
-        let r = judge_(&[port("200 Gb/sec (4X HDR)", Some(("up", "1")))], Some(400.0));
+        let r = judge_(
+            &[port("200 Gb/sec (4X HDR)", Some(("up", "1")))],
+            Some(400.0),
+        );
         assert_eq!(r[0].status, Status::Fail, "{r:#?}");
         let r = judge_(&[port("200 Gb/sec (4X HDR)", None)], Some(400.0));
-        assert_eq!(r[0].status, Status::Fail, "an EFA-only port's real rate is judged too");
+        assert_eq!(
+            r[0].status,
+            Status::Fail,
+            "an EFA-only port's real rate is judged too"
+        );
     }
 
     /// EFA-only is a conclusion: where the pair cannot be looked for, it is an error, never "no link signal".

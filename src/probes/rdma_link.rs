@@ -56,26 +56,50 @@ struct Facts {
     ports: Vec<(Option<String>, PortAttrs)>,
     /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
     survey: Option<Survey>,
+    /// EFA devices, left to efa.link: the efa driver hard-codes their ports to ACTIVE/LinkUp.
+    efa: Vec<String>,
 }
 
 impl Facts {
     fn read(host: &Host) -> Result<Facts, ReadError> {
         let devices = read_all_ports(host)?;
         let survey = devices.is_empty().then(|| Survey::read(host, Stack::Rdma));
+        let names: Vec<String> = devices.iter().map(|(d, _)| d.clone()).collect();
+        let (_, efa) = crate::sysfs::efa::split_efa(host, &names)?;
         let mut ports = Vec::new();
         for (dev, dev_ports) in devices {
-            if dev_ports.is_empty() {
+            if dev_ports.is_empty() || efa.contains(&dev) {
                 continue;
             }
             // One model that cannot be read leaves the sibling comparison unknown.
             let model = read_hca_type(host, &dev)?;
             ports.extend(dev_ports.into_iter().map(|p| (model.clone(), p)));
         }
-        Ok(Facts { ports, survey })
+        Ok(Facts { ports, survey, efa })
     }
 }
 
 fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
+    let mut results = judge_ports(facts, expect);
+    if !facts.efa.is_empty() {
+        let efa_only = facts.ports.is_empty();
+        let r = CheckResult::skip(
+            ID,
+            format!(
+                "{} EFA device(s) judged by efa.link: the efa driver hard-codes their ports to ACTIVE/LinkUp",
+                facts.efa.len()
+            ),
+        )
+        .evidence("EFA devices", facts.efa.join(", "));
+        if efa_only && expect.rdma_port_count.is_none_or(|n| n == 0) {
+            return vec![r];
+        }
+        results.push(r);
+    }
+    results
+}
+
+fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     let ports = &facts.ports;
     if let Some(survey) = &facts.survey {
         let expected = expect.rdma_port_count.is_some_and(|n| n > 0);

@@ -116,14 +116,24 @@ mod tests {
         let ec2 = dmi("Amazon EC2", "p5en.48xlarge", "Amazon EC2");
         assert_eq!(ec2.cloud(), Some(Cloud::Aws));
         assert_eq!(ec2.instance_type(), Some("p5en.48xlarge"));
-        let azure = dmi("Microsoft Corporation", "Virtual Machine", "Microsoft Corporation");
+        let azure = dmi(
+            "Microsoft Corporation",
+            "Virtual Machine",
+            "Microsoft Corporation",
+        );
         assert_eq!(azure.cloud(), Some(Cloud::Azure));
         assert_eq!(azure.instance_type(), None);
         let gcp = dmi("Google", "Google Compute Engine", "Google");
         assert_eq!(gcp.cloud(), Some(Cloud::Gcp));
         // A Microsoft-made server that is no Azure VM, a bare-metal box, no DMI at all.
-        assert_eq!(dmi("Microsoft Corporation", "Surface Pro", "").cloud(), None);
-        assert_eq!(dmi("Supermicro", "SYS-821GE-TNHR", "Supermicro").cloud(), None);
+        assert_eq!(
+            dmi("Microsoft Corporation", "Surface Pro", "").cloud(),
+            None
+        );
+        assert_eq!(
+            dmi("Supermicro", "SYS-821GE-TNHR", "Supermicro").cloud(),
+            None
+        );
         assert_eq!(Dmi::default().cloud(), None);
         assert_eq!(dmi("Amazon EC2", "Not Specified", "").instance_type(), None);
     }

@@ -107,12 +107,19 @@ fn read_function(
     })
 }
 
-/// The RDMA device names of every EFA function (what the RC-only checks leave alone). Empty where none is or
-/// the bus cannot be read: those checks then judge every device as before.
-pub fn rdma_device_names(host: &Host) -> Vec<String> {
-    read_functions(host)
-        .map(|f| f.into_iter().flat_map(|f| f.rdma_devices).collect())
-        .unwrap_or_default()
+/// Why the RC checks (`rdma.loopback`, `gdr.loopback`, `pair`) leave EFA ports alone: the efa driver refuses RC
+/// queue pairs (EOPNOTSUPP; UD and SRD only).
+pub const NO_RC: &str =
+    "EFA has no RC queue pairs: the fabric is proven by `collective`/the NCCL OFI log";
+
+/// `devices` split into (not EFA, EFA) by the PCI function each belongs to. The bus unreadable is the error: a
+/// device not known to be EFA is not known not to be.
+pub fn split_efa(host: &Host, devices: &[String]) -> ReadResult<(Vec<String>, Vec<String>)> {
+    let efa: Vec<String> = read_functions(host)?
+        .into_iter()
+        .flat_map(|f| f.rdma_devices)
+        .collect();
+    Ok(devices.iter().cloned().partition(|d| !efa.contains(d)))
 }
 
 /// The 6 bytes of the MAC whose IPv6 link-local EUI-64 address this GID is (`fe80::` + MAC with the
@@ -217,7 +224,9 @@ pub fn read_netdev_macs(host: &Host) -> ReadResult<NetdevMacs> {
             Ok(a) => match parse_mac(&a) {
                 Some(mac) => out.macs.push((n, mac)),
                 None if is_link_address(&a) => {}
-                None => out.unreadable.push(format!("{path} = <not an address: {:?}>", a.trim())),
+                None => out
+                    .unreadable
+                    .push(format!("{path} = <not an address: {:?}>", a.trim())),
             },
             Err(e) if e.is_not_found() => {}
             Err(e) => out.unreadable.push(format!("{path} = {}", e.reason())),
@@ -336,7 +345,10 @@ mod tests {
         assert!(is_efa(0x1d0f, 0xefa0) && is_efa(0x1d0f, 0xefa4));
         assert!(!is_efa(0x1d0f, 0xec20), "ENA is not an EFA");
         assert!(!is_efa(0x15b3, 0xefa0));
-        assert!(is_device_error_counter("create_qp_err") && is_device_error_counter("no_completion_cmds"));
+        assert!(
+            is_device_error_counter("create_qp_err")
+                && is_device_error_counter("no_completion_cmds")
+        );
         assert!(!is_device_error_counter("submitted_cmds"));
         assert_eq!(parse_uptime("187.06 33670.80\n"), Some(187.06));
         assert_eq!(parse_uptime("garbage"), None);

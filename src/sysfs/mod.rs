@@ -2,6 +2,8 @@
 //! no verdicts here. When two probes need the same file, its parser lives here exactly once.
 
 pub mod cufile_json;
+pub mod dmi;
+pub mod efa;
 pub mod hypervisor;
 pub mod infiniband;
 pub mod iommu;

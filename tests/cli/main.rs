@@ -3,6 +3,7 @@
 
 mod deploy;
 mod deps;
+mod efa;
 mod fabric;
 mod faults;
 mod gds;
