@@ -1,9 +1,12 @@
-//! Throughput of the NCCL log analysis on one core, against `grep -c ' via '` (and `rg -c` when installed) on
-//! the same file. `cargo bench --bench nccl_throughput`; size with NCCL_BENCH_MB (default 512).
+//! Throughput of the NCCL log analysis on one core, against `grep -c NCCL` (and `rg -c NCCL` when installed)
+//! on the same file in the same run. `cargo bench --bench nccl_throughput`; size with NCCL_BENCH_MIB
+//! (default 256).
 //!
-//! The generated log is what a large job's combined output looks like: mostly application noise (training
-//! progress, Python warnings), NCCL INFO init lines, topology dumps, and channel lines from many ranks; then
-//! the worst case, every line an NCCL line, plain and as a Kubernetes CRI file stores it.
+//! The generated logs are what a job's combined output looks like: mostly application noise (training
+//! progress, Python warnings) with NCCL INFO init lines, topology dumps, init lines and channel lines from
+//! 1024 ranks; issue 19's case, four lines in five NCCL's from 128 ranks; then the worst case, every line an
+//! NCCL line, plain and as a Kubernetes CRI file stores it. Each case prints the analysis' CPU time over
+//! grep's.
 //!
 //! Each figure is the best of 3 runs, by wall clock and by CPU time (getrusage: this process for the
 //! analysis, the children for the tools). On a shared machine the CPU-time figure is the one-core speed;
@@ -35,22 +38,30 @@ impl XorShift {
     }
 }
 
-/// `noise_pct` percent application lines, the rest NCCL lines (init, topology, channels); with `cri`, each
-/// line stored as containerd does (`<time> stderr F <line>`).
-fn generate(path: &Path, bytes: u64, noise_pct: u64, cri: bool) -> std::io::Result<u64> {
+/// `noise_pct` percent application lines, the rest NCCL lines of `ranks` ranks (init, topology, channels);
+/// with `cri`, each line stored as containerd does (`<time> stderr F <line>`).
+fn generate(
+    path: &Path,
+    bytes: u64,
+    noise_pct: u64,
+    ranks: u64,
+    cri: bool,
+) -> std::io::Result<u64> {
     let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     let mut written = 0u64;
     let mut line = String::with_capacity(256);
     while written < bytes {
         line.clear();
-        let rank = rng.below(1024);
+        let rank = rng.below(ranks);
         let host = rank / 8;
         let dev = rank % 8;
         let pid = 30000 + rank;
-        // Noise picks one of the three noise shapes, NCCL one of the four NCCL shapes.
+        // Noise picks one of the three noise shapes, NCCL one of the NCCL shapes (1 in 100 an init line).
         let roll = if rng.below(100) < noise_pct {
             rng.below(95)
+        } else if rng.below(100) == 0 {
+            100
         } else {
             95 + rng.below(5)
         };
@@ -112,13 +123,18 @@ fn generate(path: &Path, bytes: u64, noise_pct: u64, cri: bool) -> std::io::Resu
                 rng.below(32),
                 rank + 1
             ),
-            _ => writeln!(
+            98 | 99 => writeln!(
                 line,
                 "gpu-a{host:03}:{pid}:{} [{dev}] NCCL INFO Channel {:02}/0 : {rank}[{dev}] -> {}[{dev}] [send] via NET/IB/{}/GDRDMA",
                 pid + 91,
                 rng.below(32),
-                (rank + 8) % 1024,
+                (rank + 8) % ranks,
                 dev / 2
+            ),
+            _ => writeln!(
+                line,
+                "gpu-a{host:03}:{pid}:{} [{dev}] NCCL INFO ncclCommInitRank comm 0x55d{rank:04x} rank {rank} nranks {ranks} cudaDev {dev} nvmlDev {dev} busId {dev}b000 commId 0x9c65 - Init COMPLETE",
+                pid + 92
             ),
         };
         out.write_all(line.as_bytes())?;
@@ -160,11 +176,16 @@ fn report(label: &str, bytes: u64, (wall, cpu): (Duration, Duration), what: &str
     );
 }
 
-fn time_tool(program: &str, args: &[&str], path: &Path, bytes: u64) {
-    let probe = Command::new(program).arg("--version").output();
-    if probe.is_err() {
+/// Times `program args path` (best of 3); `None` when it is not installed.
+fn time_tool(
+    program: &str,
+    args: &[&str],
+    path: &Path,
+    bytes: u64,
+) -> Option<(Duration, Duration)> {
+    if Command::new(program).arg("--version").output().is_err() {
         println!("{program:<28} not installed");
-        return;
+        return None;
     }
     let mut matches = String::new();
     let times = best_of(3, libc::RUSAGE_CHILDREN, || {
@@ -177,6 +198,7 @@ fn time_tool(program: &str, args: &[&str], path: &Path, bytes: u64) {
     });
     let label = format!("{program} {}", args.join(" "));
     report(&label, bytes, times, &format!("count {matches}"));
+    Some(times)
 }
 
 /// Peak resident memory of this process so far, in MiB.
@@ -191,22 +213,25 @@ fn peak_rss_mib() -> f64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; accept and ignore libtest-style arguments.
-    let mb: u64 = std::env::var("NCCL_BENCH_MB")
+    let mib: u64 = std::env::var("NCCL_BENCH_MIB")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(512);
+        .unwrap_or(256);
     let dir = tempfile::tempdir().expect("temp dir");
-    for (label, noise_pct, cri) in [
-        ("95% application noise", 95, false),
-        ("all NCCL lines", 0, false),
-        ("all NCCL lines, CRI-stored", 0, true),
+    for (label, noise_pct, ranks, cri) in [
+        ("95% application noise, 1024 ranks", 95, 1024, false),
+        ("4 lines in 5 NCCL's, 128 ranks", 20, 128, false),
+        ("all NCCL lines, 1024 ranks", 0, 1024, false),
+        ("all NCCL lines, 1024 ranks, CRI-stored", 0, 1024, true),
     ] {
-        let path = dir.path().join(format!("nccl-bench-{noise_pct}-{cri}.log"));
+        let path = dir
+            .path()
+            .join(format!("nccl-bench-{noise_pct}-{ranks}-{cri}.log"));
         let t = Instant::now();
-        let bytes = generate(&path, mb * 1_000_000, noise_pct, cri).expect("generate log");
+        let bytes = generate(&path, mib << 20, noise_pct, ranks, cri).expect("generate log");
         println!(
-            "\n{label}: generated {:.0} MB in {:.1} s",
-            bytes as f64 / 1e6,
+            "\n{label}: generated {:.0} MiB in {:.1} s",
+            bytes as f64 / f64::from(1u32 << 20),
             t.elapsed().as_secs_f64()
         );
         bench_one(&path, bytes);
@@ -223,7 +248,7 @@ fn bench_one(path: &Path, bytes: u64) {
     let _ = std::io::copy(&mut File::open(path).expect("open"), &mut std::io::sink());
     let mut verdict = String::new();
     let mut channels = 0;
-    let times = best_of(3, libc::RUSAGE_SELF, || {
+    let ours = best_of(3, libc::RUSAGE_SELF, || {
         let mut a = Analyzer::new();
         a.read("bench", File::open(path).expect("open"), None)
             .expect("read");
@@ -234,12 +259,19 @@ fn bench_one(path: &Path, bytes: u64) {
     report(
         "fabric-preflight analyze",
         bytes,
-        times,
+        ours,
         &format!(
             "verdict {verdict}, {channels} NET channel lines, peak RSS {:.1} MiB",
             peak_rss_mib()
         ),
     );
-    time_tool("grep", &["-c", " via "], path, bytes);
-    time_tool("rg", &["-c", " via "], path, bytes);
+    if let Some(grep) = time_tool("grep", &["-c", "NCCL"], path, bytes) {
+        println!(
+            "{:<28} {:.2}x grep's CPU time ({:.2}x its wall clock)",
+            "analysis / grep",
+            ours.1.as_secs_f64() / grep.1.as_secs_f64(),
+            ours.0.as_secs_f64() / grep.0.as_secs_f64()
+        );
+    }
+    time_tool("rg", &["-c", "NCCL"], path, bytes);
 }

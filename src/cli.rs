@@ -59,12 +59,7 @@ pub enum Cmd {
     PairChild,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
-}
+pub use crate::report::output::ColorChoice;
 
 /// Where and how a report is written: shared by `run` and `pair`, so both take the same flags and mean the same.
 #[derive(Debug, Clone, Args)]
@@ -187,6 +182,12 @@ pub struct PairArgs {
     /// still go through this host's libibverbs
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+
+    /// Report this host by NAME, and announce it to the peer under it (JSON `host.hostname` and
+    /// `host.node_name`, the JUnit suite); Kubernetes: the node name from the downward API. Default: the host
+    /// name. A ring node keeps its ring name (its --peers entry) in the ring's links
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
 
     /// Profile whose thresholds judge the pairs (pair_bandwidth_pct_of_link, pair_latency_us)
     #[arg(long, value_name = "NAME|PATH", default_value = "generic")]

@@ -2,6 +2,7 @@
 //! targets all use these modules.
 
 pub mod build_info;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod dynlib;
@@ -9,7 +10,6 @@ pub mod exit;
 pub mod gds_target;
 pub mod host;
 pub mod interrupt;
-pub mod isolate;
 pub mod measure;
 pub mod model;
 pub mod nccl;
@@ -23,6 +23,7 @@ pub mod recording;
 pub mod report;
 pub mod runner;
 pub mod sysfs;
+pub mod tasks;
 pub mod threshold;
 pub mod topology;
 pub mod transfer_verdict;

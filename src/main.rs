@@ -8,7 +8,8 @@ use clap::Parser;
 use fabric_preflight::cli::{Cli, Cmd};
 use fabric_preflight::exit::Exit;
 use fabric_preflight::report::{self, termination};
-use fabric_preflight::{commands, isolate};
+use fabric_preflight::runner::probe_child;
+use fabric_preflight::{commands, probes};
 
 fn main() -> ExitCode {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
@@ -26,8 +27,9 @@ fn main() -> ExitCode {
         e.exit()
     });
     let code = match cli.cmd {
-        Cmd::ProbeChild => return ExitCode::from(isolate::child_main() as u8),
-        Cmd::PairChild => return ExitCode::from(commands::pair::child_main() as u8),
+        // The one place that tells the probe child where the probes are.
+        Cmd::ProbeChild => return ExitCode::from(probe_child::child_main(probes::find) as u8),
+        Cmd::PairChild => return ExitCode::from(fabric_preflight::pair::child::child_main() as u8),
         Cmd::Run(args) => commands::run::main(args),
         Cmd::List => commands::list::main(),
         Cmd::Explain { id } => commands::list::explain(&id),

@@ -3,7 +3,10 @@
 //! leg that moved nothing, whose data was not verified, or whose bandwidth could not be set against a link rate
 //! a limit asks for; bandwidth as a % of the link where the rate is the hardware's; a latency ceiling.
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::{worst, Limit, Measurement, Status};
+use crate::sysfs::infiniband::PortAttrs;
 
 /// What a leg measured, whatever ran it.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,8 +24,9 @@ pub struct LegNumbers {
     pub cut_short: bool,
 }
 
-/// The link rate bandwidth is set against.
-#[derive(Debug, Clone, PartialEq)]
+/// The link rate bandwidth is set against (also what `pair` announces for each port).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LinkRate {
     Gbps(f64),
     /// A software device's fixed placeholder (soft-RoCE) or no comparable rate: shown, not judged.
@@ -32,6 +36,48 @@ pub enum LinkRate {
 }
 
 impl LinkRate {
+    /// The rate of `port` to judge bandwidth by, read strictly: the hardware's where it is a rate; a software
+    /// device's (`software`: its `device` link is absent, no PCI function behind it, as on soft-RoCE) is a fixed
+    /// placeholder, shown but not judged. A hardware rate that cannot be read or is no rate is `Unreadable`, never
+    /// taken for a software device's. Whether the device is software is the caller's strict read
+    /// (`infiniband::device_bdf`): a `device` link that cannot be resolved is no answer.
+    pub fn of_port(port: &PortAttrs, software: bool) -> LinkRate {
+        let text = match &port.rate {
+            Ok(t) => t.clone(),
+            Err(e) => return LinkRate::Unreadable(e.reason()),
+        };
+        match port.parsed_rate() {
+            _ if software => LinkRate::NotMeaningful(format!(
+                "rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
+            )),
+            Some(r) if r.gbps > 0.0 => LinkRate::Gbps(r.gbps),
+            _ => LinkRate::Unreadable(text),
+        }
+    }
+
+    /// The rate both ends of a pair can carry: the lower of two hardware rates. Either end's unreadable rate
+    /// makes it unreadable (naming that end), else either end's placeholder makes it not meaningful.
+    pub fn common(here: &LinkRate, there: &LinkRate, peer: &str) -> LinkRate {
+        match (here, there) {
+            (LinkRate::Gbps(a), LinkRate::Gbps(b)) => LinkRate::Gbps(a.min(*b)),
+            (LinkRate::Unreadable(why), _) => LinkRate::Unreadable(format!("here: {why}")),
+            (_, LinkRate::Unreadable(why)) => LinkRate::Unreadable(format!("on {peer}: {why}")),
+            (LinkRate::NotMeaningful(why), _) => LinkRate::NotMeaningful(format!("here: {why}")),
+            (_, LinkRate::NotMeaningful(why)) => {
+                LinkRate::NotMeaningful(format!("on {peer}: {why}"))
+            }
+        }
+    }
+
+    /// `400 Gb/s`, or what stands in for the rate and why.
+    pub fn describe(&self) -> String {
+        match self {
+            LinkRate::Gbps(r) => format!("{r} Gb/s"),
+            LinkRate::NotMeaningful(why) => format!("not meaningful ({why})"),
+            LinkRate::Unreadable(why) => format!("unreadable ({why})"),
+        }
+    }
+
     pub fn pct_of(&self, gbps: f64) -> Option<f64> {
         match self {
             LinkRate::Gbps(r) if *r > 0.0 => Some(100.0 * gbps / r),

@@ -13,7 +13,7 @@ pub fn main() -> anyhow::Result<u8> {
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::NOTHING);
     table.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
-    table.set_width(crate::report::terminal_width());
+    table.set_width(crate::report::output::terminal_width());
     table.set_header(["CHECK", "VERIFIES", "NEEDS"]);
     for p in crate::probes::all() {
         let needs: Vec<&str> = p.needs().iter().map(|n| n.as_str()).collect();
@@ -95,5 +95,5 @@ fn one_line(text: &str) -> String {
 
 /// The text wrapped to the terminal's width.
 fn fitted(text: &str) -> String {
-    crate::report::fit(text, crate::report::terminal_width())
+    crate::report::fit(text, crate::report::output::terminal_width())
 }

@@ -8,26 +8,39 @@ pub mod run;
 pub mod snapshot;
 pub mod topo;
 
-use std::io::Write;
+use std::time::Duration;
 
-/// Writes a command's output to stdout. A reader that stopped reading (`| head`) chose to: not an error. Any
-/// other failure (stdout on `/dev/full`, a closed descriptor) is.
-pub fn write_stdout(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
-}
+use crate::cli::ReportArgs;
+use crate::report::output::{self, Delivery};
 
 /// Writes `text` to stdout and returns the command's exit code: `code`, or [`crate::exit::output_lost`]'s when
 /// the output could not be written.
 pub fn emit(text: &str, code: u8) -> u8 {
-    match write_stdout(text) {
+    match crate::report::output::write_stdout(text) {
         Ok(()) => code,
         Err(e) => {
             eprintln!("fabric-preflight: writing to stdout: {e}");
             crate::exit::output_lost(code)
         }
     }
+}
+
+/// `--timeout`-like flags: a deadline in seconds, more than 0 and at most a day.
+pub fn seconds_flag(flag: &str, secs: f64) -> anyhow::Result<Duration> {
+    crate::profile::timeout_duration(secs).map_err(|e| anyhow::anyhow!("{flag} {e}"))
+}
+
+/// Where the report of `run` or `pair` goes, from their shared flags, every file found writable now.
+pub fn delivery(flags: &ReportArgs) -> anyhow::Result<Delivery> {
+    Delivery::new(
+        &flags.output,
+        flags.format,
+        flags.termination_log.as_deref(),
+        flags.color,
+    )
+}
+
+/// A usage error of `run` or `pair`, its reason also written to `--termination-log`.
+pub fn usage_error(flags: &ReportArgs, e: anyhow::Error) -> anyhow::Error {
+    output::usage_error(flags.termination_log.as_deref(), e)
 }

@@ -55,7 +55,7 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         }
         ViewFormat::Table => crate::report::fit(
             &render_table(&summary, args.expect, &judgement, code),
-            crate::report::terminal_width(),
+            crate::report::output::terminal_width(),
         ),
     };
     Ok(super::emit(&text, code))
@@ -75,6 +75,36 @@ fn or_none(list: &[String]) -> String {
     } else {
         list.join(", ")
     }
+}
+
+/// `16 processes: 14 ok, 1 recovered, 1 fatal (gpu-a02 pid 3602 ranks 3)`: how the ranks came out of init.
+fn init_outcomes(s: &Summary) -> String {
+    use crate::nccl::RankState;
+    let count = |state| s.ranks.iter().filter(|r| r.outcome == state).count();
+    let mut text = format!("{} process(es):", s.ranks.len());
+    for (state, name) in [
+        (RankState::Ok, "ok"),
+        (RankState::Recovered, "recovered"),
+        (RankState::Fatal, "fatal"),
+        (RankState::Unknown, "unknown"),
+    ] {
+        let n = count(state);
+        if n > 0 {
+            text.push_str(&format!(" {n} {name},"));
+        }
+    }
+    text.pop();
+    let failed: Vec<String> = s
+        .ranks
+        .iter()
+        .filter(|r| r.outcome == RankState::Fatal)
+        .take(4)
+        .map(|r| format!("{} pid {} ranks {}", r.host, r.pid, nccl::ranges(&r.ranks)))
+        .collect();
+    if !failed.is_empty() {
+        text.push_str(&format!(" (fatal: {})", failed.join("; ")));
+    }
+    text
 }
 
 pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code: u8) -> String {
@@ -105,6 +135,22 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
     if !s.no_device.is_empty() {
         field("no device", or_none(&s.no_device));
     }
+    if !s.ofi_platforms.is_empty() {
+        field("instance type", or_none(&s.ofi_platforms));
+    }
+    if !s.ofi_providers.is_empty() || !s.ofi_dmabuf.is_empty() || !s.ofi_gdr_disabled.is_empty() {
+        let dmabuf: Vec<String> = s.ofi_dmabuf.iter().map(bool::to_string).collect();
+        let gdr_off: Vec<String> = s.ofi_gdr_disabled.iter().map(|r| r.text.clone()).collect();
+        field(
+            "ofi",
+            format!(
+                "provider {}; DMA-BUF registrations: {}; GDR turned off: {}",
+                or_none(&s.ofi_providers),
+                or_none(&dmabuf),
+                or_none(&gdr_off)
+            ),
+        );
+    }
     field("net devices", or_none(&s.net_devices));
     field(
         "bootstrap",
@@ -113,12 +159,15 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
     if let Some(n) = s.nnodes {
         field("nodes", n.to_string());
     }
+    if !s.ranks.is_empty() {
+        field("init", init_outcomes(s));
+    }
     if !s.transports.is_empty() {
         let mut table = comfy_table::Table::new();
         table
             .load_style(comfy_table::presets::NOTHING)
             .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-            .set_width(crate::report::terminal_width())
+            .set_width(crate::report::output::terminal_width())
             .force_no_tty();
         table.set_header([
             "TRANSPORT",
@@ -169,24 +218,38 @@ pub fn render_table(s: &Summary, expect: NcclExpect, judgement: &Judgement, code
             ));
         }
     }
-    if s.errors_total > 0 {
-        out.push_str(&format!("\nerrors ({}):\n", s.errors_total));
-        for e in &s.errors {
+    for (label, list, total) in [
+        ("errors, fatal", &s.errors, s.errors_total),
+        (
+            "errors, outcome unknown",
+            &s.unknown_errors,
+            s.unknown_errors_total,
+        ),
+        (
+            "errors NCCL recovered from",
+            &s.recovered_errors,
+            s.recovered_errors_total,
+        ),
+    ] {
+        if total == 0 {
+            continue;
+        }
+        out.push_str(&format!("\n{label} ({total}):\n"));
+        for e in list {
+            let rank = e.rank.map_or(String::new(), |r| format!(" rank {r}"));
             out.push_str(&format!(
-                "  {}:{} {} {} {} {}\n",
+                "  {}:{} {} {}{rank} {} {}\n    {}\n",
                 e.source,
                 e.line,
                 e.kind.as_str(),
                 e.host.as_deref().unwrap_or("-"),
                 e.location.as_deref().unwrap_or("-"),
-                e.message
+                e.message,
+                e.why
             ));
         }
-        if s.errors_total > s.errors.len() as u64 {
-            out.push_str(&format!(
-                "  … {} more\n",
-                s.errors_total - s.errors.len() as u64
-            ));
+        if total > list.len() as u64 {
+            out.push_str(&format!("  … {} more\n", total - list.len() as u64));
         }
     }
     if !s.notes.is_empty() {

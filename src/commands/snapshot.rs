@@ -73,7 +73,7 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     )?;
     plan.host = plan.host.recording();
     let recorder = plan.host.clone();
-    crate::runner::install_panic_hook();
+    crate::tasks::install_panic_hook();
     crate::interrupt::install();
     let executed = super::run::execute(plan);
     if let Some(signal) = &executed.report.interrupted {

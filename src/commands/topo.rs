@@ -15,7 +15,7 @@ pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
     };
     let tree = PciTree::read(&host)?;
     let text = match args.format {
-        ViewFormat::Table => render_table(&tree, crate::report::terminal_width()),
+        ViewFormat::Table => render_table(&tree, crate::report::output::terminal_width()),
         ViewFormat::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(&tree, &host))?;
             s.push('\n');

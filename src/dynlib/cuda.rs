@@ -2,7 +2,7 @@
 //!
 //! cudarc panics when the library or one of its symbols is missing, so [`load`] checks both first and every
 //! other function here returns `Err` until `load` has succeeded. Errors name the call: `cuMemAlloc_v2:
-//! CUDA_ERROR_OUT_OF_MEMORY (out of memory)`. Each call leaves an [`isolate::breadcrumb`] so a hang inside the
+//! CUDA_ERROR_OUT_OF_MEMORY (out of memory)`. Each call leaves an [`child::breadcrumb`](crate::child::breadcrumb) so a hang inside the
 //! driver is reported with the call's name.
 //!
 //! Lifetimes follow the driver's rules: a [`DeviceContext`] makes the GPU's primary context current on the
@@ -16,7 +16,7 @@ use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 
 use super::{LibError, Library};
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 
 pub use cudarc::driver::sys::CUdevice_attribute as DeviceAttribute;
 

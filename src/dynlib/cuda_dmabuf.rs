@@ -6,9 +6,9 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys;
 
+use crate::child::breadcrumb;
 use crate::dynlib::cuda::{self, CudaResult, DeviceBuffer};
 use crate::dynlib::LibError;
-use crate::isolate::breadcrumb;
 use crate::model::Library;
 
 const SYMBOL: &str = "cuMemGetHandleForAddressRange";

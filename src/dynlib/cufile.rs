@@ -4,7 +4,7 @@
 //! cuFile 1.19: [`StatsLayout`] picks the layout from `cuFileGetVersion` and refuses an unknown major version.
 //!
 //! libcufile prints on stdout and writes `cufile.log` into the working directory unless `CUFILE_LOGFILE_PATH`
-//! is set: [`CuFile::load`] sets it first, and callers run in the probe child process (see `isolate.rs`).
+//! is set: [`CuFile::load`] sets it first, and callers run in the probe child process (see `runner/probe_child.rs`).
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::fmt;
@@ -15,7 +15,7 @@ use cudarc::cufile::sys as cf;
 use libloading::Library;
 use serde::{Deserialize, Serialize};
 
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 
 /// The SONAME first, then the development link.
 pub const LIB_CANDIDATES: [&str; 2] = ["libcufile.so.0", "libcufile.so"];

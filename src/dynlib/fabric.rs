@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 
 /// The SONAME, the development link, and where AWS's EFA installer puts it (not on the default loader path:
 /// aws-ofi-nccl finds it through its rpath).

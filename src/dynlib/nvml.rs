@@ -12,7 +12,7 @@ use nvml_wrapper::{Device, Nvml};
 use serde::{Deserialize, Serialize};
 
 use super::{LibError, Library};
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 
 /// A reading or the error of the call that should have produced it.
 pub type Answer<T> = Result<T, String>;

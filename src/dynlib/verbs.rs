@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
 
 use super::{LibError, Library};
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 
 /// Vendor-answer key of the device list, shared by every probe that opens verbs.
 pub const DEVICE_LIST_KEY: &str = "verbs.device_list";

@@ -187,7 +187,7 @@ fn pin_thread(cpus: &[usize]) -> Result<(), String> {
 /// Runs `f` on a fresh thread (its own CUDA current context and CPU affinity) and waits for it.
 fn on_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
     std::thread::Builder::new()
-        .name("probe:gpu-copy".into())
+        .name("task:gpu-copy".into())
         .spawn(f)
         .map_err(|e| format!("cannot start a thread: {e}"))?
         .join()
@@ -414,7 +414,7 @@ pub fn while_busy<T>(
     for &ordinal in ordinals {
         let stop = stop.clone();
         let spawned = std::thread::Builder::new()
-            .name("probe:gpu-busy".into())
+            .name("task:gpu-busy".into())
             .spawn(move || -> CudaResult<()> {
                 let _ctx = DeviceContext::new(ordinal)?;
                 let device = DeviceBuffer::alloc(LOOP_BYTES)?;

@@ -21,8 +21,8 @@ use sideway::ibverbs::queue_pair::{
 };
 use sideway::ibverbs::AccessFlags;
 
+use crate::child::breadcrumb;
 use crate::dynlib::verbs::chain;
-use crate::isolate::breadcrumb;
 
 /// Which port and how to address it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
 
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 use crate::measure::memory::TestMemory;
 use crate::measure::rc::{self, fail, mtu_bytes, poll, post_recv, recv_one, Remote};
 pub use crate::measure::rc::{Failure, PortTarget, Region, Registration};

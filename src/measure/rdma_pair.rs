@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::queue_pair::QueuePair;
 
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::queue_pair::BasicQueuePair;
 
@@ -70,7 +70,7 @@ pub struct PairPlan {
     /// Each phase (WRITE, READ, ping-pong) ends after its count or this long, whichever comes first.
     pub phase_time: Duration,
     /// Hard end: a phase cut by it is `cut_short`.
-    #[serde(with = "crate::isolate::deadline")]
+    #[serde(with = "crate::child::deadline")]
     pub deadline: Instant,
 }
 

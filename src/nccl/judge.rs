@@ -43,30 +43,57 @@ pub fn allowed_families(expect: NcclExpect) -> &'static [NetFamily] {
     }
 }
 
-/// Judges the log against `expect`: any line showing NCCL failing (WARN, error return code, completion
-/// error, error name) makes it not met, whatever the transport; otherwise the data path decides.
+/// Judges the log against `expect`: a fatal failure (by the recovered-vs-fatal rule, see [`judge_errors`])
+/// makes it not met whatever the transport; otherwise the data path decides, and failures whose outcome the
+/// logs cannot show leave a met transport undetermined.
 pub fn judge(s: &Summary, expect: NcclExpect) -> Judgement {
     let transport = judge_transport(s, expect);
-    let Some(first) = s.errors.first() else {
-        return transport;
-    };
-    let errors = format!(
-        "{} NCCL error(s) in the log, first at {}:{}: {}{}",
-        s.errors_total,
-        first.source,
-        first.line,
-        first
-            .location
-            .as_deref()
-            .map_or(String::new(), |l| format!("{l} ")),
-        first.message
-    );
-    Judgement::NotMet(match transport {
-        Judgement::Met => format!("NCCL used {}, but {errors}", s.verdict_named()),
-        Judgement::NotMet(why) | Judgement::Undetermined(why) => {
-            format!("{why} (verdict {}); {errors}", s.verdict_named())
+    match (judge_errors(s), transport) {
+        (Judgement::Met, transport) => transport,
+        (Judgement::NotMet(errors), transport) => Judgement::NotMet(match transport {
+            Judgement::Met => format!("NCCL used {}, but {errors}", s.verdict_named()),
+            Judgement::NotMet(why) | Judgement::Undetermined(why) => {
+                format!("{why} (verdict {}); {errors}", s.verdict_named())
+            }
+        }),
+        (Judgement::Undetermined(errors), Judgement::Met) => {
+            Judgement::Undetermined(format!("NCCL used {}, but {errors}", s.verdict_named()))
         }
-    })
+        (Judgement::Undetermined(_), transport) => transport,
+    }
+}
+
+/// The failures alone, by NCCL's own outcome: met when none is fatal or unknown (recovered ones do not
+/// count), not met on the first fatal one, undetermined when the logs cannot tell. The `collective` command
+/// uses this for its errors verdict.
+pub fn judge_errors(s: &Summary) -> Judgement {
+    let describe = |total: u64, label: &str, f: &super::summary::Failure| {
+        format!(
+            "{total} {label} NCCL error(s), first at {}:{}: {}{} ({})",
+            f.source,
+            f.line,
+            f.location
+                .as_deref()
+                .map_or(String::new(), |l| format!("{l} ")),
+            f.message,
+            f.why
+        )
+    };
+    let unlisted =
+        |total: u64, label: &str| format!("{total} {label} NCCL error(s) (past the listing cap)");
+    if s.errors_total > 0 {
+        return Judgement::NotMet(s.errors.first().map_or_else(
+            || unlisted(s.errors_total, "fatal"),
+            |f| describe(s.errors_total, "fatal", f),
+        ));
+    }
+    if s.unknown_errors_total > 0 {
+        return Judgement::Undetermined(s.unknown_errors.first().map_or_else(
+            || unlisted(s.unknown_errors_total, "unresolved"),
+            |f| describe(s.unknown_errors_total, "unresolved", f),
+        ));
+    }
+    Judgement::Met
 }
 
 /// Judges the data path against `expect`. With no data path (or none through the network), the selection
@@ -161,6 +188,30 @@ fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
         .iter()
         .chain(&s.net_plugins_loaded)
         .any(|n| allowed.contains(&NetFamily::of(n)) && !s.net_plugins_failed.contains(n));
+    // aws-ofi-nccl's own lines disprove GDR (or the plugin itself) where OFI is the only candidate.
+    let only_ofi = allowed == [NetFamily::Ofi]
+        || (!s.network_selected.is_empty()
+            && s.network_selected
+                .iter()
+                .all(|n| NetFamily::of(n) == NetFamily::Ofi));
+    if only_ofi {
+        if let Some(r) = s.ofi_getinfo_failed.first() {
+            if s.ofi_providers.is_empty() {
+                return Some(format!(
+                    "aws-ofi-nccl found no libfabric provider ({}, first at {}): the OFI plugin cannot carry {name}",
+                    r.text, r.first_seen
+                ));
+            }
+        }
+        if let Some(r) = s.ofi_gdr_disabled.first() {
+            if wants_gdr(expect) {
+                return Some(format!(
+                    "aws-ofi-nccl turned GPUDirect RDMA off ({}, first at {}), which cannot meet expected {name}",
+                    r.text, r.first_seen
+                ));
+            }
+        }
+    }
     if allowed.contains(&NetFamily::Ib) && s.no_device.iter().any(|n| n == "IB") && !usable_selected
     {
         return Some(format!(
@@ -168,6 +219,16 @@ fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
         ));
     }
     None
+}
+
+fn wants_gdr(expect: NcclExpect) -> bool {
+    matches!(
+        expect,
+        NcclExpect::Gdrdma
+            | NcclExpect::IbGdrdma
+            | NcclExpect::OfiGdrdma
+            | NcclExpect::PluginGdrdma
+    )
 }
 
 /// What to do about a verdict that is not what the node should give (`None`: nothing to fix).
@@ -199,7 +260,10 @@ fn failure_advice(kind: FailureKind) -> &'static str {
              fabric fault on the named HCA or its peer: `ibstat` / `ibv_devinfo` port state, `fabric-preflight run \
              --only rdma.link,rdma.counters` (symbol errors, link downed), cable and switch port; then rerun the job"
         }
-        FailureKind::Warn | FailureKind::ReturnCode | FailureKind::NcclError => {
+        FailureKind::Warn
+        | FailureKind::ReturnCode
+        | FailureKind::NcclError
+        | FailureKind::Abort => {
             "read the first failure listed (file:line, then the WARN before it): memory registration errors \
              (`ibv_reg_mr … Cannot allocate memory`) need `ulimit -l unlimited` and nvidia-peermem or DMA-BUF; \
              `Connection closed by remote peer` and ncclRemoteError point at the peer's log; rerun with \

@@ -84,6 +84,19 @@ pub enum Event<'a> {
     },
     /// `NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)`.
     OfiProvider(&'a str),
+    /// `NET/OFI Support for DMA-BUF registrations: true|false`: whether the plugin registers GPU memory
+    /// through DMA-BUF (false: the legacy peer-memory path, if any).
+    OfiDmabuf(bool),
+    /// aws-ofi-nccl turned GPUDirect RDMA off: `GDR disabled on GDR-supported instance type p5.48xlarge`
+    /// (WARN, the endpoint is refused), `Could not disable CUDA API usage for HMEM, disabling GDR` (INFO).
+    OfiGdrOff {
+        reason: &'a str,
+        instance: Option<&'a str>,
+    },
+    /// `OFI fi_getinfo() call failed: <libfabric error>`: no usable libfabric provider.
+    OfiGetinfoFailed(&'a str),
+    /// `Running on p5en.48xlarge platform, …`: the instance type the plugin read.
+    OfiPlatform(&'a str),
     /// aws-ofi-nccl refused its provider (`No eligible providers were found`, `Couldn't find any optimal
     /// provider`, `Only EFA provider is supported`); NCCL falls back to another network.
     OfiRefused(&'a str),
@@ -96,12 +109,30 @@ pub enum Event<'a> {
     CompletionError(&'a str),
     /// `ncclSystemError: …`, PyTorch's `NCCL error in: …`: a NCCL call failed (outside the NCCL prefix).
     NcclError(&'a str),
+    /// `[ncclCommInitRank ]comm 0x… rank 3 nranks 16 … - Init START|Init COMPLETE|Abort COMPLETE` (Init
+    /// COMPLETE from 2.4, Init START from 2.18, Abort from 2.12): where a communicator's init began, ended or
+    /// was aborted in this process.
+    CommLifecycle {
+        /// The communicator's address as printed (`%p`): unique within one process.
+        comm: &'a str,
+        rank: u32,
+        nranks: u32,
+        stage: CommStage,
+    },
     /// `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 …` (2.20+).
     CommTopology {
         nranks: u32,
         nnodes: u32,
     },
     Other,
+}
+
+/// What an init line says happened to a communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommStage {
+    InitStart,
+    InitComplete,
+    AbortComplete,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -711,6 +742,9 @@ fn classify_at(msg: &str, via: Option<usize>) -> Event<'_> {
         return event;
     }
     if msg.starts_with("comm 0x") || has(&COMM, msg) {
+        if let Some(lifecycle) = parse_comm_lifecycle(msg) {
+            return lifecycle;
+        }
         if let Some(topology) = parse_comm_topology(msg) {
             return topology;
         }
@@ -761,7 +795,8 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     Event::Other
 }
 
-fn classify_ofi(rest: &str) -> Event<'_> {
+/// The text after `NET/OFI ` (INFO, or a WARN's message).
+pub fn classify_ofi(rest: &str) -> Event<'_> {
     let rest = rest.trim();
     for lead in ["Selected provider is ", "Selected Provider is "] {
         if let Some(p) = rest.strip_prefix(lead) {
@@ -771,6 +806,36 @@ fn classify_ofi(rest: &str) -> Event<'_> {
             } else {
                 Event::OfiProvider(provider)
             };
+        }
+    }
+    if let Some(value) = rest.strip_prefix("Support for DMA-BUF registrations: ") {
+        return match value.trim() {
+            "true" => Event::OfiDmabuf(true),
+            "false" => Event::OfiDmabuf(false),
+            _ => Event::Other,
+        };
+    }
+    if let Some(instance) = rest.strip_prefix("GDR disabled on GDR-supported instance type ") {
+        let instance = instance.split_whitespace().next();
+        return Event::OfiGdrOff {
+            reason: rest,
+            instance,
+        };
+    }
+    if rest.starts_with("Could not disable CUDA API usage for HMEM, disabling GDR") {
+        return Event::OfiGdrOff {
+            reason: rest,
+            instance: None,
+        };
+    }
+    if rest.starts_with("OFI fi_getinfo() call failed") {
+        return Event::OfiGetinfoFailed(rest);
+    }
+    if let Some(platform) = rest.strip_prefix("Running on ") {
+        if let Some((instance, _)) = platform.split_once(" platform") {
+            if !instance.is_empty() && !instance.contains(' ') {
+                return Event::OfiPlatform(instance);
+            }
         }
     }
     if is_ofi_refusal(rest) {
@@ -852,6 +917,40 @@ fn parse_pxn_gdr(rest: &str) -> Option<Event<'static>> {
     Some(Event::RingPxnGdr {
         pxn: pxn != 0,
         gdr: gdr != 0,
+    })
+}
+
+/// `… comm 0x7f3a rank 3 nranks 16 … - Init COMPLETE`; 2.28's split form glues the dash to the key
+/// (`key 0- Init START`), and newer builds lead with `[Rank 3] ncclCommInitRank`.
+fn parse_comm_lifecycle(msg: &str) -> Option<Event<'_>> {
+    let head = trim_end(msg);
+    let (head, stage) = [
+        ("Init COMPLETE", CommStage::InitComplete),
+        ("Init START", CommStage::InitStart),
+        ("Abort COMPLETE", CommStage::AbortComplete),
+    ]
+    .into_iter()
+    .find_map(|(tail, stage)| head.strip_suffix(tail).map(|h| (h, stage)))?;
+    if !trim_end(head).ends_with('-') {
+        return None;
+    }
+    let mut comm = None;
+    let mut rank = None;
+    let mut nranks = None;
+    let mut words = Words { s: head, at: 0 };
+    while let Some(w) = words.next() {
+        match w {
+            "comm" if comm.is_none() => comm = words.next(),
+            "rank" if rank.is_none() => rank = words.next().and_then(|n| n.parse().ok()),
+            "nranks" if nranks.is_none() => nranks = words.next().and_then(|n| n.parse().ok()),
+            _ => {}
+        }
+    }
+    Some(Event::CommLifecycle {
+        comm: comm?,
+        rank: rank?,
+        nranks: nranks?,
+        stage,
     })
 }
 
@@ -1057,7 +1156,7 @@ fn parse_transport(path: &str) -> Transport<'_> {
     Transport::Other(path)
 }
 
-/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3), and nothing after it.
+/// `<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]` (also `/GDCopy` in 2.3), then nothing or a space.
 fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
     let (plugin, tail) = split_byte(rest, b'/')?;
     let plugin = trim(plugin);
@@ -1091,9 +1190,10 @@ fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
             break;
         }
     }
-    // Anything left is a line cut or glued mid-path (`NET/IB/0/GD`, `NET/IB/0/GDRDMAgpu-a01:…`): what it
-    // said about GDRDMA is lost, so it proves nothing.
-    if !tail.is_empty() {
+    // The path ends at the first space: RCCL goes on with ` comm 0x2035d540 nRanks 02`, a terminal copy pads
+    // with spaces before the next record. Anything else left is a line cut or glued mid-path (`NET/IB/0/GD`,
+    // `NET/IB/0/GDRDMAgpu-a01:…`): what it said about GDRDMA is lost, so it proves nothing.
+    if tail.bytes().next().is_some_and(|b| !is_ascii_space(b)) {
         return None;
     }
     Some(Transport::Net {
@@ -1461,6 +1561,29 @@ mod tests {
                 Event::OfiRefused("No eligible providers were found"),
             ),
             (
+                "NET/OFI Support for DMA-BUF registrations: true",
+                Event::OfiDmabuf(true),
+            ),
+            (
+                "NET/OFI Support for DMA-BUF registrations: false",
+                Event::OfiDmabuf(false),
+            ),
+            (
+                "NET/OFI Could not disable CUDA API usage for HMEM, disabling GDR",
+                Event::OfiGdrOff {
+                    reason: "Could not disable CUDA API usage for HMEM, disabling GDR",
+                    instance: None,
+                },
+            ),
+            (
+                "NET/OFI Running on p5en.48xlarge platform, topology file /opt/amazon/ofi-nccl/share/aws-ofi-nccl/xml/p5en.48xl-topo.xml",
+                Event::OfiPlatform("p5en.48xlarge"),
+            ),
+            (
+                "NET/OFI Running on p4d.24xlarge platform, NCCL_TOPO_FILE environment variable is already set to /etc/topo.xml",
+                Event::OfiPlatform("p4d.24xlarge"),
+            ),
+            (
                 "comm 0x55d1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0",
                 Event::CommTopology {
                     nranks: 16,
@@ -1472,6 +1595,76 @@ mod tests {
             assert_eq!(
                 one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
                 want,
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn comm_lifecycle_lines_parse_in_every_release_shape() {
+        for (msg, comm, rank, nranks, stage) in [
+            (
+                "comm 0x7f3a10 rank 0 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE",
+                "0x7f3a10",
+                0,
+                2,
+                CommStage::InitComplete,
+            ),
+            (
+                "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d000 - Init COMPLETE",
+                "0x5501",
+                3,
+                16,
+                CommStage::InitComplete,
+            ),
+            (
+                "ncclCommInitRank comm 0x5501 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000 commId 0xa1 - Init START",
+                "0x5501",
+                3,
+                16,
+                CommStage::InitStart,
+            ),
+            (
+                "ncclCommSplit comm 0x5502 rank 1 nranks 8 cudaDev 1 nvmlDev 1 busId 1c000 parent 0x5501 splitCount 1 color 0 key 1- Init START",
+                "0x5502",
+                1,
+                8,
+                CommStage::InitStart,
+            ),
+            (
+                "[Rank 3] ncclCommInitRankConfig comm 0x5503 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000 commId 0xa3 - Init START",
+                "0x5503",
+                3,
+                16,
+                CommStage::InitStart,
+            ),
+            (
+                "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d000 - Abort COMPLETE",
+                "0x5501",
+                3,
+                16,
+                CommStage::AbortComplete,
+            ),
+        ] {
+            assert_eq!(
+                one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
+                Event::CommLifecycle {
+                    comm,
+                    rank,
+                    nranks,
+                    stage
+                },
+                "{msg}"
+            );
+        }
+        // Destroy is a normal end; a line cut before the stage is nothing.
+        for msg in [
+            "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d000 - Destroy COMPLETE",
+            "comm 0x5501 rank 3 nranks 16 cudaDev 3 busId 3d0",
+        ] {
+            assert_eq!(
+                one(&format!("h:1:2 [0] NCCL INFO {msg}")).event,
+                Event::Other,
                 "{msg}"
             );
         }
@@ -1524,6 +1717,50 @@ mod tests {
                 "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via {path}"
             ));
             assert_eq!(c.transport, Transport::Other(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn net_path_ends_at_the_first_space() {
+        for (tail, plugin, gdrdma) in [
+            // RCCL.
+            ("NET/IB/0 comm 0x2035d540 nRanks 02", "IB", false),
+            ("NET/IB/1/GDRDMA comm 0x2035d540 nRanks 16", "IB", true),
+            // A terminal copy padded with spaces or a tab; a plugin name with a space is not cut.
+            ("NET/IB/0/GDRDMA        ", "IB", true),
+            ("NET/IB/0/GDRDMA\t x", "IB", true),
+            (
+                "NET/AWS Libfabric/3/GDRDMA comm 0x1 nRanks 4",
+                "AWS Libfabric",
+                true,
+            ),
+        ] {
+            let c = channel(&format!(
+                "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via {tail}"
+            ));
+            match c.transport {
+                Transport::Net {
+                    plugin: p,
+                    gdrdma: g,
+                    ..
+                } => assert_eq!((p, g), (plugin, gdrdma), "{tail}"),
+                t => panic!("{tail}: {t:?}"),
+            }
+        }
+        // Glued records padded by a terminal: each one whole.
+        let r = records("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA     h:1:3 [1] NCCL INFO Channel 01/0 : 1[1] -> 9[1] [send] via NET/IB/1/GDRDMA   ");
+        assert_eq!(r.len(), 2);
+        for rec in r {
+            assert!(
+                matches!(
+                    rec.event,
+                    Event::Channel(Channel {
+                        transport: Transport::Net { gdrdma: true, .. },
+                        ..
+                    })
+                ),
+                "{rec:?}"
+            );
         }
     }
 

@@ -4,15 +4,19 @@
 //! accumulates records from any number of logs into a [`Summary`] with a [`Verdict`]; [`judge`] weighs it
 //! against an expected transport. Used by the `nccl` command and the `nccl.transport` check.
 
+pub mod conf;
 pub mod env;
 pub mod judge;
 pub mod line;
+pub mod outcome;
 pub mod reader;
 pub mod summary;
 
-pub use judge::{advice, advice_for, expect_name, judge, Judgement};
+pub use judge::{advice, advice_for, expect_name, judge, judge_errors, Judgement};
 pub use reader::{analyze_paths, check_log_path, LogError, ReadStop};
-pub use summary::{Analyzer, Summary, Verdict};
+pub use summary::{
+    Analyzer, ErrorOutcome, Failure, FailureKind, RankOutcome, RankState, Summary, Verdict,
+};
 
 /// Channel lines the unit tests share.
 #[cfg(test)]

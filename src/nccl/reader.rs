@@ -522,7 +522,7 @@ mod tests {
         let s = analyze(cri);
         assert_eq!(s.verdict, Verdict::IbGdrdma);
         assert_eq!(s.transports[0].first_seen, "t.log:2");
-        assert_eq!(s.errors[0].line, 4);
+        assert_eq!(s.warnings[0].line, 4);
         assert_eq!(s.input.lines, 4);
     }
 

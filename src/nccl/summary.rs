@@ -7,14 +7,16 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
-use super::line::{self, Channel, Event, NetFamily, Record, Transport, MAX_LINE_BYTES};
+use super::line::{self, Channel, CommStage, Event, NetFamily, Record, Transport, MAX_LINE_BYTES};
+pub use super::outcome::{ErrorOutcome, Failure, FailureKind, RankOutcome, RankState};
+use super::outcome::{Outcomes, Slot, MAX_LISTED};
 
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
 const MAX_RANK: u32 = 1 << 18;
 const MAX_DEVICE: u32 = 1024;
 const MAX_HOSTS: usize = 4096;
 const MAX_TRANSPORTS: usize = 256;
-const MAX_WARNINGS: usize = 200;
+const MAX_WARNINGS: usize = MAX_LISTED;
 const MAX_DISTINCT: usize = 64;
 /// Longest plugin/transport name kept (names come from the log).
 const MAX_NAME_CHARS: usize = 96;
@@ -225,44 +227,6 @@ pub struct Warning {
     pub message: String,
 }
 
-/// What kind of failure a log line reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FailureKind {
-    /// An `NCCL WARN` line.
-    Warn,
-    /// `Got completion … with error|status=`: an RDMA work request failed (transport setup or data movement).
-    #[serde(rename = "completion-error")]
-    Completion,
-    /// `transport/net_ib.cc:911 -> 2`: an error code returned up the stack (the frames in `message`).
-    ReturnCode,
-    /// `ncclSystemError`, `ncclRemoteError`, … or PyTorch's `NCCL error in:`, outside NCCL's own lines.
-    NcclError,
-}
-
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Warn => "warn",
-            FailureKind::Completion => "completion-error",
-            FailureKind::ReturnCode => "return-code",
-            FailureKind::NcclError => "nccl-error",
-        }
-    }
-}
-
-/// A line that shows NCCL failing. Any one makes `--expect` not met.
-#[derive(Debug, Clone, Serialize)]
-pub struct Failure {
-    pub kind: FailureKind,
-    pub source: String,
-    pub line: u64,
-    pub host: Option<String>,
-    pub pid: Option<u32>,
-    pub location: Option<String>,
-    pub message: String,
-}
-
 /// A distinct message and how often it appeared.
 #[derive(Debug, Clone, Serialize)]
 pub struct Reason {
@@ -330,6 +294,15 @@ pub struct Summary {
     pub bootstrap: Vec<String>,
     pub ofi_providers: Vec<String>,
     pub ofi_refused: Vec<String>,
+    /// Instance types aws-ofi-nccl named (`Running on p5.48xlarge platform`, `GDR disabled on GDR-supported
+    /// instance type …`).
+    pub ofi_platforms: Vec<String>,
+    /// `Support for DMA-BUF registrations: true|false`, the distinct answers (false: the peer-memory path).
+    pub ofi_dmabuf: Vec<bool>,
+    /// aws-ofi-nccl turning GPUDirect RDMA off, with counts: no channel can then carry `/GDRDMA`.
+    pub ofi_gdr_disabled: Vec<Reason>,
+    /// `OFI fi_getinfo() call failed: …`: libfabric offered no usable provider.
+    pub ofi_getinfo_failed: Vec<Reason>,
     /// Largest `nNodes` of any communicator (2.20+).
     pub nnodes: Option<u32>,
     pub transports: Vec<TransportTally>,
@@ -342,10 +315,19 @@ pub struct Summary {
     /// `Connected all rings, use ring PXN … GDR 0` lines.
     pub rings_without_gdr: u64,
     pub gdr_disabled: Vec<Reason>,
-    /// The first lines showing NCCL failing (WARN, error return codes, completion errors, error names); a
-    /// chain of return-code lines from one process counts once (see `errors_total`).
+    /// The fatal failures (WARN, error return codes, completion errors, error names, aborts) by the
+    /// recovered-vs-fatal rule (`outcome.rs`, README): any one makes `--expect` not met. A chain of
+    /// return-code lines from one process counts once. Up to 200 listed, `errors_total` counts all.
     pub errors: Vec<Failure>,
     pub errors_total: u64,
+    /// Failures the same process's init completed after: NCCL carried on. Shown; they do not fail.
+    pub recovered_errors: Vec<Failure>,
+    pub recovered_errors_total: u64,
+    /// Failures whose outcome the logs cannot show (no init line anywhere): the judgement is undetermined.
+    pub unknown_errors: Vec<Failure>,
+    pub unknown_errors_total: u64,
+    /// Every process that printed an init line or a failure: its ranks, communicators and outcome.
+    pub ranks: Vec<RankOutcome>,
     /// The first NCCL WARN lines (see `warnings_total`).
     pub warnings: Vec<Warning>,
     pub warnings_total: u64,
@@ -381,17 +363,19 @@ pub struct Analyzer {
     bootstrap: Vec<String>,
     ofi_providers: Vec<String>,
     ofi_refused: Vec<String>,
+    ofi_platforms: Vec<String>,
+    ofi_dmabuf: Vec<bool>,
+    ofi_gdr_disabled: Vec<Reason>,
+    ofi_getinfo_failed: Vec<Reason>,
     nnodes: Option<u32>,
     transports: Vec<Tally>,
     channels_not_tallied: u64,
-    channel_lines: u64,
     gdr_disabled: Vec<Reason>,
     warnings: Vec<Warning>,
     warnings_total: u64,
-    errors: Vec<Failure>,
-    errors_total: u64,
-    /// The return-code chain being traced (pid, code, index in `errors`): its next frames join it.
-    open_chain: Option<(Option<u32>, u32, usize)>,
+    outcomes: Outcomes,
+    /// The return-code chain being traced (pid, code, where its failure sits): its next frames join it.
+    open_chain: Option<(Option<u32>, u32, Slot)>,
     rings_without_gdr: u64,
     ray_repeats: bool,
 }
@@ -410,6 +394,12 @@ impl Analyzer {
     /// One parsed record (public for the fuzz target and for callers that split lines themselves).
     pub fn record(&mut self, line_no: u64, r: Record<'_>) {
         self.input.nccl_records += 1;
+        // A chain's frames follow one another: any other line of its process ends it.
+        if let Some((pid, ..)) = self.open_chain {
+            if pid == r.pid && !matches!(r.event, Event::ErrorReturn { .. }) {
+                self.open_chain = None;
+            }
+        }
         if r.repeat > 1 {
             self.ray_repeats = true;
         }
@@ -438,6 +428,10 @@ impl Analyzer {
             Event::Bootstrap(b) => push_distinct(&mut self.bootstrap, b),
             Event::OfiProvider(p) => push_distinct(&mut self.ofi_providers, p),
             Event::OfiRefused(m) => push_distinct(&mut self.ofi_refused, m),
+            e @ (Event::OfiDmabuf(_)
+            | Event::OfiGdrOff { .. }
+            | Event::OfiGetinfoFailed(_)
+            | Event::OfiPlatform(_)) => self.ofi_fact(line_no, r.repeat, &e),
             Event::GdrDisabled(text) => {
                 let at = self.at(line_no);
                 tally_reason(&mut self.gdr_disabled, text, r.repeat, at);
@@ -445,6 +439,25 @@ impl Analyzer {
             Event::RingPxnGdr { gdr, .. } => {
                 if !gdr {
                     self.rings_without_gdr += u64::from(r.repeat);
+                }
+            }
+            Event::CommLifecycle {
+                comm,
+                rank,
+                nranks,
+                stage,
+            } => {
+                self.open_chain = None;
+                let at = self.at(line_no);
+                if let (Some(host), Some(pid)) = (r.host, r.pid) {
+                    self.outcomes.lifecycle(host, pid, comm, rank, stage, &at);
+                } else {
+                    self.outcomes.init_lines += 1;
+                }
+                if stage == CommStage::AbortComplete {
+                    let message =
+                        format!("comm {comm} rank {rank} nranks {nranks} - Abort COMPLETE");
+                    self.failure(line_no, &r, FailureKind::Abort, None, &message);
                 }
             }
             Event::CommTopology { nnodes, .. } => {
@@ -465,6 +478,9 @@ impl Analyzer {
                 };
                 self.failure(line_no, &r, kind, location, message);
                 self.warnings_total += u64::from(r.repeat);
+                if let Some(rest) = message.strip_prefix("NET/OFI ") {
+                    self.ofi_fact(line_no, r.repeat, &line::classify_ofi(rest));
+                }
                 if line::is_ofi_refusal(message) {
                     push_distinct(
                         &mut self.ofi_refused,
@@ -486,6 +502,28 @@ impl Analyzer {
         }
     }
 
+    /// What aws-ofi-nccl says about GDR and the platform (INFO or WARN); other events are ignored.
+    fn ofi_fact(&mut self, line_no: u64, repeat: u32, event: &Event<'_>) {
+        match *event {
+            Event::OfiDmabuf(supported) if !self.ofi_dmabuf.contains(&supported) => {
+                self.ofi_dmabuf.push(supported);
+            }
+            Event::OfiGdrOff { reason, instance } => {
+                if let Some(i) = instance {
+                    push_distinct(&mut self.ofi_platforms, i);
+                }
+                let at = self.at(line_no);
+                tally_reason(&mut self.ofi_gdr_disabled, reason, repeat, at);
+            }
+            Event::OfiGetinfoFailed(reason) => {
+                let at = self.at(line_no);
+                tally_reason(&mut self.ofi_getinfo_failed, reason, repeat, at);
+            }
+            Event::OfiPlatform(instance) => push_distinct(&mut self.ofi_platforms, instance),
+            _ => {}
+        }
+    }
+
     fn failure(
         &mut self,
         line_no: u64,
@@ -493,30 +531,30 @@ impl Analyzer {
         kind: FailureKind,
         location: Option<&str>,
         message: &str,
-    ) -> Option<usize> {
+    ) -> Slot {
         self.open_chain = None;
-        self.errors_total += u64::from(r.repeat);
-        if self.errors.len() >= MAX_WARNINGS {
-            return None;
-        }
-        self.errors.push(Failure {
+        let failure = Failure {
             kind,
             source: self.source.clone(),
             line: line_no,
             host: r.host.map(str::to_string),
             pid: r.pid,
+            rank: None,
             location: location.map(|l| truncate_chars(l, MAX_NAME_CHARS * 4).to_string()),
             message: truncate_chars(message, MAX_NAME_CHARS * 4).to_string(),
-        });
-        Some(self.errors.len() - 1)
+            outcome: ErrorOutcome::Fatal,
+            why: String::new(),
+            seq: 0,
+        };
+        self.outcomes.failure(failure, u64::from(r.repeat))
     }
 
     /// One frame of a return-code chain: the first frame (where the error arose) is a failure, the frames
     /// after it from the same process with the same code are appended to it.
     fn error_return(&mut self, line_no: u64, r: &Record<'_>, location: &str, code: u32) {
-        if let Some((pid, open_code, index)) = self.open_chain {
+        if let Some((pid, open_code, slot)) = self.open_chain {
             if pid == r.pid && open_code == code {
-                if let Some(f) = self.errors.get_mut(index) {
+                if let Some(f) = self.outcomes.get_mut(slot) {
                     if f.message.len() < MAX_NAME_CHARS * 4 {
                         f.message.push_str(" <- ");
                         f.message.push_str(truncate_chars(location, MAX_NAME_CHARS));
@@ -526,14 +564,14 @@ impl Analyzer {
             }
         }
         let message = format!("returned {code} ({})", line::result_name(code));
-        let index = self.failure(
+        let slot = self.failure(
             line_no,
             r,
             FailureKind::ReturnCode,
             Some(location),
             &message,
         );
-        self.open_chain = Some((r.pid, code, index.unwrap_or(usize::MAX)));
+        self.open_chain = Some((r.pid, code, slot));
     }
 
     fn at(&self, line_no: u64) -> String {
@@ -541,7 +579,6 @@ impl Analyzer {
     }
 
     fn channel(&mut self, line_no: u64, host: Option<&str>, repeat: u32, c: &Channel<'_>) {
-        self.channel_lines += 1;
         let (class, name, gdrdma) = match &c.transport {
             Transport::Net {
                 collnet,
@@ -631,7 +668,13 @@ impl Analyzer {
             }
         }
         let family = counts.family();
-        let verdict = if self.channel_lines == 0 {
+        let rejected: u64 = tallies
+            .iter()
+            .filter(|t| t.family == Family::Other)
+            .map(|t| t.channels)
+            .sum();
+        // Lines whose transport was rejected prove nothing: with no other channel line, nothing was shown.
+        let verdict = if tallies.iter().all(|t| t.family == Family::Other) {
             Verdict::Undetermined
         } else if counts.total == 0 {
             Verdict::IntraNodeOnly
@@ -674,11 +717,7 @@ impl Analyzer {
         let ranks_on_socket = union(on_socket().map(|t| &t.ranks));
         let hosts_on_socket = union(on_socket().map(|t| &t.hosts));
 
-        let rejected = tallies
-            .iter()
-            .filter(|t| t.family == Family::Other)
-            .map(|t| t.channels)
-            .sum();
+        let ranks = self.outcomes.finish(self.init_lines_printed());
         let notes = self.notes(verdict, &counts, rejected);
         Summary {
             verdict,
@@ -693,6 +732,10 @@ impl Analyzer {
             bootstrap: self.bootstrap,
             ofi_providers: self.ofi_providers,
             ofi_refused: self.ofi_refused,
+            ofi_platforms: self.ofi_platforms,
+            ofi_dmabuf: self.ofi_dmabuf,
+            ofi_gdr_disabled: self.ofi_gdr_disabled,
+            ofi_getinfo_failed: self.ofi_getinfo_failed,
             nnodes: self.nnodes,
             transports: tallies,
             net_channels: counts,
@@ -703,13 +746,29 @@ impl Analyzer {
             hosts_on_socket,
             rings_without_gdr: self.rings_without_gdr,
             gdr_disabled: self.gdr_disabled,
-            errors: self.errors,
-            errors_total: self.errors_total,
+            errors: std::mem::take(&mut self.outcomes.fatal),
+            errors_total: self.outcomes.fatal_total,
+            recovered_errors: std::mem::take(&mut self.outcomes.recovered),
+            recovered_errors_total: self.outcomes.recovered_total,
+            unknown_errors: std::mem::take(&mut self.outcomes.unknown),
+            unknown_errors_total: self.outcomes.unknown_total,
+            ranks,
             warnings: self.warnings,
             warnings_total: self.warnings_total,
             notes,
             input: self.input,
         }
+    }
+
+    /// Whether these logs prove that their NCCL prints init lines: one was seen, or every version named is
+    /// 2.4 or later (the first to print `Init COMPLETE`).
+    fn init_lines_printed(&self) -> bool {
+        let prints = |v: &String| {
+            let mut parts = v.split(['.', '+']).map(|p| p.parse::<u32>().ok());
+            matches!((parts.next(), parts.next()), (Some(Some(major)), Some(Some(minor))) if (major, minor) >= (2, 4))
+        };
+        self.outcomes.init_lines > 0
+            || (!self.versions.is_empty() && self.versions.iter().all(prints))
     }
 
     fn notes(&self, verdict: Verdict, counts: &NetChannels, rejected: u64) -> Vec<String> {
@@ -727,8 +786,9 @@ impl Analyzer {
         };
         match verdict {
             Verdict::Undetermined => notes.push(format!(
-                "no channel (` via `) lines: the log shows what NCCL selected ({selected}), not what carried data; \
-                 capture a run that completes a collective across nodes (NCCL 2.22+ connects lazily, at the first collective)"
+                "no channel (` via `) line{}: the log shows what NCCL selected ({selected}), not what carried data; \
+                 capture a run that completes a collective across nodes (NCCL 2.22+ connects lazily, at the first collective)",
+                if rejected > 0 { " whose transport could be read" } else { "" }
             )),
             Verdict::IntraNodeOnly => notes.push(format!(
                 "channel lines use P2P/SHM only: no network traffic to judge (selected: {selected})"
@@ -765,6 +825,26 @@ impl Analyzer {
                 "the OFI plugin refused its provider ({}); NCCL fell back (selected: {selected})",
                 self.ofi_refused.join("; ")
             ));
+        }
+        if !self.ofi_gdr_disabled.is_empty() {
+            let reasons: Vec<&str> = self
+                .ofi_gdr_disabled
+                .iter()
+                .map(|r| r.text.as_str())
+                .collect();
+            notes.push(format!(
+                "aws-ofi-nccl turned GPUDirect RDMA off ({}): its channels cannot carry /GDRDMA",
+                reasons.join("; ")
+            ));
+        }
+        if !self.ofi_getinfo_failed.is_empty() {
+            notes.push(format!(
+                "aws-ofi-nccl found no usable libfabric provider ({}): check the efa provider (`fi_info -p efa`)",
+                self.ofi_getinfo_failed[0].text
+            ));
+        }
+        if self.ofi_dmabuf == [false] && counts.ofi > 0 {
+            notes.push("aws-ofi-nccl registers GPU memory without DMA-BUF (`Support for DMA-BUF registrations: false`): GDR needs the peer-memory path there (efa_nv_peermem or the amzn driver's)".into());
         }
         if self.rings_without_gdr > 0 {
             notes.push(format!(

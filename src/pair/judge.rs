@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::measure::rc::{Failure, Registration};
 use crate::measure::rdma_pair::PairOutcome;
+use crate::model::{worst, CheckResult, Limit, Measurement, Status};
 use crate::pair::wire::PortMemory;
-use crate::probe::{CheckResult, Measurement, Status};
-use crate::threshold::{worst, Limit};
 use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
 pub const ID_HANDSHAKE: &str = "pair.handshake";
@@ -17,17 +18,8 @@ pub const ID_RING: &str = "pair.ring";
 /// ngc_multinode_perf passes a port at 90% of its link rate, as `gdr.loopback` does.
 pub const DEFAULT_PCT: Limit = Limit::new(Some(90.0), Some(75.0));
 
-/// The link rate both ends can carry, where it means something: the lower of two real rates; `None` if either
-/// end is a software device (soft-RoCE's `rate` file is a fixed placeholder) or unreadable.
-pub fn comparable_rate(local: Option<f64>, remote: Option<f64>) -> Option<f64> {
-    match (local, remote) {
-        (Some(a), Some(b)) if a > 0.0 && b > 0.0 => Some(a.min(b)),
-        _ => None,
-    }
-}
-
-/// How one leg of a port pair ended.
-#[derive(Debug, Clone, PartialEq)]
+/// How one leg of a port pair ended: what the measuring child sends back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LegRun {
     Done(PairOutcome),
     /// It stopped at `failure`; `peer_gone`: the peer's process had ended by then.
@@ -248,13 +240,9 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
 /// beside it, each through the shared leg rule; GPU leg failing and host fine blames the GPUDirect path, both
 /// failing the link (a GPU leg the peer cut off blames nothing). An end whose GPU memory was due but unusable
 /// fails or errors by the presence rule.
-pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) -> CheckResult {
-    let rate = match rate_gbps {
-        Some(r) => LinkRate::Gbps(r),
-        None => LinkRate::NotMeaningful(
-            "no meaningful link rate (a software device's placeholder, or unreadable)".into(),
-        ),
-    };
+/// `rate` is what both ends can carry (`LinkRate::common`): an unreadable one makes the bandwidth an error
+/// (with a bandwidth limit set), a software device's placeholder leaves it shown but not judged.
+pub fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> CheckResult {
     let j = Judging {
         rate: &rate,
         pct,
@@ -316,16 +304,21 @@ pub fn judge(legs: &PairLegs, rate_gbps: Option<f64>, pct: &Limit, lat: &Limit) 
     if let PortMemory::Unusable { why, .. } = &legs.theirs {
         evidence.push(format!("GPU memory unusable on {}: {why}", legs.peer_node));
     }
-    match &rate {
-        LinkRate::Gbps(r) => evidence.push(format!("link rate judged against = {r} Gb/s (lower end)")),
-        _ => evidence.push(
-            "link rate = not judged (a software device's rate file is a placeholder, or unreadable)".into(),
-        ),
-    }
+    evidence.push(match &rate {
+        LinkRate::Gbps(r) => format!("link rate judged against = {r} Gb/s (lower end)"),
+        LinkRate::NotMeaningful(why) => format!("link rate = not judged: {why}"),
+        LinkRate::Unreadable(why) => format!("link rate = unreadable: {why}"),
+    });
     let status = worst(statuses);
     let mut summary = clauses.join(" | ");
-    if !matches!(rate, LinkRate::Gbps(_)) {
-        summary.push_str(" (no meaningful link rate: bandwidth not judged against it)");
+    match &rate {
+        LinkRate::Gbps(_) => {}
+        LinkRate::NotMeaningful(_) => {
+            summary.push_str(" (no meaningful link rate: bandwidth not judged against it)")
+        }
+        LinkRate::Unreadable(_) => {
+            summary.push_str(" (a port rate is unreadable: bandwidth not judged against it)")
+        }
     }
     let mut r = CheckResult::new(ID_RDMA, status, summary);
     r.measurements = measurements;
@@ -419,42 +412,14 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
     r
 }
 
-/// `A <-> B = status` evidence lines of the `pair.ring` results in node reports, each unordered pair once with
-/// the worse of the two ends' statuses.
-pub fn links_from_reports(reports: &[crate::report::RunReport]) -> Vec<(String, String, Status)> {
-    let mut links: BTreeMap<(String, String), Status> = BTreeMap::new();
-    for check in reports
-        .iter()
-        .flat_map(|r| &r.checks)
-        .filter(|c| c.id == ID_RING)
-    {
-        for line in &check.evidence {
-            let Some((pair, status)) = line.rsplit_once(" = ") else {
-                continue;
-            };
-            let Some((a, b)) = pair.split_once(" <-> ") else {
-                continue;
-            };
-            let Ok(status) =
-                serde_json::from_value::<Status>(serde_json::Value::String(status.into()))
-            else {
-                continue;
-            };
-            let key = if a <= b {
-                (a.to_string(), b.to_string())
-            } else {
-                (b.to_string(), a.to_string())
-            };
-            let e = links.entry(key).or_insert(status);
-            *e = (*e).max(status);
-        }
-    }
-    links.into_iter().map(|((a, b), s)| (a, b, s)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// soft-RoCE's rate: a placeholder.
+    fn soft() -> LinkRate {
+        LinkRate::NotMeaningful("rate `10 Gb/s` is a software device's fixed placeholder".into())
+    }
 
     fn outcome() -> PairOutcome {
         let reg = Registration {
@@ -515,11 +480,16 @@ mod tests {
 
     #[test]
     fn judged_against_the_lower_real_rate() {
-        assert_eq!(comparable_rate(Some(400.0), Some(200.0)), Some(200.0));
-        assert_eq!(comparable_rate(Some(400.0), None), None);
+        let (fast, slow) = (LinkRate::Gbps(400.0), LinkRate::Gbps(200.0));
+        assert_eq!(LinkRate::common(&fast, &slow, "b"), slow);
+        let soft = LinkRate::NotMeaningful("rxe".into());
+        assert!(matches!(
+            LinkRate::common(&fast, &soft, "b"),
+            LinkRate::NotMeaningful(_)
+        ));
         let r = judge(
             &host_only(outcome()),
-            Some(400.0),
+            LinkRate::Gbps(400.0),
             &DEFAULT_PCT,
             &Limit::new(Some(5.0), Some(10.0)),
         );
@@ -531,13 +501,32 @@ mod tests {
         assert_eq!(
             judge(
                 &host_only(slow),
-                Some(400.0),
+                LinkRate::Gbps(400.0),
                 &DEFAULT_PCT,
                 &Limit::default()
             )
             .status,
             Status::Fail
         );
+    }
+
+    /// Either end's unreadable rate leaves the bandwidth unjudged: an error, never the pass a software
+    /// device's placeholder gives.
+    #[test]
+    fn an_unreadable_rate_at_either_end_is_an_error() {
+        let fast = LinkRate::Gbps(400.0);
+        let unreadable = LinkRate::Unreadable("the device link: <symlink loop>".into());
+        for (here, there) in [
+            (&unreadable, &fast),
+            (&fast, &unreadable),
+            (&unreadable, &soft()),
+        ] {
+            let rate = LinkRate::common(here, there, "b");
+            assert!(matches!(rate, LinkRate::Unreadable(_)), "{rate:?}");
+            let r = judge(&host_only(outcome()), rate, &DEFAULT_PCT, &Limit::default());
+            assert_eq!(r.status, Status::Error, "{}", r.summary);
+            assert!(r.summary.contains("rate is unreadable"), "{}", r.summary);
+        }
     }
 
     #[test]
@@ -548,7 +537,7 @@ mod tests {
             read_gbps: 0.8,
             ..outcome()
         };
-        let r = judge(&host_only(slow), None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&host_only(slow), soft(), &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Pass);
         assert!(r.summary.contains("no meaningful link rate"));
         assert!(!r
@@ -578,12 +567,12 @@ mod tests {
             read_verified: false,
             ..outcome()
         };
-        let r = judge(&host_only(bad), None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&host_only(bad), soft(), &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Fail);
         assert!(r.summary.contains("RDMA READ data did not arrive intact"));
         let r = judge(
             &host_only(outcome()),
-            None,
+            soft(),
             &DEFAULT_PCT,
             &Limit::new(None, Some(2.0)),
         );
@@ -597,7 +586,7 @@ mod tests {
             echoes_mismatched: 3,
             ..outcome()
         };
-        let r = judge(&host_only(bad), None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&host_only(bad), soft(), &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Fail);
         assert!(r.summary.contains("3 SEND/RECV echo(es)"), "{}", r.summary);
     }
@@ -612,7 +601,7 @@ mod tests {
         };
         let r = judge(
             &host_only(none),
-            None,
+            soft(),
             &DEFAULT_PCT,
             &Limit::new(Some(5.0), Some(10.0)),
         );
@@ -630,7 +619,7 @@ mod tests {
         };
         let r = judge(
             &with_gpu(LegRun::Done(outcome()), LegRun::Done(slow.clone())),
-            Some(400.0),
+            LinkRate::Gbps(400.0),
             &DEFAULT_PCT,
             &Limit::default(),
         );
@@ -658,7 +647,7 @@ mod tests {
         // Both slow: the link.
         let r = judge(
             &with_gpu(LegRun::Done(slow.clone()), LegRun::Done(slow)),
-            Some(400.0),
+            LinkRate::Gbps(400.0),
             &DEFAULT_PCT,
             &Limit::default(),
         );
@@ -681,7 +670,7 @@ mod tests {
         };
         let r = judge(
             &with_gpu(LegRun::Done(outcome()), LegRun::Done(gpu)),
-            None,
+            soft(),
             &DEFAULT_PCT,
             &Limit::default(),
         );
@@ -708,7 +697,7 @@ mod tests {
         };
         let r = judge(
             &with_gpu(LegRun::Done(outcome()), refused),
-            None,
+            soft(),
             &DEFAULT_PCT,
             &Limit::default(),
         );
@@ -745,7 +734,7 @@ mod tests {
                             peer_gone: false,
                         },
                     ),
-                    None,
+                    soft(),
                     &DEFAULT_PCT,
                     &Limit::default(),
                 )
@@ -768,7 +757,7 @@ mod tests {
             },
             ..host_only(outcome())
         };
-        let r = judge(&legs, None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&legs, soft(), &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Fail);
         assert!(
             r.summary.starts_with("GPU memory unusable here"),
@@ -795,7 +784,7 @@ mod tests {
             host: peer_gone(),
             ..host_only(outcome())
         };
-        let r = judge(&legs, None, &DEFAULT_PCT, &Limit::default());
+        let r = judge(&legs, soft(), &DEFAULT_PCT, &Limit::default());
         assert_eq!(r.status, Status::Error);
         assert!(
             r.summary.contains("peer vm-b (10.0.0.2:18515) went away"),
@@ -812,7 +801,7 @@ mod tests {
         for gpu in [peer_gone(), not_run] {
             let r = judge(
                 &with_gpu(LegRun::Done(outcome()), gpu),
-                None,
+                soft(),
                 &DEFAULT_PCT,
                 &Limit::default(),
             );
@@ -836,7 +825,7 @@ mod tests {
         };
         let r = judge(
             &with_gpu(LegRun::Done(outcome()), LegRun::Done(cut)),
-            Some(400.0),
+            LinkRate::Gbps(400.0),
             &DEFAULT_PCT,
             &Limit::default(),
         );

@@ -332,7 +332,7 @@ pub struct Handoff {
     addr: SocketAddr,
     ports: Vec<PortInfo>,
     no_ports: Option<NoPorts>,
-    #[serde(with = "crate::isolate::deadline")]
+    #[serde(with = "crate::child::deadline")]
     deadline: Instant,
     port_pair: u32,
 }

@@ -6,12 +6,15 @@
 use serde::{Deserialize, Serialize};
 
 use crate::measure::rdma_pair::Sync;
+use crate::transfer_verdict::LinkRate;
 
 pub const MAGIC: [u8; 4] = *b"FPPR";
 /// Bumped on any incompatible change; both ends must speak the same one. 2: ports announce their memory,
 /// endpoints their registration. 3: the responder re-stamps its source half with the READ pattern before it
-/// answers `WriteChecked` (a version-2 end would fail every READ check against it).
-pub const VERSION: u8 = 3;
+/// answers `WriteChecked` (a version-2 end would fail every READ check against it). 4: a port's rate is
+/// `rate` (the hardware's, not meaningful, or unreadable), replacing `rate_gbps`, which could not tell a software
+/// device from a hardware port whose rate or `device` link was unreadable.
+pub const VERSION: u8 = 4;
 pub const HEADER_LEN: usize = 9;
 /// Large enough for a node with dozens of ports, small enough that a peer cannot make us allocate much.
 pub const MAX_BODY: usize = 16 * 1024;
@@ -24,8 +27,10 @@ pub struct PortInfo {
     pub port: u8,
     /// `InfiniBand` or `Ethernet`.
     pub link_layer: String,
-    /// The negotiated rate, where it means something (`None` on software devices such as soft-RoCE).
-    pub rate_gbps: Option<f64>,
+    /// The negotiated rate: the hardware's, a software device's placeholder (not meaningful), or unreadable (a
+    /// hardware port whose rate or `device` link could not be read): the peer judges nothing against the last
+    /// two, and an unreadable one makes the pair's bandwidth an error, never a pass.
+    pub rate: LinkRate,
     /// What this end brings to the GPU-memory leg through this port.
     pub memory: PortMemory,
 }
@@ -230,7 +235,7 @@ mod tests {
                 device: "mlx5_0".into(),
                 port: 1,
                 link_layer: "InfiniBand".into(),
-                rate_gbps: Some(400.0),
+                rate: LinkRate::Gbps(400.0),
                 memory: PortMemory::Gpu {
                     bus_id: "0000:17:00.0".into(),
                     why: "nearest the port (PIX)".into(),
@@ -294,15 +299,28 @@ mod tests {
     #[test]
     fn port_memory_on_the_wire() {
         let body = r#"{"type":"welcome","node":"n2","no_ports":null,"ports":[
-            {"device":"mlx5_0","port":1,"link_layer":"InfiniBand","rate_gbps":400.0,
+            {"device":"mlx5_0","port":1,"link_layer":"InfiniBand","rate":{"gbps":400.0},
              "memory":{"kind":"gpu","bus_id":"0000:17:00.0","why":"nearest"}},
-            {"device":"mlx5_1","port":1,"link_layer":"InfiniBand","rate_gbps":null,
-             "memory":{"kind":"unusable","status":"fail","why":"no driver"}}]}"#;
+            {"device":"mlx5_1","port":1,"link_layer":"InfiniBand","rate":{"unreadable":"<symlink loop>"},
+             "memory":{"kind":"unusable","status":"fail","why":"no driver"}},
+            {"device":"rxe0","port":1,"link_layer":"Ethernet","rate":{"not_meaningful":"soft-RoCE"},
+             "memory":{"kind":"host","why":"--memory host"}}]}"#;
         let Message::Welcome { ports, .. } = decode_body(body.as_bytes()).unwrap() else {
             panic!("not a welcome")
         };
         assert_eq!(ports[0].memory.gpu(), Some("0000:17:00.0"));
         assert_eq!(ports[1].memory.describe(), "host memory");
+        // Unreadable travels apart from not meaningful.
+        assert_eq!(ports[1].rate, LinkRate::Unreadable("<symlink loop>".into()));
+        assert!(matches!(ports[2].rate, LinkRate::NotMeaningful(_)));
+        // A version-3 port (`rate_gbps`, null for both) is not a version-4 one.
+        let v3 = r#"{"type":"welcome","node":"n2","no_ports":null,"ports":[
+            {"device":"mlx5_1","port":1,"link_layer":"InfiniBand","rate_gbps":null,
+             "memory":{"kind":"host","why":"x"}}]}"#;
+        assert!(matches!(
+            decode_body(v3.as_bytes()),
+            Err(WireError::Body(_))
+        ));
         // A version-1 port (no memory) is not a version-2 one.
         let old = r#"{"type":"welcome","node":"n2","no_ports":null,"ports":[
             {"device":"mlx5_0","port":1,"link_layer":"InfiniBand","rate_gbps":400.0}]}"#;

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use crate::answers::{Answers, ANSWERS_FILE};
 use crate::host::{Access, Host};
+use crate::pair::inventory::GpuSource;
 use crate::probe::{CheckResult, Context, Inputs, Probe, Status};
 use crate::profile::Profile;
+use crate::transfer_verdict::LinkRate;
 
 /// How one file or directory is damaged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -190,8 +192,12 @@ struct Damaged {
 
 impl Damaged {
     fn apply(root: &Path, aside_dir: &Path, path: &str, damage: Damage) -> Option<Damaged> {
-        let host = Host::at(root).ok()?;
-        let real = host.resolve(path).ok()?;
+        let real = Host::at(root).ok()?.resolve(path).ok()?;
+        Damaged::apply_at(real, aside_dir, damage)
+    }
+
+    /// The damage at `real`, a path in the tree itself (a symlink there is damaged, not what it points at).
+    fn apply_at(real: PathBuf, aside_dir: &Path, damage: Damage) -> Option<Damaged> {
         let meta = fs::symlink_metadata(&real).ok()?;
         if damage == Damage::Garbage && !meta.is_file() {
             return None;
@@ -334,6 +340,113 @@ fn every_probe_meets_each_file_it_reads_damaged() {
     assert!(
         problems.is_empty(),
         "{} damaged reads not reported:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// What `pair` offers its peer from a survey, as the comparison sees it: each port with its link layer and rate.
+type Offered = (Option<(Status, String)>, Vec<(String, String, LinkRate)>);
+
+fn survey(root: &Path) -> (Offered, Vec<(String, Access)>) {
+    let host = Host::at(root).expect("tree").recording();
+    let answers = Answers::for_host(&host).expect("answers");
+    let inv = crate::pair::inventory::inventory(&host, &answers, GpuSource::None("sweep".into()));
+    let ports = inv
+        .ports
+        .into_iter()
+        .map(|(p, _)| (p.name(), p.link_layer, p.rate))
+        .collect();
+    let none = inv.none.or(inv.gap.map(|g| (g.status, g.summary)));
+    ((none, ports), host.recorded())
+}
+
+/// What is wrong with a damaged survey given the clean one, if anything: it must error (or fail), or announce the
+/// damaged port's rate unreadable; never a skip, a port left out or a placeholder rate for a hardware port, and
+/// never the same offer as if nothing were wrong.
+fn judge_survey(clean: &Offered, damaged: &Offered) -> Option<String> {
+    match &damaged.0 {
+        Some((Status::Error | Status::Fail, _)) => return None,
+        Some((status, why)) => return Some(format!("became {status}: {why}")),
+        None => {}
+    }
+    for (name, layer, rate) in &clean.1 {
+        let Some((_, dlayer, drate)) = damaged.1.iter().find(|(n, _, _)| n == name) else {
+            return Some(format!("{name} left out"));
+        };
+        if dlayer != layer {
+            return Some(format!("{name}: link layer {layer} became {dlayer}"));
+        }
+        if matches!(rate, LinkRate::Gbps(_)) && matches!(drate, LinkRate::NotMeaningful(_)) {
+            return Some(format!(
+                "{name}: a hardware rate became a placeholder: {drate:?}"
+            ));
+        }
+    }
+    let shows_it = damaged
+        .1
+        .iter()
+        .any(|(_, _, r)| matches!(r, LinkRate::Unreadable(_)))
+        && !clean
+            .1
+            .iter()
+            .any(|(_, _, r)| matches!(r, LinkRate::Unreadable(_)));
+    (!shows_it).then(|| format!("nothing shows the damage: {:?}", damaged.1))
+}
+
+/// `pair`'s port survey (what it offers its peer) meets each file it reads damaged, as the probes do, on every
+/// tree whose recording lists RDMA ports; and each device's `device` link made a loop, which cannot be resolved:
+/// a hardware port whose link or rate cannot be read was once offered as a software device, its bandwidth not
+/// judged.
+#[test]
+fn pairs_port_survey_meets_each_file_it_reads_damaged() {
+    let mut problems = Vec::new();
+    let mut swept = 0;
+    for tree in trees() {
+        let (dir, root) = writable_copy(&tree);
+        let (clean, reads) = survey(&root);
+        if clean.0.is_some() || clean.1.is_empty() {
+            continue;
+        }
+        swept += 1;
+        let mut covered = BTreeSet::new();
+        let mut targets: Vec<(String, Option<PathBuf>)> = reads
+            .iter()
+            .filter(|(p, a)| *a == Access::Contents && covered.insert(kind_of(p)))
+            .map(|(p, _)| (p.clone(), None))
+            .collect();
+        let host = Host::at(&root).unwrap();
+        for (name, _, _) in &clean.1 {
+            let device = name.split('/').next().unwrap();
+            let class = format!("/sys/class/infiniband/{device}");
+            if let Ok(real) = host.resolve(&class) {
+                if fs::symlink_metadata(real.join("device")).is_ok() {
+                    targets.push((format!("{class}/device"), Some(real.join("device"))));
+                }
+            }
+        }
+        for (path, link) in targets {
+            for damage in [Damage::Unreadable, Damage::Garbage] {
+                let guard = match &link {
+                    Some(real) if damage == Damage::Unreadable => {
+                        Damaged::apply_at(real.clone(), dir.path(), damage)
+                    }
+                    Some(_) => None,
+                    None => Damaged::apply(&root, dir.path(), &path, damage),
+                };
+                let Some(guard) = guard else { continue };
+                let (damaged, _) = survey(&root);
+                drop(guard);
+                if let Some(why) = judge_survey(&clean, &damaged) {
+                    problems.push(format!("{tree}: {path} {damage:?}: {why}"));
+                }
+            }
+        }
+    }
+    assert!(swept > 0, "no tree offers a port");
+    assert!(
+        problems.is_empty(),
+        "{} damaged reads of pair's port survey not reported:\n{}",
         problems.len(),
         problems.join("\n")
     );

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::isolate::breadcrumb;
+use crate::child::breadcrumb;
 use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaFunction};
 

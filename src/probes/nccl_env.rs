@@ -1,6 +1,7 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
 use crate::host::{optional, Host, ReadError};
+use crate::nccl::conf::{self, ConfFile, Setting, Settings};
 use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
 use crate::nccl::judge::allowed_families;
@@ -24,10 +25,12 @@ const GID_VAR: &str = "NCCL_IB_GID_INDEX";
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
-    title: "No NCCL_* variable disables IB/GDR or names devices, interfaces or GIDs this host lacks",
+    title: "No NCCL_* variable (environment or nccl.conf) disables IB/GDR or names devices, interfaces or GIDs this host lacks",
     explain: Explain {
         reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
-                NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX), /sys/class/infiniband \
+                NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX) merged as NCCL merges it with \
+                $NCCL_CONF_FILE (2.23+) or $HOME/.nccl.conf and /etc/nccl.conf (the environment wins, then the user's \
+                file; first line per name), /sys/class/infiniband \
                 (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
         why: "These variables are set once in a container image or job template and forgotten. NCCL obeys them without \
               complaint: IB disabled or no matching HCA means TCP sockets, GDR level LOC means host-staged copies, an \
@@ -50,12 +53,15 @@ impl Probe for NcclEnv {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let facts = Facts::read(cx.host, cx.inputs);
-        judge(cx.inputs, cx.profile.expect.nccl_transport, &facts)
+        judge(cx.profile.expect.nccl_transport, &facts)
     }
 }
 
 /// What the check reads from the host, before it judges: only what the variables set make it look at.
 struct Facts {
+    /// The environment merged with NCCL's configuration files, and what reading those gave.
+    settings: Settings,
+    files: FilesRead,
     /// RDMA devices and their ports, when NCCL_IB_HCA or NCCL_IB_GID_INDEX names some.
     rdma: Option<Result<RdmaPorts, ReadError>>,
     /// Network interfaces, when NCCL_SOCKET_IFNAME names some.
@@ -82,14 +88,13 @@ struct GidSlot {
 
 impl Facts {
     fn read(host: &Host, inputs: &Inputs) -> Facts {
-        let hca = inputs.env(HCA_VAR).map(IfList::parse);
-        let index = inputs
-            .env(GID_VAR)
-            .and_then(|v| gid_index_set(v).ok().flatten());
+        let (settings, files) = read_settings(host, inputs);
+        let value = |var| settings.get(var).map(|s| s.value.as_str());
+        let hca = value(HCA_VAR).map(IfList::parse);
+        let index = value(GID_VAR).and_then(|v| gid_index_set(v).ok().flatten());
         let lists_hcas = hca.as_ref().is_some_and(|l| !l.entries.is_empty());
         let rdma = (lists_hcas || index.is_some()).then(|| read_rdma_ports(host));
-        let interfaces = inputs
-            .env(SOCKET_VAR)
+        let interfaces = value(SOCKET_VAR)
             .is_some_and(|v| !IfList::parse(v).entries.is_empty())
             .then(|| read_interface_names(host));
         let mut gid_slots = Vec::new();
@@ -115,6 +120,8 @@ impl Facts {
             }
         }
         Facts {
+            settings,
+            files,
             rdma,
             interfaces,
             gid_slots,
@@ -144,34 +151,118 @@ fn gid_index_set(v: &str) -> Result<Option<u32>, ()> {
     }
 }
 
-fn judge(inputs: &Inputs, expect: Option<NcclExpect>, facts: &Facts) -> Vec<CheckResult> {
+fn judge(expect: Option<NcclExpect>, facts: &Facts) -> Vec<CheckResult> {
     let wants = Wants::from(expect);
+    let s = &facts.settings;
     let mut results = Vec::new();
-    results.extend(ib_disable(inputs, &wants));
-    results.extend(net_plugin(inputs, expect, &wants));
-    results.extend(gdr_settings(inputs, &wants));
-    results.extend(ib_hca(inputs, facts, &wants));
-    results.extend(socket_ifname(inputs, facts));
-    results.extend(gid_index(inputs, facts));
+    results.extend(ib_disable(s, &wants));
+    results.extend(net_plugin(s, expect, &wants));
+    results.extend(gdr_settings(s, &wants));
+    results.extend(ib_hca(s, facts, &wants));
+    results.extend(socket_ifname(s, facts));
+    results.extend(gid_index(s, facts));
+    results.extend(facts.files.problems.iter().cloned());
+    results.extend(s.issues.iter().map(|issue| {
+        CheckResult::warn(ID, format!("{}: {}", issue.at, issue.why))
+            .subject(issue.at.to_string())
+            .evidence(&issue.at.to_string(), &issue.text)
+            .fix("write the line as NAME=value (no spaces around `=`), or make it a comment with `#` in column 1")
+    }));
     if results.is_empty() {
         let mut pass = CheckResult::pass(
             ID,
             "no NCCL variable disables IB/GDR or names absent devices",
         );
-        let set: Vec<(&String, &String)> = inputs
-            .env
-            .iter()
-            .filter(|(k, _)| k.starts_with("NCCL_"))
-            .collect();
-        if set.is_empty() {
+        if s.nccl().next().is_none() {
             pass = pass.note("no NCCL_* variable set");
         }
-        for (k, v) in set {
-            pass = pass.evidence(&format!("env {k}"), v);
+        for (k, setting) in s.nccl() {
+            pass = with_overridden(pass.evidence(&setting.label(k), &setting.value), k, setting);
         }
         results.push(pass);
     }
+    for r in &mut results {
+        r.evidence.extend(facts.files.files.iter().cloned());
+    }
     results
+}
+
+/// What reading NCCL's configuration files gave besides their settings.
+struct FilesRead {
+    /// `<path> = <state>` evidence for each file NCCL would read.
+    files: Vec<String>,
+    /// Files that are there but could not be read, or could not be located.
+    problems: Vec<CheckResult>,
+}
+
+/// Longest configuration file read (NCCL reads any size; this bounds a garbage file).
+const MAX_CONF_BYTES: u64 = 1 << 20;
+
+/// The environment merged with NCCL's configuration files, read through the host root in NCCL's order.
+fn read_settings(host: &Host, inputs: &Inputs) -> (Settings, FilesRead) {
+    let env = &inputs.env;
+    let mut read = FilesRead {
+        files: Vec::new(),
+        problems: Vec::new(),
+    };
+    let mut files = Vec::new();
+    let paths = conf::user_file(env)
+        .into_iter()
+        .chain([conf::SYSTEM_FILE.to_string()]);
+    for path in paths {
+        if !path.starts_with('/') {
+            read.problems.push(
+                CheckResult::warn(
+                    ID,
+                    format!("NCCL_CONF_FILE={path} is relative to the job's working directory: not read, its settings are not judged"),
+                )
+                .subject("NCCL_CONF_FILE")
+                .evidence("env NCCL_CONF_FILE", &path)
+                .fix("set NCCL_CONF_FILE to an absolute path"),
+            );
+            continue;
+        }
+        match host.read_bytes(&path, MAX_CONF_BYTES) {
+            Ok(bytes) => {
+                read.files
+                    .push(format!("{path} = read ({} bytes)", bytes.len()));
+                files.push(ConfFile {
+                    path,
+                    text: String::from_utf8_lossy(&bytes).into_owned(),
+                });
+            }
+            Err(e) if e.is_not_found() => read.files.push(format!("{path} = absent")),
+            Err(e) => {
+                read.files.push(format!("{path} = {}", e.reason()));
+                read.problems.push(
+                    CheckResult::read_error(ID, &e)
+                        .subject(&path)
+                        .note("NCCL reads this file at init: its settings are not judged"),
+                );
+            }
+        }
+    }
+    if env.get("NCCL_CONF_FILE").is_some_and(|f| !f.is_empty()) && env.contains_key("HOME") {
+        read.files.push(
+            "NCCL < 2.23 = ignores NCCL_CONF_FILE and reads $HOME/.nccl.conf instead".to_string(),
+        );
+    }
+    read.files.push(
+        "precedence = environment > NCCL_CONF_FILE (2.23+) or $HOME/.nccl.conf > /etc/nccl.conf; first line per name wins (NCCL src/misc/param.cc)"
+            .to_string(),
+    );
+    (Settings::merge(env, &files), read)
+}
+
+/// Adds the lower-precedence values `setting` overrides (`/etc/nccl.conf:4 NCCL_IB_DISABLE = 1 (overridden by env)`).
+fn with_overridden(mut r: CheckResult, name: &str, setting: &Setting) -> CheckResult {
+    for (at, value) in &setting.overridden {
+        r = r.evidence(
+            &format!("{at} {name}"),
+            format!("{value} (overridden by {})", setting.origin),
+        );
+    }
+    r
 }
 
 /// What the profile's expected transport makes a requirement (a finding against it fails, otherwise warns).
@@ -203,32 +294,35 @@ fn severity(required: bool) -> Status {
     }
 }
 
-fn finding(var: &str, status: Status, summary: String, value: &str) -> CheckResult {
-    CheckResult::new(ID, status, summary)
+fn finding(var: &str, status: Status, summary: String, setting: &Setting) -> CheckResult {
+    let r = CheckResult::new(ID, status, format!("{summary}{}", setting.from_where()))
         .subject(var)
-        .evidence(&format!("env {var}"), value)
+        .evidence(&setting.label(var), &setting.value);
+    with_overridden(r, var, setting)
 }
 
 fn unreadable(var: &str, err: &ReadError) -> CheckResult {
     CheckResult::read_error(ID, err).subject(var)
 }
 
-fn ib_disable(inputs: &Inputs, wants: &Wants) -> Option<CheckResult> {
-    let v = inputs.env("NCCL_IB_DISABLE")?;
+fn ib_disable(s: &Settings, wants: &Wants) -> Option<CheckResult> {
+    let setting = s.get("NCCL_IB_DISABLE")?;
+    let v = setting.value.as_str();
     (v.trim() == "1").then(|| {
         finding(
             "NCCL_IB_DISABLE",
             severity(wants.ib),
             "NCCL_IB_DISABLE=1: NCCL will not use InfiniBand/RoCE and falls back to TCP sockets"
                 .into(),
-            v,
+            setting,
         )
-        .fix("unset NCCL_IB_DISABLE in the job environment or image")
+        .fix(setting.how_to_unset("NCCL_IB_DISABLE"))
     })
 }
 
-fn net_plugin(inputs: &Inputs, expect: Option<NcclExpect>, wants: &Wants) -> Option<CheckResult> {
-    let v = inputs.env("NCCL_NET")?;
+fn net_plugin(s: &Settings, expect: Option<NcclExpect>, wants: &Wants) -> Option<CheckResult> {
+    let setting = s.get("NCCL_NET")?;
+    let v = setting.value.as_str();
     let family = NetFamily::of(v);
     if family == NetFamily::Socket {
         return Some(
@@ -236,7 +330,7 @@ fn net_plugin(inputs: &Inputs, expect: Option<NcclExpect>, wants: &Wants) -> Opt
                 "NCCL_NET",
                 severity(wants.rdma),
                 format!("NCCL_NET={v} forces TCP sockets"),
-                v,
+                setting,
             )
             .fix("unset NCCL_NET (or name the RDMA plugin: IB, or the OFI plugin's name)"),
         );
@@ -252,49 +346,50 @@ fn net_plugin(inputs: &Inputs, expect: Option<NcclExpect>, wants: &Wants) -> Opt
                 family.as_str(),
                 expect_name(expect)
             ),
-            v,
+            setting,
         )
         .fix("unset NCCL_NET or name the plugin the profile expects")
     })
 }
 
-fn gdr_settings(inputs: &Inputs, wants: &Wants) -> Vec<CheckResult> {
+fn gdr_settings(s: &Settings, wants: &Wants) -> Vec<CheckResult> {
     let mut out = Vec::new();
     for var in ["NCCL_NET_GDR_LEVEL", "NCCL_IB_GDR_LEVEL"] {
-        if let Some(v) = inputs.env(var) {
-            let t = v.trim();
+        if let Some(setting) = s.get(var) {
+            let t = setting.value.trim();
             if t.eq_ignore_ascii_case("LOC") || t == "0" {
                 out.push(
                     finding(
                         var,
                         severity(wants.gdr),
                         format!("{var}={t}: GPUDirect RDMA never used (data staged through host memory)"),
-                        v,
+                        setting,
                     )
-                    .fix(format!("unset {var} (NCCL enables GDR by PCIe distance)")),
+                    .fix(format!("{} (NCCL enables GDR by PCIe distance)", setting.how_to_unset(var))),
                 );
             }
         }
     }
-    if let Some(v) = inputs.env("NCCL_NET_GDR_READ") {
-        if v.trim() == "0" {
+    if let Some(setting) = s.get("NCCL_NET_GDR_READ") {
+        if setting.value.trim() == "0" {
             out.push(
                 finding(
                     "NCCL_NET_GDR_READ",
                     severity(wants.gdr),
                     "NCCL_NET_GDR_READ=0: sends are staged through host memory (no GDRDMA on send channels)".into(),
-                    v,
+                    setting,
                 )
-                .fix("unset NCCL_NET_GDR_READ"),
+                .fix(setting.how_to_unset("NCCL_NET_GDR_READ")),
             );
         }
     }
     out
 }
 
-fn ib_hca(inputs: &Inputs, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
+fn ib_hca(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
     const VAR: &str = HCA_VAR;
-    let v = inputs.env(VAR)?;
+    let setting = s.get(VAR)?;
+    let v = setting.value.as_str();
     let list = IfList::parse(v);
     if list.entries.is_empty() {
         return None;
@@ -331,7 +426,7 @@ fn ib_hca(inputs: &Inputs, facts: &Facts, wants: &Wants) -> Option<CheckResult> 
             VAR,
             severity(wants.ib),
             format!("NCCL_IB_HCA={v} {why} on this host: NCCL finds no IB device and falls back to sockets"),
-            v,
+            setting,
         )));
     }
     if list.exclude {
@@ -356,14 +451,15 @@ fn ib_hca(inputs: &Inputs, facts: &Facts, wants: &Wants) -> Option<CheckResult> 
                 "NCCL_IB_HCA names device(s) absent from this host: {}",
                 missing.join(", ")
             ),
-            v,
+            setting,
         ))
     })
 }
 
-fn socket_ifname(inputs: &Inputs, facts: &Facts) -> Option<CheckResult> {
+fn socket_ifname(s: &Settings, facts: &Facts) -> Option<CheckResult> {
     const VAR: &str = SOCKET_VAR;
-    let v = inputs.env(VAR)?;
+    let setting = s.get(VAR)?;
+    let v = setting.value.as_str();
     let list = IfList::parse(v);
     if list.entries.is_empty() {
         return None;
@@ -386,18 +482,19 @@ fn socket_ifname(inputs: &Inputs, facts: &Facts) -> Option<CheckResult> {
             VAR,
             Status::Fail,
             format!("NCCL_SOCKET_IFNAME={v} {why}: NCCL cannot bootstrap (`no socket interface found`)"),
-            v,
+            setting,
         )
         .evidence(CLASS_NET, if ifs.is_empty() { "<none>".into() } else { ifs.join(" ") })
         .fix("name interfaces from `ls /sys/class/net` (prefix match; `=` exact, `^` exclude), or unset NCCL_SOCKET_IFNAME"),
     )
 }
 
-fn gid_index(inputs: &Inputs, facts: &Facts) -> Vec<CheckResult> {
+fn gid_index(s: &Settings, facts: &Facts) -> Vec<CheckResult> {
     const VAR: &str = GID_VAR;
-    let Some(v) = inputs.env(VAR) else {
+    let Some(setting) = s.get(VAR) else {
         return Vec::new();
     };
+    let v = setting.value.as_str();
     let index = match gid_index_set(v) {
         Ok(Some(index)) => index,
         Ok(None) => return Vec::new(),
@@ -406,7 +503,7 @@ fn gid_index(inputs: &Inputs, facts: &Facts) -> Vec<CheckResult> {
                 VAR,
                 Status::Warn,
                 format!("NCCL_IB_GID_INDEX={v} is not a GID index"),
-                v,
+                setting,
             )
             .fix("set a GID index (a number from `show_gids`) or unset it")]
         }
@@ -438,7 +535,7 @@ fn gid_index(inputs: &Inputs, facts: &Facts) -> Vec<CheckResult> {
                     format!("NCCL_IB_GID_INDEX={index} points at an empty GID slot on RoCE port {subject}"),
                 )
                 .subject(&subject)
-                .evidence(&format!("env {VAR}"), v)
+                .evidence(&setting.label(VAR), v)
                 .evidence(&gid_path(dev, port, index), "<empty>")
                 .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
             );
@@ -462,7 +559,7 @@ fn gid_index(inputs: &Inputs, facts: &Facts) -> Vec<CheckResult> {
                     ),
                 )
                 .subject(&subject)
-                .evidence(&format!("env {VAR}"), v)
+                .evidence(&setting.label(VAR), v)
                 .evidence(&gid_path(dev, port, index), gid)
                 .evidence(&gid_type_path(dev, port, index), kind.as_deref().unwrap_or("<missing>"))
                 .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
@@ -676,5 +773,143 @@ mod tests {
             )),
             vec![(None, Status::Pass)]
         );
+    }
+    fn write(root: &Path, path: &str, text: &[u8]) {
+        let p = root.join(path.trim_start_matches('/'));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    fn evidence_of(results: &[CheckResult]) -> String {
+        results
+            .iter()
+            .flat_map(|r| r.evidence.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn conf_system_file_setting_is_judged_like_the_environment() {
+        let d = tree();
+        write(
+            d.path(),
+            "/etc/nccl.conf",
+            b"# site defaults\nNCCL_DEBUG=WARN\nNCCL_IB_DISABLE=1\nNCCL_NET_GDR_LEVEL=LOC\n",
+        );
+        let r = run(d.path(), &[("HOME", "/root")], Some(NcclExpect::IbGdrdma));
+        assert_eq!(
+            statuses(&r),
+            vec![
+                (Some("NCCL_IB_DISABLE"), Status::Fail),
+                (Some("NCCL_NET_GDR_LEVEL"), Status::Fail)
+            ]
+        );
+        assert!(
+            r[0].summary.contains("from /etc/nccl.conf:3"),
+            "{}",
+            r[0].summary
+        );
+        assert!(r[0]
+            .remediation
+            .as_deref()
+            .unwrap()
+            .contains("/etc/nccl.conf:3"));
+        let evidence = evidence_of(&r);
+        assert!(
+            evidence.contains("/etc/nccl.conf:3 NCCL_IB_DISABLE = 1"),
+            "{evidence}"
+        );
+        assert!(evidence.contains("/root/.nccl.conf = absent"), "{evidence}");
+    }
+
+    #[test]
+    fn conf_environment_wins_over_the_files() {
+        let d = tree();
+        write(d.path(), "/etc/nccl.conf", b"NCCL_IB_DISABLE=1\n");
+        let r = run(
+            d.path(),
+            &[("NCCL_IB_DISABLE", "0")],
+            Some(NcclExpect::IbGdrdma),
+        );
+        assert_eq!(statuses(&r), vec![(None, Status::Pass)]);
+        let evidence = evidence_of(&r);
+        assert!(evidence.contains("env NCCL_IB_DISABLE = 0"), "{evidence}");
+        assert!(
+            evidence.contains("/etc/nccl.conf:1 NCCL_IB_DISABLE = 1 (overridden by env)"),
+            "{evidence}"
+        );
+    }
+
+    #[test]
+    fn conf_user_file_wins_over_the_system_file() {
+        let d = tree();
+        write(d.path(), "/etc/nccl.conf", b"NCCL_NET_GDR_LEVEL=PHB\n");
+        write(
+            d.path(),
+            "/home/ml/.nccl.conf",
+            b"NCCL_NET_GDR_LEVEL=LOC\r\n",
+        );
+        let r = run(d.path(), &[("HOME", "/home/ml")], Some(NcclExpect::Gdrdma));
+        assert_eq!(
+            statuses(&r),
+            vec![(Some("NCCL_NET_GDR_LEVEL"), Status::Fail)]
+        );
+        assert!(
+            r[0].summary.contains("/home/ml/.nccl.conf:1"),
+            "{}",
+            r[0].summary
+        );
+        // The other way round: the user's PHB wins over the system's LOC.
+        write(d.path(), "/etc/nccl.conf", b"NCCL_NET_GDR_LEVEL=LOC\n");
+        write(d.path(), "/home/ml/.nccl.conf", b"NCCL_NET_GDR_LEVEL=PHB\n");
+        let r = run(d.path(), &[("HOME", "/home/ml")], Some(NcclExpect::Gdrdma));
+        assert_eq!(statuses(&r), vec![(None, Status::Pass)]);
+    }
+
+    #[test]
+    fn conf_nccl_conf_file_replaces_the_home_file() {
+        let d = tree();
+        write(d.path(), "/home/ml/.nccl.conf", b"NCCL_IB_DISABLE=1\n");
+        write(d.path(), "/opt/job/nccl.conf", b"NCCL_IB_HCA==mlx5_9\n");
+        let env = [
+            ("HOME", "/home/ml"),
+            ("NCCL_CONF_FILE", "/opt/job/nccl.conf"),
+        ];
+        let r = run(d.path(), &env, Some(NcclExpect::IbGdrdma));
+        assert_eq!(statuses(&r), vec![(Some("NCCL_IB_HCA"), Status::Fail)]);
+        assert!(
+            r[0].summary.contains("/opt/job/nccl.conf:1"),
+            "{}",
+            r[0].summary
+        );
+        assert!(evidence_of(&r).contains("NCCL < 2.23"));
+        // A relative NCCL_CONF_FILE is the job's working directory's: not read, said so.
+        let r = run(d.path(), &[("NCCL_CONF_FILE", "nccl.conf")], None);
+        assert_eq!(statuses(&r), vec![(Some("NCCL_CONF_FILE"), Status::Warn)]);
+    }
+
+    #[test]
+    fn conf_garbage_lines_are_reported_with_file_and_line() {
+        let d = tree();
+        write(
+            d.path(),
+            "/etc/nccl.conf",
+            b"# ok\n\n  \nNCCL_IB_DISABLE = 1\nthis is not a setting\n\xff\xfe\x00garbage\nNCCL_DEBUG=INFO",
+        );
+        let r = run(d.path(), &[], Some(NcclExpect::IbGdrdma));
+        assert_eq!(
+            statuses(&r),
+            vec![
+                (Some("/etc/nccl.conf:4"), Status::Warn),
+                (Some("/etc/nccl.conf:5"), Status::Warn),
+                (Some("/etc/nccl.conf:6"), Status::Warn)
+            ]
+        );
+        assert!(r[0].summary.contains("spaces"), "{}", r[0].summary);
+        // A file that cannot be read is an error naming it, never a silent pass.
+        let d = tree();
+        fs::create_dir_all(d.path().join("etc/nccl.conf")).unwrap();
+        let r = run(d.path(), &[], None);
+        assert_eq!(statuses(&r), vec![(Some("/etc/nccl.conf"), Status::Error)]);
     }
 }

@@ -115,15 +115,15 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
             }
         },
     };
-    // Without an expectation, NCCL failing still fails (with one, `judge` already counted it).
-    let (status, summary) = match s.errors.first() {
-        Some(first) if expect.is_none() => (
-            Status::Fail,
-            format!(
-                "{summary}; {} NCCL error(s), first at {}:{}: {}",
-                s.errors_total, first.source, first.line, first.message
-            ),
-        ),
+    // Without an expectation, a fatal NCCL failure still fails and an unresolved one warns (with one,
+    // `judge` already weighed them).
+    let (status, summary) = match nccl::judge_errors(s) {
+        Judgement::NotMet(errors) if expect.is_none() => {
+            (Status::Fail, format!("{summary}; {errors}"))
+        }
+        Judgement::Undetermined(errors) if expect.is_none() && status == Status::Pass => {
+            (Status::Warn, format!("{summary}; {errors}"))
+        }
         _ => (status, summary),
     };
     let mut r = CheckResult::new(ID, status, summary)
@@ -149,6 +149,12 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
     if !s.no_device.is_empty() {
         r = r.evidence("no device found", s.no_device.join(", "));
     }
+    if !s.ofi_platforms.is_empty() {
+        r = r.evidence("instance type (aws-ofi-nccl)", s.ofi_platforms.join(", "));
+    }
+    for g in s.ofi_gdr_disabled.iter().chain(&s.ofi_getinfo_failed) {
+        r = r.evidence(&g.first_seen, format!("NET/OFI {} (x{})", g.text, g.count));
+    }
     for t in &s.transports {
         let ranks: Vec<u32> = t.ranks.iter().copied().collect();
         let hosts: Vec<&str> = t.hosts.iter().map(String::as_str).collect();
@@ -170,16 +176,24 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
     for g in s.gdr_disabled.iter().take(EVIDENCE_PER_LIST) {
         r = r.evidence(&g.first_seen, format!("{} (x{})", g.text, g.count));
     }
-    for e in s.errors.iter().take(EVIDENCE_PER_LIST) {
-        r = r.evidence(
-            &format!("{}:{}", e.source, e.line),
-            format!(
-                "{} {} {}",
-                e.kind.as_str(),
-                e.location.as_deref().unwrap_or("-"),
-                e.message
-            ),
-        );
+    let listed = [
+        ("fatal", &s.errors),
+        ("unresolved", &s.unknown_errors),
+        ("recovered", &s.recovered_errors),
+    ];
+    for (label, list) in listed {
+        for e in list.iter().take(EVIDENCE_PER_LIST) {
+            r = r.evidence(
+                &format!("{}:{}", e.source, e.line),
+                format!(
+                    "{label} {} {} {} ({})",
+                    e.kind.as_str(),
+                    e.location.as_deref().unwrap_or("-"),
+                    e.message,
+                    e.why
+                ),
+            );
+        }
     }
     for n in &s.notes {
         r = r.note(n.clone());
@@ -235,19 +249,43 @@ mod tests {
         assert_eq!(judged(&summary("noise\n"), None).status, Status::Skip);
     }
 
+    const VERSION: &str = "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n";
+    const COMPLETE: &str =
+        "h:1:1 [0] NCCL INFO comm 0x51 rank 3 nranks 8 cudaDev 0 busId 1b000 - Init COMPLETE\n";
+
     #[test]
     fn transport_nccl_errors_fail_with_or_without_expectation() {
         for error in [
             "h:1:2 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion with error 12\n",
             "h:1:2 [0] NCCL INFO transport/net_ib.cc:911 -> 2\n",
+            "h:1:2 [0] init.cc:9 NCCL WARN boom\n",
             "ncclRemoteError: A call failed possibly due to a network error\n",
         ] {
-            let s = summary(&format!("{GDR}{error}"));
+            let s = summary(&format!("{VERSION}{GDR}{error}"));
             for expect in [None, Some(NcclExpect::IbGdrdma), Some(NcclExpect::Any)] {
                 let r = judged(&s, expect);
                 assert_eq!(r.status, Status::Fail, "{error} {expect:?}");
                 assert!(r.summary.contains("ib-gdrdma"), "{}", r.summary);
             }
         }
+    }
+
+    #[test]
+    fn transport_recovered_errors_pass_unknown_ones_do_not() {
+        let recovered = summary(&format!(
+            "h:1:2 [0] NCCL INFO net.cc:79 -> 3\n{COMPLETE}{GDR}"
+        ));
+        for expect in [None, Some(NcclExpect::IbGdrdma)] {
+            let r = judged(&recovered, expect);
+            assert_eq!(r.status, Status::Pass, "{expect:?}: {}", r.summary);
+            assert!(r.evidence.iter().any(|e| e.contains("recovered")));
+        }
+        // No init line and no version: whether NCCL recovered cannot be told.
+        let unknown = summary(&format!("h:1:2 [0] NCCL INFO net.cc:79 -> 3\n{GDR}"));
+        assert_eq!(judged(&unknown, None).status, Status::Warn);
+        assert_eq!(
+            judged(&unknown, Some(NcclExpect::IbGdrdma)).status,
+            Status::Skip
+        );
     }
 }

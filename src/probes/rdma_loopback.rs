@@ -148,7 +148,7 @@ impl Probe for RdmaLoopback {
             .map(|((port, software), target)| {
                 let mut r = match (target, runs.next()) {
                     (Some(_), Some(leg)) => {
-                        judge(&leg, rate_to_judge(port, *software), &pct, replayed)
+                        judge(&leg, LinkRate::of_port(port, *software), &pct, replayed)
                     }
                     (Some(_), None) => {
                         CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
@@ -176,22 +176,6 @@ impl Probe for RdmaLoopback {
         }
         // The survey's gap (bus or module table unread) stays an error beside the measured ports.
         rdma.completed(ID, results)
-    }
-}
-
-/// The port's rate where it is the hardware's; soft-RoCE (no PCI function behind the device) reports a fixed
-/// placeholder, so its bandwidth is shown but not judged.
-fn rate_to_judge(port: &PortAttrs, software: bool) -> LinkRate {
-    let text = match &port.rate {
-        Ok(t) => t.clone(),
-        Err(e) => return LinkRate::Unreadable(e.reason()),
-    };
-    match port.parsed_rate() {
-        _ if software => LinkRate::NotMeaningful(format!(
-            "rate `{text}` is a software device's fixed placeholder (no PCI function behind it)"
-        )),
-        Some(r) if r.gbps > 0.0 => LinkRate::Gbps(r.gbps),
-        _ => LinkRate::Unreadable(text),
     }
 }
 

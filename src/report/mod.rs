@@ -1,22 +1,25 @@
 //! The finished run and its renderings. Reporters turn a [`RunReport`] into text and never decide anything:
 //! colour and width come in through [`Style`].
 
-use std::io::IsTerminal;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::host::Host;
 use crate::model::{AnswerSource, CheckResult, Measurement, Status};
+use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 pub mod file;
 pub mod json;
 pub mod junit;
 pub mod npd;
+pub mod output;
 pub mod prometheus;
 pub mod table;
 pub mod termination;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `ring` (a `pair --ring` node's place in the ring and its links' verdicts).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A finished run. Its verdict is not stored: [`RunReport::status`] and [`RunReport::exit_code`] are computed
 /// from the results each time (the JSON report carries both; reading one back ignores them).
@@ -41,6 +44,30 @@ pub struct RunReport {
     /// The signal (`SIGTERM`, `SIGINT`) that stopped the run early; the checks it cut short are errors.
     #[serde(default)]
     pub interrupted: Option<String>,
+    /// `pair --ring`: this node's place in the ring and how each of its links ended (`pair --summarize` reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<Ring>,
+}
+
+/// A ring node's place and links, as its report carries them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ring {
+    /// Every node of the ring, in rank order.
+    pub members: Vec<String>,
+    /// This node's rank: its place in `members`.
+    pub rank: usize,
+    /// Where rank and members came from (`--peers`, Slurm's variables, a hostfile, a DNS name).
+    pub source: String,
+    /// This node's links: with its predecessor, then with its successor.
+    pub links: Vec<RingLink>,
+}
+
+/// One ring link from one end: its two nodes and the worst result of its port pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingLink {
+    pub a: String,
+    pub b: String,
+    pub status: Status,
 }
 
 /// The JSON form of a [`RunReport`], field order as the README documents it.
@@ -63,6 +90,8 @@ struct Wire<'a> {
     library_answers: Option<AnswerSource>,
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupted: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ring: &'a Option<Ring>,
 }
 
 impl Serialize for RunReport {
@@ -80,6 +109,7 @@ impl Serialize for RunReport {
             checks,
             library_answers,
             interrupted,
+            ring,
         } = self;
         Wire {
             schema_version: *schema_version,
@@ -95,6 +125,7 @@ impl Serialize for RunReport {
             checks,
             library_answers: *library_answers,
             interrupted: interrupted.as_deref(),
+            ring,
         }
         .serialize(s)
     }
@@ -117,6 +148,26 @@ pub struct HostInfo {
     pub kernel: String,
     /// `/` live, or the recorded tree given with `--root`.
     pub root: String,
+}
+
+impl HostInfo {
+    /// The host as every report names it: its host name (`unknown` when unreadable or empty: reports still need
+    /// a name to be filed under), kernel release and root. `node_name` (`--node-name`/`NODE_NAME`), when given,
+    /// names it instead: in a pod the kernel's host name is the pod's.
+    pub fn read(host: &Host, node_name: Option<&str>) -> HostInfo {
+        let hostname = node_name
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .or_else(|| host.read(HOSTNAME).ok().filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| "unknown".into());
+        HostInfo {
+            node_name: hostname.clone(),
+            hostname,
+            // Through the shared reader: the checks read the release too.
+            kernel: read_release(host).unwrap_or_else(|_| "unknown".into()),
+            root: host.root().display().to_string(),
+        }
+    }
 }
 
 impl RunReport {
@@ -142,6 +193,7 @@ impl RunReport {
             checks,
             library_answers: None,
             interrupted: None,
+            ring: None,
         }
     }
 
@@ -317,26 +369,6 @@ impl Style {
         width: 80,
         quiet: false,
     };
-}
-
-/// Columns of the terminal on stdout: `COLUMNS`, else the tty's size, else 80.
-pub fn terminal_width() -> u16 {
-    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
-        return cols;
-    }
-    if std::io::stdout().is_terminal() {
-        let mut size = libc::winsize {
-            ws_row: 0,
-            ws_col: 0,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCGWINSZ fills the struct we pass.
-        if unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
-            return size.ws_col;
-        }
-    }
-    80
 }
 
 /// Text re-wrapped so that no line is wider than `width` characters: a long line continues at its own

@@ -175,8 +175,64 @@ fn nccl_errors_are_listed_and_make_the_expectation_not_met() {
         .unwrap();
     assert_eq!(code(&out), Exit::CHECK_FAILED);
     let text = stdout(&out);
-    assert!(text.contains("errors (2):"), "{text}");
+    assert!(text.contains("errors, fatal (2):"), "{text}");
     assert!(text.contains("completion-error gpu-a03"), "{text}");
+}
+
+/// The recovered-vs-fatal rule: a chain the same rank's Init COMPLETE followed is listed as recovered (its
+/// line and why) and does not fail; the other rank's chain that ended its init is fatal. Both lists and the
+/// per-rank outcome are in the JSON and the table.
+#[test]
+fn nccl_recovered_errors_are_listed_apart_from_fatal_ones() {
+    let (exit, json) = nccl_json(
+        "recovered-ibext-disabled-plugin-probe-ib-gdrdma.log",
+        "gdrdma",
+    );
+    assert_eq!(exit, Exit::OK);
+    assert_eq!(json["errors_total"], 0);
+    assert_eq!(json["recovered_errors_total"], 2);
+    let r = &json["recovered_errors"][0];
+    assert_eq!((r["line"].as_u64(), r["rank"].as_u64()), (Some(4), Some(0)));
+    assert_eq!(r["location"], "net.cc:79");
+    assert_eq!(r["outcome"], "recovered");
+    assert!(r["why"].as_str().unwrap().contains(":12"), "{r}");
+    let states: Vec<&str> = json["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["recovered", "recovered"]);
+
+    let (exit, json) = nccl_json("recovered-one-rank-fatal-other-srun-label.log", "gdrdma");
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    assert_eq!(json["recovered_errors"][0]["host"], "gpu-k01");
+    assert_eq!(json["errors"][0]["host"], "gpu-k02");
+    assert_eq!(json["errors"][0]["outcome"], "fatal");
+    let ranks = json["ranks"].as_array().unwrap();
+    assert_eq!(ranks[0]["outcome"], "recovered");
+    assert_eq!(ranks[1]["outcome"], "fatal");
+    assert_eq!(ranks[1]["ranks"], serde_json::json!([1]));
+    let reason = json["judgement"]["reason"].as_str().unwrap();
+    assert!(reason.contains("no Init COMPLETE"), "{reason}");
+
+    let out = preflight()
+        .args(["nccl", "--expect", "gdrdma"])
+        .arg(testdata(
+            "nccl/recovered-one-rank-fatal-other-srun-label.log",
+        ))
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("errors, fatal (3):"), "{text}");
+    assert!(text.contains("errors NCCL recovered from (1):"), "{text}");
+    assert!(text.contains("1 recovered, 1 fatal"), "{text}");
+
+    // NCCL 2.3 prints no Init COMPLETE: the outcome is unknown, never a pass and never a fail.
+    let (exit, json) = nccl_json("unknown-v2.3-no-init-complete-lines.log", "gdrdma");
+    assert_eq!(exit, Exit::COULD_NOT_RUN);
+    assert_eq!(json["unknown_errors_total"], 1);
+    assert_eq!(json["judgement"]["outcome"], "undetermined");
 }
 
 #[test]
@@ -466,4 +522,134 @@ fn run_nccl_env_reports_ib_disable_and_missing_hca() {
     let (code, report) = run_json(root.path(), "hgx-h200-ib", &["--only", "nccl.env"]);
     assert_eq!(status_of(&report, "nccl.env"), "pass");
     assert_eq!(code, Exit::OK);
+}
+
+/// NCCL applies /etc/nccl.conf (under the root) like the environment, which wins over it (issue 19 §2: the
+/// file's NCCL_IB_DISABLE=1 passed with exit 0 before).
+#[test]
+fn run_nccl_env_judges_etc_nccl_conf_and_lets_the_environment_win() {
+    let root = tree(&[
+        (
+            "sys/class/infiniband/mlx5_0/ports/1/link_layer",
+            "InfiniBand\n",
+        ),
+        ("etc/nccl.conf", "# fleet image\nNCCL_IB_DISABLE=1\n"),
+    ]);
+    let run = |env: Option<&str>| {
+        let mut cmd = preflight();
+        cmd.env_remove("NCCL_IB_DISABLE")
+            .env_remove("NCCL_CONF_FILE");
+        if let Some(v) = env {
+            cmd.env("NCCL_IB_DISABLE", v);
+        }
+        let out = cmd
+            .args([
+                "run",
+                "--format",
+                "json",
+                "--profile",
+                "hgx-h200-ib",
+                "--only",
+                "nccl.env",
+                "--root",
+            ])
+            .arg(root.path())
+            .output()
+            .unwrap();
+        (code(&out), json_out(Schema::Run, &out))
+    };
+    let (exit, report) = run(None);
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    let r = result_of(&report, "nccl.env");
+    assert!(
+        r["summary"].as_str().unwrap().contains("/etc/nccl.conf:2"),
+        "{r}"
+    );
+    let (exit, report) = run(Some("0"));
+    assert_eq!(exit, Exit::OK);
+    assert!(
+        result_of(&report, "nccl.env")["evidence"]
+            .to_string()
+            .contains("overridden by env"),
+        "{report}"
+    );
+}
+
+/// The NET path ends at the first space (RCCL's ` comm 0x… nRanks 02`, a terminal's padding between glued
+/// records); lines whose transport was rejected never make a verdict (they made intra-node-only before).
+#[test]
+fn nccl_net_path_cut_at_the_first_space_and_rejected_lines_prove_nothing() {
+    let channels = |json: &Value| {
+        json["transports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["transport"].as_str().unwrap().to_string(),
+                    t["channels"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let (_, json) = nccl_json("rccl-net-path-then-comm-nranks-ib-gdrdma.log", "gdrdma");
+    assert_eq!(channels(&json), [("NET/IB/GDRDMA".to_string(), 6)]);
+    assert_eq!(json["ranks_without_gdrdma"], serde_json::json!([]));
+    let (_, json) = nccl_json("wrap-terminal-padded-glued-records-ib-gdrdma.log", "gdrdma");
+    assert_eq!(channels(&json), [("NET/IB/GDRDMA".to_string(), 7)]);
+    let (exit, json) = nccl_json(
+        "torn-every-channel-line-rejected-undetermined.log",
+        "gdrdma",
+    );
+    assert_eq!(
+        (exit, json["verdict"].as_str()),
+        (Exit::COULD_NOT_RUN, Some("undetermined"))
+    );
+    assert_eq!(channels(&json), [("other".to_string(), 3)]);
+}
+
+/// aws-ofi-nccl's own lines (issue 21): the instance type it names, DMA-BUF support, and GDR turned off,
+/// which disproves GDR even with no channel line (undetermined, exit 3, before).
+#[test]
+fn nccl_ofi_platform_dmabuf_and_gdr_off_are_read() {
+    let (exit, json) = nccl_json("ofi-p5-platform-dmabuf-true-ofi-gdrdma.log", "ofi-gdrdma");
+    assert_eq!(exit, Exit::OK);
+    assert_eq!(json["ofi_platforms"], serde_json::json!(["p5.48xlarge"]));
+    assert_eq!(json["ofi_dmabuf"], serde_json::json!([true]));
+    let (exit, json) = nccl_json("ofi-hmem-cuda-api-gdr-off-no-channels.log", "ofi-gdrdma");
+    assert_eq!(exit, Exit::CHECK_FAILED);
+    assert_eq!(json["ofi_platforms"], serde_json::json!(["p4d.24xlarge"]));
+    assert_eq!(json["ofi_dmabuf"], serde_json::json!([false]));
+    let reason = json["judgement"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Could not disable CUDA API usage for HMEM"),
+        "{reason}"
+    );
+    let (_, json) = nccl_json("ofi-gdr-disabled-on-gdr-instance-fatal.log", "ofi-gdrdma");
+    assert_eq!(json["ofi_platforms"], serde_json::json!(["p5en.48xlarge"]));
+    assert_eq!(
+        json["ofi_gdr_disabled"][0]["first_seen"]
+            .as_str()
+            .map(|s| s.ends_with(":8")),
+        Some(true)
+    );
+    let (_, json) = nccl_json("ofi-getinfo-failed-fallback-socket.log", "ofi");
+    assert!(json["ofi_getinfo_failed"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("No data available"));
+    // NCCL fell back to Socket and completed its init: the WARN was recovered from; the transport fails.
+    assert_eq!(json["recovered_errors_total"], 2);
+    assert_eq!(json["verdict"], "socket");
+
+    let out = preflight()
+        .args(["nccl", "--expect", "ofi-gdrdma"])
+        .arg(testdata("nccl/ofi-gdr-disabled-on-gdr-instance-fatal.log"))
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("instance type  p5en.48xlarge"),
+        "{}",
+        stdout(&out)
+    );
 }

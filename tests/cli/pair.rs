@@ -158,6 +158,41 @@ fn two_processes_handshake_and_report() {
     nothing_listens_on(port);
 }
 
+/// `pair --node-name` (or `NODE_NAME`, Kubernetes' downward API) names the host in the report and to the peer,
+/// as `run --node-name` does: in a pod the kernel's host name is the pod's.
+#[test]
+fn node_name_names_the_host_in_the_report_and_to_the_peer() {
+    let port = free_port();
+    let listener = pair_env(
+        &["--listen", &format!("127.0.0.1:{port}"), "--timeout", "20"],
+        Some("job-n"),
+        &[("NODE_NAME", "gpu-node-a")],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let connector = pair(
+        &[
+            "--connect",
+            &format!("127.0.0.1:{port}"),
+            "--node-name",
+            "gpu-node-b",
+            "--timeout",
+            "20",
+        ],
+        Some("job-n"),
+    );
+    let (_, c_report, _) = finish(connector);
+    let (_, l_report, _) = finish(listener);
+    for (report, me, peer) in [
+        (&c_report, "gpu-node-b", "gpu-node-a"),
+        (&l_report, "gpu-node-a", "gpu-node-b"),
+    ] {
+        assert_eq!(report["host"]["hostname"], me, "{report}");
+        assert_eq!(report["host"]["node_name"], me, "{report}");
+        let hs = results(report, "pair.handshake");
+        assert_eq!(hs[0]["subject"], format!("{me} <-> {peer}"), "{report}");
+    }
+}
+
 #[test]
 fn connector_retries_until_the_listener_is_up() {
     let port = free_port();
@@ -374,6 +409,20 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
             "{report}"
         );
         rdma_ran_or_was_skipped_with_reason(&report);
+        // The ring the report carries, for --summarize: members, rank, and each link with its status.
+        assert_eq!(
+            report["ring"]["members"].as_array().unwrap().len(),
+            3,
+            "{report}"
+        );
+        assert_eq!(report["ring"]["rank"], rank, "{report}");
+        let me = format!("127.0.0.1:{}", ports[rank]);
+        let links = report["ring"]["links"].as_array().unwrap();
+        assert_eq!(links.len(), 2, "{report}");
+        assert_eq!(
+            (&links[0]["b"], &links[1]["a"]),
+            (&Value::from(me.as_str()), &Value::from(me.as_str()))
+        );
         let f = dir.join(format!("pass-{rank}.json"));
         std::fs::write(&f, report.to_string()).unwrap();
         passing.push(f);

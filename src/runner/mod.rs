@@ -2,32 +2,29 @@
 //! Nothing here knows a particular probe: it sees ids, kinds and deadlines.
 
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::child::fmt_secs;
 use crate::host::Host;
 use crate::interrupt;
-use crate::isolate::{fmt_secs, run_in_child, ProbeJob};
 use crate::model::{AnswerSource, CheckResult, Library, Status};
 use crate::probe::{Context, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::recording::Answers;
+use crate::tasks::{self, Ended, Task};
+
+pub mod probe_child;
+
+use probe_child::{run_in_child, ProbeJob};
 
 /// Extra time the runner waits for a child-process probe past its deadline: the thread that kills the child
 /// reports the call it was stuck in, which beats a bare "timed out".
 const CHILD_GRACE: Duration = Duration::from_secs(2);
-/// How often a waiting runner looks for a stopping signal ([`interrupt`]).
-const SIGNAL_POLL: Duration = Duration::from_millis(20);
-/// After a stopping signal, how long the runner waits for probes to come back: child-process probes are killed
-/// at once and return within milliseconds (their scratch directory removed); an in-process probe stuck in a
-/// read is given up on.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// What the runner shares with every probe thread.
 pub struct RunInputs {
@@ -130,9 +127,8 @@ fn run_batch(
     run_timeout: Duration,
     slots: &mut [Option<Vec<CheckResult>>],
 ) {
-    let (tx, rx) = mpsc::channel::<(usize, Vec<CheckResult>)>();
-    // index → (scheduled, started, deadline the runner waits until)
-    let mut pending: BTreeMap<usize, (Scheduled, Instant, Instant)> = BTreeMap::new();
+    let mut tasks = Vec::new();
+    let mut scheduled = Vec::new();
     for &i in batch {
         let probe = probes[i];
         let now = Instant::now();
@@ -162,87 +158,50 @@ fn run_batch(
             )]);
             continue;
         }
-        let scheduled = Scheduled {
+        let s = Scheduled {
             probe,
             timeout: own.min(left),
             cut_by_run_deadline: left < own,
         };
-        let wait_until = now
-            + scheduled.timeout
+        let until = now
+            + s.timeout
             + if probe.kind() == Kind::Static {
                 Duration::ZERO
             } else {
                 CHILD_GRACE
             };
-        let cut_by = scheduled.cut_by_run_deadline.then_some(run_timeout);
-        spawn_probe(
-            i,
-            probe,
-            scheduled.timeout,
-            cut_by,
-            shared.clone(),
-            hung.clone(),
-            tx.clone(),
-        );
-        pending.insert(i, (scheduled, now, wait_until));
+        let cut_by = s.cut_by_run_deadline.then_some(run_timeout);
+        let (timeout, shared, hung) = (s.timeout, shared.clone(), hung.clone());
+        tasks.push(Task {
+            name: probe.id().to_string(),
+            until,
+            work: Box::new(move || match probe.kind() {
+                Kind::Static => run_in_thread(probe, timeout, &shared),
+                Kind::Library | Kind::Active => {
+                    run_isolated(probe, timeout, cut_by, &shared, &hung)
+                }
+            }),
+        });
+        scheduled.push((i, s, now));
     }
-    drop(tx);
-
-    let mut interrupted_at: Option<Instant> = None;
-    while !pending.is_empty() {
-        let next = pending
-            .values()
-            .map(|(_, _, until)| *until)
-            .min()
-            .unwrap_or_else(Instant::now);
-        let wait = next.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(wait.min(SIGNAL_POLL)) {
-            Ok((i, mut results)) => {
-                if let Some((scheduled, started, _)) = pending.remove(&i) {
-                    let ms = started.elapsed().as_millis() as u64;
-                    if results.is_empty() {
-                        results.push(CheckResult::error(
-                            scheduled.probe.id(),
-                            "probe returned no result",
-                        ));
-                    }
-                    for r in &mut results {
-                        r.duration_ms = ms;
-                    }
-                    slots[i] = Some(results);
+    for ((i, s, started), ended) in scheduled.into_iter().zip(tasks::supervise(tasks)) {
+        let id = s.probe.id();
+        slots[i] = Some(match ended {
+            Ended::Done(mut results) => {
+                let ms = started.elapsed().as_millis() as u64;
+                if results.is_empty() {
+                    results.push(CheckResult::error(id, "probe returned no result"));
                 }
+                for r in &mut results {
+                    r.duration_ms = ms;
+                }
+                results
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let now = Instant::now();
-                if let Some(signal) = interrupt::requested() {
-                    if now >= *interrupted_at.get_or_insert(now) + INTERRUPT_GRACE {
-                        for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                            slots[i] = Some(vec![interrupted_result(s.probe, signal, "gave up")]);
-                        }
-                    }
-                }
-                let expired: Vec<usize> = pending
-                    .iter()
-                    .filter(|(_, (_, _, until))| *until <= now)
-                    .map(|(i, _)| *i)
-                    .collect();
-                for i in expired {
-                    if let Some((s, started, _)) = pending.remove(&i) {
-                        slots[i] = Some(vec![timeout_result(&s, started, run_timeout)]);
-                    }
-                }
-            }
-            // Every sender is gone yet some are pending: a thread died without sending. Cannot happen with
-            // catch_unwind in place, but never wait forever on it.
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                for (i, (s, _, _)) in std::mem::take(&mut pending) {
-                    slots[i] = Some(vec![CheckResult::error(
-                        s.probe.id(),
-                        "probe thread ended without a result",
-                    )]);
-                }
-            }
-        }
+            Ended::Panicked(message) => vec![panic_result(id, &message)],
+            Ended::TimedOut => vec![timeout_result(&s, started, run_timeout)],
+            Ended::Interrupted(signal) => vec![interrupted_result(s.probe, signal, "gave up")],
+            Ended::Lost(why) => vec![CheckResult::error(id, format!("{id}: {why}"))],
+        });
     }
 }
 
@@ -303,34 +262,6 @@ fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResul
 const RERUN_AFTER_INTERRUPT: &str =
     "the run was stopped (pod deleted, job cancelled or Ctrl-C) before this check finished: run it again";
 
-/// `cut_by`: the run's `--timeout` when it, not the probe's own deadline, set `timeout`.
-fn spawn_probe(
-    index: usize,
-    probe: &'static dyn Probe,
-    timeout: Duration,
-    cut_by: Option<Duration>,
-    shared: Arc<RunInputs>,
-    hung: HungLibraries,
-    tx: mpsc::Sender<(usize, Vec<CheckResult>)>,
-) {
-    let name = format!("probe:{}", probe.id());
-    let body = move || {
-        let results = match probe.kind() {
-            Kind::Static => run_in_thread(probe, timeout, &shared),
-            Kind::Library | Kind::Active => run_isolated(probe, timeout, cut_by, &shared, &hung),
-        };
-        // The receiver may have given up on us (deadline passed); nothing to do then.
-        let _ = tx.send((index, results));
-    };
-    if let Err(e) = std::thread::Builder::new().name(name).spawn(body) {
-        // Threads exhausted: the receiver sees this probe vanish and reports it.
-        eprintln!(
-            "fabric-preflight: cannot start a thread for {}: {e}",
-            probe.id()
-        );
-    }
-}
-
 fn run_in_thread(
     probe: &'static dyn Probe,
     timeout: Duration,
@@ -346,10 +277,7 @@ fn run_in_thread(
         deadline: Instant::now() + timeout,
         scratch: None,
     };
-    match catch_unwind(AssertUnwindSafe(|| probe.run(&cx))) {
-        Ok(results) => results,
-        Err(payload) => vec![panic_result(probe.id(), payload)],
-    }
+    probe.run(&cx)
 }
 
 fn run_isolated(
@@ -452,32 +380,9 @@ fn unique_suffix() -> u128 {
         .unwrap_or(0)
 }
 
-/// What a panic said, from its payload.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
-fn panic_result(id: &str, payload: Box<dyn std::any::Any + Send>) -> CheckResult {
-    let message = panic_message(payload.as_ref());
+fn panic_result(id: &str, message: &str) -> CheckResult {
     CheckResult::error(id, format!("{id}: probe panicked: {message}"))
         .fix("this is a bug in fabric-preflight: please report it with the evidence of this run")
-}
-
-/// Silences the default panic message for probe threads (the panic becomes an `error` result instead).
-pub fn install_panic_hook() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let in_probe = std::thread::current()
-            .name()
-            .is_some_and(|n| n.starts_with("probe:"));
-        if !in_probe {
-            default(info);
-        }
-    }));
 }
 
 #[cfg(test)]
@@ -558,7 +463,7 @@ mod tests {
 
     #[test]
     fn hung_probe_becomes_error_and_others_still_report() {
-        install_panic_hook();
+        tasks::install_panic_hook();
         let started = Instant::now();
         let out = run(
             &[&Sleeper, &Panicker, &Skipper],

@@ -1,63 +1,37 @@
-//! Running a probe in a child process of this binary (`fabric-preflight __probe`), so that a vendor library
-//! that hangs or crashes is killed at the deadline instead of taking the run down, and so that libraries which
-//! print on stdout (libcufile does) cannot corrupt a JSON report.
+//! Running a job in a child process of this binary, so that a vendor library that hangs or crashes is killed
+//! at the deadline instead of taking the caller down, and so that libraries which print on stdout (libcufile
+//! does) cannot corrupt a reply. Nothing here knows a probe or a port: a [`Job`] names the hidden subcommand that
+//! serves it and the reply it gets.
 //!
-//! Protocol: the parent writes a [`ProbeJob`] as JSON on the child's stdin; the child moves its own stdout onto
-//! stderr, runs the probe, and writes a [`ProbeReply`] on the original stdout. Before each library call a probe
-//! leaves a [`breadcrumb`] on stderr, so a timeout can name the call that never returned. [`run_child`] and
-//! [`serve_child`] are the same machinery for any job and reply: `pair` lists its ports and measures each port
-//! pair through them (`__pair`).
+//! Protocol: the parent writes the job as JSON on the child's stdin; the child moves its own stdout onto stderr,
+//! does the work, and writes the reply on the original stdout. Before each library call the work leaves a
+//! [`breadcrumb`] on stderr, so a timeout can name the call that never returned. The child runs in a process
+//! group of its own (killed whole at the deadline) and dies with its parent.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 
-use crate::answers::Answers;
-use crate::host::{Access, Host};
 use crate::interrupt;
-use crate::probe::{CheckResult, Context, Inputs};
-use crate::profile::Profile;
 
-/// Hidden subcommand the parent re-executes itself with.
-pub const CHILD_SUBCOMMAND: &str = "__probe";
+/// A job for a child process: the hidden subcommand of this binary that serves it, and what it answers.
+pub trait Job: Serialize + DeserializeOwned {
+    /// `__probe`, `__pair`: the subcommand `main.rs` dispatches to the job's server.
+    const SUBCOMMAND: &'static str;
+    type Reply: Serialize + DeserializeOwned;
+}
+
 const BREADCRUMB_PREFIX: &str = "fabric-preflight:calling:";
 /// How much of the child's stderr is kept for evidence.
 const STDERR_TAIL_BYTES: usize = 4096;
 
 static IN_CHILD: AtomicBool = AtomicBool::new(false);
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ProbeJob {
-    pub id: String,
-    /// `None` = the live host.
-    pub root: Option<PathBuf>,
-    pub profile: Profile,
-    pub inputs: Inputs,
-    pub timeout_ms: u64,
-    pub scratch: Option<PathBuf>,
-    /// `snapshot`: report every host path the probe asked for.
-    #[serde(default)]
-    pub record_reads: bool,
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct ProbeReply {
-    pub results: Vec<CheckResult>,
-    /// Vendor answers the child collected live, for `snapshot`.
-    pub recorded: BTreeMap<String, Value>,
-    /// Host paths the probe asked for, when the job said `record_reads`.
-    #[serde(default)]
-    pub read_paths: Vec<(String, Access)>,
-}
 
 /// Marks the vendor call about to be made. A no-op outside a child process.
 pub fn breadcrumb(call: &str) {
@@ -75,23 +49,18 @@ pub struct ChildFailure {
     pub timed_out: bool,
     /// The last library call the child announced with [`breadcrumb`].
     pub last_call: Option<String>,
-    /// Stopped by SIGTERM/SIGINT ([`interrupt`]), not by anything the probe or its library did.
+    /// Stopped by SIGTERM/SIGINT ([`interrupt`]), not by anything the job or its library did.
     pub interrupted: bool,
 }
 
-/// Runs `job` in a child process and waits at most `timeout` for it.
-pub fn run_in_child(job: &ProbeJob, timeout: Duration) -> Result<ProbeReply, ChildFailure> {
-    run_child(CHILD_SUBCOMMAND, job, timeout, |_| {})
-}
-
-/// Runs this binary's hidden `subcommand` with `job` and waits at most `timeout` (or until SIGTERM/SIGINT) for
+/// Runs `job` in this binary's hidden subcommand for it and waits at most `timeout` (or until SIGTERM/SIGINT) for
 /// its reply; killed then. `prepare` adds to the command before it starts (a descriptor the child inherits).
-pub fn run_child<J: Serialize, R: DeserializeOwned>(
-    subcommand: &str,
+pub fn run<J: Job>(
     job: &J,
     timeout: Duration,
     prepare: impl FnOnce(&mut Command),
-) -> Result<R, ChildFailure> {
+) -> Result<J::Reply, ChildFailure> {
+    let subcommand = J::SUBCOMMAND;
     let not_started = |summary: String| ChildFailure {
         summary,
         evidence: vec![],
@@ -289,14 +258,8 @@ pub fn run_child<J: Serialize, R: DeserializeOwned>(
     })
 }
 
-/// Entry point of `fabric-preflight __probe`: reads the job on stdin, answers on stdout. Returns the exit code.
-pub fn child_main() -> i32 {
-    serve_child(|job: ProbeJob| run_job(&job))
-}
-
-/// The child's side of [`run_child`]: reads the job on stdin, runs `work`, answers on stdout. Returns the exit
-/// code.
-pub fn serve_child<J: DeserializeOwned, R: Serialize>(work: impl FnOnce(J) -> R) -> i32 {
+/// The child's side of [`run`]: reads the job on stdin, runs `work`, answers on stdout. Returns the exit code.
+pub fn serve<J: Job>(work: impl FnOnce(J) -> J::Reply) -> i32 {
     IN_CHILD.store(true, Ordering::Relaxed);
     // Keep the real stdout for the reply and send everything else the process prints to stderr.
     // SAFETY: plain descriptor duplication on descriptors this process owns.
@@ -345,61 +308,6 @@ fn exited(pid: libc::pid_t) -> std::io::Result<bool> {
 fn kill_group(pid: libc::pid_t) {
     // SAFETY: kill(2) on the group the unreaped child `pid` leads.
     unsafe { libc::kill(-pid, libc::SIGKILL) };
-}
-
-fn run_job(job: &ProbeJob) -> ProbeReply {
-    let Some(probe) = crate::probes::find(&job.id) else {
-        return ProbeReply {
-            results: vec![CheckResult::error(
-                &job.id,
-                format!("unknown probe id {}", job.id),
-            )],
-            ..Default::default()
-        };
-    };
-    let host = match &job.root {
-        Some(root) => match Host::at(root) {
-            Ok(h) => h,
-            Err(e) => return error_reply(&job.id, format!("{e:#}")),
-        },
-        None => Host::live(),
-    };
-    let host = if job.record_reads {
-        host.recording()
-    } else {
-        host
-    };
-    let answers = match Answers::for_host(&host) {
-        Ok(a) => a,
-        Err(e) => return error_reply(&job.id, format!("{e:#}")),
-    };
-    let settings = job.profile.settings(&job.id);
-    let cx = Context {
-        host: &host,
-        profile: &job.profile,
-        settings: &settings,
-        inputs: &job.inputs,
-        answers: &answers,
-        deadline: Instant::now() + Duration::from_millis(job.timeout_ms),
-        scratch: job.scratch.as_deref(),
-    };
-    let mut results = probe.run(&cx);
-    let source = answers.source_if_consulted();
-    for r in &mut results {
-        r.library_answers = source;
-    }
-    ProbeReply {
-        results,
-        recorded: answers.take_recorded(),
-        read_paths: host.recorded(),
-    }
-}
-
-fn error_reply(id: &str, summary: String) -> ProbeReply {
-    ProbeReply {
-        results: vec![CheckResult::error(id, summary)],
-        ..Default::default()
-    }
 }
 
 /// Seconds with at most one decimal: `2`, `0.5`, and `3` for a deadline of 2.9996 s left when it was set.
