@@ -25,6 +25,29 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("hgx-h200-ib", include_str!("../checks/hgx-h200-ib.yaml")),
     ("dgx-a100-hdr", include_str!("../checks/dgx-a100-hdr.yaml")),
     ("roce-400g", include_str!("../checks/roce-400g.yaml")),
+    ("p5.48xlarge", include_str!("../checks/p5.48xlarge.yaml")),
+    ("p5e.48xlarge", include_str!("../checks/p5e.48xlarge.yaml")),
+    (
+        "p5en.48xlarge",
+        include_str!("../checks/p5en.48xlarge.yaml"),
+    ),
+    ("p4d.24xlarge", include_str!("../checks/p4d.24xlarge.yaml")),
+    (
+        "Standard_ND96isr_H100_v5",
+        include_str!("../checks/Standard_ND96isr_H100_v5.yaml"),
+    ),
+    (
+        "Standard_ND96isr_H200_v5",
+        include_str!("../checks/Standard_ND96isr_H200_v5.yaml"),
+    ),
+    (
+        "a3-ultragpu-8g",
+        include_str!("../checks/a3-ultragpu-8g.yaml"),
+    ),
+    (
+        "a3-megagpu-8g",
+        include_str!("../checks/a3-megagpu-8g.yaml"),
+    ),
 ];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -125,6 +148,14 @@ pub struct Expect {
     pub gpu_nic_distance_fails: Option<bool>,
     pub nccl_transport: Option<NcclExpect>,
     pub gds_file_size_mib: Option<u64>,
+    /// AWS EFA devices the instance type has (P5/P5e 32, P5en 16, P4d 4).
+    pub efa_device_count: Option<u32>,
+    /// Link speed of each EFA, Gb/s, judged only where the driver reports the device's own speed.
+    pub efa_link_gbps: Option<f64>,
+    /// The cloud the profile is for, from DMI (`--profile auto`).
+    pub cloud: Option<crate::sysfs::dmi::Cloud>,
+    /// The EC2 instance type DMI's `product_name` shows (`p5en.48xlarge`), for `--profile auto`.
+    pub instance_type: Option<String>,
     pub gds_block_size_kib: Option<u64>,
 }
 

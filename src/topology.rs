@@ -607,6 +607,7 @@ fn is_rdma_nic(a: &PciAttrs, has_rdma_device: bool) -> bool {
         || (a.vendor == pci::VENDOR_MELLANOX
             && (a.is_network() || pci_ids::flash_recovery(a.vendor, a.device).is_some()))
         || pci_ids::is_omnipath_hfi(a.vendor, a.device)
+        || crate::sysfs::efa::is_efa(a.vendor, a.device)
 }
 
 /// What a function whose attributes could not all be read could be, from the class and vendor that could:

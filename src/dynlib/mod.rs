@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod cuda_dmabuf;
 pub mod cufile;
 pub mod error;
+pub mod fabric;
 pub mod nvml;
 pub mod verbs;
 

@@ -5,6 +5,7 @@
 
 pub mod copy;
 pub mod cufile_read;
+pub mod efa_registration;
 pub mod gdr;
 pub mod memory;
 pub mod rc;

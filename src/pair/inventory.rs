@@ -70,8 +70,16 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
     if let Some(r) = rdma.gate_if_unusable(ID_RDMA, false) {
         return none(r.status, r.summary);
     }
-    let devices = match rdma.verbs_devices(answers, ID_RDMA, false) {
-        Ok(d) => d,
+    // EFA refuses RC queue pairs: a node whose RDMA devices are all EFAs has no port to test here.
+    let efa = match crate::sysfs::efa::split_efa(host, &rdma.driver_devices) {
+        Ok((_, efa)) => efa,
+        Err(e) => return none(Status::Error, e.to_string()),
+    };
+    if !efa.is_empty() && efa.len() == rdma.driver_devices.len() {
+        return none(Status::Skip, crate::sysfs::efa::NO_RC.to_string());
+    }
+    let devices: Vec<String> = match rdma.verbs_devices(answers, ID_RDMA, false) {
+        Ok(d) => d.into_iter().filter(|d| !efa.contains(d)).collect(),
         Err(r) => return none(r.status, r.summary),
     };
     let mut ports = Vec::new();
@@ -257,6 +265,18 @@ mod tests {
     }
 
     const MLX5_0: &str = r#"{"Devices": ["mlx5_0"]}"#;
+
+    /// An EFA node has no RC port to offer: a skip saying why, before libibverbs is asked (failed before: its
+    /// EFA ports were offered, and the efa driver refuses their RC queue pairs).
+    #[test]
+    fn an_efa_node_has_no_rc_port_to_offer() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/aws-p5en");
+        let inventory = inventory_at(&root, r#"{"Devices": ["rdmap68s0"]}"#);
+        assert!(inventory.ports.is_empty());
+        let (status, why) = inventory.none.unwrap();
+        assert_eq!(status, Status::Skip);
+        assert!(why.starts_with("EFA has no RC queue pairs"), "{why}");
+    }
 
     /// hgx-healthy with `damage` done to mlx5_0's files (host path → the file in the copy): the rate mlx5_0/1
     /// announces, or the listing's error as unreadable.

@@ -3,6 +3,8 @@
 //! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
 //! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
+use super::efa_devices::no_rc;
+use crate::sysfs::efa;
 use std::time::Duration;
 
 use crate::dynlib::Library;
@@ -73,12 +75,22 @@ impl Probe for GdrLoopback {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect_gdr = cx.profile.expect.gdr == Some(true);
-        if let Some(r) = gpu_survey(cx).gate_if_unusable(ID, expect_gdr) {
+        let gpu = gpu_survey(cx);
+        if let Some(r) = gpu.gate_if_unusable(ID, expect_gdr) {
             return vec![r];
         }
         let rdma = Survey::read(cx.host, Stack::Rdma);
+        // What the GPU survey could not read stays an error beside a verdict on the NICs.
         if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
-            return vec![r];
+            return gpu.completed(ID, vec![r]);
+        }
+        // EFA refuses RC queue pairs: its ports are left alone (efa.gdr registers GPU memory on them instead).
+        let efa = match efa::split_efa(cx.host, &rdma.driver_devices) {
+            Ok((_, efa)) => efa,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        if !efa.is_empty() && efa.len() == rdma.driver_devices.len() {
+            return gpu.completed(ID, rdma.completed(ID, vec![no_rc(ID, &efa)]));
         }
         let abi = match crate::host::optional(cx.host.read(VERBS_ABI)) {
             Ok(abi) => abi,
@@ -88,8 +100,8 @@ impl Probe for GdrLoopback {
             "{VERBS_ABI} = {}",
             abi.as_deref().unwrap_or("<missing>")
         )];
-        let devices = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
-            Ok(d) => d,
+        let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
+            Ok(d) => d.into_iter().filter(|d| !efa.contains(d)).collect(),
             Err(r) => return vec![*r],
         };
         evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
@@ -206,6 +218,10 @@ impl Probe for GdrLoopback {
                 r
             })
             .collect();
+        let mut results: Vec<CheckResult> = results;
+        if !efa.is_empty() {
+            results.push(no_rc(ID, &efa));
+        }
         tree.completed(ID, GPU_NIC_PATHS, results)
     }
 }

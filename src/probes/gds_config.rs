@@ -97,6 +97,10 @@ impl Probe for GdsConfig {
                 )
                 .evidence(&path, e.reason())];
             }
+            // Unread, it may or may not be there: GDS is not known to be installed, so the target is not judged.
+            if !host.nvfs_loaded && !expect_gds {
+                return vec![CheckResult::read_error(ID, e).subject(&path)];
+            }
         }
         // Only where GDS is installed or expected: the target's mount and udev record judge nothing otherwise.
         let target = gds_target::inspect(cx.host, &gds_target::target_dir(cx.inputs));

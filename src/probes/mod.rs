@@ -5,6 +5,11 @@ use crate::probe::{FactSource, Probe};
 #[cfg(test)]
 mod damage_sweep;
 mod driver_nvidia;
+mod efa_counters;
+mod efa_devices;
+mod efa_gdr;
+mod efa_libfabric;
+mod efa_link;
 mod gdr_kernel_path;
 mod gdr_loopback;
 mod gds_config;
@@ -45,6 +50,10 @@ static ALL: &[&dyn Probe] = &[
     &rdma_link::RdmaLink,
     &rdma_roce::RdmaRoce,
     &rdma_counters::RdmaCounters,
+    &efa_devices::EfaDevices,
+    &efa_link::EfaLink,
+    &efa_counters::EfaCounters,
+    &efa_libfabric::EfaLibfabric,
     &pcie_link::PcieLink,
     &pcie_acs::PcieAcs,
     &pcie_aer::PcieAer,
@@ -58,6 +67,7 @@ static ALL: &[&dyn Probe] = &[
     &gds_read::GdsRead,
     &rdma_loopback::RdmaLoopback,
     &gdr_loopback::GdrLoopback,
+    &efa_gdr::EfaGdr,
 ];
 
 /// Every probe, in report order.

@@ -89,6 +89,8 @@ struct Facts {
     ports: Vec<(String, Vec<Counter>)>,
     /// Read only when no port is listed: whether RDMA hardware is there without its driver.
     survey: Option<Survey>,
+    /// EFA devices, left to efa.counters: none of their counters has a name this check knows.
+    efa: Vec<String>,
 }
 
 impl Facts {
@@ -96,8 +98,12 @@ impl Facts {
         // Counters need no port attribute: none is read.
         let ports = read_all_port_ids(host)?;
         let survey = ports.is_empty().then(|| Survey::read(host, Stack::Rdma));
+        let mut names: Vec<String> = ports.iter().map(|(d, _)| d.clone()).collect();
+        names.dedup();
+        let (_, efa) = crate::sysfs::efa::split_efa(host, &names)?;
         let ports = ports
             .into_iter()
+            .filter(|(dev, _)| !efa.contains(dev))
             .map(|(dev, port)| {
                 (
                     format!("{dev}/{port}"),
@@ -105,7 +111,7 @@ impl Facts {
                 )
             })
             .collect();
-        Ok(Facts { ports, survey })
+        Ok(Facts { ports, survey, efa })
     }
 }
 
@@ -117,11 +123,21 @@ fn judge(facts: &Facts, limit: &Limit) -> Vec<CheckResult> {
         }
         return vec![CheckResult::skip(ID, "no RDMA port")];
     }
-    facts
+    let mut results: Vec<CheckResult> = facts
         .ports
         .iter()
         .map(|(subject, counters)| judge_port(subject, counters, limit))
-        .collect()
+        .collect();
+    if !facts.efa.is_empty() {
+        results.push(
+            CheckResult::skip(
+                ID,
+                format!("{} EFA device(s) judged by efa.counters", facts.efa.len()),
+            )
+            .evidence("EFA devices", facts.efa.join(", ")),
+        );
+    }
+    results
 }
 
 /// Read: the error counters, and the PMA counters whose width makes saturation visible.

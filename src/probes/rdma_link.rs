@@ -62,6 +62,8 @@ struct Facts {
     models: Vec<(String, Option<String>)>,
     /// Read only when no RDMA device is listed: whether RDMA hardware is there without its driver.
     survey: Option<Survey>,
+    /// EFA devices, left to efa.link: the efa driver hard-codes their ports to ACTIVE/LinkUp.
+    efa: Vec<String>,
 }
 
 impl Facts {
@@ -70,11 +72,14 @@ impl Facts {
         nccl_ib_hca: Option<&str>,
         rails: Option<u32>,
     ) -> Result<Facts, ReadError> {
-        let ports = nic_role::read(host, nccl_ib_hca, rails)?;
+        let mut ports = nic_role::read(host, nccl_ib_hca, rails)?;
         let survey = ports
             .devices
             .is_empty()
             .then(|| Survey::read(host, Stack::Rdma));
+        let names: Vec<String> = ports.devices.iter().map(|(d, _)| d.clone()).collect();
+        let (_, efa) = crate::sysfs::efa::split_efa(host, &names)?;
+        ports.devices.retain(|(d, _)| !efa.contains(d));
         let mut models = Vec::new();
         for (dev, dev_ports) in &ports.devices {
             if dev_ports.is_empty() {
@@ -87,11 +92,32 @@ impl Facts {
             ports,
             models,
             survey,
+            efa,
         })
     }
 }
 
 fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
+    let mut results = judge_ports(facts, expect);
+    if !facts.efa.is_empty() {
+        let efa_only = facts.ports.devices.is_empty();
+        let r = CheckResult::skip(
+            ID,
+            format!(
+                "{} EFA device(s) judged by efa.link: the efa driver hard-codes their ports to ACTIVE/LinkUp",
+                facts.efa.len()
+            ),
+        )
+        .evidence("EFA devices", facts.efa.join(", "));
+        if efa_only && expect.rdma_port_count.is_none_or(|n| n == 0) {
+            return vec![r];
+        }
+        results.push(r);
+    }
+    results
+}
+
+fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     if let Some(survey) = &facts.survey {
         let expected = expect.rdma_port_count.is_some_and(|n| n > 0);
         if let Some(r) = survey.gate(ID, expected) {

@@ -3,6 +3,8 @@
 //! checked. Bandwidth is judged against the port's rate where the rate is the hardware's (a soft-RoCE port
 //! reports a fixed 2.5 Gb/s placeholder). It is the control run of `gdr.loopback`: a port fault shows here too.
 
+use super::efa_devices::no_rc;
+use crate::sysfs::efa;
 use std::time::{Duration, Instant};
 
 use crate::dynlib::Library;
@@ -73,8 +75,16 @@ impl Probe for RdmaLoopback {
         if let Some(r) = rdma.gate_if_unusable(ID, expected) {
             return vec![r];
         }
-        let devices = match rdma.verbs_devices(cx.answers, ID, expected) {
-            Ok(d) => d,
+        // EFA refuses RC queue pairs: its ports are left alone, before libibverbs is asked anything.
+        let efa = match efa::split_efa(cx.host, &rdma.driver_devices) {
+            Ok((_, efa)) => efa,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        if !efa.is_empty() && efa.len() == rdma.driver_devices.len() {
+            return rdma.completed(ID, vec![no_rc(ID, &efa)]);
+        }
+        let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expected) {
+            Ok(d) => d.into_iter().filter(|d| !efa.contains(d)).collect(),
             Err(r) => return vec![*r],
         };
         let all_ports = match infiniband::read_all_ports(cx.host) {
@@ -161,6 +171,10 @@ impl Probe for RdmaLoopback {
                 r
             })
             .collect();
+        let mut results: Vec<CheckResult> = results;
+        if !efa.is_empty() {
+            results.push(no_rc(ID, &efa));
+        }
         // The survey's gap (bus or module table unread) stays an error beside the measured ports.
         rdma.completed(ID, results)
     }

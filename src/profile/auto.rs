@@ -7,11 +7,18 @@
 //! node should have: a host with fewer (a GPU fell off the bus) is still that kind of node, so the counts only
 //! rank the candidates and are reported, and the run then fails on them. Every built-in but `generic` is
 //! for GPU nodes. No candidate: `generic`, with a note.
+//!
+//! The platform comes from DMI under the host root (`sys_vendor`, `product_name`, `board_vendor`; no metadata
+//! service). An EC2 instance type DMI names that a built-in profile is for picks it outright: DMI alone says what
+//! the node is, and the run then judges the hardware against it. A profile for a cloud (`expect.cloud`) is out on
+//! a host whose DMI does not show that cloud; Azure and Google do not put the VM size in DMI, so there the GPU
+//! and NIC shapes pick among the cloud's profiles. Absent or unknown DMI: the hardware match alone.
 
 use crate::host::Host;
 use crate::profile::{self, LinkLayer, Profile, BUILTIN};
 use crate::report::Selection;
-use crate::sysfs::infiniband;
+use crate::sysfs::dmi::Dmi;
+use crate::sysfs::{efa, infiniband};
 use crate::topology::{PciTree, Role};
 
 /// What `--profile` says to ask for this.
@@ -65,6 +72,10 @@ struct Facts {
     ports: Vec<Port>,
     /// PCI functions or attributes that could not be read (`path = reason`): a GPU among them is not counted.
     pci_unread: Vec<String>,
+    /// EFA functions on the bus.
+    efas: usize,
+    /// DMI as read, or why it could not be.
+    dmi: Result<Dmi, String>,
 }
 
 impl Facts {
@@ -92,6 +103,11 @@ impl Facts {
                 gbps: p.parsed_rate().map(|r| r.gbps),
             })
             .collect();
+        let efas = tree
+            .nodes
+            .iter()
+            .filter(|n| efa::is_efa(n.attrs.vendor, n.attrs.device))
+            .count();
         Ok(Facts {
             gpus,
             rdma_devices: devices.len(),
@@ -102,6 +118,8 @@ impl Facts {
                 .into_iter()
                 .map(|u| u.line.clone())
                 .collect(),
+            efas,
+            dmi: Dmi::read(host).map_err(|e| e.to_string()),
         })
     }
 
@@ -161,7 +179,26 @@ impl Facts {
                 self.pci_unread.len()
             ),
         };
-        format!("host shows {gpus}; {rdma}{unread}")
+        let efa = if self.efas > 0 {
+            format!("; {} EFA on the PCI bus", self.efas)
+        } else {
+            String::new()
+        };
+        format!(
+            "host shows {gpus}; {rdma}{efa}{unread}; DMI {}",
+            self.describe_dmi()
+        )
+    }
+
+    fn describe_dmi(&self) -> String {
+        match &self.dmi {
+            Ok(d) => d.describe(),
+            Err(e) => format!("unreadable ({e})"),
+        }
+    }
+
+    fn cloud(&self) -> Option<crate::sysfs::dmi::Cloud> {
+        self.dmi.as_ref().ok().and_then(Dmi::cloud)
     }
 
     fn ports_of(&self, layer: LinkLayer) -> impl Iterator<Item = &Port> {
@@ -199,6 +236,12 @@ fn fit(name: &'static str, p: &Profile, host: &Facts) -> Fit {
         !host.gpus.is_empty(),
         "a GPU node profile: NVIDIA GPUs on the bus".into(),
     )];
+    if let Some(cloud) = e.cloud {
+        kind.push((
+            host.cloud() == Some(cloud),
+            format!("cloud {} in DMI", cloud.name()),
+        ));
+    }
     if let Some(model) = &e.gpu_model {
         let all = host.gpus.iter().all(|d| {
             gpu_model(*d).is_some_and(|m| m.to_lowercase().contains(&model.to_lowercase()))
@@ -237,6 +280,7 @@ fn fit(name: &'static str, p: &Profile, host: &Facts) -> Fit {
         (e.gpu_count, host.gpus.len(), "gpu_count"),
         (e.rdma_device_count, host.rdma_devices, "rdma_device_count"),
         (e.rdma_port_count, host.ports.len(), "rdma_port_count"),
+        (e.efa_device_count, host.efas, "efa_device_count"),
     ]
     .into_iter()
     .filter_map(|(want, have, key)| {
@@ -272,6 +316,9 @@ pub fn choose(
     host: &Host,
     known_checks: &[&str],
 ) -> Result<(String, Selection), profile::ProfileError> {
+    if let Some(picked) = by_instance_type(host, known_checks)? {
+        return Ok(picked);
+    }
     match Facts::read(host) {
         Ok(facts) => select(&facts, known_checks),
         Err(why) => Ok((
@@ -283,6 +330,38 @@ pub fn choose(
             },
         )),
     }
+}
+
+/// The built-in profile for the EC2 instance type DMI names, if one is.
+fn by_instance_type(
+    host: &Host,
+    known_checks: &[&str],
+) -> Result<Option<(String, Selection)>, profile::ProfileError> {
+    let Ok(dmi) = Dmi::read(host) else {
+        return Ok(None);
+    };
+    let Some(instance) = dmi.instance_type() else {
+        return Ok(None);
+    };
+    for (name, _) in BUILTIN {
+        let p = profile::load(name, known_checks)?;
+        if p.expect.instance_type.as_deref() == Some(instance) {
+            return Ok(Some((
+                name.to_string(),
+                Selection {
+                    requested: AUTO.into(),
+                    reasons: vec![
+                        format!("DMI {}", dmi.describe()),
+                        format!(
+                            "picked {name}: the EC2 instance type DMI names (the run judges the hardware against it)"
+                        ),
+                    ],
+                    note: None,
+                },
+            )));
+        }
+    }
+    Ok(None)
 }
 
 fn select(
@@ -374,7 +453,8 @@ mod tests {
         let (_, why) = choose_for("hgx-healthy");
         assert_eq!(
             why.reasons[0],
-            "host shows 8× H100 SXM5 80GB (10de:2330); 8 RDMA devices, 8 ports: 8 InfiniBand (fastest 400 Gb/s)"
+            "host shows 8× H100 SXM5 80GB (10de:2330); 8 RDMA devices, 8 ports: 8 InfiniBand (fastest 400 Gb/s); \
+             DMI sys_vendor absent, product_name absent, board_vendor absent"
         );
         assert!(why.reasons[1].contains("gpu_model H100: yes"), "{why:#?}");
         assert!(why.reasons.iter().any(
@@ -393,6 +473,8 @@ mod tests {
                 })
                 .collect(),
             pci_unread: Vec::new(),
+            efas: 0,
+            dmi: Ok(Dmi::default()),
         }
     }
 

@@ -1,11 +1,10 @@
 //! Are we a virtual machine? `/proc/cpuinfo` `hypervisor` flag, `/sys/hypervisor/type`, DMI vendor strings.
 
 use crate::host::{Host, ReadError};
+use crate::sysfs::dmi::{DMI_PRODUCT_NAME, DMI_SYS_VENDOR};
 
 pub const PROC_CPUINFO: &str = "/proc/cpuinfo";
 pub const SYS_HYPERVISOR_TYPE: &str = "/sys/hypervisor/type";
-pub const DMI_SYS_VENDOR: &str = "/sys/class/dmi/id/sys_vendor";
-pub const DMI_PRODUCT_NAME: &str = "/sys/class/dmi/id/product_name";
 
 /// DMI strings of virtual platforms. Bare-metal cloud hosts also report the cloud vendor, so DMI alone is a
 /// weak signal; it is reported with the others, not on its own.
@@ -53,8 +52,11 @@ fn cpuinfo_lists_features(cpuinfo: &str) -> bool {
 pub fn detect(host: &Host) -> Result<Hypervisor, ReadError> {
     let mut signals = Vec::new();
     match host.read(PROC_CPUINFO) {
+        // The CPU's own flag settles it on x86; the weaker signals are read only where it is absent (Arm, or a
+        // hypervisor that hides it).
         Ok(c) if cpuinfo_has_hypervisor_flag(&c) => {
-            signals.push(format!("{PROC_CPUINFO} = flags contain `hypervisor`"))
+            signals.push(format!("{PROC_CPUINFO} = flags contain `hypervisor`"));
+            return Ok(Hypervisor { signals });
         }
         // Every CPU line block lists its feature flags (`flags` on x86, `Features` on Arm).
         Ok(c) if !cpuinfo_lists_features(&c) => {

@@ -3,6 +3,8 @@
 
 pub mod aer;
 pub mod cufile_json;
+pub mod dmi;
+pub mod efa;
 pub mod hypervisor;
 pub mod infiniband;
 pub mod iommu;

@@ -30,6 +30,10 @@ fn h200_snapshot_replays_what_the_machine_reported() {
         ("rdma.link", "", "skip"),
         ("rdma.roce", "", "skip"),
         ("rdma.counters", "", "skip"),
+        ("efa.devices", "", "skip"),
+        ("efa.link", "", "skip"),
+        ("efa.counters", "", "skip"),
+        ("efa.libfabric", "", "skip"),
         ("pcie.link", "GPU0 0000:00:06.0", "pass"),
         ("pcie.acs", "", "skip"),
         ("pcie.aer", "", "skip"),
@@ -41,6 +45,7 @@ fn h200_snapshot_replays_what_the_machine_reported() {
         ("gds.read", "/tmp -> GPU 0", "warn"),
         ("rdma.loopback", "", "skip"),
         ("gdr.loopback", "", "skip"),
+        ("efa.gdr", "", "skip"),
     ];
     let want: Vec<(String, String, String)> = want
         .iter()

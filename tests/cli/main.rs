@@ -4,6 +4,7 @@
 mod collective;
 mod deploy;
 mod deps;
+mod efa;
 mod fabric;
 mod faults;
 mod fleet_pcie;

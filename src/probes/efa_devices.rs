@@ -1,0 +1,315 @@
+//! `efa.devices`: the AWS Elastic Fabric Adapters on the PCI bus (vendor 1d0f, device efa0–efa4, whatever they
+//! are named), each bound to the `efa` driver with its RDMA device, libefa beside libibverbs, and as many as the
+//! instance type has. A short count shortly after boot is named as possibly still initialising (P5en brings
+//! some EFAs up late). Whether each RDMA device opens through `/dev/infiniband/uverbsN` is `rdma.devices`'.
+
+use serde::{Deserialize, Serialize};
+
+use crate::child::breadcrumb;
+use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
+use crate::sysfs::efa::{self, EfaFunction};
+
+pub struct EfaDevices;
+
+const ID: &str = "efa.devices";
+/// Vendor-answer key: whether libefa.so.1 could be loaded.
+pub const LIBEFA_KEY: &str = "efa.libefa";
+const LIBEFA: &str = "libefa.so.1";
+/// Within this long after boot a short EFA count may still be the driver probing devices (P5en).
+const LATE_INIT_SECS: f64 = 15.0 * 60.0;
+
+const FIX_DRIVER: &str =
+    "load the EFA driver: `modprobe efa` (AWS's aws-efa-installer installs it; on the DLAMI it is \
+there); see `dmesg | grep -i efa` for why it did not bind";
+const FIX_LIBEFA: &str =
+    "install rdma-core's EFA provider (`ibverbs-providers` / `rdma-core`, or aws-efa-installer's \
+libibverbs with libefa); in a container, mount libefa.so.1 and /etc/libibverbs.d beside libibverbs";
+const FIX_COUNT: &str = "attach the instance type's full set of EFA interfaces at launch (network cards × \
+`InterfaceType=efa` or `efa-only`); after a reboot give late EFAs a few minutes, then check `dmesg | grep -i efa`";
+
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "AWS EFA devices: on the bus, bound to the efa driver, libefa present, as many as the instance type has",
+    kind: Kind::Library,
+    explain: Explain {
+        reads: "/sys/bus/pci/devices/*/{vendor,device,driver} (EFA = 1d0f:efa0..efa4), /sys/class/infiniband/*/device, \
+                dlopen(libefa.so.1), /proc/uptime",
+        why: "aws-ofi-nccl reaches EFA through libfabric's efa provider, which opens each EFA through libibverbs and \
+              libefa. An EFA on the bus without the efa driver, or a node without libefa, leaves NCCL on TCP \
+              sockets (about 100x slower across nodes). EFAs are told apart by PCI id and driver, not by name: \
+              they are `rdmapXsY` or `efa_N`, and on Blackwell instances other RDMA devices sit beside them.",
+        fixes: &[
+            ("EFA without the efa driver", FIX_DRIVER),
+            ("libefa.so.1 missing", FIX_LIBEFA),
+            ("fewer EFAs than the profile expects", FIX_COUNT),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
+impl Probe for EfaDevices {
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let functions = match efa::read_functions(cx.host) {
+            Ok(f) => f,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
+        let libefa = if functions.is_empty() {
+            None
+        } else {
+            match cx.answers.obtain(LIBEFA_KEY, load_libefa) {
+                Ok(o) => Some(o.value),
+                Err(e) => return vec![CheckResult::error(ID, e)],
+            }
+        };
+        let expected = cx.profile.expect.efa_device_count;
+        // Read only where it changes the words: a count short of the profile's.
+        let uptime = expected
+            .filter(|&want| (functions.len() as u32) < want)
+            .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
+        vec![judge(&functions, libefa.as_ref(), uptime, expected)]
+    }
+}
+
+/// The result of an RC check (`rdma.loopback`, `gdr.loopback`) for the EFA devices it leaves alone.
+pub fn no_rc(id: &str, efa: &[String]) -> CheckResult {
+    CheckResult::skip(id, format!("{} ({} EFA device(s))", efa::NO_RC, efa.len()))
+        .evidence("EFA devices left alone", efa.join(", "))
+}
+
+/// What dlopen said about libefa.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Loaded(pub Result<String, String>);
+
+fn load_libefa() -> Loaded {
+    breadcrumb("dlopen libefa.so.1");
+    // SAFETY: libefa's constructors only register its verbs provider.
+    Loaded(match unsafe { libloading::Library::new(LIBEFA) } {
+        Ok(_) => Ok(LIBEFA.to_string()),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+fn uptime_text(secs: f64) -> String {
+    let s = secs as u64;
+    if s < 3600 {
+        format!("{} min {} s", s / 60, s % 60)
+    } else {
+        format!("{} h {} min", s / 3600, (s % 3600) / 60)
+    }
+}
+
+pub fn judge(
+    functions: &[EfaFunction],
+    libefa: Option<&Loaded>,
+    uptime: Option<Result<f64, String>>,
+    expected: Option<u32>,
+) -> CheckResult {
+    let mut evidence: Vec<String> = functions
+        .iter()
+        .map(|f| {
+            format!(
+                "{} 1d0f:{:04x} driver {} rdma [{}]",
+                f.bdf,
+                f.device_id,
+                f.driver.as_deref().unwrap_or("<none>"),
+                f.rdma_devices.join(", ")
+            )
+        })
+        .collect();
+    match &uptime {
+        Some(Ok(s)) => evidence.push(format!(
+            "{} = {s:.0} s ({})",
+            efa::PROC_UPTIME,
+            uptime_text(*s)
+        )),
+        Some(Err(e)) => evidence.push(e.clone()),
+        None => {}
+    }
+    if let Some(Loaded(l)) = libefa {
+        evidence.push(format!(
+            "dlopen({LIBEFA}) = {}",
+            l.as_ref().map_or_else(|e| e.clone(), |_| "loaded".into())
+        ));
+    }
+    let early = uptime
+        .as_ref()
+        .and_then(|u| u.as_ref().ok())
+        .filter(|s| **s < LATE_INIT_SECS);
+    let late_note = || {
+        match early {
+        Some(s) => format!(
+            " — the node booted {} ago: EFAs may still be initialising (P5en brings some up late); rerun in a few minutes",
+            uptime_text(*s)
+        ),
+        None => String::new(),
+    }
+    };
+    let with = |mut r: CheckResult| {
+        r.evidence.splice(0..0, evidence.iter().cloned());
+        r
+    };
+    if functions.is_empty() {
+        return with(match expected {
+            Some(n) if n > 0 => CheckResult::fail(
+                ID,
+                format!(
+                    "no EFA on the PCI bus, but the profile expects {n}{}",
+                    late_note()
+                ),
+            )
+            .fix(FIX_COUNT),
+            _ => CheckResult::skip(
+                ID,
+                "no EFA on this host (no 1d0f:efa0..efa4 function on the PCI bus)",
+            ),
+        });
+    }
+    let unbound: Vec<String> = functions
+        .iter()
+        .filter(|f| f.driver.as_deref() != Some(efa::EFA_DRIVER))
+        .map(|f| match &f.driver {
+            Some(d) => format!("{} (bound to {d})", f.bdf),
+            None => f.bdf.clone(),
+        })
+        .collect();
+    if !unbound.is_empty() {
+        return with(
+            CheckResult::fail(
+                ID,
+                format!(
+                    "{} EFA(s) on the PCI bus without the efa driver: {}",
+                    unbound.len(),
+                    unbound.join(", ")
+                ),
+            )
+            .fix(FIX_DRIVER),
+        );
+    }
+    let silent: Vec<&str> = functions
+        .iter()
+        .filter(|f| f.rdma_devices.is_empty())
+        .map(|f| f.bdf.as_str())
+        .collect();
+    if !silent.is_empty() {
+        return with(
+            CheckResult::fail(
+                ID,
+                format!(
+                    "{} EFA(s) bound to efa registered no RDMA device: {}",
+                    silent.len(),
+                    silent.join(", ")
+                ),
+            )
+            .fix("see `dmesg | grep -i efa` (device init or admin queue errors); reload with `modprobe -r efa && modprobe efa`"),
+        );
+    }
+    if let Some(Loaded(Err(e))) = libefa {
+        return with(
+            CheckResult::error(
+                ID,
+                format!("the efa driver is bound but {LIBEFA} cannot be loaded: {e}"),
+            )
+            .fix(FIX_LIBEFA),
+        );
+    }
+    let n = functions.len();
+    let ids: Vec<String> = {
+        let mut ids: Vec<String> = functions
+            .iter()
+            .map(|f| format!("1d0f:{:04x}", f.device_id))
+            .collect();
+        ids.dedup();
+        ids
+    };
+    match expected {
+        Some(want) if (n as u32) < want => with(
+            CheckResult::fail(
+                ID,
+                format!(
+                    "{n} EFA device(s), the profile expects {want}{}",
+                    late_note()
+                ),
+            )
+            .fix(FIX_COUNT),
+        ),
+        Some(want) if (n as u32) > want => with(CheckResult::warn(
+            ID,
+            format!("{n} EFA device(s), more than the {want} the profile expects: is this the instance type the profile is for?"),
+        )),
+        _ => with(CheckResult::new(
+            ID,
+            Status::Pass,
+            format!(
+                "{n} EFA device(s) ({}), bound to efa, {LIBEFA} loadable{}",
+                ids.join(", "),
+                expected.map_or(String::new(), |w| format!(", as the profile expects ({w})"))
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(bdf: &str, driver: Option<&str>, rdma: &[&str]) -> EfaFunction {
+        EfaFunction {
+            bdf: bdf.into(),
+            device_id: 0xefa3,
+            driver: driver.map(str::to_string),
+            rdma_devices: rdma.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn ok() -> Loaded {
+        Loaded(Ok(LIBEFA.into()))
+    }
+
+    #[test]
+    fn the_cases() {
+        let bound = function("0000:44:00.0", Some("efa"), &["rdmap68s0"]);
+        let r = judge(std::slice::from_ref(&bound), Some(&ok()), None, Some(1));
+        assert_eq!(r.status, Status::Pass, "{r:#?}");
+        // No driver, another driver: the presence rule's FAIL, naming the function.
+        for f in [
+            function("0000:45:00.0", None, &[]),
+            function("0000:45:00.0", Some("vfio-pci"), &[]),
+        ] {
+            let r = judge(&[bound.clone(), f], Some(&ok()), None, None);
+            assert_eq!(r.status, Status::Fail);
+            assert!(r.summary.contains("0000:45:00.0"), "{}", r.summary);
+        }
+        let r = judge(
+            std::slice::from_ref(&bound),
+            Some(&Loaded(Err(
+                "libefa.so.1: cannot open shared object file".into()
+            ))),
+            None,
+            None,
+        );
+        assert_eq!(r.status, Status::Error);
+        assert_eq!(judge(&[], None, None, None).status, Status::Skip);
+        assert_eq!(judge(&[], None, None, Some(16)).status, Status::Fail);
+    }
+
+    /// A short count is a failure either way; shortly after boot it says the EFAs may still be coming up.
+    #[test]
+    fn a_short_count_after_boot_is_named_as_late_initialisation() {
+        let one = [function("0000:44:00.0", Some("efa"), &["rdmap68s0"])];
+        let early = judge(&one, Some(&ok()), Some(Ok(187.0)), Some(16));
+        assert_eq!(early.status, Status::Fail);
+        assert!(
+            early.summary.contains("may still be initialising"),
+            "{}",
+            early.summary
+        );
+        assert!(early.summary.contains("3 min 7 s"), "{}", early.summary);
+        let later = judge(&one, Some(&ok()), Some(Ok(86400.0)), Some(16));
+        assert_eq!(later.status, Status::Fail);
+        assert!(!later.summary.contains("initialising"), "{}", later.summary);
+    }
+}
