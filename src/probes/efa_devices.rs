@@ -30,7 +30,9 @@ const FIX_COUNT: &str = "attach the instance type's full set of EFA interfaces a
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "AWS EFA devices: on the bus, bound to the efa driver, libefa present, as many as the instance type has",
-    kind: Kind::Library,
+    // Active, not Library: libefa and libfabric are asked here, not through a gathered fact, so the probe runs
+    // in a child of its own that the runner kills at its deadline (a hung dlopen names the call).
+    kind: Kind::Active,
     explain: Explain {
         reads: "/sys/bus/pci/devices/*/{vendor,device,driver} (EFA = 1d0f:efa0..efa4), /sys/class/infiniband/*/device, \
                 dlopen(libefa.so.1), /proc/uptime",

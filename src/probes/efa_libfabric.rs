@@ -22,7 +22,9 @@ efa driver's peer path (DMA-BUF with the open NVIDIA module, or efa_nv_peermem);
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "libfabric's efa provider offers FI_EP_RDM on the EFAs (with FI_HMEM where GPUs are present), as aws-ofi-nccl needs",
-    kind: Kind::Library,
+    // Active, not Library: libefa and libfabric are asked here, not through a gathered fact, so the probe runs
+    // in a child of its own that the runner kills at its deadline (a hung fi_getinfo names the call).
+    kind: Kind::Active,
     explain: Explain {
         reads: "the EFA functions on the PCI bus; libfabric.so.1 (or /opt/amazon/efa/lib) opened at run time, \
                 fi_getinfo(provider efa, FI_EP_RDM, FI_HMEM when NVIDIA GPUs are on the bus)",
