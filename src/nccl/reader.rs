@@ -645,8 +645,8 @@ mod tests {
     }
 
     /// Dense logs (the line-by-line path over clean blocks) give one summary however the reads split them:
-    /// lines cut across reads, CRLF lines, invalid UTF-8, noise with an error name, a last line without a
-    /// newline; and the line numbers of what they report stay those of the file.
+    /// lines cut across reads, CRLF lines, invalid UTF-8, noise with an error name, an overlong line, a last
+    /// line without a newline; and the line numbers of what they report stay those of the file.
     #[test]
     fn dense_logs_give_one_summary_however_reads_split_them() {
         let lines: [&[u8]; 7] = [
@@ -669,6 +669,10 @@ mod tests {
                 _ => n % 4,
             };
             log.extend_from_slice(lines[pick]);
+            if n == 5000 {
+                // One overlong line inside the dense part: cut at MAX_LINE_BYTES, whatever the reads.
+                log.extend_from_slice(&[b'y'; MAX_LINE_BYTES + 1000]);
+            }
             log.push(b'\n');
             n += 1;
         }
@@ -695,7 +699,7 @@ mod tests {
         assert_eq!(whole["verdict"], "mixed-socket");
         // The error name in the noise is reported at its own line (the first is line 3).
         assert_eq!(whole["errors"][0]["line"], 3);
-        assert_eq!(whole["input"]["long_lines_cut"], 0);
+        assert_eq!(whole["input"]["long_lines_cut"], 1);
     }
 
     #[test]
