@@ -46,8 +46,8 @@ const META: ProbeMeta = ProbeMeta {
     facts: &[&NVML],
     explain: Explain {
         reads: "NVML per GPU: nvmlDeviceGetNvLinkState for links 0..17 (NVML_NVLINK_MAX_LINKS), \
-                nvmlDeviceGetGpuFabricInfoV (v2: state, status, clique, cluster UUID, health mask) or \
-                nvmlDeviceGetGpuFabricInfo (v1) on drivers without it",
+                nvmlDeviceGetGpuFabricInfoV (v3: state, status, clique, cluster UUID, health mask and summary; \
+                v2 where the driver refuses v3) or nvmlDeviceGetGpuFabricInfo (v1) on drivers without it",
         why: "An NVLink down on one GPU, or an NVSwitch fabric the fabric manager never registered, leaves the GPU \
               on the bus and in nvidia-smi: NCCL then runs its rings over fewer links, or CUDA refuses to start \
               on the GPU ('system not yet initialized'), and the job fails or runs slow on that node only.",
@@ -274,7 +274,8 @@ fn judge_no_nvlink(
             format!("NVML reports no NVLink on this GPU, the profile expects {want} active links"),
             format!("{FIX_LINK}; on a VM, ask for the instance type that passes NVLink through"),
         ),
-        _ if peer_most > 0 => f.fail(
+        // Without a profile saying so, a bridged pair beside an unbridged card of the same model may be meant.
+        _ if peer_most > 0 => f.warn(
             format!("NVML reports no NVLink on this GPU, other GPUs of this model have {peer_most} active"),
             FIX_LINK,
         ),
@@ -582,7 +583,11 @@ mod tests {
         // One GPU of the model without NVLink at all, beside peers that have it.
         let none = gpu(1, active(0), fabric(0, "NVML_SUCCESS", Some(0)));
         assert_eq!(
-            statuses(&node(vec![hgx_gpu(0), none]), None),
+            statuses(&node(vec![hgx_gpu(0), none.clone()]), None),
+            [Status::Pass, Status::Warn]
+        );
+        assert_eq!(
+            statuses(&node(vec![hgx_gpu(0), none]), Some(18)),
             [Status::Pass, Status::Fail]
         );
     }
