@@ -562,6 +562,11 @@ fn gpu_facts(nvml: &Nvml, index: u32, d: &Device<'_>) -> GpuFacts {
     }
 }
 
+/// `NVML_STRUCT_VERSION(name, n)`: the struct's size with the version in the top byte.
+fn struct_version<T>(n: u32) -> u32 {
+    std::mem::size_of::<T>() as u32 | (n << 24)
+}
+
 /// `nvmlDeviceGetGpuFabricInfoV` with the v3 struct (health summary), the v2 one where the driver refuses v3,
 /// else the v1 call (drivers before R535 lack the V call); none wrapped by nvml-wrapper 0.13. A driver with no
 /// fabric call answers FUNCTION_NOT_FOUND.
@@ -576,8 +581,7 @@ fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
     if lib.nvmlDeviceGetGpuFabricInfoV.is_ok() {
         // SAFETY: plain integers and bytes; all-zero is a valid value.
         let mut v3: nvmlGpuFabricInfo_v3_t = unsafe { std::mem::zeroed() };
-        // NVML_STRUCT_VERSION(GpuFabricInfo, 3): the size with the version in the top byte.
-        v3.version = std::mem::size_of::<nvmlGpuFabricInfo_v3_t>() as u32 | (3 << 24);
+        v3.version = struct_version::<nvmlGpuFabricInfo_v3_t>(3);
         breadcrumb(CALL_V);
         // SAFETY: the symbol is present (checked above); the handle is live; one out-struct of the newest
         // layout, which the binding's pointer type is.
@@ -595,7 +599,7 @@ fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
         }
         // SAFETY: as above.
         let mut v2: nvmlGpuFabricInfo_v2_t = unsafe { std::mem::zeroed() };
-        v2.version = std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as u32 | (2 << 24);
+        v2.version = struct_version::<nvmlGpuFabricInfo_v2_t>(2);
         breadcrumb(CALL_V);
         // SAFETY: as above; NVML reads the version word and writes no more than the v2 struct it names.
         let rc = unsafe {
@@ -806,6 +810,15 @@ mod tests {
         map.insert("nvlinks_active".into(), serde_json::json!({"Ok": 18}));
         let back: GpuFacts = serde_json::from_value(gpu).unwrap();
         assert_eq!(back.nvlink, None);
+    }
+
+    /// The version words nvml.h's C layout gives (36 and 40 bytes): a wrong one is refused with
+    /// ARGUMENT_VERSION_MISMATCH, or worse, read as another version.
+    #[test]
+    fn fabric_struct_versions_match_the_c_layout() {
+        use nvml_wrapper_sys::bindings::{nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v3_t};
+        assert_eq!(struct_version::<nvmlGpuFabricInfo_v2_t>(2), 0x0200_0024);
+        assert_eq!(struct_version::<nvmlGpuFabricInfo_v3_t>(3), 0x0300_0028);
     }
 
     #[test]
