@@ -159,3 +159,41 @@ fn older_recordings_are_not_judged() {
     assert_eq!(results[0]["status"], "skip");
     assert!(results[0]["summary"].as_str().unwrap().contains("predate"));
 }
+
+/// The VM tree says what the H200 itself answered in session 5 (nvml-raw.json, written by bench/nvml-nvlink.sh):
+/// rc 3 (NOT_SUPPORTED) on every link, fabric SUCCESS with state, status and clique 0.
+#[test]
+fn vm_tree_re_enacts_the_h200_capture() {
+    let raw: Value = serde_json::from_str(
+        &std::fs::read_to_string(testdata(
+            "device/h200/session-2026-12-02-s5/nvlink/nvml-raw.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let tree: Value = serde_json::from_str(
+        &std::fs::read_to_string(host("nvlink-h200-vm-no-nvlink").join("vendor-answers.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let (captured, recorded) = (&raw["gpus"][0], &tree["nvml"]["gpus"][0]["nvlink"]);
+    let links = recorded["links"].as_array().unwrap();
+    assert_eq!(links.len(), captured["links"].as_array().unwrap().len());
+    for (link, answer) in captured["links"].as_array().unwrap().iter().zip(links) {
+        assert_eq!(link["state"]["rc"], 3, "{link}");
+        assert!(
+            answer["Err"]
+                .as_str()
+                .unwrap()
+                .contains("NVML_ERROR_NOT_SUPPORTED"),
+            "{answer}"
+        );
+    }
+    let fabric = &recorded["fabric"]["Ok"];
+    assert_eq!(captured["fabric_v2"]["call"]["rc"], 0);
+    assert_eq!(fabric["state"], captured["fabric_v2"]["state"]);
+    assert_eq!(fabric["health_mask"], captured["fabric_v2"]["health_mask"]);
+    assert_eq!(fabric["clique_id"], captured["fabric_v2"]["clique"]);
+    assert_eq!(fabric["status"], "NVML_SUCCESS");
+    assert_eq!(captured["fabric_v2"]["status"], 0);
+}
