@@ -170,10 +170,7 @@ fn judge_gpu(g: &GpuFacts, expect: Option<u32>, peer_most: usize, replayed: bool
         let mut f = Findings::default();
         match &g.name {
             Err(e) if matches!(nvml::fault(e), nvml::Fault::Denied) => f.unread("NVLink state", e),
-            _ => f.fail(
-                format!("GPU {} not asked about NVLink ({why})", g.index),
-                lost_fix(g.index),
-            ),
+            _ => f.fail(format!("not asked about NVLink ({why})"), lost_fix(g.index)),
         }
         return f.result(ID, format!("GPU {}", g.index));
     }
