@@ -70,6 +70,11 @@ pub fn subject(g: &GpuFacts) -> String {
     }
 }
 
+/// What a GPU that fell off the bus, or answers NVML with an error, needs.
+pub fn lost_fix(index: u32) -> String {
+    format!("see `dmesg | grep -i xid` (Xid 79: fallen off the bus); reset the GPU (`nvidia-smi -r -i {index}`) or reboot the node; RMA it if the error recurs")
+}
+
 /// An answer as evidence text: the value, or `<error text>`.
 pub fn shown<T: Display>(a: &Answer<T>) -> String {
     match a {
