@@ -4,9 +4,9 @@
 //! (`hw_counters/`): `cmds_err`, `no_completion_cmds` and every `*_err`. An EFA whose directories hold none of
 //! them is not called healthy: nothing was judged, and it says so.
 
+use crate::model::{worst, Limit};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaCounter};
-use crate::threshold::{worst, Limit};
 
 pub struct EfaCounters;
 

@@ -3,10 +3,10 @@
 
 use std::fmt::Display;
 
-use crate::answers::Obtained;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
-use crate::dynlib::Library;
-pub use crate::model::Findings;
+use crate::probe::Library;
+use crate::recording::Obtained;
+
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, FactSource};
 
