@@ -541,52 +541,47 @@ mod tests {
         }
     }
 
-    struct Sleeper;
-    impl Probe for Sleeper {
+    /// A test probe: its metadata and what its run does, so each behaviour below is one constant.
+    struct TestProbe {
+        meta: &'static ProbeMeta,
+        body: fn(&'static str) -> Vec<CheckResult>,
+    }
+    impl Probe for TestProbe {
         fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.sleeper",
-                title: "sleeps",
-                timeout: Duration::from_millis(50),
-                ..ProbeMeta::STATIC
-            };
-            &META
+            self.meta
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
+            (self.body)(self.meta.id)
+        }
+    }
+    static SLEEPER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.sleeper",
+            title: "sleeps",
+            timeout: Duration::from_millis(50),
+            ..ProbeMeta::STATIC
+        },
+        body: |id| {
             std::thread::sleep(Duration::from_secs(5));
-            vec![CheckResult::pass(self.id(), "woke up")]
-        }
-    }
-
-    struct Panicker;
-    impl Probe for Panicker {
-        fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.panicker",
-                title: "panics",
-                ..ProbeMeta::STATIC
-            };
-            &META
-        }
-        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
-            panic!("boom")
-        }
-    }
-
-    struct Skipper;
-    impl Probe for Skipper {
-        fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.skipper",
-                title: "skips",
-                ..ProbeMeta::STATIC
-            };
-            &META
-        }
-        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
-            vec![CheckResult::skip(self.id(), "no hardware")]
-        }
-    }
+            vec![CheckResult::pass(id, "woke up")]
+        },
+    };
+    static PANICKER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.panicker",
+            title: "panics",
+            ..ProbeMeta::STATIC
+        },
+        body: |_| panic!("boom"),
+    };
+    static SKIPPER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.skipper",
+            title: "skips",
+            ..ProbeMeta::STATIC
+        },
+        body: |id| vec![CheckResult::skip(id, "no hardware")],
+    };
 
     /// An active probe that says which process it ran in.
     struct Measurer;
@@ -642,7 +637,7 @@ mod tests {
         tasks::install_panic_hook();
         let started = Instant::now();
         let out = run(
-            &[&Sleeper, &Panicker, &Skipper],
+            &[&SLEEPER, &PANICKER, &SKIPPER],
             inputs(Profile::default()),
             Duration::from_secs(30),
             &Progress::OFF,
@@ -671,7 +666,7 @@ mod tests {
     #[test]
     fn run_deadline_caps_every_probe() {
         let out = run(
-            &[&Sleeper],
+            &[&SLEEPER],
             inputs(Profile::default()),
             Duration::from_millis(20),
             &Progress::OFF,
@@ -694,7 +689,7 @@ mod tests {
             },
         );
         let out = run(
-            &[&Skipper],
+            &[&SKIPPER],
             inputs(profile),
             Duration::from_secs(5),
             &Progress::OFF,
