@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::child::breadcrumb;
-use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
+use crate::probe::{
+    CheckResult, Context, Explain, FactSource, Kind, Library, Probe, ProbeMeta, Status,
+};
 use crate::sysfs::efa::{self, EfaFunction};
 
 pub struct EfaDevices;
@@ -15,6 +17,13 @@ const ID: &str = "efa.devices";
 /// Vendor-answer key: whether libefa.so.1 could be loaded.
 pub const LIBEFA_KEY: &str = "efa.libefa";
 const LIBEFA: &str = "libefa.so.1";
+/// Whether libefa loads: asked once per run in the facts child (a hung dlopen is killed there, naming it).
+pub const LIBEFA_LOADED: FactSource = FactSource {
+    key: LIBEFA_KEY,
+    library: Library::Efa,
+    collect: || serde_json::to_value(load_libefa()).unwrap_or_default(),
+    only_if: Some(efa::could_be_present),
+};
 /// Within this long after boot a short EFA count may still be the driver probing devices (P5en).
 const LATE_INIT_SECS: f64 = 15.0 * 60.0;
 
@@ -30,9 +39,9 @@ const FIX_COUNT: &str = "attach the instance type's full set of EFA interfaces a
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "AWS EFA devices: on the bus, bound to the efa driver, libefa present, as many as the instance type has",
-    // Active, not Library: libefa and libfabric are asked here, not through a gathered fact, so the probe runs
-    // in a child of its own that the runner kills at its deadline (a hung dlopen names the call).
-    kind: Kind::Active,
+    kind: Kind::Library,
+    libraries: &[Library::Efa],
+    facts: &[&LIBEFA_LOADED],
     explain: Explain {
         reads: "/sys/bus/pci/devices/*/{vendor,device,driver} (EFA = 1d0f:efa0..efa4), /sys/class/infiniband/*/device, \
                 dlopen(libefa.so.1), /proc/uptime",

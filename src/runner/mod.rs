@@ -159,6 +159,16 @@ fn start_gathering(
     for (key, (source, timeout, first)) in wanted {
         let gathering = Arc::new(facts::Gathering::default());
         gatherings.insert(key, gathering.clone());
+        if source
+            .only_if
+            .is_some_and(|could_be| !could_be(&shared.host))
+        {
+            shared
+                .answers
+                .not_asked(key, "its hardware is not on this host");
+            gathering.finish(Ok(()));
+            continue;
+        }
         let (shared, hung, done) = (shared.clone(), hung.clone(), gathering.clone());
         let body = move || {
             let outcome = facts::gather(source, timeout).map(|value| {
@@ -621,6 +631,50 @@ mod tests {
         assert_eq!(r.status, Status::Pass, "{r:#?}");
         assert_eq!(r.summary, format!("pid {} read Ok(7)", std::process::id()));
         assert_eq!(r.library_answers, Some(AnswerSource::Recorded));
+    }
+
+    /// Facts about hardware this host lacks: never gathered (no child, no library call), and a probe asking for
+    /// them anyway is told they were not asked.
+    static ABSENT_HARDWARE: FactSource = FactSource {
+        key: "test.absent",
+        library: Library::Fabric,
+        collect: || panic!("the library was called on a host without its hardware"),
+        only_if: Some(|_| false),
+    };
+    struct AsksForAbsentHardware;
+    impl Probe for AsksForAbsentHardware {
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.asks_absent",
+                title: "asks for facts of absent hardware",
+                kind: Kind::Library,
+                libraries: &[Library::Fabric],
+                facts: &[&ABSENT_HARDWARE],
+                ..ProbeMeta::STATIC
+            };
+            &META
+        }
+        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+            match cx.answers.obtain::<u32, _>(ABSENT_HARDWARE.key, || {
+                panic!("collected in process on a host without the hardware")
+            }) {
+                Ok(_) => vec![CheckResult::pass(self.id(), "answered")],
+                Err(e) => vec![CheckResult::error(self.id(), e)],
+            }
+        }
+    }
+
+    #[test]
+    fn facts_about_absent_hardware_are_not_asked() {
+        let out = run(
+            &[&AsksForAbsentHardware],
+            inputs(Profile::default()),
+            Duration::from_secs(5),
+            &Progress::OFF,
+        );
+        let r = &out.results[0];
+        assert_eq!(r.status, Status::Error, "{r:#?}");
+        assert!(r.summary.contains("not asked this run"), "{}", r.summary);
     }
 
     fn inputs(profile: Profile) -> RunInputs {
