@@ -6,10 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::child::breadcrumb;
+use crate::host::Host;
 use crate::probe::{
     CheckResult, Context, Explain, FactSource, Kind, Library, Probe, ProbeMeta, Status,
 };
 use crate::sysfs::efa::{self, EfaFunction};
+use crate::topology::PciTree;
 
 pub struct EfaDevices;
 
@@ -22,7 +24,7 @@ pub const LIBEFA_LOADED: FactSource = FactSource {
     key: LIBEFA_KEY,
     library: Library::Efa,
     collect: || serde_json::to_value(load_libefa()).unwrap_or_default(),
-    only_if: Some(efa::could_be_present),
+    only_if: Some(could_hold_an_efa),
 };
 /// Within this long after boot a short EFA count may still be the driver probing devices (P5en).
 const LATE_INIT_SECS: f64 = 15.0 * 60.0;
@@ -83,6 +85,19 @@ impl Probe for EfaDevices {
             .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
         vec![judge(&functions, libefa.as_ref(), uptime, expected)]
     }
+}
+
+/// An EFA may be on this host: one is in the PCI tree (shared with the static probes, so nothing is read
+/// twice), or part of the tree could not be read. Where not, EFA's libraries are left alone: libfabric would
+/// load every provider it has on a node that has no EFA.
+pub fn could_hold_an_efa(host: &Host) -> bool {
+    PciTree::read(host).map_or(true, |tree| {
+        !tree.unreadable.is_empty()
+            || tree
+                .nodes
+                .iter()
+                .any(|n| efa::is_efa(n.attrs.vendor, n.attrs.device))
+    })
 }
 
 /// The result of an RC check (`rdma.loopback`, `gdr.loopback`) for the EFA devices it leaves alone.
@@ -266,6 +281,20 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn efa_libraries_are_asked_only_where_an_efa_could_be() {
+        let at = |scenario: &str| {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/hosts")
+                .join(scenario);
+            could_hold_an_efa(&Host::at(&root).unwrap())
+        };
+        assert!(at("aws-p5en"));
+        assert!(at("aws-p5en-efa-unbound"), "an EFA without its driver is still on the bus");
+        assert!(!at("hgx-healthy"));
+        assert!(!at("rxe-vm"));
+    }
 
     fn function(bdf: &str, driver: Option<&str>, rdma: &[&str]) -> EfaFunction {
         EfaFunction {

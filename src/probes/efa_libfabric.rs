@@ -27,7 +27,7 @@ pub const EFA_OFFERS: FactSource = FactSource {
     key: fabric::EFA_QUERY_KEY,
     library: Library::Fabric,
     collect: || serde_json::to_value(fabric::query_efa(true)).unwrap_or_default(),
-    only_if: Some(efa::could_be_present),
+    only_if: Some(crate::probes::efa_devices::could_hold_an_efa),
 };
 
 const META: ProbeMeta = ProbeMeta {

@@ -51,12 +51,6 @@ pub struct EfaFunction {
 
 /// The amzn driver's peer-memory attribute on an EFA function: (`p2p` or `gdr`, its value), None when neither
 /// exists (the in-tree driver).
-/// An EFA may be on this host: one is on the PCI bus, or the bus cannot be read. What decides whether EFA's
-/// libraries are asked at all (on every other host they are left alone: libfabric loads all its providers).
-pub fn could_be_present(host: &Host) -> bool {
-    read_functions(host).map_or(true, |f| !f.is_empty())
-}
-
 pub fn read_peer_attribute(host: &Host, bdf: &str) -> ReadResult<Option<(String, String)>> {
     let dir = pci::device_dir(bdf);
     for attr in ["p2p", "gdr"] {
