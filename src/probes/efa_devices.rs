@@ -291,7 +291,10 @@ mod tests {
             could_hold_an_efa(&Host::at(&root).unwrap())
         };
         assert!(at("aws-p5en"));
-        assert!(at("aws-p5en-efa-unbound"), "an EFA without its driver is still on the bus");
+        assert!(
+            at("aws-p5en-efa-unbound"),
+            "an EFA without its driver is still on the bus"
+        );
         assert!(!at("hgx-healthy"));
         assert!(!at("rxe-vm"));
     }
