@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
 use crate::model::Limit;
-pub use crate::topology::PcieDistance;
+use crate::topology::PcieDistance;
 
 pub(crate) mod auto;
 

@@ -11,8 +11,9 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use serde::{Deserialize, Serialize};
 
-use super::{LibError, Library};
+use super::LibError;
 use crate::child::breadcrumb;
+use crate::model::Library;
 
 /// A reading or the error of the call that should have produced it.
 pub type Answer<T> = Result<T, String>;

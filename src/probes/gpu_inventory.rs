@@ -2,11 +2,11 @@
 //! MIG, ECC, retired pages and remapped rows.
 
 use crate::dynlib::nvml::{self, GpuFacts, NvmlFacts};
-use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{
-    lost_fix, mark_replayed, obtain_nvml, shown, subject, Findings, NVML,
+use crate::probe::Library;
+use crate::probe::{
+    CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
+use crate::probes::gpu_facts::{lost_fix, mark_replayed, obtain_nvml, shown, subject, NVML};
 use crate::profile::Expect;
 use crate::version::compare_versions;
 

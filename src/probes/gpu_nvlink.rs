@@ -9,13 +9,11 @@ use crate::dynlib::nvml::{
     FABRIC_HEALTH_SUMMARY_UNHEALTHY, FABRIC_STATE_COMPLETED, FABRIC_STATE_IN_PROGRESS,
     FABRIC_STATE_NOT_STARTED, FABRIC_STATE_NOT_SUPPORTED,
 };
-use crate::dynlib::Library;
 use crate::probe::{
-    CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
+    CheckResult, Context, Explain, Findings, Kind, Library, Measurement, Need, Probe, ProbeMeta,
+    Status,
 };
-use crate::probes::gpu_facts::{
-    lost_fix, mark_replayed, obtain_nvml, shown, subject, Findings, NVML,
-};
+use crate::probes::gpu_facts::{lost_fix, mark_replayed, obtain_nvml, shown, subject, NVML};
 
 pub struct GpuNvlink;
 
