@@ -352,7 +352,11 @@ mod tests {
         let host = Host::at(dir.path()).unwrap();
         assert_eq!(read_functions(&host).unwrap().len(), 1);
         std::fs::write(function.join("device"), "0xec20\n").unwrap();
-        assert_eq!(read_functions(&host.clone()).unwrap().len(), 1, "read again");
+        assert_eq!(
+            read_functions(&host.clone()).unwrap().len(),
+            1,
+            "read again"
+        );
         let fresh = Host::at(dir.path()).unwrap();
         assert!(read_functions(&fresh).unwrap().is_empty());
     }
