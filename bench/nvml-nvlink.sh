@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What a real GPU's NVML and nvidia-smi say about NVLink and the NVLink fabric: the raw answers the NVLink/fabric
-# judgement reads (per-link state, fabric registration state and health), beside nvidia-smi's view of the same.
-# Read-only. A benchmark/recording script for a GPU machine, not a test. Usage: bench/nvml-nvlink.sh OUTDIR
-# Writes OUTDIR/{nvidia-smi-q.txt,nvidia-smi-nvlink-*.txt,topo.txt,nvml-raw.json,summary.txt}.
+# judgement reads (per-link state, fabric registration state and health), beside nvidia-smi's view of the same,
+# and, given a binary, what `gpu.nvlink` judges from them in the same run.
+# Read-only. A benchmark/recording script for a GPU machine, not a test. Usage: bench/nvml-nvlink.sh OUTDIR [BIN]
+# Writes OUTDIR/{nvidia-smi-q.txt,nvidia-smi-nvlink-*.txt,topo.txt,nvml-raw.json,summary.txt} and, with BIN,
+# OUTDIR/gpu-nvlink.{json,txt} (`BIN run --only gpu.nvlink --profile auto`).
 set -u
 OUT=$(readlink -f "$1"); mkdir -p "$OUT"
 step() { # name command...: keep its output and exit code, never stop
@@ -26,6 +28,8 @@ count = ctypes.c_uint(); out["count"] = err(nvml.nvmlDeviceGetCount_v2(ctypes.by
 class FabricV2(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int),
                 ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint)]
+class FabricV3(ctypes.Structure):
+    _fields_ = FabricV2._fields_ + [("healthSummary", ctypes.c_ubyte)]
 class FabricV1(ctypes.Structure):
     _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint),
                 ("state", ctypes.c_ubyte)]
@@ -47,9 +51,18 @@ for i in range(count.value):
     rc = nvml.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(v2)) if hasattr(nvml, "nvmlDeviceGetGpuFabricInfoV") else -1
     g["fabric_v2"] = {"call": err(rc) if rc >= 0 else "absent", "state": v2.state, "status": v2.status,
                       "clique": v2.cliqueId, "health_mask": v2.healthMask, "cluster": bytes(v2.clusterUuid).hex()}
+    v3 = FabricV3(); v3.version = ctypes.sizeof(FabricV3) | (3 << 24)
+    rc = nvml.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(v3)) if hasattr(nvml, "nvmlDeviceGetGpuFabricInfoV") else -1
+    g["fabric_v3"] = {"call": err(rc) if rc >= 0 else "absent", "state": v3.state, "status": v3.status,
+                      "health_mask": v3.healthMask, "health_summary": v3.healthSummary}
     v1 = FabricV1(); rc = nvml.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(v1))
     g["fabric_v1"] = {"call": err(rc), "state": v1.state, "status": v1.status, "clique": v1.cliqueId}
     out["gpus"].append(g)
 print(json.dumps(out, indent=1))
 PY
 echo "nvml-raw exit $?" >> "$OUT/summary.txt"
+if [ -n "${2:-}" ]; then
+  step gpu-nvlink "$2" run --only gpu.nvlink --profile auto --color never
+  "$2" run --only gpu.nvlink --profile auto --format json > "$OUT/gpu-nvlink.json" 2>>"$OUT/summary.txt"
+  echo "gpu-nvlink json exit $?" >> "$OUT/summary.txt"
+fi

@@ -29,13 +29,9 @@ pub mod report;
 pub mod runner;
 pub mod sysfs;
 pub(crate) mod tasks;
-pub(crate) mod threshold;
 pub mod topology;
 pub(crate) mod transfer_verdict;
 pub(crate) mod version;
-
-/// Moved to [`recording`]; kept while the probes and the child protocol move to the new path.
-pub(crate) use recording as answers;
 
 /// The CUDA driver entry points this tool resolves: the integration tests build stand-in libraries exporting them.
 pub use dynlib::cuda::REQUIRED_SYMBOLS as CUDA_REQUIRED_SYMBOLS;

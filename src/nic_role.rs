@@ -14,8 +14,8 @@
 use crate::host::{Host, ReadError};
 use crate::nccl::env::IfList;
 use crate::probe::CheckResult;
-use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, natural_cmp, parse_numbered, PortAttrs};
+use crate::topology::PcieDistance;
 use crate::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
 
 /// `phys_state` 3: the port was disabled (by the platform, firmware or `ibportstate`), not left without a peer.

@@ -82,6 +82,8 @@ pub const VERBS_DEVICES: FactSource = FactSource {
     key: verbs::DEVICE_LIST_KEY,
     library: Library::Verbs,
     collect: || serde_json::to_value(verbs::discover()).unwrap_or_default(),
+    // Asked on every host: soft-RoCE and other software devices sit on no PCI function.
+    only_if: None,
 };
 
 /// What the host shows for one stack, read once per check.
@@ -468,7 +470,7 @@ impl Survey {
             ),
         )
         .fix(match library {
-            Library::Verbs => "libibverbs has no provider for these devices: install the provider library (`ibverbs-providers`, which ships libmlx5) matching the kernel driver; in a container, mount /etc/libibverbs.d and the provider too",
+            Library::Verbs | Library::Efa | Library::Fabric => "libibverbs has no provider for these devices: install the provider library (`ibverbs-providers`, which ships libmlx5) matching the kernel driver; in a container, mount /etc/libibverbs.d and the provider too",
             Library::Nvml | Library::Cuda | Library::Cufile => "in a container, expose the GPUs (`--gpus all`, NVIDIA_VISIBLE_DEVICES, the device plugin); on the host see `nvidia-smi` and `dmesg` for Xid errors",
         });
         self.with_evidence(r.evidence(call, 0))
@@ -493,6 +495,7 @@ fn install_fix(library: Library) -> &'static str {
         Library::Nvml | Library::Cuda => "in a container, run with the NVIDIA container toolkit (`--gpus all`, or the runtime class the GPU operator installs) so libnvidia-ml.so.1 and libcuda.so.1 are mounted; on the host, install the driver's user-space libraries matching the loaded module (`libnvidia-compute-<branch>`)",
         Library::Cufile => "install libcufile (the CUDA toolkit's `libcufile` or `nvidia-gds` package) or mount it into the container and add its directory to the loader path",
         Library::Verbs => "install rdma-core (`apt install rdma-core ibverbs-providers` / `dnf install rdma-core libibverbs`), or mount libibverbs.so.1 and its providers into the container",
+        Library::Efa | Library::Fabric => "install AWS's EFA software (aws-efa-installer: libefa, and libfabric with the efa provider in /opt/amazon/efa), or mount them into the container",
     }
 }
 

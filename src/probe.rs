@@ -139,6 +139,9 @@ pub struct FactSource {
     pub library: Library,
     /// Asks the library (in the child process) and returns what it said.
     pub collect: fn() -> serde_json::Value,
+    /// Where set, the library is asked only on hosts where this says its hardware could be (a tree it cannot
+    /// read counts as could be): elsewhere nothing is called, and a probe asking anyway is told so.
+    pub only_if: Option<fn(&Host) -> bool>,
 }
 
 impl ProbeMeta {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
 use crate::model::Limit;
-pub use crate::topology::PcieDistance;
+use crate::topology::PcieDistance;
 
 pub(crate) mod auto;
 
@@ -121,6 +121,8 @@ pub struct Expect {
     pub driver_min_version: Option<String>,
     /// Every GPU pair must be joined by NVLink (NVSwitch or direct).
     pub nvlink: Option<bool>,
+    /// Active NVLink links each GPU must have (H100/H200 SXM 18, A100 SXM 12).
+    pub nvlinks_per_gpu: Option<u32>,
     pub rdma_device_count: Option<u32>,
     pub rdma_port_count: Option<u32>,
     pub rdma_link_layer: Option<LinkLayer>,

@@ -30,6 +30,8 @@ pub struct Answers {
     /// Answers gathered once for the whole run (the facts several probes judge), shared by every view.
     gathered: Arc<Mutex<BTreeMap<String, Value>>>,
     recorded: Mutex<BTreeMap<String, Value>>,
+    /// Sources not asked this run (their hardware is absent): asking for them is an error, never a library call.
+    not_asked: Arc<Mutex<BTreeMap<String, String>>>,
     /// Whether any answer was asked for, so the results built on them can say where they came from.
     consulted: AtomicBool,
 }
@@ -75,7 +77,15 @@ impl Answers {
         Answers {
             replay: self.replay.clone(),
             gathered: self.gathered.clone(),
+            not_asked: self.not_asked.clone(),
             ..Self::default()
+        }
+    }
+
+    /// `key` is not asked this run, for `why`: [`Answers::obtain`] then says so instead of calling the library.
+    pub fn not_asked(&self, key: &str, why: &str) {
+        if let Ok(mut not_asked) = self.not_asked.lock() {
+            not_asked.insert(key.to_string(), why.to_string());
         }
     }
 
@@ -138,6 +148,9 @@ impl Answers {
                 value,
                 replayed: true,
             });
+        }
+        if let Some(why) = self.not_asked.lock().ok().and_then(|n| n.get(key).cloned()) {
+            return Err(format!("`{key}` was not asked this run: {why}"));
         }
         let gathered = self.gathered.lock().ok().and_then(|g| g.get(key).cloned());
         if let Some(value) = gathered {

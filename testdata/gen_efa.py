@@ -326,14 +326,5 @@ SCENARIOS = {
 }
 
 
-def main(argv):
-    names = argv or sorted(SCENARIOS)
-    for n in names:
-        if n not in SCENARIOS:
-            sys.exit("unknown scenario %s (known: %s)" % (n, ", ".join(sorted(SCENARIOS))))
-        SCENARIOS[n](n)
-        print("wrote", os.path.relpath(os.path.join(g.OUT, n)))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    g.main(sys.argv[1:], SCENARIOS)

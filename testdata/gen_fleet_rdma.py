@@ -12,6 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import gen_hosts  # noqa: E402
 from gen_hosts import (  # noqa: E402
     CPULIST, ENDPOINT, GEN5_X16, HW_ZERO, PMA_ZERO, ROOT_PORT, ACS_REDIRECT, Dev, Tree, hgx, place, rel_link,
     roce_gids, write_cpuinfo, write_modules,
@@ -324,14 +325,5 @@ SCENARIOS = {
 }
 
 
-def main(argv):
-    names = argv or sorted(SCENARIOS)
-    for n in names:
-        if n not in SCENARIOS:
-            sys.exit("unknown scenario %s (known: %s)" % (n, ", ".join(sorted(SCENARIOS))))
-        SCENARIOS[n](n)
-        print("wrote", os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts", n)))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    gen_hosts.main(sys.argv[1:], SCENARIOS)

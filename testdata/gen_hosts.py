@@ -553,12 +553,15 @@ SCENARIOS = {
 }
 
 
-def main(argv):
-    names = argv or sorted(SCENARIOS)
+def main(argv, scenarios=None):
+    """Writes the named scenarios (all of them without names) of `scenarios`: this file's, or a generator's that
+    imports it."""
+    scenarios = SCENARIOS if scenarios is None else scenarios
+    names = argv or sorted(scenarios)
     for n in names:
-        if n not in SCENARIOS:
-            sys.exit("unknown scenario %s (known: %s)" % (n, ", ".join(sorted(SCENARIOS))))
-        SCENARIOS[n](n)
+        if n not in scenarios:
+            sys.exit("unknown scenario %s (known: %s)" % (n, ", ".join(sorted(scenarios))))
+        scenarios[n](n)
         print("wrote", os.path.relpath(os.path.join(OUT, n)))
 
 

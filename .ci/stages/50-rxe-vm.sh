@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A real RDMA stack: Debian 12's own kernel with rdma_rxe (soft-RoCE) in two QEMU VMs (TCG) joined by a qemu
-# socket link. tests/vm/rxe-vm.sh boots them and runs the release binary inside, healthy and under live faults;
-# tests/rxe_vm.rs asserts on the JSON reports they wrote. Fails (never skips) where qemu cannot run.
+# A real RDMA stack: Debian 12's own kernel with rdma_rxe (soft-RoCE) in three QEMU VMs (TCG) joined by unicast
+# UDP links on 127.0.0.1 (no multicast). tests/vm/rxe-vm.sh boots them and runs the release binary inside, healthy
+# and under live faults; tests/rxe_vm.rs asserts on the JSON reports they wrote. Fails (never skips) where qemu
+# cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils cpio kmod iproute2 xz-utils gcc libc6-dev)

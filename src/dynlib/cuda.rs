@@ -15,8 +15,9 @@ use std::sync::OnceLock;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 
-use super::{LibError, Library};
+use super::LibError;
 use crate::child::breadcrumb;
+use crate::model::Library;
 
 pub type CudaResult<T> = Result<T, LibError>;
 

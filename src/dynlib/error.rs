@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::model::Library;
+use crate::model::Library;
 
 /// How far the library got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -201,7 +201,9 @@ pub fn query_efa(hmem: bool) -> Query {
     match getinfo(&fabric, version, hmem) {
         Ok(offers) => query.providers = offers,
         Err(e) => {
-            if hmem && e.code == FI_ENODATA {
+            // Whatever refused FI_HMEM, the plain answer tells "no provider" from "no GPU memory" (and serves
+            // nodes without GPUs, which need no FI_HMEM).
+            if hmem {
                 query.without_hmem = Some(getinfo(&fabric, version, false).unwrap_or_default());
             }
             query.error = Some(e);

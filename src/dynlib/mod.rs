@@ -10,4 +10,4 @@ pub mod fabric;
 pub mod nvml;
 pub mod verbs;
 
-pub use error::{innermost_message, ErrorKind, LibError, Library};
+pub use error::{innermost_message, ErrorKind, LibError};

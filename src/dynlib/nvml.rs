@@ -11,8 +11,9 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use serde::{Deserialize, Serialize};
 
-use super::{LibError, Library};
+use super::LibError;
 use crate::child::breadcrumb;
+use crate::model::Library;
 
 /// A reading or the error of the call that should have produced it.
 pub type Answer<T> = Result<T, String>;
@@ -73,7 +74,10 @@ impl Default for GpuFacts {
             bar1_used_bytes: unread(),
             memory_total_bytes: unread(),
             numa_node: unread(),
-            nvlinks_active: unread(),
+            nvlink: Some(NvLinkFacts {
+                links: vec![],
+                fabric: unread(),
+            }),
         }
     }
 }
@@ -128,8 +132,133 @@ pub struct GpuFacts {
     pub bar1_used_bytes: Answer<u64>,
     pub memory_total_bytes: Answer<u64>,
     pub numa_node: Answer<u32>,
-    /// Number of NVLink links reported active.
-    pub nvlinks_active: Answer<u32>,
+    /// NVLink links and NVLink-fabric registration; `None` in recordings made before they were asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<NvLinkFacts>,
+}
+
+/// One GPU's NVLink links and its place in the NVLink fabric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvLinkFacts {
+    /// `nvmlDeviceGetNvLinkState` for links 0..NVML_NVLINK_MAX_LINKS in link order: active or not, or the error
+    /// (NOT_SUPPORTED: the GPU has no such link; INVALID_ARGUMENT: past its last link). Empty: not asked.
+    pub links: Vec<Answer<bool>>,
+    /// `nvmlDeviceGetGpuFabricInfoV` (v2), else `nvmlDeviceGetGpuFabricInfo` (v1) on a driver without it.
+    pub fabric: Answer<FabricInfo>,
+}
+
+/// `nvmlGpuFabricInfo_v3_t` (or v2, v1): how far the fabric manager (NVSwitch systems) or the NVLink domain's controller
+/// (NVL72) got registering the GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricInfo {
+    /// The call that answered.
+    pub call: String,
+    /// `NVML_GPU_FABRIC_STATE_*`: 0 not supported, 1 not started, 2 in progress, 3 completed.
+    pub state: u8,
+    /// The registration's outcome (an `nvmlReturn_t` name; meaningful once completed).
+    pub status: String,
+    pub clique_id: u32,
+    /// 32 hex digits; all zero outside a multi-node NVLink domain.
+    pub cluster_uuid: String,
+    /// `NVML_GPU_FABRIC_HEALTH_MASK_*` fields; absent from the v1 answer.
+    pub health_mask: Option<u32>,
+    /// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*`: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity; v3 only.
+    #[serde(default)]
+    pub health_summary: Option<u8>,
+}
+
+pub const FABRIC_STATE_NOT_SUPPORTED: u8 = 0;
+pub const FABRIC_STATE_NOT_STARTED: u8 = 1;
+pub const FABRIC_STATE_IN_PROGRESS: u8 = 2;
+pub const FABRIC_STATE_COMPLETED: u8 = 3;
+pub const FABRIC_HEALTH_SUMMARY_UNHEALTHY: u8 = 2;
+pub const FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY: u8 = 3;
+
+/// The health mask's fields (`nvml.h` NVML_GPU_FABRIC_HEALTH_MASK_*): `Some(true)` = the condition holds,
+/// `Some(false)` = it does not, `None` = the driver does not report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FabricHealth {
+    pub degraded_bandwidth: Option<bool>,
+    pub route_recovery_in_progress: Option<bool>,
+    pub route_unhealthy: Option<bool>,
+    pub access_timeout_recovery: Option<bool>,
+    /// Why the configuration is wrong (`Some(None)`: it is right).
+    pub incorrect_configuration: Option<Option<&'static str>>,
+}
+
+impl FabricInfo {
+    /// `nvmlGpuFabricInfo_v1_t` has no mask: `None`.
+    pub fn health(&self) -> Option<FabricHealth> {
+        use nvml_wrapper_sys::bindings as b;
+        let mask = self.health_mask?;
+        let field = |shift: u32, width: u32| (mask >> shift) & width;
+        // Each yes/no field: 0 not supported, 1 true, 2 false.
+        let yes_no = |shift, width| match field(shift, width) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
+        };
+        let config = match field(
+            b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION,
+            b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_INCORRECT_CONFIGURATION,
+        ) {
+            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE => Some(None),
+            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_SYSGUID => {
+                Some(Some("incorrect system GUID"))
+            }
+            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_CHASSIS_SN => {
+                Some(Some("incorrect chassis serial number"))
+            }
+            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NO_PARTITION => {
+                Some(Some("no partition assigned"))
+            }
+            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INSUFFICIENT_NVLINKS => {
+                Some(Some("insufficient NVLinks"))
+            }
+            _ => None,
+        };
+        Some(FabricHealth {
+            degraded_bandwidth: yes_no(
+                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW,
+                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW,
+            ),
+            route_recovery_in_progress: yes_no(
+                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY,
+                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_RECOVERY,
+            ),
+            route_unhealthy: yes_no(
+                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY,
+                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY,
+            ),
+            access_timeout_recovery: yes_no(
+                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY,
+                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ACCESS_TIMEOUT_RECOVERY,
+            ),
+            incorrect_configuration: config,
+        })
+    }
+
+    /// The v3 health summary in words, where the driver gives one.
+    pub fn health_summary_name(&self) -> Option<String> {
+        Some(match self.health_summary? {
+            0 => "not supported".into(),
+            1 => "healthy".into(),
+            FABRIC_HEALTH_SUMMARY_UNHEALTHY => "unhealthy".into(),
+            FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY => "limited capacity".into(),
+            other => format!("unknown summary {other}"),
+        })
+    }
+
+    /// `not supported`, `not started`, `in progress`, `completed`.
+    pub fn state_name(&self) -> String {
+        match self.state {
+            FABRIC_STATE_NOT_SUPPORTED => "not supported".into(),
+            FABRIC_STATE_NOT_STARTED => "not started".into(),
+            FABRIC_STATE_IN_PROGRESS => "in progress".into(),
+            FABRIC_STATE_COMPLETED => "completed".into(),
+            other => format!("unknown state {other}"),
+        }
+    }
 }
 
 /// `nvmlDeviceGetRemappedRows` (Ampere and later).
@@ -215,6 +344,7 @@ pub fn fault(text: &str) -> Fault {
         || has("not available on the target device")
         || has("function symbol failed to load")
         || has("couldn't be found in a shared library")
+        || has("undefined symbol")
     {
         Fault::Unsupported
     } else if has("NVML_ERROR_GPU_IS_LOST") || has("fell off the bus") {
@@ -420,34 +550,97 @@ fn gpu_facts(nvml: &Nvml, index: u32, d: &Device<'_>) -> GpuFacts {
         bar1_used_bytes: bar1.map(|b| b.used),
         memory_total_bytes: ask("nvmlDeviceGetMemoryInfo", || d.memory_info()).map(|m| m.total),
         numa_node: ask("nvmlDeviceGetNumaNodeId", || d.numa_node_id()),
-        nvlinks_active: nvlinks_active(d),
+        nvlink: Some(NvLinkFacts {
+            links: (0..MAX_NVLINKS)
+                .map(|link| {
+                    ask(&format!("nvmlDeviceGetNvLinkState(link {link})"), || {
+                        d.link_wrapper_for(link).is_active()
+                    })
+                })
+                .collect(),
+            fabric: fabric_info(nvml, d),
+        }),
     }
 }
 
-/// Active links among 0..18; a link index the GPU lacks answers an error and is not counted. The error of
-/// link 0 is kept when no link answers at all (no NVLink on this GPU).
-fn nvlinks_active(d: &Device<'_>) -> Answer<u32> {
-    let mut active = 0;
-    let mut answered = false;
-    let mut first_error = None;
-    for link in 0..MAX_NVLINKS {
-        match ask("nvmlDeviceGetNvLinkState", || {
-            d.link_wrapper_for(link).is_active()
-        }) {
-            Ok(is_active) => {
-                answered = true;
-                active += u32::from(is_active);
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
+/// `NVML_STRUCT_VERSION(name, n)`: the struct's size with the version in the top byte.
+fn struct_version<T>(n: u32) -> u32 {
+    std::mem::size_of::<T>() as u32 | (n << 24)
+}
+
+/// `nvmlDeviceGetGpuFabricInfoV` with the v3 struct (health summary), the v2 one where the driver refuses v3,
+/// else the v1 call (drivers before R535 lack the V call); none wrapped by nvml-wrapper 0.13. A driver with no
+/// fabric call answers FUNCTION_NOT_FOUND.
+fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
+    use nvml_wrapper_sys::bindings::{
+        nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v3_t,
+    };
+    const CALL_V: &str = "nvmlDeviceGetGpuFabricInfoV";
+    const CALL_V1: &str = "nvmlDeviceGetGpuFabricInfo";
+    let lib = nvml.lib();
+    let cluster = |uuid: [u8; 16]| uuid.iter().map(|b| format!("{b:02x}")).collect();
+    if lib.nvmlDeviceGetGpuFabricInfoV.is_ok() {
+        // SAFETY: plain integers and bytes; all-zero is a valid value.
+        let mut v3: nvmlGpuFabricInfo_v3_t = unsafe { std::mem::zeroed() };
+        v3.version = struct_version::<nvmlGpuFabricInfo_v3_t>(3);
+        breadcrumb(CALL_V);
+        // SAFETY: the symbol is present (checked above); the handle is live; one out-struct of the newest
+        // layout, which the binding's pointer type is.
+        let rc = unsafe { lib.nvmlDeviceGetGpuFabricInfoV(d.handle(), &mut v3) };
+        if nvml_wrapper::error::nvml_try(rc).is_ok() {
+            return Ok(FabricInfo {
+                call: format!("{CALL_V}(v3)"),
+                state: v3.state,
+                status: return_name(v3.status).to_string(),
+                clique_id: v3.cliqueId,
+                cluster_uuid: cluster(v3.clusterUuid),
+                health_mask: Some(v3.healthMask),
+                health_summary: Some(v3.healthSummary),
+            });
         }
+        // SAFETY: as above.
+        let mut v2: nvmlGpuFabricInfo_v2_t = unsafe { std::mem::zeroed() };
+        v2.version = struct_version::<nvmlGpuFabricInfo_v2_t>(2);
+        breadcrumb(CALL_V);
+        // SAFETY: as above; NVML reads the version word and writes no more than the v2 struct it names.
+        let rc = unsafe {
+            lib.nvmlDeviceGetGpuFabricInfoV(
+                d.handle(),
+                (&mut v2 as *mut nvmlGpuFabricInfo_v2_t).cast(),
+            )
+        };
+        nvml_wrapper::error::nvml_try(rc).map_err(|e| text(CALL_V, e))?;
+        return Ok(FabricInfo {
+            call: format!("{CALL_V}(v2)"),
+            state: v2.state,
+            status: return_name(v2.status).to_string(),
+            clique_id: v2.cliqueId,
+            cluster_uuid: cluster(v2.clusterUuid),
+            health_mask: Some(v2.healthMask),
+            health_summary: None,
+        });
     }
-    if answered {
-        Ok(active)
-    } else {
-        Err(first_error.unwrap_or_else(|| "no NVLink".into()))
+    if let Err(e) = &lib.nvmlDeviceGetGpuFabricInfo {
+        return Err(format!(
+            "{CALL_V1}: NVML_ERROR_FUNCTION_NOT_FOUND (this driver has neither {CALL_V} nor {CALL_V1}: {})",
+            super::innermost_message(e)
+        ));
     }
+    // SAFETY: as above.
+    let mut v1: nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
+    breadcrumb(CALL_V1);
+    // SAFETY: the symbol is present (checked above); the handle is live; one out-struct of the v1 layout.
+    let rc = unsafe { lib.nvmlDeviceGetGpuFabricInfo(d.handle(), &mut v1) };
+    nvml_wrapper::error::nvml_try(rc).map_err(|e| text(CALL_V1, e))?;
+    Ok(FabricInfo {
+        call: CALL_V1.to_string(),
+        state: v1.state,
+        status: return_name(v1.status).to_string(),
+        clique_id: v1.cliqueId,
+        cluster_uuid: cluster(v1.clusterUuid),
+        health_mask: None,
+        health_summary: None,
+    })
 }
 
 /// `nvmlDeviceGetRemappedRows` is not wrapped by nvml-wrapper 0.13: called through the raw table.
@@ -580,6 +773,8 @@ mod tests {
             ("nvmlDeviceGetRetiredPages(SBE): the requested operation is not available on the target device", Fault::Unsupported),
             ("nvmlDeviceGetRemappedRows: NVML_ERROR_NOT_SUPPORTED (the requested operation is not available on the target device)", Fault::Unsupported),
             ("nvmlDeviceGetRemappedRows: function symbol failed to load: undefined symbol", Fault::Unsupported),
+            // libloading's own text for a symbol an old driver's NVML lacks.
+            ("nvmlDeviceGetRemappedRows: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: undefined symbol: nvmlDeviceGetRemappedRows", Fault::Unsupported),
             ("nvmlDeviceGetEccMode: NVML_ERROR_NO_PERMISSION (the current user does not have permission to perform this operation)", Fault::Denied),
             ("nvmlDeviceGetEccMode: an internal driver error occurred", Fault::Failed),
             (NOT_READ, Fault::NotAsked),
@@ -604,5 +799,57 @@ mod tests {
         };
         let json = serde_json::to_string(&facts).unwrap();
         assert_eq!(serde_json::from_str::<NvmlFacts>(&json).unwrap(), facts);
+    }
+
+    /// Recordings made before the NVLink answers were kept (with the old `nvlinks_active` count) still load,
+    /// and say the NVLink answers were not recorded.
+    #[test]
+    fn recording_without_nvlink_answers_reads_as_not_recorded() {
+        let mut gpu = serde_json::to_value(GpuFacts::default()).unwrap();
+        let map = gpu.as_object_mut().unwrap();
+        map.remove("nvlink");
+        map.insert("nvlinks_active".into(), serde_json::json!({"Ok": 18}));
+        let back: GpuFacts = serde_json::from_value(gpu).unwrap();
+        assert_eq!(back.nvlink, None);
+    }
+
+    /// The version words nvml.h's C layout gives (36 and 40 bytes): a wrong one is refused with
+    /// ARGUMENT_VERSION_MISMATCH, or worse, read as another version.
+    #[test]
+    fn fabric_struct_versions_match_the_c_layout() {
+        use nvml_wrapper_sys::bindings::{nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v3_t};
+        assert_eq!(struct_version::<nvmlGpuFabricInfo_v2_t>(2), 0x0200_0024);
+        assert_eq!(struct_version::<nvmlGpuFabricInfo_v3_t>(3), 0x0300_0028);
+    }
+
+    #[test]
+    fn fabric_health_mask_fields_decode_as_nvml_h_defines_them() {
+        let info = |mask| FabricInfo {
+            call: "nvmlDeviceGetGpuFabricInfoV".into(),
+            state: FABRIC_STATE_COMPLETED,
+            status: "NVML_SUCCESS".into(),
+            clique_id: 0,
+            cluster_uuid: "0".repeat(32),
+            health_mask: mask,
+            health_summary: None,
+        };
+        assert_eq!(info(None).health(), None);
+        assert_eq!(info(Some(0)).health(), Some(FabricHealth::default()));
+        // Bandwidth degraded, route recovery no, route unhealthy, access-timeout recovery no, no partition.
+        let h = info(Some(1 | 2 << 2 | 1 << 4 | 2 << 6 | 4 << 8))
+            .health()
+            .unwrap();
+        assert_eq!(h.degraded_bandwidth, Some(true));
+        assert_eq!(h.route_recovery_in_progress, Some(false));
+        assert_eq!(h.route_unhealthy, Some(true));
+        assert_eq!(h.access_timeout_recovery, Some(false));
+        assert_eq!(
+            h.incorrect_configuration,
+            Some(Some("no partition assigned"))
+        );
+        assert_eq!(
+            info(Some(1 << 8)).health().unwrap().incorrect_configuration,
+            Some(None)
+        );
     }
 }

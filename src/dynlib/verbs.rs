@@ -7,8 +7,9 @@ use std::error::Error;
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
 
-use super::{LibError, Library};
+use super::LibError;
 use crate::child::breadcrumb;
+use crate::model::Library;
 
 /// Vendor-answer key of the device list, shared by every probe that opens verbs.
 pub const DEVICE_LIST_KEY: &str = "verbs.device_list";

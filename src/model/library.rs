@@ -14,6 +14,10 @@ pub enum Library {
     Cufile,
     /// `libibverbs.so.1`
     Verbs,
+    /// `libefa.so.1`, rdma-core's EFA provider beside libibverbs
+    Efa,
+    /// `libfabric.so.1`, whose `efa` provider aws-ofi-nccl carries NCCL over
+    Fabric,
 }
 
 impl Library {
@@ -23,15 +27,21 @@ impl Library {
             Library::Cuda => "libcuda.so.1",
             Library::Cufile => "libcufile.so.0",
             Library::Verbs => "libibverbs.so.1",
+            Library::Efa => "libefa.so.1",
+            Library::Fabric => "libfabric.so.1",
         }
     }
 }
 
 impl Library {
     /// The library a call (as named in breadcrumbs) belongs to: `nvmlInit_v2` → NVML, `cuFileRead` → cuFile,
-    /// `cuInit` → CUDA, `ibv_reg_mr` → verbs, `dlopen(libcuda)` → CUDA.
+    /// `cuInit` → CUDA, `ibv_reg_mr` → verbs, `dlopen(libcuda)` → CUDA, `fi_getinfo` → libfabric.
     pub fn owning(call: &str) -> Option<Library> {
-        if call.starts_with("nvml") || call.contains("libnvidia-ml") {
+        if call.starts_with("fi_") || call.contains("libfabric") {
+            Some(Library::Fabric)
+        } else if call.contains("libefa") {
+            Some(Library::Efa)
+        } else if call.starts_with("nvml") || call.contains("libnvidia-ml") {
             Some(Library::Nvml)
         } else if call.starts_with("cuFile") || call.contains("libcufile") {
             Some(Library::Cufile)

@@ -4,10 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::dynlib::{LibError, Library};
+use crate::dynlib::LibError;
 use crate::host::Host;
 use crate::measure::memory::MemoryChoice;
 use crate::measure::rc::PortTarget;
+use crate::model::Library;
 use crate::model::{CheckResult, Status};
 use crate::pair::judge::ID_RDMA;
 use crate::pair::wire::{PortInfo, PortMemory};

@@ -14,11 +14,11 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::answers::{Answers, ANSWERS_FILE};
 use crate::host::{Access, Host};
 use crate::pair::inventory::GpuSource;
 use crate::probe::{CheckResult, Context, Inputs, Probe, Status};
 use crate::profile::Profile;
+use crate::recording::{Answers, ANSWERS_FILE};
 use crate::transfer_verdict::LinkRate;
 
 /// How one file or directory is damaged.

@@ -2,8 +2,7 @@
 
 use crate::host::{Host, ReadError};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::Findings;
+use crate::probe::{CheckResult, Context, Explain, Findings, Need, Probe, ProbeMeta};
 use crate::profile::Expect;
 use crate::sysfs::modules::{ModuleState, Modules};
 use crate::sysfs::nvidia::{self, DriverGpu, DriverVersion, NVIDIA_GPUS, NVIDIA_VERSION};

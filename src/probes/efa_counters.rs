@@ -4,9 +4,9 @@
 //! (`hw_counters/`): `cmds_err`, `no_completion_cmds` and every `*_err`. An EFA whose directories hold none of
 //! them is not called healthy: nothing was judged, and it says so.
 
+use crate::model::{worst, Limit};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaCounter};
-use crate::threshold::{worst, Limit};
 
 pub struct EfaCounters;
 
@@ -38,11 +38,10 @@ impl Probe for EfaCounters {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
+        let devices = match efa::read_rdma_devices(cx.host) {
+            Ok(d) => d,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let devices: Vec<String> = functions.into_iter().flat_map(|f| f.rdma_devices).collect();
         if devices.is_empty() {
             return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
         }

@@ -6,8 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::child::breadcrumb;
-use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
+use crate::host::Host;
+use crate::probe::{
+    CheckResult, Context, Explain, FactSource, Kind, Library, Probe, ProbeMeta, Status,
+};
 use crate::sysfs::efa::{self, EfaFunction};
+use crate::topology::PciTree;
 
 pub struct EfaDevices;
 
@@ -15,6 +19,13 @@ const ID: &str = "efa.devices";
 /// Vendor-answer key: whether libefa.so.1 could be loaded.
 pub const LIBEFA_KEY: &str = "efa.libefa";
 const LIBEFA: &str = "libefa.so.1";
+/// Whether libefa loads: asked once per run in the facts child (a hung dlopen is killed there, naming it).
+pub const LIBEFA_LOADED: FactSource = FactSource {
+    key: LIBEFA_KEY,
+    library: Library::Efa,
+    collect: || serde_json::to_value(load_libefa()).unwrap_or_default(),
+    only_if: Some(could_hold_an_efa),
+};
 /// Within this long after boot a short EFA count may still be the driver probing devices (P5en).
 const LATE_INIT_SECS: f64 = 15.0 * 60.0;
 
@@ -30,9 +41,9 @@ const FIX_COUNT: &str = "attach the instance type's full set of EFA interfaces a
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "AWS EFA devices: on the bus, bound to the efa driver, libefa present, as many as the instance type has",
-    // Active, not Library: libefa and libfabric are asked here, not through a gathered fact, so the probe runs
-    // in a child of its own that the runner kills at its deadline (a hung dlopen names the call).
-    kind: Kind::Active,
+    kind: Kind::Library,
+    libraries: &[Library::Efa],
+    facts: &[&LIBEFA_LOADED],
     explain: Explain {
         reads: "/sys/bus/pci/devices/*/{vendor,device,driver} (EFA = 1d0f:efa0..efa4), /sys/class/infiniband/*/device, \
                 dlopen(libefa.so.1), /proc/uptime",
@@ -74,6 +85,19 @@ impl Probe for EfaDevices {
             .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
         vec![judge(&functions, libefa.as_ref(), uptime, expected)]
     }
+}
+
+/// An EFA may be on this host: one is in the PCI tree (shared with the static probes, so nothing is read
+/// twice), or part of the tree could not be read. Where not, EFA's libraries are left alone: libfabric would
+/// load every provider it has on a node that has no EFA.
+pub fn could_hold_an_efa(host: &Host) -> bool {
+    PciTree::read(host).map_or(true, |tree| {
+        !tree.unreadable.is_empty()
+            || tree
+                .nodes
+                .iter()
+                .any(|n| efa::is_efa(n.attrs.vendor, n.attrs.device))
+    })
 }
 
 /// The result of an RC check (`rdma.loopback`, `gdr.loopback`) for the EFA devices it leaves alone.
@@ -257,6 +281,23 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn efa_libraries_are_asked_only_where_an_efa_could_be() {
+        let at = |scenario: &str| {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/hosts")
+                .join(scenario);
+            could_hold_an_efa(&Host::at(&root).unwrap())
+        };
+        assert!(at("aws-p5en"));
+        assert!(
+            at("aws-p5en-efa-unbound"),
+            "an EFA without its driver is still on the bus"
+        );
+        assert!(!at("hgx-healthy"));
+        assert!(!at("rxe-vm"));
+    }
 
     fn function(bdf: &str, driver: Option<&str>, rdma: &[&str]) -> EfaFunction {
         EfaFunction {

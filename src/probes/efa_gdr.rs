@@ -26,7 +26,7 @@ const META: ProbeMeta = ProbeMeta {
     title: "GPUDirect RDMA on EFA: the path (DMA-BUF or amzn peer memory) and GPU memory registered on each GPU's nearest EFA",
     needs: &[Need::Gpu, Need::RdmaDevice],
     kind: Kind::Active,
-    libraries: &[crate::dynlib::Library::Verbs, crate::dynlib::Library::Cuda],
+    libraries: &[crate::probe::Library::Verbs, crate::probe::Library::Cuda],
     explain: Explain {
         reads: "/sys/bus/pci/devices/<efa>/{p2p,gdr}, /proc/modules and /sys/module/{efa,efa_nv_peermem}, \
                 /proc/driver/nvidia/version, /proc/sys/kernel/osrelease; then per GPU: cuMemAlloc + \
@@ -233,7 +233,7 @@ fn nearest_efas(
                 .iter()
                 .map(|(e, _)| {
                     tree.distance_between(&bdf, e)
-                        .unwrap_or(crate::profile::PcieDistance::SYS)
+                        .unwrap_or(crate::topology::PcieDistance::SYS)
                 })
                 .collect();
             crate::topology::nearest(&distances).map(|i| (bdf, efas[i].1.to_string()))

@@ -3,7 +3,9 @@
 //! EFA. No provider on a node whose EFAs are present means NCCL falls back to TCP sockets.
 
 use crate::dynlib::fabric::{self, Query};
-use crate::probe::{CheckResult, Context, Explain, Kind, Probe, ProbeMeta, Status};
+use crate::probe::{
+    CheckResult, Context, Explain, FactSource, Kind, Library, Probe, ProbeMeta, Status,
+};
 use crate::sysfs::efa;
 use crate::topology::{PciTree, Role};
 
@@ -19,12 +21,21 @@ const FIX_HMEM: &str =
 efa driver's peer path (DMA-BUF with the open NVIDIA module, or efa_nv_peermem); see efa.gdr, and \
 `FI_LOG_LEVEL=warn fi_info -p efa -c FI_HMEM`";
 
+/// libfabric's efa offers, asked once per run in the facts child: with FI_HMEM, and without it where that
+/// found nothing, so the answer serves nodes with and without GPUs (the child knows no PCI tree).
+pub const EFA_OFFERS: FactSource = FactSource {
+    key: fabric::EFA_QUERY_KEY,
+    library: Library::Fabric,
+    collect: || serde_json::to_value(fabric::query_efa(true)).unwrap_or_default(),
+    only_if: Some(crate::probes::efa_devices::could_hold_an_efa),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "libfabric's efa provider offers FI_EP_RDM on the EFAs (with FI_HMEM where GPUs are present), as aws-ofi-nccl needs",
-    // Active, not Library: libefa and libfabric are asked here, not through a gathered fact, so the probe runs
-    // in a child of its own that the runner kills at its deadline (a hung fi_getinfo names the call).
-    kind: Kind::Active,
+    kind: Kind::Library,
+    libraries: &[Library::Fabric],
+    facts: &[&EFA_OFFERS],
     explain: Explain {
         reads: "the EFA functions on the PCI bus; libfabric.so.1 (or /opt/amazon/efa/lib) opened at run time, \
                 fi_getinfo(provider efa, FI_EP_RDM, FI_HMEM when NVIDIA GPUs are on the bus)",
@@ -63,12 +74,12 @@ impl Probe for EfaLibfabric {
         let gpus = !tree.with_role(Role::Gpu).is_empty();
         let obtained = match cx
             .answers
-            .obtain(fabric::EFA_QUERY_KEY, || fabric::query_efa(gpus))
+            .obtain(fabric::EFA_QUERY_KEY, || fabric::query_efa(true))
         {
             Ok(o) => o,
             Err(e) => return vec![CheckResult::error(ID, e)],
         };
-        let mut r = judge(&obtained.value, &devices);
+        let mut r = judge(&obtained.value, &devices, gpus);
         if obtained.replayed {
             r = r.note("libfabric's answers replayed from the recording");
         }
@@ -77,7 +88,23 @@ impl Probe for EfaLibfabric {
     }
 }
 
-pub fn judge(q: &Query, efa_devices: &[String]) -> CheckResult {
+/// `gpus`: NVIDIA GPUs are on the bus, so FI_HMEM is due.
+pub fn judge(q: &Query, efa_devices: &[String], gpus: bool) -> CheckResult {
+    // Without GPUs FI_HMEM is not due: where it found nothing, the answer without it is the one judged.
+    let plain;
+    let q = match &q.without_hmem {
+        Some(offers) if !gpus && q.hmem_requested && q.error.is_some() => {
+            plain = Query {
+                hmem_requested: false,
+                providers: offers.clone(),
+                error: q.error.clone().filter(|_| offers.is_empty()),
+                without_hmem: None,
+                library: q.library.clone(),
+            };
+            &plain
+        }
+        _ => q,
+    };
     let mut evidence = vec![format!(
         "libfabric = {}",
         q.library.clone().unwrap_or_else(|e| e)
@@ -98,6 +125,14 @@ pub fn judge(q: &Query, efa_devices: &[String]) -> CheckResult {
             return r;
         }
     };
+    if gpus && !q.hmem_requested {
+        return CheckResult::error(
+            ID,
+            "libfabric was asked without FI_HMEM while NVIDIA GPUs are on the bus: whether NCCL can use GPU \
+             memory over EFA was not asked",
+        )
+        .evidence("answer", call);
+    }
     let offered = Query::devices(&q.providers);
     evidence.push(format!(
         "{call} = {}",
@@ -205,18 +240,20 @@ mod tests {
         let r = judge(
             &query(vec![offer("rdmap68s0"), offer("rdmap69s0")], None, None),
             &devs,
+            true,
         );
         assert_eq!(r.status, Status::Pass, "{r:#?}");
         assert_eq!(
-            judge(&query(vec![offer("rdmap68s0")], None, None), &devs).status,
+            judge(&query(vec![offer("rdmap68s0")], None, None), &devs, true).status,
             Status::Warn
         );
-        let none = judge(&query(vec![], Some(-61), Some(vec![])), &devs);
+        let none = judge(&query(vec![], Some(-61), Some(vec![])), &devs, true);
         assert_eq!(none.status, Status::Fail);
         assert!(none.summary.contains("TCP sockets"), "{}", none.summary);
         let no_hmem = judge(
             &query(vec![], Some(-61), Some(vec![offer("rdmap68s0")])),
             &devs,
+            true,
         );
         assert_eq!(no_hmem.status, Status::Fail);
         assert!(
@@ -226,6 +263,26 @@ mod tests {
         );
         let mut absent = query(vec![], None, None);
         absent.library = Err("libfabric not found (libfabric.so.1: cannot open)".into());
-        assert_eq!(judge(&absent, &devs).status, Status::Error);
+        assert_eq!(judge(&absent, &devs, true).status, Status::Error);
+    }
+
+    /// The one answer (asked with FI_HMEM, and without it where that found nothing) serves a node without GPUs:
+    /// its plain offers are judged, and no GPU means no FI_HMEM verdict.
+    #[test]
+    fn without_gpus_the_offers_without_hmem_are_judged() {
+        let devs = vec!["rdmap68s0".to_string()];
+        let plain_only = query(vec![], Some(-61), Some(vec![offer("rdmap68s0")]));
+        let r = judge(&plain_only, &devs, false);
+        assert_eq!(r.status, Status::Pass, "{r:#?}");
+        assert!(!r.summary.contains("FI_HMEM"), "{}", r.summary);
+        let both = query(vec![offer("rdmap68s0")], None, None);
+        assert_eq!(judge(&both, &devs, false).status, Status::Pass);
+        let neither = judge(&query(vec![], Some(-61), Some(vec![])), &devs, false);
+        assert_eq!(neither.status, Status::Fail, "{neither:#?}");
+        // A recording asked without FI_HMEM says nothing about GPU memory: on a GPU node that is not a pass.
+        let mut asked_plain = query(vec![offer("rdmap68s0")], None, None);
+        asked_plain.hmem_requested = false;
+        assert_eq!(judge(&asked_plain, &devs, false).status, Status::Pass);
+        assert_eq!(judge(&asked_plain, &devs, true).status, Status::Error);
     }
 }

@@ -38,11 +38,10 @@ impl Probe for EfaLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
+        let devices = match efa::read_rdma_devices(cx.host) {
+            Ok(d) => d,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let devices: Vec<String> = functions.into_iter().flat_map(|f| f.rdma_devices).collect();
         if devices.is_empty() {
             return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
         }

@@ -7,17 +7,18 @@ use super::efa_devices::no_rc;
 use crate::sysfs::efa;
 use std::time::Duration;
 
-use crate::dynlib::Library;
 use crate::host::{Host, ReadError};
 use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
+use crate::model::limit::PORT_RATE_PCT;
+use crate::model::{worst, Limit};
 use crate::presence::{Stack, Survey, VERBS_DEVICES};
+use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::gpu_facts::gpu_survey;
-use crate::profile::PcieDistance;
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
-use crate::threshold::{worst, Limit, PORT_RATE_PCT};
+use crate::topology::PcieDistance;
 use crate::topology::{nearest, PciTree, GPU_NIC_PATHS};
 use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
@@ -439,7 +440,7 @@ mod tests {
         let dir = crate::probes::testing::copy_scenario("hgx-healthy");
         let names: Vec<String> = (0..8).map(|i| format!("mlx5_{i}")).collect();
         std::fs::write(
-            dir.path().join(crate::answers::ANSWERS_FILE),
+            dir.path().join(crate::recording::ANSWERS_FILE),
             serde_json::json!({ crate::dynlib::verbs::DEVICE_LIST_KEY: { "Devices": names } })
                 .to_string(),
         )

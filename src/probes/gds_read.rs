@@ -5,16 +5,17 @@
 use std::time::Duration;
 
 use crate::dynlib::cufile;
-use crate::dynlib::{LibError, Library};
+use crate::dynlib::LibError;
 use crate::gds_target::{self, FsSupport, Target};
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
+use crate::model::Limit;
+use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
 use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::NVFS_STATS;
-use crate::threshold::Limit;
 
 pub struct GdsRead;
 

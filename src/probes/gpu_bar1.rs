@@ -1,10 +1,12 @@
 //! `gpu.bar1`: each GPU's BAR1 aperture, against `expect.gpu_bar1_min_mib`.
 
 use crate::dynlib::nvml::GpuFacts;
-use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, Findings, NVML};
-use crate::threshold::Limit;
+use crate::model::Limit;
+use crate::probe::Library;
+use crate::probe::{
+    CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
+};
+use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, NVML};
 
 pub struct GpuBar1;
 

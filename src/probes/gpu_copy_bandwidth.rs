@@ -4,19 +4,19 @@
 use std::time::Duration;
 
 use crate::dynlib::nvml::Answer;
-use crate::dynlib::Library;
 use crate::host::{optional, Host, ReadError, ReadErrorKind};
 use crate::measure::copy::{
     self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
 };
+use crate::model::Limit;
+use crate::probe::Library;
 use crate::probe::{
-    CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
+    CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
-use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed, Findings};
+use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
 use crate::profile::Profile;
 use crate::sysfs::pci::{device_dir, read_hex, read_numa_node, VENDOR_NVIDIA};
 use crate::sysfs::pci_device::{attr_path, parse_cpulist, PCI_DEVICES};
-use crate::threshold::Limit;
 
 pub struct GpuCopyBandwidth;
 

@@ -3,10 +3,10 @@
 
 use std::fmt::Display;
 
-use crate::answers::Obtained;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
-use crate::dynlib::Library;
-pub use crate::model::Findings;
+use crate::probe::Library;
+use crate::recording::Obtained;
+
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, FactSource};
 
@@ -20,6 +20,8 @@ pub const NVML: FactSource = FactSource {
     key: nvml::ANSWERS_KEY,
     library: Library::Nvml,
     collect: || serde_json::to_value(nvml::collect()).unwrap_or_default(),
+    // Asked on every host: a GPU the PCI tree does not show must still be found by NVML.
+    only_if: None,
 };
 
 /// NVML's facts, or the one result the probe returns when there are none: NVML failed or lists no GPU →
@@ -68,6 +70,11 @@ pub fn subject(g: &GpuFacts) -> String {
         Ok(id) => id.clone(),
         Err(_) => format!("GPU {}", g.index),
     }
+}
+
+/// What a GPU that fell off the bus, or answers NVML with an error, needs.
+pub fn lost_fix(index: u32) -> String {
+    format!("see `dmesg | grep -i xid` (Xid 79: fallen off the bus); reset the GPU (`nvidia-smi -r -i {index}`) or reboot the node; RMA it if the error recurs")
 }
 
 /// An answer as evidence text: the value, or `<error text>`.

@@ -2,9 +2,11 @@
 //! MIG, ECC, retired pages and remapped rows.
 
 use crate::dynlib::nvml::{self, GpuFacts, NvmlFacts};
-use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
+use crate::probe::Library;
+use crate::probe::{
+    CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
+};
+use crate::probes::gpu_facts::{lost_fix, mark_replayed, obtain_nvml, shown, subject, NVML};
 use crate::profile::Expect;
 use crate::version::compare_versions;
 
@@ -111,11 +113,6 @@ pub fn judge_node(facts: &NvmlFacts, expect: &Expect, replayed: bool) -> CheckRe
         .evidence("nvmlDeviceGetCount_v2", shown(&facts.device_count))
         .measure(Measurement::new("gpu_count", count as f64, "GPUs").replayed(replayed));
     mark_replayed(r, replayed)
-}
-
-/// What a GPU that fell off the bus, or answers NVML with an error, needs.
-fn lost_fix(index: u32) -> String {
-    format!("see `dmesg | grep -i xid` (Xid 79: fallen off the bus); reset the GPU (`nvidia-smi -r -i {index}`) or reboot the node; RMA it if the error recurs")
 }
 
 /// NVML's per-GPU errors, judged: a GPU that answers a call with an error is not healthy, whatever the other

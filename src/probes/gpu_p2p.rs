@@ -2,9 +2,9 @@
 //! profile that expects NVLink, a pair without it fails.
 
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
-use crate::dynlib::Library;
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, Findings, NVML};
+use crate::probe::Library;
+use crate::probe::{CheckResult, Context, Explain, Findings, Kind, Need, Probe, ProbeMeta};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, NVML};
 
 pub struct GpuP2p;
 

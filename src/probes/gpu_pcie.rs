@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample};
-use crate::dynlib::Library;
 use crate::host::Host;
 use crate::measure::copy::while_busy;
-use crate::probe::{CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, Findings, NVML};
+use crate::probe::Library;
+use crate::probe::{
+    CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
+};
+use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, NVML};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
 
@@ -468,7 +470,7 @@ mod tests {
     #[test]
     fn replays_above_threshold_fail() {
         let mut p = profile();
-        p.thresholds.pcie_replay_count = Some(crate::threshold::Limit::new(Some(0.0), Some(100.0)));
+        p.thresholds.pcie_replay_count = Some(crate::model::Limit::new(Some(0.0), Some(100.0)));
         let mut g = gpu(5, 16);
         g.pcie_replay_counter = Ok(250);
         let r = judge(&g, None, &loaded(5, 16), &p, false);

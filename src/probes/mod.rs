@@ -19,6 +19,7 @@ mod gpu_bar1;
 mod gpu_copy_bandwidth;
 mod gpu_facts;
 mod gpu_inventory;
+mod gpu_nvlink;
 mod gpu_p2p;
 mod gpu_pcie;
 mod nccl_env;
@@ -42,6 +43,7 @@ static ALL: &[&dyn Probe] = &[
     &gpu_inventory::GpuInventory,
     &gpu_bar1::GpuBar1,
     &gpu_p2p::GpuP2p,
+    &gpu_nvlink::GpuNvlink,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
     &gds_config::GdsConfig,

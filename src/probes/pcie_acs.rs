@@ -278,7 +278,7 @@ mod tests {
         let (g, n) = (tree.with_role(Role::Gpu)[0], tree.rdma_nics()[0]);
         assert_eq!(
             tree.distance(g, n),
-            crate::profile::PcieDistance::PIX,
+            crate::topology::PcieDistance::PIX,
             "port roles inferred from the tree when config space is hidden"
         );
         let r = crate::probes::testing::run_on_root(&PcieAcs, dir.path(), "generic");

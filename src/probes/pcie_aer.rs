@@ -2,9 +2,9 @@
 //! to the root port: no fatal or non-fatal error, corrected errors below a rate.
 
 use crate::host::{Host, ReadError};
+use crate::model::{worst, Limit};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::sysfs::aer::{self, Counts, Severity, ROOT_PORT_TOTALS};
-use crate::threshold::{worst, Limit};
 use crate::topology::{PciTree, Role, DATA_PATHS};
 
 pub struct PcieAer;

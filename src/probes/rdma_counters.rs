@@ -3,12 +3,12 @@
 //! counters hold none of these names is not called healthy: it is skipped, saying nothing was judged.
 
 use crate::host::{Host, ReadError};
+use crate::model::{worst, Limit};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{
     counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
 };
-use crate::threshold::{worst, Limit};
 
 pub struct RdmaCounters;
 

@@ -4,8 +4,9 @@
 use crate::host::{Host, ReadError};
 use crate::nic_role::{self, Assigned, Ports, Role, Use};
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
-use crate::probes::gpu_facts::Findings;
+use crate::probe::{
+    CheckResult, Context, Explain, Findings, Measurement, Need, Probe, ProbeMeta, Status,
+};
 use crate::profile::{Expect, LinkLayer};
 use crate::sysfs::infiniband::{device_dir, parse_lid, read_hca_type, PortAttrs, CLASS_INFINIBAND};
 

@@ -7,12 +7,13 @@ use super::efa_devices::no_rc;
 use crate::sysfs::efa;
 use std::time::{Duration, Instant};
 
-use crate::dynlib::Library;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
+use crate::model::limit::PORT_RATE_PCT;
+use crate::model::Limit;
 use crate::presence::{Stack, Survey, VERBS_DEVICES};
+use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::infiniband::{self, PortAttrs};
-use crate::threshold::{Limit, PORT_RATE_PCT};
 use crate::transfer_verdict::{gbps_text, judge_leg, LegRule, LinkRate, Percentile};
 
 pub struct RdmaLoopback;
@@ -523,7 +524,7 @@ mod tests {
     /// The rxe recording with its `verbs.device_list` answer replaced.
     fn rxe_with_device_list(answer: serde_json::Value) -> tempfile::TempDir {
         let dir = crate::probes::testing::copy_scenario("rxe-vm");
-        let path = dir.path().join(crate::answers::ANSWERS_FILE);
+        let path = dir.path().join(crate::recording::ANSWERS_FILE);
         let mut answers: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         answers[DEVICE_LIST_KEY] = answer;

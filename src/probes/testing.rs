@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::answers::Answers;
 use crate::host::Host;
 use crate::probe::{CheckResult, Context, Inputs, Probe};
 use crate::profile::Profile;
+use crate::recording::Answers;
 
 pub fn run_on(probe: &dyn Probe, scenario: &str, profile: &str) -> Vec<CheckResult> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))

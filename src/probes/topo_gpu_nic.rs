@@ -2,7 +2,8 @@
 //! labels it).
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
-use crate::profile::{Expect, PcieDistance};
+use crate::profile::Expect;
+use crate::topology::PcieDistance;
 use crate::topology::{numa_label, PciTree, Role, GPU_NIC_PATHS};
 
 pub struct TopoGpuNic;

@@ -159,6 +159,16 @@ fn start_gathering(
     for (key, (source, timeout, first)) in wanted {
         let gathering = Arc::new(facts::Gathering::default());
         gatherings.insert(key, gathering.clone());
+        if source
+            .only_if
+            .is_some_and(|could_be| !could_be(&shared.host))
+        {
+            shared
+                .answers
+                .not_asked(key, "its hardware is not on this host");
+            gathering.finish(Ok(()));
+            continue;
+        }
         let (shared, hung, done) = (shared.clone(), hung.clone(), gathering.clone());
         let body = move || {
             let outcome = facts::gather(source, timeout).map(|value| {
@@ -541,52 +551,47 @@ mod tests {
         }
     }
 
-    struct Sleeper;
-    impl Probe for Sleeper {
+    /// A test probe: its metadata and what its run does, so each behaviour below is one constant.
+    struct TestProbe {
+        meta: &'static ProbeMeta,
+        body: fn(&'static str) -> Vec<CheckResult>,
+    }
+    impl Probe for TestProbe {
         fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.sleeper",
-                title: "sleeps",
-                timeout: Duration::from_millis(50),
-                ..ProbeMeta::STATIC
-            };
-            &META
+            self.meta
         }
         fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
+            (self.body)(self.meta.id)
+        }
+    }
+    static SLEEPER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.sleeper",
+            title: "sleeps",
+            timeout: Duration::from_millis(50),
+            ..ProbeMeta::STATIC
+        },
+        body: |id| {
             std::thread::sleep(Duration::from_secs(5));
-            vec![CheckResult::pass(self.id(), "woke up")]
-        }
-    }
-
-    struct Panicker;
-    impl Probe for Panicker {
-        fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.panicker",
-                title: "panics",
-                ..ProbeMeta::STATIC
-            };
-            &META
-        }
-        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
-            panic!("boom")
-        }
-    }
-
-    struct Skipper;
-    impl Probe for Skipper {
-        fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.skipper",
-                title: "skips",
-                ..ProbeMeta::STATIC
-            };
-            &META
-        }
-        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
-            vec![CheckResult::skip(self.id(), "no hardware")]
-        }
-    }
+            vec![CheckResult::pass(id, "woke up")]
+        },
+    };
+    static PANICKER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.panicker",
+            title: "panics",
+            ..ProbeMeta::STATIC
+        },
+        body: |_| panic!("boom"),
+    };
+    static SKIPPER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.skipper",
+            title: "skips",
+            ..ProbeMeta::STATIC
+        },
+        body: |id| vec![CheckResult::skip(id, "no hardware")],
+    };
 
     /// An active probe that says which process it ran in.
     struct Measurer;
@@ -628,6 +633,50 @@ mod tests {
         assert_eq!(r.library_answers, Some(AnswerSource::Recorded));
     }
 
+    /// Facts about hardware this host lacks: never gathered (no child, no library call), and a probe asking for
+    /// them anyway is told they were not asked.
+    static ABSENT_HARDWARE: FactSource = FactSource {
+        key: "test.absent",
+        library: Library::Fabric,
+        collect: || panic!("the library was called on a host without its hardware"),
+        only_if: Some(|_| false),
+    };
+    struct AsksForAbsentHardware;
+    impl Probe for AsksForAbsentHardware {
+        fn meta(&self) -> &'static ProbeMeta {
+            const META: ProbeMeta = ProbeMeta {
+                id: "test.asks_absent",
+                title: "asks for facts of absent hardware",
+                kind: Kind::Library,
+                libraries: &[Library::Fabric],
+                facts: &[&ABSENT_HARDWARE],
+                ..ProbeMeta::STATIC
+            };
+            &META
+        }
+        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+            match cx.answers.obtain::<u32, _>(ABSENT_HARDWARE.key, || {
+                panic!("collected in process on a host without the hardware")
+            }) {
+                Ok(_) => vec![CheckResult::pass(self.id(), "answered")],
+                Err(e) => vec![CheckResult::error(self.id(), e)],
+            }
+        }
+    }
+
+    #[test]
+    fn facts_about_absent_hardware_are_not_asked() {
+        let out = run(
+            &[&AsksForAbsentHardware],
+            inputs(Profile::default()),
+            Duration::from_secs(5),
+            &Progress::OFF,
+        );
+        let r = &out.results[0];
+        assert_eq!(r.status, Status::Error, "{r:#?}");
+        assert!(r.summary.contains("not asked this run"), "{}", r.summary);
+    }
+
     fn inputs(profile: Profile) -> RunInputs {
         RunInputs {
             host: Host::live(),
@@ -642,7 +691,7 @@ mod tests {
         tasks::install_panic_hook();
         let started = Instant::now();
         let out = run(
-            &[&Sleeper, &Panicker, &Skipper],
+            &[&SLEEPER, &PANICKER, &SKIPPER],
             inputs(Profile::default()),
             Duration::from_secs(30),
             &Progress::OFF,
@@ -671,7 +720,7 @@ mod tests {
     #[test]
     fn run_deadline_caps_every_probe() {
         let out = run(
-            &[&Sleeper],
+            &[&SLEEPER],
             inputs(Profile::default()),
             Duration::from_millis(20),
             &Progress::OFF,
@@ -694,7 +743,7 @@ mod tests {
             },
         );
         let out = run(
-            &[&Skipper],
+            &[&SKIPPER],
             inputs(profile),
             Duration::from_secs(5),
             &Progress::OFF,

@@ -89,6 +89,14 @@ fn scan_functions(host: &Host) -> ReadResult<Vec<EfaFunction>> {
     Ok(out)
 }
 
+/// The RDMA devices of every EFA function on the bus (`rdmap16s27`, `efa_0`), for the checks that read each.
+pub fn read_rdma_devices(host: &Host) -> ReadResult<Vec<String>> {
+    Ok(read_functions(host)?
+        .into_iter()
+        .flat_map(|f| f.rdma_devices)
+        .collect())
+}
+
 fn read_function(
     host: &Host,
     bdf: Bdf,

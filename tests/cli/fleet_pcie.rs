@@ -11,19 +11,6 @@ use super::util::*;
 const IDLE: &str = "fleet-hgx-h100-idle-gpu-links";
 const P2PDMA: &str = "fleet-hgx-h100-p2pdma-gds";
 
-/// A writable copy of `testdata/hosts/<scenario>` (symlinks kept).
-fn copy(scenario: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", host(scenario).display()))
-        .arg(dir.path())
-        .status()
-        .expect("cp runs");
-    assert!(status.success());
-    dir
-}
-
 /// Writes host path `path` of the tree at `root` (through the tree's own symlinks).
 fn put(root: &Path, path: &str, text: &str) {
     let p = root.join(path.trim_start_matches('/'));
@@ -112,7 +99,7 @@ fn idle_gpus_at_gen1_are_idle_downshifted_not_failed() {
 
 #[test]
 fn gpu_at_16_gts_on_a_gen5_profile_is_idle_downshifted() {
-    let dir = copy(IDLE);
+    let dir = copy_scenario(IDLE);
     for bdf in ["0000:17:00.0", "0000:18:00.0"] {
         set_pci(dir.path(), bdf, "current_link_speed", "16.0 GT/s PCIe");
     }
@@ -124,7 +111,7 @@ fn gpu_at_16_gts_on_a_gen5_profile_is_idle_downshifted() {
 
 #[test]
 fn idle_gpu_at_x8_still_fails_on_its_width() {
-    let dir = copy(IDLE);
+    let dir = copy_scenario(IDLE);
     for bdf in ["0000:4a:00.0", "0000:4b:00.0"] {
         set_pci(dir.path(), bdf, "current_link_width", "8");
     }
@@ -140,7 +127,7 @@ fn idle_gpu_at_x8_still_fails_on_its_width() {
 
 #[test]
 fn nic_at_16_gts_still_fails() {
-    let dir = copy(IDLE);
+    let dir = copy_scenario(IDLE);
     for bdf in ["0000:17:01.0", "0000:19:00.0"] {
         set_pci(dir.path(), bdf, "current_link_speed", "16.0 GT/s PCIe");
     }
@@ -155,7 +142,7 @@ fn nic_at_16_gts_still_fails() {
 
 #[test]
 fn nvme_below_its_speed_still_fails() {
-    let dir = copy(IDLE);
+    let dir = copy_scenario(IDLE);
     for bdf in ["0000:17:02.0", "0000:1a:00.0"] {
         set_pci(dir.path(), bdf, "current_link_speed", "8.0 GT/s PCIe");
     }
@@ -165,7 +152,7 @@ fn nvme_below_its_speed_still_fails() {
 
 #[test]
 fn downshifted_switch_uplink_fails_the_gpu_behind_it() {
-    let dir = copy(IDLE);
+    let dir = copy_scenario(IDLE);
     for bdf in ["0000:15:01.0", "0000:16:00.0"] {
         set_pci(dir.path(), bdf, "current_link_speed", "16.0 GT/s PCIe");
     }
@@ -217,10 +204,14 @@ fn p2pdma_path_needs_no_nvidia_fs_and_both_checks_say_so() {
     assert!(evidence(&kernel).contains("use_pci_p2pdma"), "{kernel:#}");
 }
 
-/// Each variant breaks one prerequisite: both checks fail, and name it.
-fn p2pdma_variant(change: impl Fn(&Path), names: &str) {
-    let dir = copy(P2PDMA);
-    change(dir.path());
+/// Each variant breaks one prerequisite by one edit of one file (`from` → `to` in host path `path`): both checks
+/// fail, and name it.
+fn p2pdma_variant(path: &str, from: &str, to: &str, names: &str) {
+    let dir = copy_scenario(P2PDMA);
+    let file = dir.path().join(path);
+    let before = std::fs::read_to_string(&file).unwrap();
+    assert!(before.contains(from), "{path} lacks {from:?}");
+    std::fs::write(&file, before.replace(from, to)).unwrap();
     let (config, kernel) = gds(dir.path());
     assert_eq!(config["status"], "fail", "{config:#}");
     assert_eq!(kernel["status"], "fail", "{kernel:#}");
@@ -236,62 +227,35 @@ fn p2pdma_variant(change: impl Fn(&Path), names: &str) {
 
 #[test]
 fn p2pdma_off_in_cufile_json_fails_both() {
-    p2pdma_variant(
-        |root| {
-            let path = root.join("etc/cufile.json");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(
-                &path,
-                text.replace("\"use_pci_p2pdma\": true", "\"use_pci_p2pdma\": false"),
-            )
-            .unwrap();
-        },
-        "nvidia_fs",
-    );
+    let (on, off) = ("\"use_pci_p2pdma\": true", "\"use_pci_p2pdma\": false");
+    p2pdma_variant("etc/cufile.json", on, off, "nvidia_fs");
 }
 
 #[test]
 fn p2pdma_on_a_module_older_than_565_fails_both() {
     p2pdma_variant(
-        |root| {
-            let path = root.join("proc/driver/nvidia/version");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(&path, text.replace("570.124.06", "560.35.03")).unwrap();
-        },
+        "proc/driver/nvidia/version",
+        "570.124.06",
+        "560.35.03",
         "565",
     );
 }
 
 #[test]
 fn p2pdma_on_a_kernel_without_config_pci_p2pdma_fails_both() {
+    let (set, unset) = ("CONFIG_PCI_P2PDMA=y", "# CONFIG_PCI_P2PDMA is not set");
     p2pdma_variant(
-        |root| {
-            let path = root.join("boot/config-6.8.0-52-generic");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(
-                &path,
-                text.replace("CONFIG_PCI_P2PDMA=y", "# CONFIG_PCI_P2PDMA is not set"),
-            )
-            .unwrap();
-        },
+        "boot/config-6.8.0-52-generic",
+        set,
+        unset,
         "CONFIG_PCI_P2PDMA",
     );
 }
 
 #[test]
 fn p2pdma_on_the_proprietary_module_fails_both() {
-    p2pdma_variant(
-        |root| {
-            let path = root.join("proc/driver/nvidia/version");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(
-                &path,
-                text.replace("Open Kernel Module for x86_64", "x86_64 Kernel Module"),
-            )
-            .unwrap();
-        },
-        "open",
-    );
+    let (open, proprietary) = ("Open Kernel Module for x86_64", "x86_64 Kernel Module");
+    p2pdma_variant("proc/driver/nvidia/version", open, proprietary, "open");
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -315,7 +279,7 @@ fn errors<'a>(report: &'a Value, ids: &[&str]) -> Vec<&'a Value> {
 
 /// hgx-healthy without its GPUs: a storage/CPU node with the same bridges, NICs and drives.
 fn gpu_less() -> tempfile::TempDir {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     let devices = dir.path().join("sys/bus/pci/devices");
     for entry in std::fs::read_dir(&devices).unwrap() {
         let link = entry.unwrap().path();
@@ -354,7 +318,7 @@ fn unreadable_bridge_config_on_a_gpu_less_node_errors_no_gpu_check() {
 
 #[test]
 fn unreadable_bridge_config_on_the_nvswitch_path_errors_nothing_unrelated() {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     break_pci(dir.path(), "0000:05:01.0", "config");
     let report = tree_checks(dir.path());
     assert_eq!(
@@ -374,7 +338,7 @@ fn unreadable_bridge_config_on_the_nvswitch_path_errors_nothing_unrelated() {
 
 #[test]
 fn unreadable_nic_numa_node_errors_no_gpu_check() {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     set_pci(dir.path(), "0000:19:00.0", "numa_node", "zero");
     let report = tree_checks(dir.path());
     assert_eq!(
@@ -386,7 +350,7 @@ fn unreadable_nic_numa_node_errors_no_gpu_check() {
 
 #[test]
 fn unreadable_nvme_link_errors_only_that_drive() {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     break_pci(dir.path(), "0000:1a:00.0", "current_link_speed");
     let report = tree_checks(dir.path());
     assert_eq!(
@@ -408,7 +372,7 @@ fn unreadable_nvme_link_errors_only_that_drive() {
 
 #[test]
 fn unreadable_gpu_attribute_errors_the_gpu_checks_naming_it() {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     set_pci(dir.path(), "0000:18:00.0", "numa_node", "zero");
     let report = tree_checks(dir.path());
     let errors = errors(&report, &["driver.nvidia"]);
@@ -430,7 +394,7 @@ fn nvml_variant(
     index: usize,
     change: impl Fn(&mut serde_json::Map<String, Value>),
 ) -> tempfile::TempDir {
-    let dir = copy(IDLE);
+    let dir = copy_scenario(IDLE);
     let path = dir.path().join("vendor-answers.json");
     let mut answers: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -613,7 +577,7 @@ fn aer_text(names: &[&str], total: &str, counts: &[(&str, u64)]) -> String {
 
 /// hgx-healthy with clean AER files on every function that has a link (AER capability), and an uptime.
 fn with_aer() -> tempfile::TempDir {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     let devices = dir.path().join("sys/bus/pci/devices");
     for entry in std::fs::read_dir(&devices).unwrap() {
         let real = std::fs::canonicalize(entry.unwrap().path()).unwrap();
@@ -776,7 +740,7 @@ fn no_aer_files_say_so_and_do_not_pass() {
 /// hgx-healthy with NIC `bdf` turned into a ConnectX-7 in flash-recovery mode: device id 0x0218
 /// (mstflint's livefish list), class memory controller as lspci shows it, no driver, no RDMA device.
 fn recovery_nic(bdf: &str, rdma_index: usize) -> tempfile::TempDir {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     let real =
         std::fs::canonicalize(dir.path().join(format!("sys/bus/pci/devices/{bdf}"))).unwrap();
     std::fs::write(real.join("device"), "0x0218\n").unwrap();
@@ -851,7 +815,7 @@ fn connectx_in_flash_recovery_on_a_bluefield_id_is_named_too() {
 
 /// hgx-healthy with NIC0 replaced by an Omni-Path HFI: Intel 8086:24f0, class 0x020800, hfi1_0 on it.
 fn omnipath() -> tempfile::TempDir {
-    let dir = copy("hgx-healthy");
+    let dir = copy_scenario("hgx-healthy");
     let real = std::fs::canonicalize(dir.path().join("sys/bus/pci/devices/0000:19:00.0")).unwrap();
     std::fs::write(real.join("vendor"), "0x8086\n").unwrap();
     std::fs::write(real.join("device"), "0x24f0\n").unwrap();

@@ -22,6 +22,7 @@ fn h200_snapshot_replays_what_the_machine_reported() {
         ("gpu.inventory", "0000:00:06.0", "pass"),
         ("gpu.bar1", "0000:00:06.0", "pass"),
         ("gpu.p2p", "", "skip"),
+        ("gpu.nvlink", "", "skip"),
         ("gdr.kernel_path", "", "skip"),
         ("gds.kernel_path", "", "warn"),
         ("gds.config", "/etc/cufile.json", "warn"),

@@ -19,6 +19,7 @@ const LIBRARY_ANSWERS: &[(&str, &[&str])] = &[
     ("gpu.inventory", &["nvml"]),
     ("gpu.bar1", &["nvml"]),
     ("gpu.p2p", &["nvml"]),
+    ("gpu.nvlink", &["nvml"]),
     ("gpu.pcie", &["nvml", "nvml.pcie_under_load"]),
     ("gpu.copy_bandwidth", &["cuda.copy"]),
     ("gds.read", &["cufile.gds_read"]),

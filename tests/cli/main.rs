@@ -15,6 +15,7 @@ mod gpu;
 mod h200;
 mod healthy_shapes;
 mod nccl;
+mod nvlink;
 mod pair;
 mod presence;
 mod reports;

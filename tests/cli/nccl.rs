@@ -237,19 +237,9 @@ fn nccl_recovered_errors_are_listed_apart_from_fatal_ones() {
 
 #[test]
 fn run_nccl_log_with_errors_fails_nccl_transport_with_or_without_expectation() {
-    let root = empty_root();
-    let log = testdata("nccl/errors-completion-status-v2.28-ib-gdrdma.log");
+    let log = "nccl/errors-completion-status-v2.28-ib-gdrdma.log";
     for profile in ["hgx-h200-ib", "generic"] {
-        let (code, report) = run_json(
-            root.path(),
-            profile,
-            &[
-                "--only",
-                "nccl.transport",
-                "--nccl-log",
-                log.to_str().unwrap(),
-            ],
-        );
+        let (code, report) = run_transport(profile, log);
         assert_eq!(status_of(&report, "nccl.transport"), "fail", "{profile}");
         assert_eq!(code, Exit::CHECK_FAILED, "{profile}");
         let summary = result_of(&report, "nccl.transport")["summary"].to_string();
@@ -424,49 +414,36 @@ fn empty_root() -> tempfile::TempDir {
     tree(&[("proc/sys/kernel/hostname", "node1\n")])
 }
 
+/// `run --only nccl.transport --nccl-log testdata/<log>` on a tree with nothing else: the exit code and report.
+fn run_transport(profile: &str, log: &str) -> (u8, Value) {
+    let root = empty_root();
+    let log = testdata(log);
+    let args = [
+        "--only",
+        "nccl.transport",
+        "--nccl-log",
+        log.to_str().unwrap(),
+    ];
+    run_json(root.path(), profile, &args)
+}
+
 #[test]
 fn run_nccl_log_fails_socket_against_gdr_profile_and_passes_gdr() {
-    let root = empty_root();
-    let log = testdata("nccl/mixed-socket-one-bad-node.log");
-    let log = log.to_str().unwrap();
-    let (code, report) = run_json(
-        root.path(),
-        "hgx-h200-ib",
-        &["--only", "nccl.transport", "--nccl-log", log],
-    );
+    let (code, report) = run_transport("hgx-h200-ib", "nccl/mixed-socket-one-bad-node.log");
     assert_eq!(status_of(&report, "nccl.transport"), "fail");
     assert_eq!(code, Exit::CHECK_FAILED);
     assert!(result_of(&report, "nccl.transport")["remediation"].is_string());
 
-    let good = testdata("nccl/v2.18-nvml-index-cumem-ib-gdrdma.log");
-    let (code, report) = run_json(
-        root.path(),
-        "hgx-h200-ib",
-        &[
-            "--only",
-            "nccl.transport",
-            "--nccl-log",
-            good.to_str().unwrap(),
-        ],
-    );
+    let good = "nccl/v2.18-nvml-index-cumem-ib-gdrdma.log";
+    let (code, report) = run_transport("hgx-h200-ib", good);
     assert_eq!(status_of(&report, "nccl.transport"), "pass");
     assert_eq!(code, Exit::OK);
 }
 
 #[test]
 fn run_nccl_log_without_expectation_warns_on_socket() {
-    let root = empty_root();
-    let log = testdata("nccl/trap-socket-over-ib0-is-still-socket.log");
-    let (code, report) = run_json(
-        root.path(),
-        "generic",
-        &[
-            "--only",
-            "nccl.transport",
-            "--nccl-log",
-            log.to_str().unwrap(),
-        ],
-    );
+    let log = "nccl/trap-socket-over-ib0-is-still-socket.log";
+    let (code, report) = run_transport("generic", log);
     assert_eq!(status_of(&report, "nccl.transport"), "warn");
     assert_eq!(code, Exit::OK);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rxe-vm.sh: boots three QEMU VMs (vm-a, vm-b, vm-c) running Debian 12's own kernel with a real soft-RoCE device
-# (rdma_rxe) each, on one qemu multicast segment bound to 127.0.0.1, runs fabric-preflight inside them
+# (rdma_rxe) each, on one L2 segment of unicast UDP links on 127.0.0.1, runs fabric-preflight inside them
 # (tests/vm/guest.sh) and unpacks what the guests wrote into OUT (default target/rxe-vm/out): OUT/a, OUT/b, OUT/c,
 # one JSON report per run, plus OUT/ring-summary.* (`pair --summarize` over the three nodes' faulted ring).
 # tests/rxe_vm.rs asserts on them; `.ci/stages/50-rxe-vm.sh` runs both.
@@ -117,17 +117,43 @@ printf 'hosts: files\n' >"$IRD/etc/nsswitch.conf"
 log "kernel $KVER, initramfs $(du -h "$IMG" | cut -f1)"
 
 # ---------------------------------------------------------------- boot: three VMs, 1 vCPU each, TCG
-# One L2 segment for the three: qemu's multicast socket netdev, bound to 127.0.0.1 (IP_MULTICAST_IF = lo, TTL 1),
-# so every frame reaches the other two VMs and nothing leaves the host. Point-to-point UDP links would make a
-# triangle (two NICs and two rxe devices per VM, not one fabric); a vde or bridge switch needs another package or
-# host network changes. With the interface named, joining and sending need no multicast route and no MULTICAST
-# flag on lo (tried on the build machine). The group and port are random, so concurrent runs do not share a
-# segment. Each VM also hears its own frames back (the socket loops multicast); Linux drops them (not addressed
-# to it, or its own ARP).
+# One L2 segment for the three, on unicast UDP over 127.0.0.1 alone: two links, each a pair of UDP sockets (vm-a's
+# qemu <-> vm-b's, vm-c's qemu <-> vm-b's), joined inside vm-b's qemu by its emulated hub (`-netdev hubport`),
+# which also holds vm-b's NIC. Every frame reaches the other two VMs, each VM keeps one NIC (eth0, one rxe device,
+# one address), and no socket is bound or sends outside 127.0.0.0/8: no multicast group, no host network change.
+# The hub runs in qemu's own process, so forwarding costs no guest TCG time; vm-b's holds it because vm-b takes part
+# in every exchange after the ring (vm-c's GPU legs are with vm-b; vm-a's faults need no peer). A UDP datagram
+# carries a whole 9000-byte frame (lo's MTU is 65536), where a vde2 switch dropped every frame above 1518 bytes
+# (the RDMA WRITEs retry-exceeded). A triangle of point-to-point links would give each VM two NICs and two rxe
+# devices, or a bridge loop. Frames sent before a peer's socket is bound are lost, as on a cable not yet plugged
+# (ARP retries). The ports are random and checked free first: qemu binds them with SO_REUSEADDR, so a port taken
+# by a concurrent run would not fail the bind but cross the two runs' traffic.
 rm -rf "$OUT" && mkdir -p "$OUT"
-SEGMENT=239.255.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)):$((20000 + RANDOM % 20000))
-boot() { # name ip mac [peer ip]
-    local name=$1
+ports_free() { # BASE: no UDP socket on this host (IPv4 or IPv6) is bound to BASE..BASE+3
+    local busy
+    busy=$(printf ':%04X$|' "$1" $(($1 + 1)) $(($1 + 2)) $(($1 + 3)))
+    ! awk 'FNR > 1 { print $2 }' /proc/net/udp /proc/net/udp6 2>/dev/null | grep -Eq "${busy%|}"
+}
+for _ in 1 2 3 4 5 6 7 8; do PORT0=$((20000 + RANDOM % 40000)) && ports_free $PORT0 && break; done
+ports_free "$PORT0" || die "no four free UDP ports found in 8 random tries"
+# -netdev dgram came with qemu 7.2 (Debian 12's); older qemu spells the same unicast pair `-netdev socket,udp=`.
+if qemu-system-x86_64 -netdev help 2>/dev/null | grep -qx dgram; then NETDEV=dgram; else NETDEV=socket; fi
+link() { # ID LOCAL_PORT REMOTE_PORT: a netdev sending from 127.0.0.1:LOCAL_PORT to 127.0.0.1:REMOTE_PORT only
+    if [[ $NETDEV == dgram ]]; then
+        echo "dgram,id=$1,local.type=inet,local.host=127.0.0.1,local.port=$2,remote.type=inet,remote.host=127.0.0.1,remote.port=$3"
+    else
+        echo "socket,id=$1,localaddr=127.0.0.1:$2,udp=127.0.0.1:$3"
+    fi
+}
+A_B=$PORT0 B_A=$((PORT0 + 1)) B_C=$((PORT0 + 2)) C_B=$((PORT0 + 3))
+NIC_A=(-netdev "$(link n0 $A_B $B_A)")
+NIC_B=(-netdev "$(link to-a $B_A $A_B)" -netdev "$(link to-c $B_C $C_B)"
+    -netdev hubport,id=hub-a,hubid=0,netdev=to-a -netdev hubport,id=hub-c,hubid=0,netdev=to-c
+    -netdev hubport,id=n0,hubid=0)
+NIC_C=(-netdev "$(link n0 $C_B $B_C)")
+boot() { # name ip mac peer-ip netdev-args...
+    local name=$1 ip=$2 mac=$3 peer=$4
+    shift 4
     # no_timer_check: on a loaded host a TCG guest's clock lags, and the kernel's IO-APIC timer check panics at
     # boot ("IO-APIC + timer doesn't work!", two of three guests on 2 busy cores).
     # Results come back as a tar written onto a raw virtio disk: no host network, no 9p.
@@ -135,18 +161,17 @@ boot() { # name ip mac [peer ip]
     timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 1024 \
         -nodefaults -no-user-config -display none -no-reboot \
         -kernel "$KIMG" -initrd "$IMG" \
-        -append "console=ttyS0 panic=-1 loglevel=4 no_timer_check vmrole=$name vmip=$2 vmpeer=${4:-}" \
+        -append "console=ttyS0 panic=-1 loglevel=4 no_timer_check vmrole=$name vmip=$ip vmpeer=$peer" \
         -serial "file:$OUT/console-$name.log" \
         -drive "file=$OUT/$name.tar,format=raw,if=virtio" \
-        -netdev "socket,id=n0,mcast=$SEGMENT,localaddr=127.0.0.1" \
-        -device "virtio-net-pci,netdev=n0,mac=$3" >"$OUT/qemu-$name.out" 2>&1
+        "$@" -device "virtio-net-pci,netdev=n0,mac=$mac" >"$OUT/qemu-$name.out" 2>&1
 }
-log "booting VM a (node under test), VM b (its peer) and VM c (third ring node), TCG, 1 vCPU each, segment $SEGMENT"
-boot a 10.99.0.1 52:54:00:99:00:01 10.99.0.2 &
+log "booting VM a (node under test), VM b (its peer) and VM c (third ring node), TCG, 1 vCPU each; links over $NETDEV on 127.0.0.1: a $A_B <-> $B_A b (hub) $B_C <-> $C_B c"
+boot a 10.99.0.1 52:54:00:99:00:01 10.99.0.2 "${NIC_A[@]}" &
 pa=$!
-boot b 10.99.0.2 52:54:00:99:00:02 10.99.0.1 &
+boot b 10.99.0.2 52:54:00:99:00:02 10.99.0.1 "${NIC_B[@]}" &
 pb=$!
-boot c 10.99.0.3 52:54:00:99:00:03 &
+boot c 10.99.0.3 52:54:00:99:00:03 "" "${NIC_C[@]}" &
 pc=$!
 declare -A rc=([a]=0 [b]=0 [c]=0)
 wait $pa || rc[a]=$?

@@ -1,0 +1,726 @@
+//! `gpu.nvlink`: each GPU's NVLink links and its NVLink-fabric registration as NVML reports them: an inactive
+//! link, fewer active links than the profile or the GPU's peers of the same model, a fabric manager that has not
+//! registered the GPU, or a fabric that reports itself degraded.
+
+use std::collections::BTreeMap;
+
+use crate::dynlib::nvml::{
+    self, Answer, FabricInfo, GpuFacts, NvmlFacts, FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY,
+    FABRIC_HEALTH_SUMMARY_UNHEALTHY, FABRIC_STATE_COMPLETED, FABRIC_STATE_IN_PROGRESS,
+    FABRIC_STATE_NOT_STARTED, FABRIC_STATE_NOT_SUPPORTED,
+};
+use crate::probe::{
+    CheckResult, Context, Explain, Findings, Kind, Library, Measurement, Need, Probe, ProbeMeta,
+    Status,
+};
+use crate::probes::gpu_facts::{lost_fix, mark_replayed, obtain_nvml, shown, subject, NVML};
+
+pub struct GpuNvlink;
+
+const ID: &str = "gpu.nvlink";
+
+const FIX_LINK: &str = "see which links are down with `nvidia-smi nvlink --status -i <gpu>`; reset the GPU \
+(`nvidia-smi -r -i <gpu>`) or power-cycle the node; a link that stays down needs its NVLink bridge reseated (PCIe \
+cards) or the baseboard serviced (HGX)";
+const FIX_PROFILE: &str = "use the profile of this node type";
+const FIX_NOT_STARTED: &str = "start the fabric manager, the same version as the driver: `systemctl enable --now \
+nvidia-fabricmanager`; on GB200 NVL72 compute trays check `nvidia-imex` and the NVLink switch trays' NMX controller";
+const FIX_IN_PROGRESS: &str =
+    "the fabric manager is still registering the GPU: re-run once `nvidia-smi -q` shows \
+Fabric State Completed (seconds to minutes after boot or a GPU reset)";
+const FIX_STATUS: &str = "read the fabric manager's log (`journalctl -u nvidia-fabricmanager`, \
+/var/log/fabricmanager.log); restart it and reset the GPUs";
+const FIX_HEALTH: &str =
+    "`nvidia-smi -q` (Fabric → Health) and `nvidia-smi nvlink --status` show what is degraded; \
+reset the GPUs, then have the NVSwitch baseboard or NVLink switch trays serviced";
+const FIX_RECOVERY: &str = "the fabric is recovering on its own: re-run in a minute";
+
+const META: ProbeMeta = ProbeMeta {
+    id: ID,
+    title: "NVLink per GPU: links active, NVLink fabric registered and healthy",
+    needs: &[Need::Gpu],
+    kind: Kind::Library,
+    libraries: &[Library::Nvml],
+    facts: &[&NVML],
+    explain: Explain {
+        reads: "NVML per GPU: nvmlDeviceGetNvLinkState for links 0..17 (NVML_NVLINK_MAX_LINKS), \
+                nvmlDeviceGetGpuFabricInfoV (v3: state, status, clique, cluster UUID, health mask and summary; \
+                v2 where the driver refuses v3) or nvmlDeviceGetGpuFabricInfo (v1) on drivers without it",
+        why: "An NVLink down on one GPU, or an NVSwitch fabric the fabric manager never registered, leaves the GPU \
+              on the bus and in nvidia-smi: NCCL then runs its rings over fewer links, or CUDA refuses to start \
+              on the GPU ('system not yet initialized'), and the job fails or runs slow on that node only.",
+        fixes: &[
+            ("a link inactive, or fewer active than the profile or the GPU's peers", FIX_LINK),
+            ("fabric registration not started (fabric manager not running)", FIX_NOT_STARTED),
+            ("fabric registration in progress", FIX_IN_PROGRESS),
+            ("fabric registration completed with an error", FIX_STATUS),
+            ("fabric health: bandwidth degraded, route unhealthy, configuration incorrect", FIX_HEALTH),
+            ("NVML errors on a GPU", "reset the GPU (`nvidia-smi -r -i <gpu>`) or reboot; RMA if it recurs"),
+        ],
+    },
+    ..ProbeMeta::STATIC
+};
+
+impl Probe for GpuNvlink {
+    fn meta(&self) -> &'static ProbeMeta {
+        &META
+    }
+
+    fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+        let obtained = match obtain_nvml(cx, ID) {
+            Ok(o) => o,
+            Err(r) => return vec![*r],
+        };
+        judge(
+            &obtained.value,
+            cx.profile.expect.nvlinks_per_gpu,
+            obtained.replayed,
+        )
+        .into_iter()
+        .map(|r| mark_replayed(r, obtained.replayed))
+        .collect()
+    }
+}
+
+/// One GPU's link answers, sorted.
+#[derive(Debug, Default)]
+struct Links {
+    active: Vec<u32>,
+    inactive: Vec<u32>,
+    /// NOT_SUPPORTED, or INVALID_ARGUMENT past the GPU's last link: the GPU has no such link.
+    absent: Vec<u32>,
+    /// Errors a healthy GPU does not answer (GPU_IS_LOST, UNKNOWN, ...).
+    failed: Vec<String>,
+    denied: Vec<String>,
+}
+
+impl Links {
+    fn of(answers: &[Answer<bool>]) -> Links {
+        let mut l = Links::default();
+        for (link, a) in (0u32..).zip(answers) {
+            match a {
+                Ok(true) => l.active.push(link),
+                Ok(false) => l.inactive.push(link),
+                Err(e) if e.contains("NVML_ERROR_INVALID_ARGUMENT") => l.absent.push(link),
+                Err(e) => match nvml::fault(e) {
+                    nvml::Fault::Unsupported => l.absent.push(link),
+                    nvml::Fault::Denied => l.denied.push(e.clone()),
+                    nvml::Fault::Lost | nvml::Fault::Failed | nvml::Fault::NotAsked => {
+                        l.failed.push(e.clone())
+                    }
+                },
+            }
+        }
+        l
+    }
+
+    fn supported(&self) -> usize {
+        self.active.len() + self.inactive.len()
+    }
+}
+
+/// The fabric answers a GPU without a fabric gives: state NOT_SUPPORTED, or the call itself unsupported.
+fn no_fabric(fabric: &Answer<FabricInfo>) -> bool {
+    match fabric {
+        Ok(f) => f.state == FABRIC_STATE_NOT_SUPPORTED,
+        Err(e) => nvml::fault(e) == nvml::Fault::Unsupported,
+    }
+}
+
+pub fn judge(facts: &NvmlFacts, expect_per_gpu: Option<u32>, replayed: bool) -> Vec<CheckResult> {
+    if facts.gpus.iter().all(|g| g.nvlink.is_none()) {
+        return vec![CheckResult::skip(
+            ID,
+            "the recorded NVML answers predate NVLink and fabric answers: not judged",
+        )];
+    }
+    // The most links any GPU of a model has active: a GPU of the same model with fewer lost some.
+    let mut peers: BTreeMap<&str, usize> = BTreeMap::new();
+    for g in &facts.gpus {
+        if let (Ok(name), Some(n)) = (&g.name, &g.nvlink) {
+            let active = Links::of(&n.links).active.len();
+            let most = peers.entry(name.as_str()).or_default();
+            *most = (*most).max(active);
+        }
+    }
+    facts
+        .gpus
+        .iter()
+        .map(|g| {
+            let peer_most = g
+                .name
+                .as_ref()
+                .ok()
+                .and_then(|n| peers.get(n.as_str()))
+                .copied();
+            judge_gpu(g, expect_per_gpu, peer_most.unwrap_or(0), replayed).subject(subject(g))
+        })
+        .collect()
+}
+
+fn judge_gpu(g: &GpuFacts, expect: Option<u32>, peer_most: usize, replayed: bool) -> CheckResult {
+    let Some(facts) = &g.nvlink else {
+        return CheckResult::skip(ID, "NVLink and fabric answers not in this recording");
+    };
+    if facts.links.is_empty() {
+        // The handle failed, so nothing was asked; its error is the name's answer.
+        let why = shown(&g.name);
+        let mut f = Findings::default();
+        match &g.name {
+            Err(e) if matches!(nvml::fault(e), nvml::Fault::Denied) => f.unread("NVLink state", e),
+            _ => f.fail(format!("not asked about NVLink ({why})"), lost_fix(g.index)),
+        }
+        return f.result(ID, format!("GPU {}", g.index));
+    }
+    let links = Links::of(&facts.links);
+    let fabric = &facts.fabric;
+    let fabric_error = fabric.as_ref().err().filter(|e| {
+        !matches!(
+            nvml::fault(e),
+            nvml::Fault::Unsupported | nvml::Fault::Denied
+        )
+    });
+    if links.supported() == 0
+        && links.failed.is_empty()
+        && links.denied.is_empty()
+        && no_fabric(fabric)
+    {
+        return judge_no_nvlink(g, expect, peer_most, &links, fabric);
+    }
+
+    let mut f = Findings::default();
+    let mut failed = links.failed.clone();
+    failed.extend(fabric_error.cloned());
+    if !failed.is_empty() {
+        f.fail(
+            format!("NVML errors on GPU {}: {}", g.index, failed.join("; ")),
+            lost_fix(g.index),
+        );
+    }
+    for e in links.denied.iter().chain(
+        fabric
+            .as_ref()
+            .err()
+            .filter(|e| nvml::fault(e) == nvml::Fault::Denied),
+    ) {
+        f.unread("an NVLink answer", e);
+    }
+    let active = links.active.len();
+    if !links.inactive.is_empty() {
+        f.fail(
+            format!(
+                "NVLink {} inactive ({active} of {} links active)",
+                link_list(&links.inactive),
+                links.supported()
+            ),
+            FIX_LINK,
+        );
+    }
+    // Counts are judged only on a full set of answers: a link that answered an error is reported above.
+    let counted = links.failed.is_empty() && links.denied.is_empty();
+    match expect {
+        Some(want) if counted && links.supported() < want as usize => {
+            let missing: Vec<u32> = links.absent.iter().copied().filter(|&l| l < want).collect();
+            f.fail(
+                format!(
+                    "{} NVLink links on this GPU, the profile expects {want} active (link {} not supported)",
+                    links.supported(),
+                    link_list(&missing)
+                ),
+                FIX_LINK,
+            )
+        }
+        Some(want) if active > want as usize => f.warn(
+            format!("{active} active NVLink links, more than the profile's {want}"),
+            FIX_PROFILE,
+        ),
+        // Links missing without an expectation: the GPU's peers of the same model say how many there are.
+        None if counted && links.inactive.is_empty() && active < peer_most => f.fail(
+            format!("{active} active NVLink links, other GPUs of this model have {peer_most}"),
+            FIX_LINK,
+        ),
+        _ => {}
+    }
+    if let Ok(info) = fabric {
+        judge_fabric(info, &mut f);
+    }
+    let summary = format!(
+        "GPU {}, {active} of {} NVLink links active, fabric {}",
+        g.index,
+        links.supported(),
+        fabric_summary(fabric)
+    );
+    evidence(f.result(ID, summary), &links, fabric)
+        .measure(Measurement::new("nvlinks_active", active as f64, "links").replayed(replayed))
+}
+
+/// Every link NOT_SUPPORTED and no fabric: a GPU without NVLink, unless the profile or the GPU's peers say it
+/// has some.
+fn judge_no_nvlink(
+    g: &GpuFacts,
+    expect: Option<u32>,
+    peer_most: usize,
+    links: &Links,
+    fabric: &Answer<FabricInfo>,
+) -> CheckResult {
+    let mut f = Findings::default();
+    match expect {
+        Some(want @ 1..) => f.fail(
+            format!("NVML reports no NVLink on this GPU, the profile expects {want} active links"),
+            format!("{FIX_LINK}; on a VM, ask for the instance type that passes NVLink through"),
+        ),
+        // Without a profile saying so, a bridged pair beside an unbridged card of the same model may be meant.
+        _ if peer_most > 0 => f.warn(
+            format!("NVML reports no NVLink on this GPU, other GPUs of this model have {peer_most} active"),
+            FIX_LINK,
+        ),
+        _ => {}
+    }
+    let r = if f.status() == Status::Pass {
+        CheckResult::skip(
+            ID,
+            "no NVLink on this GPU: NVML answers NOT_SUPPORTED for every link and the GPU is in no NVLink \
+             fabric (a PCIe GPU, or a VM given the GPU without its NVLinks)",
+        )
+    } else {
+        f.result(ID, format!("GPU {}", g.index))
+    };
+    evidence(r, links, fabric)
+}
+
+fn judge_fabric(info: &FabricInfo, f: &mut Findings) {
+    match info.state {
+        FABRIC_STATE_NOT_SUPPORTED => return,
+        FABRIC_STATE_NOT_STARTED => {
+            return f.fail(
+                "NVLink fabric registration not started: the fabric manager is not running or has not seen the GPU",
+                FIX_NOT_STARTED,
+            )
+        }
+        FABRIC_STATE_IN_PROGRESS => {
+            return f.fail(
+                "NVLink fabric registration in progress: the GPU is not ready for CUDA yet",
+                FIX_IN_PROGRESS,
+            )
+        }
+        FABRIC_STATE_COMPLETED if info.status != "NVML_SUCCESS" => {
+            return f.fail(
+                format!("NVLink fabric registration completed with {}", info.status),
+                FIX_STATUS,
+            )
+        }
+        FABRIC_STATE_COMPLETED => {}
+        other => {
+            return f.warn(
+                format!("NVLink fabric state {other} is not one this build knows"),
+                "",
+            )
+        }
+    }
+    if let Some(s @ (FABRIC_HEALTH_SUMMARY_UNHEALTHY | FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)) =
+        info.health_summary
+    {
+        let name = info.health_summary_name().unwrap_or_else(|| s.to_string());
+        f.fail(format!("NVLink fabric health summary: {name}"), FIX_HEALTH);
+    }
+    let Some(h) = info.health() else { return };
+    if h.degraded_bandwidth == Some(true) {
+        f.fail("NVLink fabric bandwidth degraded", FIX_HEALTH);
+    }
+    if h.route_unhealthy == Some(true) {
+        f.fail("NVLink fabric route unhealthy", FIX_HEALTH);
+    }
+    if let Some(Some(why)) = h.incorrect_configuration {
+        f.fail(
+            format!("NVLink fabric configuration incorrect: {why}"),
+            FIX_HEALTH,
+        );
+    }
+    if h.route_recovery_in_progress == Some(true) {
+        f.warn("NVLink fabric route recovery in progress", FIX_RECOVERY);
+    }
+    if h.access_timeout_recovery == Some(true) {
+        f.warn(
+            "NVLink fabric access-timeout recovery in progress",
+            FIX_RECOVERY,
+        );
+    }
+}
+
+fn fabric_summary(fabric: &Answer<FabricInfo>) -> String {
+    match fabric {
+        Ok(info) if info.state == FABRIC_STATE_COMPLETED && info.status != "NVML_SUCCESS" => {
+            format!("completed ({})", info.status)
+        }
+        Ok(info) => info.state_name(),
+        Err(e) if nvml::fault(e) == nvml::Fault::Unsupported => "not reported".into(),
+        Err(_) => "not read".into(),
+    }
+}
+
+fn evidence(r: CheckResult, links: &Links, fabric: &Answer<FabricInfo>) -> CheckResult {
+    let mut states = Vec::new();
+    for (what, list) in [
+        ("active", &links.active),
+        ("inactive", &links.inactive),
+        ("no such link", &links.absent),
+    ] {
+        if !list.is_empty() {
+            states.push(format!("{what} {}", link_list(list)));
+        }
+    }
+    let mut r = r.evidence("nvmlDeviceGetNvLinkState", states.join("; "));
+    for e in links.failed.iter().chain(&links.denied) {
+        r = r.evidence("nvmlDeviceGetNvLinkState error", e);
+    }
+    match fabric {
+        Ok(info) => {
+            let mut text = format!(
+                "state {} ({}), status {}, clique {}, cluster {}",
+                info.state,
+                info.state_name(),
+                info.status,
+                info.clique_id,
+                info.cluster_uuid
+            );
+            if let Some(mask) = info.health_mask {
+                text.push_str(&format!(", health mask {mask:#x}"));
+            }
+            if let Some(summary) = info.health_summary_name() {
+                text.push_str(&format!(", health summary {summary}"));
+            }
+            r.evidence(&info.call, text)
+        }
+        Err(e) => r.evidence("nvmlDeviceGetGpuFabricInfo", format!("<{e}>")),
+    }
+}
+
+/// `0-5, 7, 9-17`: link indexes as ranges.
+fn link_list(links: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < links.len() {
+        let start = links[i];
+        let mut end = start;
+        while i + 1 < links.len() && links[i + 1] == end + 1 {
+            i += 1;
+            end = links[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOT_SUPPORTED: &str =
+        "nvmlDeviceGetNvLinkState(link 0): NVML_ERROR_NOT_SUPPORTED (the requested \
+                                 operation is not available on the target device)";
+    /// All but the health mask's "not supported" fields: bandwidth full, no route recovery, route healthy, no
+    /// access-timeout recovery, configuration correct.
+    const HEALTHY_MASK: u32 = 2 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8;
+
+    fn fabric(state: u8, status: &str, mask: Option<u32>) -> Answer<FabricInfo> {
+        Ok(FabricInfo {
+            call: if mask.is_some() {
+                "nvmlDeviceGetGpuFabricInfoV(v2)".into()
+            } else {
+                "nvmlDeviceGetGpuFabricInfo".into()
+            },
+            state,
+            status: status.into(),
+            clique_id: 0,
+            cluster_uuid: "0".repeat(32),
+            health_mask: mask,
+            health_summary: None,
+        })
+    }
+
+    fn gpu(index: u32, links: Vec<Answer<bool>>, fabric: Answer<FabricInfo>) -> GpuFacts {
+        GpuFacts {
+            index,
+            name: Ok("NVIDIA H100 80GB HBM3".into()),
+            pci_bus_id: Ok(format!("0000:{:02x}:00.0", 0x18 + index)),
+            nvlink: Some(nvml::NvLinkFacts { links, fabric }),
+            ..GpuFacts::default()
+        }
+    }
+
+    fn active(n: usize) -> Vec<Answer<bool>> {
+        let mut links = vec![Ok(true); n];
+        links.extend((n..18).map(|_| Err(NOT_SUPPORTED.to_string())));
+        links
+    }
+
+    fn hgx_gpu(index: u32) -> GpuFacts {
+        gpu(
+            index,
+            active(18),
+            fabric(3, "NVML_SUCCESS", Some(HEALTHY_MASK)),
+        )
+    }
+
+    fn node(gpus: Vec<GpuFacts>) -> NvmlFacts {
+        NvmlFacts {
+            nvml_error: None,
+            driver_version: Ok("580.159.04".into()),
+            cuda_driver_version: Ok(13000),
+            nvml_version: Ok("13.580.159.04".into()),
+            device_count: Ok(gpus.len() as u32),
+            gpus,
+            pairs: vec![],
+        }
+    }
+
+    fn statuses(facts: &NvmlFacts, expect: Option<u32>) -> Vec<Status> {
+        judge(facts, expect, false)
+            .iter()
+            .map(|r| r.status)
+            .collect()
+    }
+
+    #[test]
+    fn hgx_with_every_link_active_and_fabric_completed_passes() {
+        let facts = node((0..8).map(hgx_gpu).collect());
+        for expect in [None, Some(18)] {
+            let results = judge(&facts, expect, false);
+            assert!(
+                results.iter().all(|r| r.status == Status::Pass),
+                "{results:?}"
+            );
+            assert_eq!(
+                results[0].summary,
+                "GPU 0, 18 of 18 NVLink links active, fabric completed"
+            );
+        }
+    }
+
+    /// The H200 of session 5 (testdata/device/h200/session-2026-12-02-s5/nvlink): one GPU in a VM, every link
+    /// NOT_SUPPORTED, fabric info SUCCESS with state 0.
+    #[test]
+    fn gpu_without_nvlink_skips_and_never_passes() {
+        let links = (0..18)
+            .map(|_| Err(NOT_SUPPORTED.to_string()))
+            .collect::<Vec<_>>();
+        for fabric in [
+            fabric(0, "NVML_SUCCESS", Some(0)),
+            Err("nvmlDeviceGetGpuFabricInfoV: NVML_ERROR_NOT_SUPPORTED (the requested operation is not available on the target device)".into()),
+            Err("nvmlDeviceGetGpuFabricInfo: NVML_ERROR_FUNCTION_NOT_FOUND (this driver has neither ...)".into()),
+        ] {
+            let facts = node(vec![gpu(0, links.clone(), fabric)]);
+            let r = &judge(&facts, None, false)[0];
+            assert_eq!(r.status, Status::Skip, "{}", r.summary);
+            assert!(r.summary.contains("no NVLink"), "{}", r.summary);
+            // A profile that expects NVLinks fails it instead.
+            assert_eq!(statuses(&facts, Some(18)), [Status::Fail]);
+        }
+    }
+
+    #[test]
+    fn inactive_link_fails_naming_the_links() {
+        for down in [vec![0], vec![5, 6, 7], vec![17]] {
+            let mut g = hgx_gpu(3);
+            let links = &mut g.nvlink.as_mut().unwrap().links;
+            for &l in &down {
+                links[l] = Ok(false);
+            }
+            let facts = node(vec![hgx_gpu(0), g]);
+            let results = judge(&facts, None, false);
+            assert_eq!(results[0].status, Status::Pass);
+            assert_eq!(results[1].status, Status::Fail, "{}", results[1].summary);
+            assert!(
+                results[1].summary.contains(&format!(
+                    "NVLink {} inactive",
+                    link_list(&down.iter().map(|&l| l as u32).collect::<Vec<_>>())
+                )),
+                "{}",
+                results[1].summary
+            );
+            assert_eq!(results[1].subject.as_deref(), Some("0000:1b:00.0"));
+            assert!(results[1]
+                .remediation
+                .as_deref()
+                .unwrap()
+                .contains("nvidia-smi nvlink --status"));
+        }
+    }
+
+    #[test]
+    fn fewer_links_than_peers_or_profile_fail() {
+        // Link 17 not reported at all on one GPU: no inactive link, but one fewer than its peers.
+        let short = gpu(1, active(17), fabric(3, "NVML_SUCCESS", Some(HEALTHY_MASK)));
+        let facts = node(vec![hgx_gpu(0), short.clone()]);
+        assert_eq!(statuses(&facts, None), [Status::Pass, Status::Fail]);
+        assert_eq!(statuses(&facts, Some(18)), [Status::Pass, Status::Fail]);
+        let r = &judge(&facts, Some(18), false)[1];
+        assert!(
+            r.summary
+                .contains("17 NVLink links on this GPU, the profile expects 18 active (link 17 not supported)"),
+            "{}",
+            r.summary
+        );
+        // Every GPU with 12 (A100 SXM): equal, passes without a profile, fails a profile of 18.
+        let a100 = node(
+            (0..2)
+                .map(|i| gpu(i, active(12), fabric(0, "NVML_SUCCESS", Some(0))))
+                .collect(),
+        );
+        assert_eq!(statuses(&a100, None), [Status::Pass, Status::Pass]);
+        assert_eq!(statuses(&a100, Some(12)), [Status::Pass, Status::Pass]);
+        assert_eq!(statuses(&a100, Some(18)), [Status::Fail, Status::Fail]);
+        // One GPU of the model without NVLink at all, beside peers that have it.
+        let none = gpu(1, active(0), fabric(0, "NVML_SUCCESS", Some(0)));
+        assert_eq!(
+            statuses(&node(vec![hgx_gpu(0), none.clone()]), None),
+            [Status::Pass, Status::Warn]
+        );
+        assert_eq!(
+            statuses(&node(vec![hgx_gpu(0), none]), Some(18)),
+            [Status::Pass, Status::Fail]
+        );
+    }
+
+    #[test]
+    fn fabric_states_short_of_completed_success_fail() {
+        for (state, status, words) in [
+            (1, "NVML_SUCCESS", "not started"),
+            (2, "NVML_SUCCESS", "in progress"),
+            (
+                3,
+                "NVML_ERROR_INSUFFICIENT_RESOURCES",
+                "completed with NVML_ERROR_INSUFFICIENT_RESOURCES",
+            ),
+        ] {
+            let g = gpu(0, active(18), fabric(state, status, Some(HEALTHY_MASK)));
+            let r = &judge(&node(vec![g]), Some(18), false)[0];
+            assert_eq!(r.status, Status::Fail, "{}", r.summary);
+            assert!(r.summary.contains(words), "{}", r.summary);
+        }
+        let not_started = gpu(0, active(18), fabric(1, "NVML_SUCCESS", None));
+        let r = &judge(&node(vec![not_started]), None, false)[0];
+        assert!(r
+            .remediation
+            .as_deref()
+            .unwrap()
+            .contains("nvidia-fabricmanager"));
+    }
+
+    #[test]
+    fn health_mask_degradations_fail_and_recoveries_warn() {
+        let with = |field: u32, shift: u32| {
+            let width = if shift == 8 { 0xf } else { 3 };
+            HEALTHY_MASK & !(width << shift) | field << shift
+        };
+        for (mask, want, words) in [
+            (with(1, 0), Status::Fail, "bandwidth degraded"),
+            (with(1, 4), Status::Fail, "route unhealthy"),
+            (with(5, 8), Status::Fail, "insufficient NVLinks"),
+            (with(1, 2), Status::Warn, "route recovery in progress"),
+            (with(1, 6), Status::Warn, "access-timeout recovery"),
+            // A driver that reports none of the fields: nothing to judge.
+            (0, Status::Pass, "18 of 18"),
+        ] {
+            let g = gpu(0, active(18), fabric(3, "NVML_SUCCESS", Some(mask)));
+            let r = &judge(&node(vec![g]), None, false)[0];
+            assert_eq!(r.status, want, "mask {mask:#x}: {}", r.summary);
+            assert!(r.summary.contains(words), "{}", r.summary);
+        }
+    }
+
+    /// v3's summary can say unhealthy while every mask field reads fine (kubernetes-sigs/dra-driver-nvidia-gpu#626).
+    #[test]
+    fn health_summary_unhealthy_or_limited_fails() {
+        for (summary, want) in [
+            (1, Status::Pass),
+            (2, Status::Fail),
+            (3, Status::Fail),
+            (0, Status::Pass),
+        ] {
+            let mut g = hgx_gpu(0);
+            if let Ok(info) = &mut g.nvlink.as_mut().unwrap().fabric {
+                info.health_summary = Some(summary);
+            }
+            let r = &judge(&node(vec![g]), None, false)[0];
+            assert_eq!(r.status, want, "summary {summary}: {}", r.summary);
+        }
+    }
+
+    #[test]
+    fn driver_without_fabric_call_judges_links_and_says_fabric_not_reported() {
+        let g = gpu(0, active(18), Err("nvmlDeviceGetGpuFabricInfo: NVML_ERROR_FUNCTION_NOT_FOUND (this driver has neither nvmlDeviceGetGpuFabricInfoV nor nvmlDeviceGetGpuFabricInfo: undefined symbol)".into()));
+        let r = &judge(&node(vec![g]), Some(18), false)[0];
+        assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        assert_eq!(
+            r.summary,
+            "GPU 0, 18 of 18 NVLink links active, fabric not reported"
+        );
+    }
+
+    #[test]
+    fn per_call_errors_fail_naming_the_call_and_gpu() {
+        let lost =
+            "nvmlDeviceGetNvLinkState(link 4): NVML_ERROR_GPU_IS_LOST (device fell off the bus)";
+        let unknown =
+            "nvmlDeviceGetGpuFabricInfoV: NVML_ERROR_UNKNOWN (an internal driver error occurred)";
+        let mut link_error = hgx_gpu(2);
+        link_error.nvlink.as_mut().unwrap().links[4] = Err(lost.into());
+        let fabric_error = gpu(2, active(18), Err(unknown.into()));
+        // Even a GPU whose other links say "no NVLink": the error is not "no NVLink".
+        let mut all_absent = gpu(2, active(0), fabric(0, "NVML_SUCCESS", Some(0)));
+        all_absent.nvlink.as_mut().unwrap().links[0] = Err(lost.into());
+        for (g, call) in [
+            (link_error, lost),
+            (fabric_error, unknown),
+            (all_absent, lost),
+        ] {
+            let r = &judge(&node(vec![g]), None, false)[0];
+            assert_eq!(r.status, Status::Fail, "{}", r.summary);
+            assert!(
+                r.summary.contains("GPU 2") && r.summary.contains(call),
+                "{}",
+                r.summary
+            );
+            assert!(r
+                .remediation
+                .as_deref()
+                .unwrap()
+                .contains("nvidia-smi -r -i 2"));
+        }
+        // The handle itself failed: nothing asked, and that fails too.
+        let handle = GpuFacts {
+            index: 5,
+            name: Err(
+                "nvmlDeviceGetHandleByIndex_v2: NVML_ERROR_GPU_IS_LOST (device fell off the bus)"
+                    .into(),
+            ),
+            ..GpuFacts::default()
+        };
+        let r = &judge(&node(vec![hgx_gpu(0), handle]), None, false)[1];
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+        assert!(r.summary.contains("GPU_IS_LOST"), "{}", r.summary);
+    }
+
+    #[test]
+    fn recording_without_nvlink_answers_is_not_judged() {
+        let mut g = hgx_gpu(0);
+        g.nvlink = None;
+        let results = judge(&node(vec![g]), Some(18), false);
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].status, Status::Skip);
+        assert!(results[0].summary.contains("predate"));
+    }
+
+    #[test]
+    fn link_lists_are_ranges() {
+        assert_eq!(link_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3, 5, 7-8");
+        assert_eq!(link_list(&[17]), "17");
+        assert_eq!(link_list(&[]), "");
+    }
+}
