@@ -345,6 +345,9 @@ fn strip_ansi(line: &str) -> String {
 /// One CR-delimited piece of a line (progress bars rewrite a line with `\r`; each piece stands alone).
 /// `segment` holds no `NCCL` before byte `first_nccl`.
 fn parse_segment<'a>(segment: &'a str, first_nccl: usize, emit: &mut impl FnMut(Record<'a>)) {
+    if let Some(record) = canonical_record(segment, first_nccl) {
+        return emit(record);
+    }
     let (segment, repeat) = strip_ray_repeat(segment);
     // Usually the token sits right where the caller found `NCCL`: check there before searching.
     let first = match token_at(segment.as_bytes(), first_nccl) {
@@ -502,10 +505,17 @@ fn find_token(s: &str, from: usize) -> Option<Token> {
 
 /// The token's level when `NCCL INFO` / `NCCL WARN` starts at `pos` and ends the word (followed by space or
 /// end of line).
+#[inline]
 fn token_at(bytes: &[u8], pos: usize) -> Option<Level> {
-    let level = match bytes.get(pos..pos + TOKEN_LEN)? {
-        b"NCCL INFO" => Level::Info,
-        b"NCCL WARN" => Level::Warn,
+    // Compared as one 8-byte word and a byte: the slice patterns compiled to byte-by-byte compares that
+    // showed in profiles (this runs at every `N` of every NCCL line).
+    const INF: u64 = u64::from_le_bytes(*b"NCCL INF");
+    const WAR: u64 = u64::from_le_bytes(*b"NCCL WAR");
+    let word = bytes.get(pos..pos + TOKEN_LEN)?;
+    let head = u64::from_le_bytes(word[..8].try_into().ok()?);
+    let level = match (head, word[8]) {
+        (INF, b'O') => Level::Info,
+        (WAR, b'N') => Level::Warn,
         _ => return None,
     };
     let ends_word = bytes
@@ -610,24 +620,22 @@ fn parse_prefix(before: &str, level: Level) -> Prefix<'_> {
 }
 
 /// Parses backwards `host:pid:tid [dev]` whose `]` is at `close`. Returns (start of host, host, pid).
+#[inline]
 fn parse_ids(s: &str, close: usize) -> Option<(usize, &str, u32)> {
     let b = s.as_bytes();
-    let dev_end = close;
-    let dev_start = skip_back(b, dev_end, |c| c.is_ascii_digit());
-    if dev_start == dev_end || dev_start == 0 || b[dev_start - 1] != b'[' {
+    let digits_back = |end: usize| end - digits_before(b, end);
+    let dev_start = digits_back(close);
+    // `<tid> [<dev>`
+    if dev_start == close || dev_start < 2 || b[dev_start - 1] != b'[' || b[dev_start - 2] != b' ' {
         return None;
     }
-    let open = dev_start - 1;
-    if open == 0 || b[open - 1] != b' ' {
-        return None;
-    }
-    let tid_end = open - 1;
-    let tid_start = skip_back(b, tid_end, |c| c.is_ascii_digit());
+    let tid_end = dev_start - 2;
+    let tid_start = digits_back(tid_end);
     if tid_start == tid_end || tid_start == 0 || b[tid_start - 1] != b':' {
         return None;
     }
     let pid_end = tid_start - 1;
-    let pid_start = skip_back(b, pid_end, |c| c.is_ascii_digit());
+    let pid_start = digits_back(pid_end);
     if pid_start == pid_end || pid_start == 0 || b[pid_start - 1] != b':' {
         return None;
     }
@@ -635,10 +643,11 @@ fn parse_ids(s: &str, close: usize) -> Option<(usize, &str, u32)> {
     let host_start = skip_back(b, host_end, |c| {
         c.is_ascii_alphanumeric() || c == b'-' || c == b'_'
     });
-    let pid = s[pid_start..pid_end].parse().ok()?;
+    let pid = digits_u32(&b[pid_start..pid_end])?;
     Some((host_start, &s[host_start..host_end], pid))
 }
 
+#[inline(always)]
 fn skip_back(b: &[u8], end: usize, keep: impl Fn(u8) -> bool) -> usize {
     let mut i = end;
     while i > 0 && keep(b[i - 1]) {
@@ -759,7 +768,7 @@ fn net_name(name: &str) -> Option<&str> {
 
 /// `NET/<name> : …` lines other than the plugin loader's.
 fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
-    let Some(colon) = rest.find(':') else {
+    let Some(colon) = memchr::memchr(b':', rest.as_bytes()) else {
         return Event::Other;
     };
     let net = trim(&rest[..colon]);
@@ -865,7 +874,7 @@ fn parse_error_return(msg: &str) -> Option<Event<'_>> {
         return None;
     }
     let code = rest.strip_prefix(" -> ")?;
-    let digits = code.bytes().take_while(u8::is_ascii_digit).count();
+    let digits = digits_from(code.as_bytes(), 0);
     let code = code[..digits].parse().ok()?;
     Some(Event::ErrorReturn { location, code })
 }
@@ -991,6 +1000,18 @@ fn is_graph(msg: &str) -> bool {
 
 /// `Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA` and every older shape.
 fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
+    // The canonical reading finds the first ` via ` itself: the text it reads before it holds none.
+    match canonical_channel(msg) {
+        Some((channel, path)) => {
+            debug_assert_eq!(path - VIA_LEN, via);
+            Some(channel)
+        }
+        None => any_channel(msg, via),
+    }
+}
+
+/// [`parse_channel`] for every shape: words in any order, older kinds (`Ring`, `Coll`, `CollNet`).
+fn any_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
     let head = &msg[..via];
     let path = trim(&msg[via + " via ".len()..]);
     let (kind, rest) = if let Some(r) = head.strip_prefix("Channel ") {
@@ -1042,6 +1063,204 @@ fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
     })
 }
 
+/// The shape NCCL 2.7+ prints, `Channel 17/0 : 105[5] -> 113[5] [send] via <path>`, read in one pass (most
+/// of a dense log's lines), with where its path starts. `None` for anything else, which the general reader
+/// decides: this accepts a subset of what it does, with the same result
+/// (`canonical_lines_read_as_the_general_reader_does`). The text before ` via ` holds no other ` via `.
+#[inline(always)]
+fn canonical_channel(msg: &str) -> Option<(Channel<'_>, usize)> {
+    let mut c = Cursor::new(msg);
+    if !c.eat(b"Channel ") {
+        return None;
+    }
+    let index = c.number()?;
+    if c.eat(b"/") {
+        c.number()?;
+    }
+    if !c.eat(b" : ") {
+        return None;
+    }
+    let from = c.endpoint()?;
+    if !c.eat(b" -> ") {
+        return None;
+    }
+    let to = c.endpoint()?;
+    let direction = if c.eat(b" [send]") {
+        Some(Direction::Send)
+    } else if c.eat(b" [receive]") {
+        Some(Direction::Receive)
+    } else {
+        None
+    };
+    if !c.eat(b" via ") {
+        return None;
+    }
+    let channel = Channel {
+        kind: ChannelKind::Channel,
+        index,
+        from: Some(from),
+        to: Some(to),
+        direction,
+        transport: parse_transport(trim(&msg[c.at..])),
+    };
+    Some((channel, c.at))
+}
+
+/// A segment that is one canonical channel record (`host:pid:tid [dev] NCCL INFO Channel …`, the token at
+/// `first_nccl`), read without the general reader's searches; `None` for any other segment, including one
+/// where another token or Ray's repeat suffix follows the path.
+#[inline(always)]
+fn canonical_record(segment: &str, first_nccl: usize) -> Option<Record<'_>> {
+    let bytes = segment.as_bytes();
+    if token_at(bytes, first_nccl)? != Level::Info {
+        return None;
+    }
+    let msg = segment.get(first_nccl + TOKEN_LEN + 1..)?;
+    let (channel, path) = canonical_channel(msg)?;
+    // The general reader trims the message first: a path of spaces leaves no ` via ` there.
+    let end = trim_end(msg).len();
+    if end <= path
+        || msg.as_bytes()[path..].windows(4).any(|w| w == b"NCCL")
+        || msg.as_bytes()[end - 1] == b']'
+    {
+        return None;
+    }
+    let prefix = parse_prefix(&segment[..first_nccl], Level::Info);
+    Some(Record {
+        host: prefix.host,
+        pid: prefix.pid,
+        repeat: 1,
+        event: Event::Channel(channel),
+    })
+}
+
+/// A forward reader over ASCII fields of a message.
+struct Cursor<'a> {
+    s: &'a str,
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(s: &'a str) -> Self {
+        Cursor { s, at: 0 }
+    }
+
+    #[inline(always)]
+    fn rest(&self) -> &'a [u8] {
+        &self.s.as_bytes()[self.at..]
+    }
+
+    /// Steps over `lit` when it comes next.
+    #[inline(always)]
+    fn eat(&mut self, lit: &[u8]) -> bool {
+        let found = self.rest().starts_with(lit);
+        if found {
+            self.at += lit.len();
+        }
+        found
+    }
+
+    /// Bytes while `keep` holds.
+    #[inline(always)]
+    fn take_while(&mut self, keep: impl Fn(u8) -> bool) -> &'a str {
+        let n = self.rest().iter().take_while(|&&b| keep(b)).count();
+        let taken = &self.s[self.at..self.at + n];
+        self.at += n;
+        taken
+    }
+
+    /// Decimal digits (at least one) as a `u32`; `None` when absent or too large.
+    #[inline(always)]
+    fn number(&mut self) -> Option<u32> {
+        let n = digits_from(self.s.as_bytes(), self.at);
+        let digits = &self.s.as_bytes()[self.at..self.at + n];
+        self.at += n;
+        digits_u32(digits)
+    }
+
+    /// `105[5]` or `105`; the bracket holds letters and digits only (any other text: not this shape).
+    #[inline(always)]
+    fn endpoint(&mut self) -> Option<Endpoint<'a>> {
+        let rank = self.number()?;
+        let bracket = if self.eat(b"[") {
+            let inside = self.take_while(|b| b.is_ascii_alphanumeric());
+            if !self.eat(b"]") {
+                return None;
+            }
+            Some(inside)
+        } else {
+            None
+        };
+        Some(Endpoint { rank, bracket })
+    }
+}
+
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `word` that is an ASCII digit, all eight at once (no carry crosses a byte):
+/// digit runs of any length are then counted without a branch per byte, whose mispredictions at the end of
+/// each run (pid, tid, device, ranks, channel) were a fifth of the time on mixed NCCL lines.
+#[inline(always)]
+fn digit_bits(word: u64) -> u64 {
+    // High bit set iff the low seven bits are >= '0', and iff they are > '9'.
+    let at_least_0 = (word | HIGH_BITS).wrapping_sub(0x3030_3030_3030_3030);
+    let above_9 = (word & !HIGH_BITS).wrapping_add(0x4646_4646_4646_4646);
+    !word & at_least_0 & !above_9 & HIGH_BITS
+}
+
+/// How many ASCII digits start at `b[at..]`.
+#[inline(always)]
+fn digits_from(b: &[u8], at: usize) -> usize {
+    let mut n = 0;
+    while let Some(chunk) = b.get(at + n..at + n + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let non_digits = !digit_bits(word) & HIGH_BITS;
+        if non_digits != 0 {
+            return n + (non_digits.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + b[(at + n).min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count()
+}
+
+/// How many ASCII digits end `b[..end]`.
+#[inline(always)]
+fn digits_before(b: &[u8], end: usize) -> usize {
+    let mut n = 0;
+    while end - n >= 8 {
+        let chunk = &b[end - n - 8..end - n];
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let non_digits = !digit_bits(word) & HIGH_BITS;
+        if non_digits != 0 {
+            return n + (non_digits.leading_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + b[..end - n]
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .count()
+}
+
+/// `str::parse::<u32>` for bytes the caller knows to be ASCII digits only (none: `None`), without the
+/// general parser's sign and radix handling.
+#[inline(always)]
+fn digits_u32(d: &[u8]) -> Option<u32> {
+    // Nine digits cannot overflow: no checked multiply (its latency chain showed in profiles).
+    if !d.is_empty() && d.len() <= 9 {
+        return Some(d.iter().fold(0, |n, &c| n * 10 + u32::from(c - b'0')));
+    }
+    d.iter()
+        .try_fold(0u32, |n, &c| {
+            n.checked_mul(10)?.checked_add(u32::from(c - b'0'))
+        })
+        .filter(|_| !d.is_empty())
+}
+
 /// Where the first ` : ` starts: a colon search, as a substring searcher's setup cost more than the search
 /// on these few bytes.
 fn spaced_colon(s: &str) -> Option<usize> {
@@ -1051,9 +1270,10 @@ fn spaced_colon(s: &str) -> Option<usize> {
         .map(|i| i - 1)
 }
 
-/// `str::split_once` for an ASCII byte, without the char searcher's setup (the pieces here are a few bytes).
+/// `str::split_once` for an ASCII byte, without the char searcher's setup: one `memchr` (a byte-by-byte
+/// search showed in profiles on device lists of a few dozen bytes).
 fn split_byte(s: &str, byte: u8) -> Option<(&str, &str)> {
-    let at = s.bytes().position(|b| b == byte)?;
+    let at = memchr::memchr(byte, s.as_bytes())?;
     Some((&s[..at], &s[at + 1..]))
 }
 
@@ -1163,17 +1383,17 @@ fn parse_net(rest: &str, collnet: bool) -> Option<Transport<'_>> {
     if plugin.is_empty() {
         return None;
     }
-    let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-    let dev = tail[..digits].parse().ok()?;
+    let digits = digits_from(tail.as_bytes(), 0);
+    let dev = digits_u32(&tail.as_bytes()[..digits])?;
     let mut tail = &tail[digits..];
     let mut proxy = None;
     let mut gdrdma = false;
     let mut shared = false;
     loop {
         if let Some(t) = tail.strip_prefix('(') {
-            let n = t.bytes().take_while(u8::is_ascii_digit).count();
+            let n = digits_from(t.as_bytes(), 0);
             if n > 0 && t[n..].starts_with(')') {
-                proxy = t[..n].parse().ok();
+                proxy = digits_u32(&t.as_bytes()[..n]);
                 tail = &t[n + 1..];
                 continue;
             }
@@ -1794,6 +2014,122 @@ mod tests {
         ] {
             assert_eq!(trim(s), s.trim(), "{s:?}");
             assert_eq!(trim_end(s), s.trim_end(), "{s:?}");
+        }
+    }
+
+    /// The one-pass readers (`canonical_channel`, `canonical_record`, the SWAR digit counts) against the
+    /// general ones, on canonical lines and on mutations of them that sit at every edge of the shape: where
+    /// the fast reading accepts a line, it gives exactly the general reading's records.
+    #[test]
+    fn canonical_lines_read_as_the_general_reader_does() {
+        const SEEDS: [&str; 8] = [
+            "gpu-a013:30105:30196 [5] NCCL INFO Channel 17/0 : 105[5] -> 113[5] [send] via NET/IB/2/GDRDMA",
+            "gpu-a013:30105:30195 [5] NCCL INFO Channel 07/0 : 105[5] -> 106[6] via P2P/CUMEM/read",
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/1(3)/GDRDMA(PCI)/Shared",
+            "[1,4]<stdout>:node-7:8812:8875 [0] NCCL INFO Channel 01 : 4[1b000] -> 3[b2000] via SHM/direct/direct",
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0 comm 0x2035d540 nRanks 02",
+            "h:1:2 [0] NCCL INFO Channel 123456789/1 : 4294967295[0] -> 12345678901[0] via NET/Socket/0",
+            "x:99999999:12 [12] NCCL INFO Channel 02/1 : 7 -> 8 [send] via COLLNET/SHARP/0/GDRDMA",
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read [repeated 3x across cluster]",
+        ];
+        const PIECES: [&str; 16] = [
+            " ",
+            "  ",
+            "\t",
+            "\u{a0}",
+            "[",
+            "]",
+            "/",
+            ":",
+            "0",
+            "99999",
+            "+",
+            "->",
+            " via ",
+            "NCCL INFO ",
+            "é",
+            "x",
+        ];
+        fn general_channel(msg: &str) -> Option<Channel<'_>> {
+            VIA.find(msg.as_bytes()).and_then(|v| any_channel(msg, v))
+        }
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut fast_lines = 0;
+        for i in 0..40_000 {
+            let mut line = SEEDS[i % SEEDS.len()].to_string();
+            for _ in 0..(i / SEEDS.len()) % 4 {
+                let mut at = next(line.len() + 1);
+                while !line.is_char_boundary(at) {
+                    at -= 1;
+                }
+                match next(3) {
+                    0 => line.insert_str(at, PIECES[next(PIECES.len())]),
+                    1 => {
+                        let mut end = (at + 1 + next(3)).min(line.len());
+                        while !line.is_char_boundary(end) {
+                            end += 1;
+                        }
+                        line.replace_range(at..end, "");
+                    }
+                    _ => line.truncate(at),
+                }
+            }
+            let Some(hit) = line.find("NCCL") else {
+                continue;
+            };
+            // From byte 0 the one-pass reader never applies (no token there): the general reading.
+            let mut general = Vec::new();
+            parse_line_from(&line, 0, |r| general.push(format!("{r:?}")));
+            let mut fast = Vec::new();
+            parse_line_from(&line, hit, |r| fast.push(format!("{r:?}")));
+            assert_eq!(fast, general, "{line:?}");
+            if canonical_record(&line, hit).is_some() {
+                fast_lines += 1;
+            }
+            let msg = line.get(hit + TOKEN_LEN + 1..).unwrap_or_default();
+            let msg = trim(msg.split(" [repeated ").next().unwrap_or_default());
+            if let Some((c, path)) = canonical_channel(msg) {
+                assert_eq!(Some(&c), general_channel(msg).as_ref(), "{msg:?}");
+                assert_eq!(VIA.find(msg.as_bytes()), Some(path - VIA_LEN), "{msg:?}");
+            }
+        }
+        // The fast reading is not vacuous: unmutated and lightly mutated lines take it.
+        assert!(fast_lines > 8_000, "{fast_lines}");
+        for s in [
+            "",
+            "0",
+            "12345678",
+            "123456789",
+            "1234567890",
+            "4294967295",
+            "4294967296",
+            "007x",
+            "x1",
+        ] {
+            let digits = &s[..digits_from(s.as_bytes(), 0)];
+            assert_eq!(
+                digits,
+                &s[..s.bytes().take_while(u8::is_ascii_digit).count()]
+            );
+            assert_eq!(digits_u32(digits.as_bytes()), digits.parse().ok(), "{s}");
+            let back = digits_before(s.as_bytes(), s.len());
+            assert_eq!(
+                back,
+                s.bytes().rev().take_while(u8::is_ascii_digit).count(),
+                "{s}"
+            );
+        }
+        for b in 0..=255u8 {
+            let word = u64::from_le_bytes([b, b'5', 0xff, b'0', b'9', b'/', b':', 0x80]);
+            let bits = digit_bits(word);
+            assert_eq!(bits & 0x80 != 0, b.is_ascii_digit(), "{b:#x}");
+            assert_eq!(bits >> 8, 0x0000_0080_8000_8000 >> 8, "{b:#x}");
         }
     }
 
