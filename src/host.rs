@@ -3,12 +3,17 @@
 //! Probes name host-absolute paths (`/sys/class/infiniband`). On the live machine the root is `/`; with
 //! `--root DIR` each path `P` maps to `DIR/P` and symlinks are resolved inside `DIR`, so a recorded tree
 //! replays exactly like the machine it was taken from (sysfs links are relative, `/etc` links often absolute).
+//! A recorded root is opened once and every file is opened relative to it (`openat`, `fstatat`, `readlinkat`),
+//! so the kernel walks the host path alone, not the root's own path in front of it, on every read.
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -24,6 +29,8 @@ const MAX_LINK_HOPS: usize = 40;
 pub struct Host {
     root: PathBuf,
     live: bool,
+    /// A recorded root, opened once (`O_PATH`): the directory every host path is opened relative to.
+    root_dir: Option<Arc<OwnedFd>>,
     /// Host paths asked for and how (files read, directories listed, links read, paths looked up), for
     /// `snapshot` and the damage sweep. Shared by clones.
     recorder: Option<Arc<Mutex<BTreeMap<String, Access>>>>,
@@ -34,6 +41,39 @@ pub struct Host {
     /// directory every read passes through (`/sys/devices/pci0000:15`) is looked at once per run, not once per
     /// read. A recorded tree does not change under a run. Shared by clones.
     links: Arc<Mutex<HashMap<String, Option<PathBuf>>>>,
+    /// Inside a recorded root: each directory files were asked for in (`/sys/bus/pci/devices/0000:17:00.0`) and
+    /// the walk that resolved it, so that the twenty attributes read there walk it once. Shared by clones.
+    dirs: Arc<Mutex<HashMap<String, Arc<Walk>>>>,
+    /// Inside a recorded root: the content of each file read, so that checks reading the same attribute (the
+    /// PCIe tree and the EFA scan both read every function's `vendor`) open it once per run. Shared by clones.
+    files: Arc<Mutex<HashMap<String, Arc<[u8]>>>>,
+}
+
+/// A path resolved inside a recorded root, component by component: where it leads and how many symlink hops
+/// that took (they count towards [`MAX_LINK_HOPS`] for whatever is walked after it).
+#[derive(Debug, Clone, Default)]
+struct Walk {
+    parts: Vec<String>,
+    hops: usize,
+}
+
+impl Walk {
+    /// The host-absolute path walked to: `/sys/devices/pci0000:16`, `/` for the root.
+    fn path(&self) -> String {
+        format!("/{}", self.parts.join("/"))
+    }
+
+    /// `name` inside the directory walked to, before `name` itself is looked at.
+    fn child(&self, name: &str) -> String {
+        let mut path = String::new();
+        for part in &self.parts {
+            path.push('/');
+            path.push_str(part);
+        }
+        path.push('/');
+        path.push_str(name);
+        path
+    }
 }
 
 /// How a path was asked for, strongest first: a path that was read is also looked up on the way.
@@ -146,9 +186,12 @@ impl Host {
         Host {
             root: PathBuf::from("/"),
             live: true,
+            root_dir: None,
             recorder: None,
             shared: Arc::default(),
             links: Arc::default(),
+            dirs: Arc::default(),
+            files: Arc::default(),
         }
     }
 
@@ -160,12 +203,22 @@ impl Host {
         let root = fs::canonicalize(root)
             .map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
         let live = root == Path::new("/");
+        let root_dir = if live {
+            None
+        } else {
+            let dir =
+                open_root(&root).map_err(|e| anyhow::anyhow!("--root {}: {e}", root.display()))?;
+            Some(Arc::new(dir))
+        };
         Ok(Host {
             root,
             live,
+            root_dir,
             recorder: None,
             shared: Arc::default(),
             links: Arc::default(),
+            dirs: Arc::default(),
+            files: Arc::default(),
         })
     }
 
@@ -260,7 +313,8 @@ impl Host {
         }
         let resolved = self.resolve_in_root(path)?;
         // A dangling last component is reported, as canonicalize does live.
-        fs::symlink_metadata(self.map(&resolved)).map_err(|e| ReadError::from_io(path, &e))?;
+        self.stat_at(&resolved, libc::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| ReadError::from_io(path, &e))?;
         Ok(resolved)
     }
 
@@ -285,24 +339,48 @@ impl Host {
     /// exact size it may have).
     pub fn read_bytes(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
         self.note(path, Access::Contents);
-        let real = self.resolve(path)?;
-        // Non-blocking open: a FIFO planted in a recorded tree reads as empty instead of waiting for a writer
-        // forever. sysfs and procfs files ignore the flag.
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&real)
-            .map_err(|e| ReadError::from_io(path, &e))?;
-        let mut buf = Vec::new();
-        // Read one byte past the limit to tell "exactly max" from "more than max"; sysfs reports size 4096
-        // whatever the content, so metadata cannot be trusted.
-        file.take(max + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| ReadError::from_io(path, &e))?;
-        if buf.len() as u64 > max {
+        let bytes = if self.live {
+            // Non-blocking open: a FIFO reads as empty instead of waiting for a writer forever. sysfs and
+            // procfs files ignore the flag.
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .map_err(|e| ReadError::from_io(path, &e))?;
+            read_at_most(file, max).map_err(|e| ReadError::from_io(path, &e))?
+        } else {
+            self.read_in_root(path, max)?
+        };
+        if bytes.len() as u64 > max {
             return Err(ReadError::new(path, ReadErrorKind::TooLarge(max)));
         }
-        Ok(buf)
+        Ok(bytes)
+    }
+
+    /// A file of the recorded tree, read once per run ([`Host::files`]): its directory walked in the root, the
+    /// file opened without following a link (only a link, ELOOP, is walked in the root too), non-blocking (a
+    /// FIFO planted in the tree reads as empty instead of waiting for a writer forever).
+    fn read_in_root(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
+        let real = self.resolve_dir_of(path)?;
+        let known = self.files.lock().ok().and_then(|f| f.get(&real).cloned());
+        if let Some(bytes) = known {
+            return Ok(bytes.to_vec());
+        }
+        let file = match self.open_at(&real, libc::O_NOFOLLOW) {
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                self.open_at(&self.resolve_in_root(path)?, 0)
+            }
+            opened => opened,
+        }
+        .map_err(|e| ReadError::from_io(path, &e))?;
+        let bytes = read_recorded(file, max).map_err(|e| ReadError::from_io(path, &e))?;
+        // Kept only when read whole: a later read with a larger limit must not see it cut.
+        if bytes.len() as u64 <= max {
+            if let Ok(mut files) = self.files.lock() {
+                files.insert(real, bytes.as_slice().into());
+            }
+        }
+        Ok(bytes)
     }
 
     /// Entry names of a directory, sorted so output is stable.
@@ -321,14 +399,14 @@ impl Host {
     /// The raw target of a symlink (`../../../devices/pci0000:00/0000:00:06.0`).
     pub fn read_link(&self, path: &str) -> ReadResult<String> {
         self.note(path, Access::Link);
-        let parent = parent_of(path);
         let name = path.rsplit('/').next().unwrap_or(path);
-        let dir = if self.live {
-            PathBuf::from(&parent)
-        } else {
-            self.map(&self.resolve_in_root(&parent)?)
-        };
-        fs::read_link(dir.join(name))
+        if self.live {
+            return fs::read_link(Path::new(&parent_of(path)).join(name))
+                .map(|p| p.to_string_lossy().into_owned())
+                .map_err(|e| ReadError::from_io(path, &e));
+        }
+        let dir = self.walk_dir(path, &parent_of(path))?;
+        self.read_link_at(&dir.child(name))
             .map(|p| p.to_string_lossy().into_owned())
             .map_err(|e| ReadError::from_io(path, &e))
     }
@@ -353,12 +431,19 @@ impl Host {
 
     pub fn exists(&self, path: &str) -> bool {
         self.note(path, Access::Lookup);
-        self.resolve(path).map(|p| p.exists()).unwrap_or(false)
+        if self.live {
+            return Path::new(path).exists();
+        }
+        self.stat_in_root(path).is_ok()
     }
 
     pub fn is_dir(&self, path: &str) -> bool {
         self.note(path, Access::Lookup);
-        self.resolve(path).map(|p| p.is_dir()).unwrap_or(false)
+        if self.live {
+            return Path::new(path).is_dir();
+        }
+        self.stat_in_root(path)
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
     }
 
     /// `stat` of a host path, following symlinks inside the root.
@@ -374,59 +459,232 @@ impl Host {
 
     /// Walks `path` one component at a time, following symlinks with the root as `/`.
     fn resolve_in_root(&self, path: &str) -> ReadResult<String> {
-        let mut pending: Vec<String> = components(path);
+        let walk = match split_name(path) {
+            Some((dir, name)) => self.walk(
+                path,
+                (*self.walk_dir(path, dir)?).clone(),
+                vec![name.into()],
+            )?,
+            None => self.walk(path, Walk::default(), components(path))?,
+        };
+        Ok(walk.path())
+    }
+
+    /// `path` with its directory resolved but its last component not looked at yet (the caller opens it without
+    /// following a link), or all of it resolved when it does not end in a name.
+    fn resolve_dir_of(&self, path: &str) -> ReadResult<String> {
+        match split_name(path) {
+            Some((dir, name)) => Ok(self.walk_dir(path, dir)?.child(name)),
+            None => self.resolve_in_root(path),
+        }
+    }
+
+    /// The walk to directory `dir` (of the asked-for `path`, which errors name), once per run ([`Host::dirs`]):
+    /// one step on from its parent's walk, itself kept.
+    fn walk_dir(&self, path: &str, dir: &str) -> ReadResult<Arc<Walk>> {
+        let known = self.dirs.lock().ok().and_then(|d| d.get(dir).cloned());
+        if let Some(walk) = known {
+            return Ok(walk);
+        }
+        let walk = match split_name(dir) {
+            Some((parent, name)) => {
+                let from = (*self.walk_dir(path, parent)?).clone();
+                self.walk(path, from, vec![name.to_string()])?
+            }
+            None => self.walk(path, Walk::default(), components(dir))?,
+        };
+        let walk = Arc::new(walk);
+        if let Ok(mut dirs) = self.dirs.lock() {
+            dirs.insert(dir.to_string(), walk.clone());
+        }
+        Ok(walk)
+    }
+
+    /// Continues `walk` through `parts`, following each symlink met with the root as `/`.
+    fn walk(&self, path: &str, mut walk: Walk, parts: Vec<String>) -> ReadResult<Walk> {
+        let mut pending = parts;
         pending.reverse();
-        let mut resolved: Vec<String> = Vec::new();
-        let mut hops = 0;
         while let Some(part) = pending.pop() {
             match part.as_str() {
                 "." => continue,
                 ".." => {
-                    resolved.pop();
+                    walk.parts.pop();
                     continue;
                 }
                 _ => {}
             }
-            resolved.push(part);
-            let here = format!("/{}", resolved.join("/"));
-            let Some(target) = self
-                .link_at(&here)
-                .map_err(|e| ReadError::from_io(path, &e))?
-            else {
+            walk.parts.push(part);
+            let Some(target) = self.link_at(&walk.path()) else {
                 // Not a link, or missing (then the rest cannot be links: the final open reports ENOENT).
                 continue;
             };
-            hops += 1;
-            if hops > MAX_LINK_HOPS {
+            walk.hops += 1;
+            if walk.hops > MAX_LINK_HOPS {
                 return Err(ReadError::new(path, ReadErrorKind::SymlinkLoop));
             }
-            resolved.pop();
+            walk.parts.pop();
             if target.is_absolute() {
-                resolved.clear();
+                walk.parts.clear();
             }
             let mut target_parts = components(&target.to_string_lossy());
             target_parts.reverse();
             pending.extend(target_parts);
         }
-        Ok(format!("/{}", resolved.join("/")))
+        Ok(walk)
     }
 
-    /// Where the tree path `here` links, once per run ([`Host::links`]).
-    fn link_at(&self, here: &str) -> io::Result<Option<PathBuf>> {
+    /// Where the tree path `here` links (None: not a link, or missing), once per run ([`Host::links`]).
+    fn link_at(&self, here: &str) -> Option<PathBuf> {
         let known = self.links.lock().ok().and_then(|l| l.get(here).cloned());
         if let Some(target) = known {
-            return Ok(target);
+            return target;
         }
-        let real = self.map(here);
-        let target = match fs::symlink_metadata(&real) {
-            Ok(meta) if meta.file_type().is_symlink() => Some(fs::read_link(&real)?),
-            _ => None,
-        };
+        // EINVAL: not a link; ENOENT, ENOTDIR: missing. Each is "not a link" to the walk.
+        let target = self.read_link_at(here).ok();
         if let Ok(mut links) = self.links.lock() {
             links.insert(here.to_string(), target.clone());
         }
-        Ok(target)
+        target
     }
+
+    /// `stat` of the host path, following a link in the root; the file itself is looked at first without
+    /// following it, which answers for everything but a link.
+    fn stat_in_root(&self, path: &str) -> ReadResult<libc::stat> {
+        let st = self
+            .stat_at(&self.resolve_dir_of(path)?, libc::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| ReadError::from_io(path, &e))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            return Ok(st);
+        }
+        self.stat_at(&self.resolve_in_root(path)?, 0)
+            .map_err(|e| ReadError::from_io(path, &e))
+    }
+
+    /// The host path `host_path` relative to the recorded root's directory handle, for the `*at` calls.
+    fn at_root(&self, host_path: &str) -> io::Result<(i32, CString)> {
+        let dir = self
+            .root_dir
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the live root has no directory handle"))?;
+        let relative = host_path.trim_start_matches('/');
+        let relative = CString::new(if relative.is_empty() { "." } else { relative })
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        Ok((dir.as_raw_fd(), relative))
+    }
+
+    /// `openat(root, host_path, O_RDONLY | O_NONBLOCK | flags)`.
+    fn open_at(&self, host_path: &str, flags: i32) -> io::Result<fs::File> {
+        let (dir, relative) = self.at_root(host_path)?;
+        open_c(dir, &relative, flags)
+    }
+
+    /// `fstatat(root, host_path, flags)`.
+    fn stat_at(&self, host_path: &str, flags: i32) -> io::Result<libc::stat> {
+        let (dir, relative) = self.at_root(host_path)?;
+        // SAFETY: zeroed is a valid `stat`; fstatat writes it whole on success.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid directory fd, NUL-terminated path and a `stat` to write into.
+        if unsafe { libc::fstatat(dir, relative.as_ptr(), &mut st, flags) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+
+    /// `readlinkat(root, host_path)`: EINVAL when it is not a link.
+    fn read_link_at(&self, host_path: &str) -> io::Result<PathBuf> {
+        let (dir, relative) = self.at_root(host_path)?;
+        let mut buf = [0u8; libc::PATH_MAX as usize];
+        // SAFETY: a valid directory fd and NUL-terminated path; readlinkat writes at most `buf.len()` bytes.
+        let n =
+            unsafe { libc::readlinkat(dir, relative.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n == buf.len() {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        }
+        Ok(PathBuf::from(OsString::from_vec(buf[..n].to_vec())))
+    }
+}
+
+fn open_c(dir: i32, relative: &CString, flags: i32) -> io::Result<fs::File> {
+    // SAFETY: a valid directory fd and NUL-terminated path; the fd returned is owned by the File alone.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            relative.as_ptr(),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | flags,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nothing else.
+    Ok(fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// At most `max + 1` bytes of `file`: one past the limit tells "exactly max" from "more than max" (sysfs reports
+/// size 4096 whatever the content, so metadata cannot be trusted). Room for a page is made first, so that an
+/// attribute takes one read and the read that sees its end.
+fn read_at_most(file: fs::File, max: u64) -> io::Result<Vec<u8>> {
+    const PAGE: u64 = 4096;
+    let mut buf = Vec::with_capacity((max + 1).min(PAGE + 1) as usize);
+    file.take(max + 1).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// [`read_at_most`] for a file of a recorded tree, whose files are regular: a read shorter than asked is the
+/// end of the file (as the page cache answers), so an attribute takes one read instead of two. Live files are
+/// read to the empty read: procfs tables come a page at a time.
+fn read_recorded(mut file: fs::File, max: u64) -> io::Result<Vec<u8>> {
+    const PAGE: u64 = 4096;
+    let limit = max.saturating_add(1);
+    let mut buf = Vec::new();
+    let mut len = 0;
+    loop {
+        // A page first, then doubling, never past the limit.
+        let want = (limit - len as u64).min(if len == 0 { PAGE + 1 } else { len as u64 }) as usize;
+        if want == 0 {
+            break;
+        }
+        buf.resize(len + want, 0);
+        let n = match file.read(&mut buf[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        len += n;
+        if n < want {
+            break;
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// The root directory handle: `O_PATH`, enough for the `*at` calls and never readable itself.
+fn open_root(root: &Path) -> io::Result<OwnedFd> {
+    let path = CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a NUL-terminated path; the fd returned is owned by the OwnedFd alone.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `/sys/x/name` → (`/sys/x`, `name`) when the path ends in a name (not `.`, `..` or a slash).
+fn split_name(path: &str) -> Option<(&str, &str)> {
+    let (dir, name) = path.rsplit_once('/')?;
+    (!matches!(name, "" | "." | "..")).then_some((dir, name))
 }
 
 fn components(path: &str) -> Vec<String> {
@@ -497,6 +755,67 @@ mod tests {
         assert_eq!(host.read("/etc/cufile.json").unwrap(), "{}");
     }
 
+    /// An absolute link leads inside the root even where the live machine has the file it names: the link is
+    /// never followed by the kernel (the file is opened without following it, its directory walked in the root).
+    #[test]
+    fn absolute_link_to_a_path_missing_from_the_tree_is_missing() {
+        let (d, host) = tree();
+        let live_file = std::env::current_exe().unwrap();
+        symlink(&live_file, d.path().join("etc/escape")).unwrap();
+        symlink(live_file.parent().unwrap(), d.path().join("etc/escape-dir")).unwrap();
+        let name = live_file.file_name().unwrap().to_str().unwrap();
+        for path in ["/etc/escape".to_string(), format!("/etc/escape-dir/{name}")] {
+            assert!(
+                host.read_bytes(&path, 1 << 30).unwrap_err().is_not_found(),
+                "{path}"
+            );
+            assert!(!host.exists(&path), "{path}");
+            assert!(host.canonical(&path).unwrap_err().is_not_found(), "{path}");
+        }
+        assert!(!host.is_dir("/etc/escape-dir"));
+    }
+
+    /// Links met anywhere on the way, and `..` after one, resolve as the kernel would with the root as `/`;
+    /// answers stay the same when asked again (the walks are kept per directory).
+    #[test]
+    fn links_in_directories_and_dot_dot_resolve_inside_root() {
+        let (d, host) = tree();
+        symlink("/sys/bus/pci/devices", d.path().join("etc/devices")).unwrap();
+        symlink("/etc/devices/0000:00:06.0", d.path().join("etc/gpu")).unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                host.read("/etc/devices/0000:00:06.0/vendor").unwrap(),
+                "0x10de"
+            );
+            assert_eq!(host.read("/etc/gpu/vendor").unwrap(), "0x10de");
+            assert_eq!(
+                host.read("/etc/gpu/../0000:00:06.0/vendor").unwrap(),
+                "0x10de"
+            );
+            assert_eq!(host.read("/../../etc/gpu/vendor").unwrap(), "0x10de");
+            assert_eq!(
+                host.canonical("/etc/gpu").unwrap(),
+                "/sys/devices/pci0000:00/0000:00:06.0"
+            );
+            assert!(host.is_dir("/etc/gpu") && host.exists("/etc/gpu/vendor"));
+            assert!(!host.is_dir("/etc/gpu/vendor"));
+            assert_eq!(
+                host.read_link("/etc/devices/0000:00:06.0").unwrap(),
+                "../../../devices/pci0000:00/0000:00:06.0"
+            );
+            assert_eq!(host.read_dir("/etc/gpu").unwrap(), ["vendor"]);
+            let missing = host.read("/etc/gpu/device").unwrap_err();
+            assert_eq!(
+                (missing.path.as_str(), missing.is_not_found()),
+                ("/etc/gpu/device", true)
+            );
+            assert_eq!(
+                host.read_link("/etc/gpu/vendor").unwrap_err().kind,
+                ReadErrorKind::InvalidArgument
+            );
+        }
+    }
+
     #[test]
     fn symlink_loop_is_an_error_not_a_hang() {
         let (_d, host) = tree();
@@ -523,6 +842,37 @@ mod tests {
             ReadErrorKind::TooLarge(10)
         );
         assert_eq!(host.read_bytes("/etc/big", 100).unwrap().len(), 100);
+    }
+
+    /// A recorded file is read in growing pieces until a short read: sizes around a page and the limit.
+    #[test]
+    fn files_of_every_size_around_a_page_and_the_limit_read_whole() {
+        let (d, host) = tree();
+        for size in [0, 1, 4095, 4096, 4097, 8193, 100_000] {
+            let content: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let name = format!("etc/size-{size}");
+            fs::write(d.path().join(&name), &content).unwrap();
+            let path = format!("/{name}");
+            assert_eq!(
+                host.read_bytes(&path, size as u64).unwrap(),
+                content,
+                "{size}"
+            );
+            assert_eq!(host.read_bytes(&path, 1 << 20).unwrap(), content, "{size}");
+            if size > 0 {
+                assert_eq!(
+                    host.read_bytes(&path, size as u64 - 1).unwrap_err().kind,
+                    ReadErrorKind::TooLarge(size as u64 - 1),
+                    "{size}"
+                );
+            }
+        }
+        let fresh = Host::at(d.path()).unwrap();
+        assert_eq!(
+            fresh.read_bytes("/etc/size-8193", 8192).unwrap_err().kind,
+            ReadErrorKind::TooLarge(8192),
+            "refused before it was ever read whole"
+        );
     }
 
     #[test]

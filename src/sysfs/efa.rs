@@ -63,7 +63,13 @@ pub fn read_peer_attribute(host: &Host, bdf: &str) -> ReadResult<Option<(String,
 }
 
 /// Every EFA function on the bus with what is bound to it. An unreadable bus or RDMA class is the error.
+/// Read once per host and shared: five checks of a run ask, and each read visits every function on the bus.
 pub fn read_functions(host: &Host) -> ReadResult<Vec<EfaFunction>> {
+    struct Functions(ReadResult<Vec<EfaFunction>>);
+    host.shared(|h| Functions(scan_functions(h))).0.clone()
+}
+
+fn scan_functions(host: &Host) -> ReadResult<Vec<EfaFunction>> {
     let mut rdma_by_bdf: Vec<(String, String)> = Vec::new();
     for name in infiniband::read_device_names(host)? {
         if let Some(bdf) = infiniband::device_bdf(host, &name)? {
@@ -334,6 +340,34 @@ pub fn read_uptime(host: &Host) -> Result<f64, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reproduced: efa.link, efa.counters, efa.devices, efa.libfabric and rdma.counters each read `vendor` and
+    /// `device` of every function on the bus (5 × 68 files on the 8-GPU tree).
+    #[test]
+    fn functions_are_read_once_per_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let function = dir.path().join("sys/devices/pci0000:00/0000:00:10.0");
+        std::fs::create_dir_all(&function).unwrap();
+        std::fs::write(function.join("vendor"), "0x1d0f\n").unwrap();
+        std::fs::write(function.join("device"), "0xefa1\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/class/infiniband")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/0000:00:10.0",
+            dir.path().join("sys/bus/pci/devices/0000:00:10.0"),
+        )
+        .unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        assert_eq!(read_functions(&host).unwrap().len(), 1);
+        std::fs::write(function.join("device"), "0xec20\n").unwrap();
+        assert_eq!(
+            read_functions(&host.clone()).unwrap().len(),
+            1,
+            "read again"
+        );
+        let fresh = Host::at(dir.path()).unwrap();
+        assert!(read_functions(&fresh).unwrap().is_empty());
+    }
 
     #[test]
     fn gid_names_its_interface_mac() {
