@@ -554,14 +554,14 @@ mod tests {
     /// A test probe: its metadata and what its run does, so each behaviour below is one constant.
     struct TestProbe {
         meta: &'static ProbeMeta,
-        body: fn(&'static str) -> Vec<CheckResult>,
+        body: fn(&'static str, &Context<'_>) -> Vec<CheckResult>,
     }
     impl Probe for TestProbe {
         fn meta(&self) -> &'static ProbeMeta {
             self.meta
         }
-        fn run(&self, _: &Context<'_>) -> Vec<CheckResult> {
-            (self.body)(self.meta.id)
+        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+            (self.body)(self.meta.id, cx)
         }
     }
     static SLEEPER: TestProbe = TestProbe {
@@ -571,7 +571,7 @@ mod tests {
             timeout: Duration::from_millis(50),
             ..ProbeMeta::STATIC
         },
-        body: |id| {
+        body: |id, _| {
             std::thread::sleep(Duration::from_secs(5));
             vec![CheckResult::pass(id, "woke up")]
         },
@@ -582,7 +582,7 @@ mod tests {
             title: "panics",
             ..ProbeMeta::STATIC
         },
-        body: |_| panic!("boom"),
+        body: |_, _| panic!("boom"),
     };
     static SKIPPER: TestProbe = TestProbe {
         meta: &ProbeMeta {
@@ -590,30 +590,26 @@ mod tests {
             title: "skips",
             ..ProbeMeta::STATIC
         },
-        body: |id| vec![CheckResult::skip(id, "no hardware")],
+        body: |id, _| vec![CheckResult::skip(id, "no hardware")],
     };
 
     /// An active probe that says which process it ran in.
-    struct Measurer;
-    impl Probe for Measurer {
-        fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.measurer",
-                title: "measures",
-                kind: Kind::Active,
-                libraries: &[Library::Cuda],
-                ..ProbeMeta::STATIC
-            };
-            &META
-        }
-        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
+    static MEASURER: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.measurer",
+            title: "measures",
+            kind: Kind::Active,
+            libraries: &[Library::Cuda],
+            ..ProbeMeta::STATIC
+        },
+        body: |id, cx| {
             let recorded = cx.answers.obtain("cuda.test", || 0u32).map(|o| o.value);
             vec![CheckResult::pass(
-                self.id(),
+                id,
                 format!("pid {} read {recorded:?}", std::process::id()),
             )]
-        }
-    }
+        },
+    };
 
     /// Recorded answers touch no library: a replay runs library and active probes in this process, on the
     /// recording parsed once (each probe in a child of its own, re-parsing it, before).
@@ -626,7 +622,7 @@ mod tests {
             answers: Answers::from_file(&recording).unwrap(),
             ..inputs(Profile::default())
         };
-        let out = run(&[&Measurer], shared, Duration::from_secs(5), &Progress::OFF);
+        let out = run(&[&MEASURER], shared, Duration::from_secs(5), &Progress::OFF);
         let r = &out.results[0];
         assert_eq!(r.status, Status::Pass, "{r:#?}");
         assert_eq!(r.summary, format!("pid {} read Ok(7)", std::process::id()));
@@ -641,33 +637,27 @@ mod tests {
         collect: || panic!("the library was called on a host without its hardware"),
         only_if: Some(|_| false),
     };
-    struct AsksForAbsentHardware;
-    impl Probe for AsksForAbsentHardware {
-        fn meta(&self) -> &'static ProbeMeta {
-            const META: ProbeMeta = ProbeMeta {
-                id: "test.asks_absent",
-                title: "asks for facts of absent hardware",
-                kind: Kind::Library,
-                libraries: &[Library::Fabric],
-                facts: &[&ABSENT_HARDWARE],
-                ..ProbeMeta::STATIC
-            };
-            &META
-        }
-        fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-            match cx.answers.obtain::<u32, _>(ABSENT_HARDWARE.key, || {
-                panic!("collected in process on a host without the hardware")
-            }) {
-                Ok(_) => vec![CheckResult::pass(self.id(), "answered")],
-                Err(e) => vec![CheckResult::error(self.id(), e)],
-            }
-        }
-    }
+    static ASKS_FOR_ABSENT_HARDWARE: TestProbe = TestProbe {
+        meta: &ProbeMeta {
+            id: "test.asks_absent",
+            title: "asks for facts of absent hardware",
+            kind: Kind::Library,
+            libraries: &[Library::Fabric],
+            facts: &[&ABSENT_HARDWARE],
+            ..ProbeMeta::STATIC
+        },
+        body: |id, cx| match cx.answers.obtain::<u32, _>(ABSENT_HARDWARE.key, || {
+            panic!("collected in process on a host without the hardware")
+        }) {
+            Ok(_) => vec![CheckResult::pass(id, "answered")],
+            Err(e) => vec![CheckResult::error(id, e)],
+        },
+    };
 
     #[test]
     fn facts_about_absent_hardware_are_not_asked() {
         let out = run(
-            &[&AsksForAbsentHardware],
+            &[&ASKS_FOR_ABSENT_HARDWARE],
             inputs(Profile::default()),
             Duration::from_secs(5),
             &Progress::OFF,
