@@ -127,6 +127,22 @@ pub enum Event<'a> {
     Other,
 }
 
+impl Event<'_> {
+    /// Whether what a caller makes of this event depends on the process that printed it (host, pid): data
+    /// paths are tallied per host, init outcomes and failures per process.
+    pub fn names_its_process(&self) -> bool {
+        matches!(
+            self,
+            Event::Channel(_)
+                | Event::CommLifecycle { .. }
+                | Event::ErrorReturn { .. }
+                | Event::CompletionError(_)
+                | Event::NcclError(_)
+                | Event::Warn { .. }
+        )
+    }
+}
+
 /// What an init line says happened to a communicator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommStage {
@@ -295,7 +311,7 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
     let line = &line[..kept.map_or(0, |i| i + 1)];
     // One scan for both escapes and carriage returns: most lines have neither.
     if memchr::memchr2(0x1b, b'\r', line.as_bytes()).is_none() {
-        return parse_segment(line, first_nccl, &mut emit);
+        return parse_segment(line, first_nccl, Ids::Always, &mut emit);
     }
     if memchr::memchr(0x1b, line.as_bytes()).is_some() {
         parse_clean(&strip_ansi(line), &mut emit);
@@ -305,18 +321,33 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
 }
 
 /// [`parse_line_from`] for a line the caller knows holds no escape, carriage return or newline (it scanned
-/// the whole block at once).
-pub fn parse_plain_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Record<'_>)) {
-    parse_segment(line, first_nccl, &mut emit)
+/// the whole block at once). With [`Ids::WhereUsed`], records whose event does not
+/// [name its process](Event::names_its_process) carry no host or pid.
+pub fn parse_plain_line_from(
+    line: &str,
+    first_nccl: usize,
+    ids: Ids,
+    mut emit: impl FnMut(Record<'_>),
+) {
+    parse_segment(line, first_nccl, ids, &mut emit)
+}
+
+/// Which records get the host and pid of their prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ids {
+    Always,
+    /// Only records whose event [names its process](Event::names_its_process): reading the prefix was a
+    /// third of the time on topology and device lines, which a caller tallies without it.
+    WhereUsed,
 }
 
 /// A line without ANSI codes: its records borrow from it.
 fn parse_clean<'a>(line: &'a str, emit: &mut impl FnMut(Record<'a>)) {
     if memchr::memchr(b'\r', line.as_bytes()).is_none() {
-        return parse_segment(line, 0, emit);
+        return parse_segment(line, 0, Ids::Always, emit);
     }
     for segment in line.split('\r') {
-        parse_segment(segment, 0, emit);
+        parse_segment(segment, 0, Ids::Always, emit);
     }
 }
 
@@ -344,7 +375,12 @@ fn strip_ansi(line: &str) -> String {
 
 /// One CR-delimited piece of a line (progress bars rewrite a line with `\r`; each piece stands alone).
 /// `segment` holds no `NCCL` before byte `first_nccl`.
-fn parse_segment<'a>(segment: &'a str, first_nccl: usize, emit: &mut impl FnMut(Record<'a>)) {
+fn parse_segment<'a>(
+    segment: &'a str,
+    first_nccl: usize,
+    ids: Ids,
+    emit: &mut impl FnMut(Record<'a>),
+) {
     if let Some(record) = canonical_record(segment, first_nccl) {
         return emit(record);
     }
@@ -391,7 +427,9 @@ fn parse_segment<'a>(segment: &'a str, first_nccl: usize, emit: &mut impl FnMut(
     while let Some(token) = current {
         let body_start = (token.pos + TOKEN_LEN).min(segment.len());
         let (next, via) = scan_body(segment.as_bytes(), body_start);
-        let prefix = parse_prefix(&segment[region_start..token.pos], token.level);
+        let before = &segment[region_start..token.pos];
+        // WARN's location is in its prefix: read here, the INFO prefix below where wanted.
+        let warn_prefix = (token.level == Level::Warn).then(|| parse_prefix(before, Level::Warn));
         let body_end = match &next {
             Some(n) => {
                 let start = parse_prefix(&segment[body_start..n.pos], n.level).start;
@@ -422,9 +460,16 @@ fn parse_segment<'a>(segment: &'a str, first_nccl: usize, emit: &mut impl FnMut(
                 }
             }
             Level::Warn => Event::Warn {
-                location: prefix.location,
+                location: warn_prefix.as_ref().and_then(|p| p.location),
                 message,
             },
+        };
+        let prefix = match warn_prefix {
+            Some(prefix) => prefix,
+            None if ids == Ids::Always || event.names_its_process() => {
+                parse_prefix(before, Level::Info)
+            }
+            None => Prefix::default(),
         };
         emit(Record {
             host: prefix.host,
