@@ -6,7 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . .ci/lib.sh
-apt_install podman debootstrap runc python3
+# rdma-core's user space outside too: a tree without recorded library answers asks the libraries live, so the
+# binary outside must find the same ones the image carries (a machine without them reported `rdma-core is not
+# installed` where the image's libibverbs answered ENOSYS: seen on a fresh machine, where no earlier stage had
+# installed them).
+apt_install podman debootstrap runc python3 rdma-core ibverbs-providers
 portable=$(.ci/build-portable)
 cargo build -q --release --locked   # the ordinary build, to show it cannot start on Debian 11
 
