@@ -464,9 +464,12 @@ fn parse_segment<'a>(
                 message,
             },
         };
+        // Records glued on one line all get their ids: the caller chose `ids` for the line, and an earlier
+        // record of it may change what the caller needs (an error frame opens a chain).
+        let single = region_start == 0 && next.is_none();
         let prefix = match warn_prefix {
             Some(prefix) => prefix,
-            None if ids == Ids::Always || event.names_its_process() => {
+            None if ids == Ids::Always || !single || event.names_its_process() => {
                 parse_prefix(before, Level::Info)
             }
             None => Prefix::default(),

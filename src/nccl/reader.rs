@@ -639,7 +639,7 @@ mod tests {
     /// `NET/IB : Using` line of the same process between them are two chains, as line by line.
     #[test]
     fn lines_between_error_frames_end_the_chain_as_line_by_line() {
-        let cycles: [&[&str]; 3] = [
+        let cycles: [&[&str]; 4] = [
             &[
                 "h:7:8 [0] NCCL INFO transport/net_ib.cc:911 -> 2",
                 "h:7:8 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1",
@@ -655,6 +655,12 @@ mod tests {
                 "h:7:8 [0] NCCL INFO proxy.cc:1 -> 2",
                 "h:9:9 [1] NCCL INFO Ring 00 : 0 1",
                 "h:7:8 [0] NCCL INFO proxy.cc:2 -> 2",
+            ],
+            // A frame and a topology line of its process glued on one line (ranks writing to one stream): the
+            // chain opened by the first record ends at the second, as when they stand on lines of their own.
+            &[
+                "h:7:8 [0] NCCL INFO transport/net_ib.cc:911 -> 2 h:7:8 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1",
+                "h:7:8 [0] NCCL INFO transport/net.cc:79 -> 2",
             ],
         ];
         for cycle in cycles {
