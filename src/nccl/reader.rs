@@ -619,6 +619,18 @@ mod tests {
         }
         let mut fast = Analyzer::new();
         fast.read("t.log", log.as_slice(), None).unwrap();
+        let slow = line_by_line(&log);
+        let json = |a: Analyzer| {
+            let mut v = serde_json::to_value(a.finish()).unwrap();
+            v.as_object_mut().unwrap().remove("input");
+            v
+        };
+        assert_eq!(json(fast), json(slow));
+    }
+
+    /// The reference the block reader is compared with: each line of `log` decoded (Docker's JSON) and parsed
+    /// alone, every prefix read.
+    fn line_by_line(log: &[u8]) -> Analyzer {
         let mut slow = Analyzer::new();
         slow.start_source("t.log");
         for (n, raw) in log.split(|&b| b == b'\n').enumerate() {
@@ -626,12 +638,7 @@ mod tests {
             let text = String::from_utf8_lossy(&decoded);
             line::parse_line(&text, |r| slow.record(n as u64 + 1, r));
         }
-        let json = |a: Analyzer| {
-            let mut v = serde_json::to_value(a.finish()).unwrap();
-            v.as_object_mut().unwrap().remove("input");
-            v
-        };
-        assert_eq!(json(fast), json(slow));
+        slow
     }
 
     /// Dense blocks read topology and device lines without their prefix, except while an error chain is
@@ -677,12 +684,7 @@ mod tests {
             }
             let mut fast = Analyzer::new();
             fast.read("t.log", log.as_bytes(), None).unwrap();
-            let mut slow = Analyzer::new();
-            slow.start_source("t.log");
-            for (n, text) in log.lines().enumerate() {
-                line::parse_line(text, |r| slow.record(n as u64 + 1, r));
-            }
-            let (fast, slow) = (fast.finish(), slow.finish());
+            let (fast, slow) = (fast.finish(), line_by_line(log.as_bytes()).finish());
             assert_eq!(fast.errors_total, slow.errors_total, "{cycle:?}");
             assert_eq!(
                 serde_json::to_value(&fast.errors).unwrap(),

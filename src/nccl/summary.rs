@@ -406,7 +406,6 @@ impl Analyzer {
         push_distinct(&mut self.input.files, source);
     }
 
-    /// One parsed record (public for the fuzz target and for callers that split lines themselves).
     /// Which records need their host and pid here: all while an error chain is open (any other line of its
     /// process closes it), otherwise only those whose event is tallied per process.
     pub(super) fn ids_wanted(&self) -> line::Ids {
@@ -417,6 +416,7 @@ impl Analyzer {
         }
     }
 
+    /// One parsed record (public for the fuzz target and for callers that split lines themselves).
     pub fn record(&mut self, line_no: u64, r: Record<'_>) {
         self.input.nccl_records += 1;
         // A chain's frames follow one another: any other line of its process ends it.
