@@ -1,6 +1,6 @@
 //! Throughput of the NCCL log analysis on one core, against `grep -c NCCL` (and `rg -c NCCL` when installed)
 //! on the same file in the same run. `cargo bench --bench nccl_throughput`; size with NCCL_BENCH_MIB
-//! (default 256).
+//! (default 256). NCCL_BENCH_KEEP=DIR keeps the generated logs there, for profiling the analysis alone.
 //!
 //! The generated logs are what a job's combined output looks like: mostly application noise (training
 //! progress, Python warnings) with NCCL INFO init lines, topology dumps, init lines and channel lines from
@@ -235,6 +235,10 @@ fn main() {
             t.elapsed().as_secs_f64()
         );
         bench_one(&path, bytes);
+        if let Some(keep) = std::env::var_os("NCCL_BENCH_KEEP") {
+            let kept = Path::new(&keep).join(path.file_name().expect("file name"));
+            std::fs::copy(&path, kept).expect("keep the log");
+        }
         std::fs::remove_file(&path).ok();
     }
     println!(

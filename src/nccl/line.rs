@@ -634,6 +634,14 @@ fn parse_prefix(before: &str, level: Level) -> Prefix<'_> {
             if end == 0 || bytes[end - 1] != b']' {
                 return none;
             }
+            if let Some((host, pid)) = ids_from_start(&before[..end]) {
+                return Prefix {
+                    start: 0,
+                    host: Some(host),
+                    pid: Some(pid),
+                    location: None,
+                };
+            }
             match parse_ids(before, end - 1) {
                 Some((start, host, pid)) => Prefix {
                     start,
@@ -688,11 +696,63 @@ fn parse_ids(s: &str, close: usize) -> Option<(usize, &str, u32)> {
         return None;
     }
     let host_end = pid_start - 1;
-    let host_start = skip_back(b, host_end, |c| {
-        c.is_ascii_alphanumeric() || c == b'-' || c == b'_'
-    });
+    let host_start = skip_back(b, host_end, is_host_byte);
     let pid = digits_u32(&b[pid_start..pid_end])?;
     Some((host_start, &s[host_start..host_end], pid))
+}
+
+/// Bytes a host name is made of (what [`parse_ids`] takes as the host): ASCII letters, digits, `-` and `_`.
+/// A table, where the range tests cost a dozen instructions a byte on every channel line's host.
+static HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        c += 1;
+    }
+    table
+};
+
+#[inline(always)]
+fn is_host_byte(c: u8) -> bool {
+    HOST_BYTES[usize::from(c)]
+}
+
+/// `s` is exactly `host:pid:tid [dev]`, the prefix as NCCL prints it at the start of a line: read forwards
+/// in one pass, where [`parse_ids`] (which also finds it behind a launcher's own prefix) walks back over
+/// each field twice. Same result as `parse_ids` wherever this gives one (`prefixes_read_forwards_as_backwards`).
+#[inline(always)]
+fn ids_from_start(s: &str) -> Option<(&str, u32)> {
+    let b = s.as_bytes();
+    let byte = |i: usize| b.get(i).copied().unwrap_or(0);
+    let mut at = 0;
+    while is_host_byte(byte(at)) {
+        at += 1;
+    }
+    let host_end = at;
+    // `:pid` (its value as `parse_ids` reads it: `None` above u32::MAX), `:tid`, ` [dev`, each at least a digit.
+    let mut pid = 0u64;
+    for field in 0..3 {
+        if field == 2 {
+            if byte(at) != b' ' {
+                return None;
+            }
+            at += 1;
+        }
+        if byte(at) != [b':', b':', b'['][field] || !byte(at + 1).is_ascii_digit() {
+            return None;
+        }
+        at += 1;
+        while byte(at).is_ascii_digit() {
+            if field == 0 {
+                pid = (pid * 10 + u64::from(byte(at) - b'0')).min(1 << 40);
+            }
+            at += 1;
+        }
+    }
+    let pid = u32::try_from(pid).ok()?;
+    (at + 1 == b.len() && byte(at) == b']').then(|| (&s[..host_end], pid))
 }
 
 #[inline(always)]
@@ -2189,6 +2249,56 @@ mod tests {
 
     /// The reader's shortcuts (the first `NCCL` already found, ` via ` found while looking for the next
     /// token) give the same records as searching from scratch, on lines where the two could differ.
+    /// [`ids_from_start`] against the backward reader, on prefixes and mutations of them at every edge of the
+    /// shape (digits, separators, host bytes, overflowing pids, text around it).
+    #[test]
+    fn prefixes_read_forwards_as_backwards() {
+        const SEEDS: [&str; 5] = [
+            "gpu-a013:30105:30196 [5]",
+            "h:1:2 [0]",
+            "node_7-b:4294967295:1 [12]",
+            ":1:2 [3]",
+            "x:99999999999:12 [1]",
+        ];
+        const PIECES: [&str; 10] = [" ", "[", "]", ":", "0", "9", "-", "é", "x", "\t"];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut forward = 0;
+        for i in 0..20_000 {
+            let mut prefix = SEEDS[i % SEEDS.len()].to_string();
+            for _ in 0..(i / SEEDS.len()) % 3 {
+                let mut at = next(prefix.len() + 1);
+                while !prefix.is_char_boundary(at) {
+                    at -= 1;
+                }
+                if next(2) == 0 {
+                    prefix.insert_str(at, PIECES[next(PIECES.len())]);
+                } else {
+                    let mut end = (at + 1).min(prefix.len());
+                    while !prefix.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    prefix.replace_range(at..end, "");
+                }
+            }
+            let Some((host, pid)) = ids_from_start(&prefix) else {
+                continue;
+            };
+            forward += 1;
+            let back = prefix
+                .ends_with(']')
+                .then(|| parse_ids(&prefix, prefix.len() - 1))
+                .flatten();
+            assert_eq!(back, Some((0, host, pid)), "{prefix:?}");
+        }
+        assert!(forward > 5_000, "{forward}");
+    }
+
     #[test]
     fn shortcuts_give_the_same_records() {
         for line in [

@@ -9,6 +9,7 @@ pub(crate) mod env;
 pub(crate) mod judge;
 pub mod line;
 pub(crate) mod outcome;
+mod positions;
 pub(crate) mod reader;
 pub(crate) mod summary;
 
