@@ -1174,7 +1174,8 @@ fn any_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
 /// of a dense log's lines), with where its path starts. `None` for anything else, which the general reader
 /// decides: this accepts a subset of what it does, with the same result
 /// (`canonical_lines_read_as_the_general_reader_does`). The text before ` via ` holds no other ` via `.
-#[inline(always)]
+// Not inlined: inside its caller it cost more instructions (registers spilled around it).
+#[inline(never)]
 fn canonical_channel(msg: &str) -> Option<(Channel<'_>, usize)> {
     let mut c = Cursor::new(msg);
     if !c.eat(b"Channel ") {
@@ -1326,12 +1327,22 @@ fn leading_number(b: &[u8]) -> (usize, Option<u32>) {
         if !c.is_ascii_digit() {
             break;
         }
-        // Saturates well above u32::MAX, so that a run of any length is refused below.
-        value = (value * 10 + u64::from(c - b'0')).min(1 << 40);
+        value = value.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
         digits += 1;
     }
-    let value = (digits > 0).then(|| u32::try_from(value).ok()).flatten();
-    (digits, value)
+    (digits, digit_run_value(&b[..digits], value))
+}
+
+/// The value of the digit run `d` as a `u32`, given `wrapped`, the same digits accumulated in a `u64` without
+/// overflow checks: exact up to 19 digits (no wrap possible), checked beyond (leading zeros may precede a
+/// small number). Saturating at every digit instead cost two instructions a digit.
+#[inline(always)]
+fn digit_run_value(d: &[u8], wrapped: u64) -> Option<u32> {
+    match d.len() {
+        0 => None,
+        1..=19 => u32::try_from(wrapped).ok(),
+        _ => digits_u32(d),
+    }
 }
 
 /// How many ASCII digits end `b[..end]`.
@@ -2220,6 +2231,10 @@ mod tests {
             "4294967295",
             "4294967296",
             "0004294967295",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551617",
+            "0000000000000000000042",
             "99999999999999999999999999",
             "12ab",
             "007x",
@@ -2253,12 +2268,13 @@ mod tests {
     /// shape (digits, separators, host bytes, overflowing pids, text around it).
     #[test]
     fn prefixes_read_forwards_as_backwards() {
-        const SEEDS: [&str; 5] = [
+        const SEEDS: [&str; 6] = [
             "gpu-a013:30105:30196 [5]",
             "h:1:2 [0]",
             "node_7-b:4294967295:1 [12]",
             ":1:2 [3]",
             "x:99999999999:12 [1]",
+            "h:00000000000000000000007:1 [0]",
         ];
         const PIECES: [&str; 10] = [" ", "[", "]", ":", "0", "9", "-", "é", "x", "\t"];
         let mut state = 0x2545_F491_4F6C_DD1Du64;
