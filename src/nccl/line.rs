@@ -725,34 +725,21 @@ fn is_host_byte(c: u8) -> bool {
 #[inline(always)]
 fn ids_from_start(s: &str) -> Option<(&str, u32)> {
     let b = s.as_bytes();
-    let byte = |i: usize| b.get(i).copied().unwrap_or(0);
-    let mut at = 0;
-    while is_host_byte(byte(at)) {
-        at += 1;
-    }
-    let host_end = at;
-    // `:pid` (its value as `parse_ids` reads it: `None` above u32::MAX), `:tid`, ` [dev`, each at least a digit.
-    let mut pid = 0u64;
-    for field in 0..3 {
-        if field == 2 {
-            if byte(at) != b' ' {
-                return None;
-            }
-            at += 1;
-        }
-        if byte(at) != [b':', b':', b'['][field] || !byte(at + 1).is_ascii_digit() {
-            return None;
-        }
-        at += 1;
-        while byte(at).is_ascii_digit() {
-            if field == 0 {
-                pid = (pid * 10 + u64::from(byte(at) - b'0')).min(1 << 40);
-            }
-            at += 1;
-        }
-    }
-    let pid = u32::try_from(pid).ok()?;
-    (at + 1 == b.len() && byte(at) == b']').then(|| (&s[..host_end], pid))
+    let host_end = b.iter().position(|&c| !is_host_byte(c))?;
+    // `:pid`, `:tid`, ` [dev`, then `]`: each separator followed by at least a digit; the pid's value as
+    // `parse_ids` reads it (`None` above u32::MAX).
+    let (at, pid) = number_after(b, host_end, b":")?;
+    let (at, _) = number_after(b, at, b":")?;
+    let (at, _) = number_after(b, at, b" [")?;
+    (at + 1 == b.len() && b[at] == b']').then_some((&s[..host_end], pid?))
+}
+
+/// `sep` at `at`, then a run of digits: where the run ends, and its value.
+#[inline(always)]
+fn number_after(b: &[u8], at: usize, sep: &[u8]) -> Option<(usize, Option<u32>)> {
+    let rest = b.get(at..)?.strip_prefix(sep)?;
+    let (digits, value) = leading_number(rest);
+    (digits > 0).then_some((at + sep.len() + digits, value))
 }
 
 #[inline(always)]
@@ -2174,32 +2161,12 @@ mod tests {
         fn general_channel(msg: &str) -> Option<Channel<'_>> {
             VIA.find(msg.as_bytes()).and_then(|v| any_channel(msg, v))
         }
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut mutator = Mutator(0x9E37_79B9_7F4A_7C15);
         let mut fast_lines = 0;
         for i in 0..40_000 {
             let mut line = SEEDS[i % SEEDS.len()].to_string();
             for _ in 0..(i / SEEDS.len()) % 4 {
-                let mut at = next(line.len() + 1);
-                while !line.is_char_boundary(at) {
-                    at -= 1;
-                }
-                match next(3) {
-                    0 => line.insert_str(at, PIECES[next(PIECES.len())]),
-                    1 => {
-                        let mut end = (at + 1 + next(3)).min(line.len());
-                        while !line.is_char_boundary(end) {
-                            end += 1;
-                        }
-                        line.replace_range(at..end, "");
-                    }
-                    _ => line.truncate(at),
-                }
+                mutator.mutate(&mut line, &PIECES);
             }
             let Some(hit) = line.find("NCCL") else {
                 continue;
@@ -2262,8 +2229,6 @@ mod tests {
         }
     }
 
-    /// The reader's shortcuts (the first `NCCL` already found, ` via ` found while looking for the next
-    /// token) give the same records as searching from scratch, on lines where the two could differ.
     /// [`ids_from_start`] against the backward reader, on prefixes and mutations of them at every edge of the
     /// shape (digits, separators, host bytes, overflowing pids, text around it).
     #[test]
@@ -2277,30 +2242,12 @@ mod tests {
             "h:00000000000000000000007:1 [0]",
         ];
         const PIECES: [&str; 10] = [" ", "[", "]", ":", "0", "9", "-", "é", "x", "\t"];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut mutator = Mutator(0x2545_F491_4F6C_DD1D);
         let mut forward = 0;
         for i in 0..20_000 {
             let mut prefix = SEEDS[i % SEEDS.len()].to_string();
             for _ in 0..(i / SEEDS.len()) % 3 {
-                let mut at = next(prefix.len() + 1);
-                while !prefix.is_char_boundary(at) {
-                    at -= 1;
-                }
-                if next(2) == 0 {
-                    prefix.insert_str(at, PIECES[next(PIECES.len())]);
-                } else {
-                    let mut end = (at + 1).min(prefix.len());
-                    while !prefix.is_char_boundary(end) {
-                        end += 1;
-                    }
-                    prefix.replace_range(at..end, "");
-                }
+                mutator.mutate(&mut prefix, &PIECES);
             }
             let Some((host, pid)) = ids_from_start(&prefix) else {
                 continue;
@@ -2315,6 +2262,39 @@ mod tests {
         assert!(forward > 5_000, "{forward}");
     }
 
+    /// Reproducible random edits for the equivalence tests: at a random char boundary, insert one of the
+    /// pieces, delete one to three chars, or cut the text there.
+    struct Mutator(u64);
+
+    impl Mutator {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+
+        fn mutate(&mut self, text: &mut String, pieces: &[&str]) {
+            let mut at = self.below(text.len() + 1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            match self.below(3) {
+                0 => text.insert_str(at, pieces[self.below(pieces.len())]),
+                1 => {
+                    let mut end = (at + 1 + self.below(3)).min(text.len());
+                    while !text.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    text.replace_range(at..end, "");
+                }
+                _ => text.truncate(at),
+            }
+        }
+    }
+
+    /// The reader's shortcuts (the first `NCCL` already found, ` via ` found while looking for the next
+    /// token) give the same records as searching from scratch, on lines where the two could differ.
     #[test]
     fn shortcuts_give_the_same_records() {
         for line in [

@@ -266,7 +266,7 @@ impl Analyzer {
             let mut first_nccl = None;
             let mut from = start;
             while let Some(at) = capital_ns.next_from(from).filter(|&at| at < end) {
-                if at + 4 <= end && bytes.get(at..at + 4) == Some(b"NCCL") {
+                if bytes[at..end].starts_with(b"NCCL") {
                     first_nccl = Some(at - start);
                     break;
                 }
