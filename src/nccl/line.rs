@@ -311,6 +311,9 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
     let line = &line[..kept.map_or(0, |i| i + 1)];
     // One scan for both escapes and carriage returns: most lines have neither.
     if memchr::memchr2(0x1b, b'\r', line.as_bytes()).is_none() {
+        if let Some(record) = canonical_record(line, first_nccl, None) {
+            return emit(record);
+        }
         return parse_segment(line, first_nccl, Ids::Always, &mut emit);
     }
     if memchr::memchr(0x1b, line.as_bytes()).is_some() {
@@ -321,14 +324,18 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
 }
 
 /// [`parse_line_from`] for a line the caller knows holds no escape, carriage return or newline (it scanned
-/// the whole block at once). With [`Ids::WhereUsed`], records whose event does not
+/// the whole block at once), with `prefixes` kept across its lines. With [`Ids::WhereUsed`], records whose event does not
 /// [name its process](Event::names_its_process) carry no host or pid.
 pub fn parse_plain_line_from(
     line: &str,
     first_nccl: usize,
     ids: Ids,
+    prefixes: &mut PrefixMemo,
     mut emit: impl FnMut(Record<'_>),
 ) {
+    if let Some(record) = canonical_record(line, first_nccl, Some(prefixes)) {
+        return emit(record);
+    }
     parse_segment(line, first_nccl, ids, &mut emit)
 }
 
@@ -374,16 +381,14 @@ fn strip_ansi(line: &str) -> String {
 }
 
 /// One CR-delimited piece of a line (progress bars rewrite a line with `\r`; each piece stands alone).
-/// `segment` holds no `NCCL` before byte `first_nccl`.
+/// `segment` holds no `NCCL` before byte `first_nccl`. The general reader: callers try [`canonical_record`]
+/// first on the lines that usually take it.
 fn parse_segment<'a>(
     segment: &'a str,
     first_nccl: usize,
     ids: Ids,
     emit: &mut impl FnMut(Record<'a>),
 ) {
-    if let Some(record) = canonical_record(segment, first_nccl) {
-        return emit(record);
-    }
     let (segment, repeat) = strip_ray_repeat(segment);
     // Usually the token sits right where the caller found `NCCL`: check there before searching.
     let first = match token_at(segment.as_bytes(), first_nccl) {
@@ -487,7 +492,18 @@ fn parse_segment<'a>(
 
 /// `str::trim` (same Unicode whitespace) that tests ASCII bytes directly, falling back to `str::trim` only
 /// when an end is non-ASCII: the generic version decodes every char, and it runs several times per line.
+/// Most texts it gets have nothing to trim: told from their two end bytes, inline (a call cost more).
+#[inline(always)]
 fn trim(s: &str) -> &str {
+    let kept = |b: Option<&u8>| b.is_some_and(|&b| b > b' ' && b.is_ascii());
+    if kept(s.as_bytes().first()) && kept(s.as_bytes().last()) {
+        return s;
+    }
+    trimmed(s)
+}
+
+#[inline(never)]
+fn trimmed(s: &str) -> &str {
     trim_start(trim_end(s))
 }
 
@@ -672,6 +688,72 @@ fn parse_prefix(before: &str, level: Level) -> Prefix<'_> {
             }
             none
         }
+    }
+}
+
+/// [`parse_prefix`]'s readings of INFO prefixes, kept by their exact bytes: a process prints every line with
+/// one prefix (`host:pid:tid [dev] `), and reading it again was a quarter of a channel line's cost. Prefixes
+/// of up to [`MEMO_KEY_BYTES`] bytes, in a fixed table (a slot holds the last prefix hashed to it), so memory
+/// stays flat whatever the log.
+#[derive(Default)]
+pub struct PrefixMemo {
+    /// Empty until the first lookup (a reader that never needs it allocates nothing).
+    slots: Vec<MemoSlot>,
+}
+
+const MEMO_SLOTS: usize = 1024;
+const MEMO_KEY_BYTES: usize = 32;
+
+/// A prefix's length and the first [`MEMO_KEY_BYTES`] bytes of its segment (together they fix the prefix
+/// exactly), and what was read from it, as offsets into the segment.
+#[derive(Clone, Copy, Default)]
+struct MemoSlot {
+    /// 0: empty (an empty prefix is never kept: reading it costs nothing).
+    len: u8,
+    start: u8,
+    host: Option<(u8, u8)>,
+    pid: Option<u32>,
+    key: [u64; MEMO_KEY_BYTES / 8],
+}
+
+impl PrefixMemo {
+    /// `parse_prefix(&segment[..len], Level::Info)`, from the table when this prefix was read before.
+    #[inline(always)]
+    fn info_prefix<'a>(&mut self, segment: &'a str, len: usize) -> Prefix<'a> {
+        let head = segment.as_bytes().first_chunk::<MEMO_KEY_BYTES>();
+        let (Some(head), 1..=MEMO_KEY_BYTES) = (head, len) else {
+            return parse_prefix(&segment[..len], Level::Info);
+        };
+        let key: [u64; MEMO_KEY_BYTES / 8] = std::array::from_fn(|i| {
+            u64::from_le_bytes(head[8 * i..8 * i + 8].try_into().unwrap_or_default())
+        });
+        let hash = key.iter().fold(len as u64, |h, &w| {
+            (h.rotate_left(23) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        });
+        if self.slots.is_empty() {
+            self.slots = vec![MemoSlot::default(); MEMO_SLOTS];
+        }
+        let slot = &mut self.slots[(hash >> 54) as usize % MEMO_SLOTS];
+        if usize::from(slot.len) == len && slot.key == key {
+            return Prefix {
+                start: usize::from(slot.start),
+                host: slot
+                    .host
+                    .map(|(from, to)| &segment[usize::from(from)..usize::from(to)]),
+                pid: slot.pid,
+                location: None,
+            };
+        }
+        let prefix = parse_prefix(&segment[..len], Level::Info);
+        let offset = |s: &str| (s.as_ptr() as usize - segment.as_ptr() as usize) as u8;
+        *slot = MemoSlot {
+            len: len as u8,
+            start: prefix.start as u8,
+            host: prefix.host.map(|h| (offset(h), offset(h) + h.len() as u8)),
+            pid: prefix.pid,
+            key,
+        };
+        prefix
     }
 }
 
@@ -1203,9 +1285,14 @@ fn canonical_channel(msg: &str) -> Option<(Channel<'_>, usize)> {
 
 /// A segment that is one canonical channel record (`host:pid:tid [dev] NCCL INFO Channel …`, the token at
 /// `first_nccl`), read without the general reader's searches; `None` for any other segment, including one
-/// where another token or Ray's repeat suffix follows the path.
+/// where another token or Ray's repeat suffix follows the path. Its prefix is read through `prefixes` where
+/// the caller keeps one.
 #[inline(always)]
-fn canonical_record(segment: &str, first_nccl: usize) -> Option<Record<'_>> {
+fn canonical_record<'a>(
+    segment: &'a str,
+    first_nccl: usize,
+    prefixes: Option<&mut PrefixMemo>,
+) -> Option<Record<'a>> {
     let bytes = segment.as_bytes();
     if token_at(bytes, first_nccl)? != Level::Info {
         return None;
@@ -1220,7 +1307,10 @@ fn canonical_record(segment: &str, first_nccl: usize) -> Option<Record<'_>> {
     {
         return None;
     }
-    let prefix = parse_prefix(&segment[..first_nccl], Level::Info);
+    let prefix = match prefixes {
+        Some(memo) => memo.info_prefix(segment, first_nccl),
+        None => parse_prefix(&segment[..first_nccl], Level::Info),
+    };
     Some(Record {
         host: prefix.host,
         pid: prefix.pid,
@@ -2177,7 +2267,7 @@ mod tests {
             let mut fast = Vec::new();
             parse_line_from(&line, hit, |r| fast.push(format!("{r:?}")));
             assert_eq!(fast, general, "{line:?}");
-            if canonical_record(&line, hit).is_some() {
+            if canonical_record(&line, hit, None).is_some() {
                 fast_lines += 1;
             }
             let msg = line.get(hit + TOKEN_LEN + 1..).unwrap_or_default();
@@ -2260,6 +2350,48 @@ mod tests {
             assert_eq!(back, Some((0, host, pid)), "{prefix:?}");
         }
         assert!(forward > 5_000, "{forward}");
+    }
+
+    /// The prefix memo gives what `parse_prefix` reads, on first sight and on every later one: mutated prefixes
+    /// of lengths around the key's size, the same first bytes with another prefix length, and more distinct
+    /// prefixes than the table has slots (each slot replaced many times over).
+    #[test]
+    fn memoized_prefixes_read_as_parse_prefix() {
+        const SEEDS: [&str; 5] = [
+            "gpu-a013:30105:30196 [5] ",
+            "[1,4]<stdout>:gpu-c12:8812:8875 [0] ",
+            "h:1:2 [0] ",
+            "node-0123456789abcdef:123:456 [7] ",
+            "x ",
+        ];
+        const PIECES: [&str; 8] = [" ", "[", "]", ":", "7", "-", "é", "NCCL INFO "];
+        fn fields<'a>(p: &Prefix<'a>) -> (usize, Option<&'a str>, Option<u32>, Option<&'a str>) {
+            (p.start, p.host, p.pid, p.location)
+        }
+        let mut memo = PrefixMemo::default();
+        let mut mutator = Mutator(0x9E37_79B9_7F4A_7C15);
+        let mut kept = 0;
+        for i in 0..4 * MEMO_SLOTS {
+            let mut prefix = SEEDS[i % SEEDS.len()].to_string();
+            for _ in 0..(i / SEEDS.len()) % 3 {
+                mutator.mutate(&mut prefix, &PIECES);
+            }
+            // Distinct hosts beyond the slot count, then the token and a message (the key's other bytes).
+            prefix.insert_str(0, &format!("{:x}", i % (2 * MEMO_SLOTS)));
+            let segment = format!("{prefix}NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC");
+            for len in [prefix.len(), prefix.len().saturating_sub(1)] {
+                if !segment.is_char_boundary(len) {
+                    continue;
+                }
+                let want = parse_prefix(&segment[..len], Level::Info);
+                for _ in 0..2 {
+                    let got = memo.info_prefix(&segment, len);
+                    assert_eq!(fields(&got), fields(&want), "{segment:?} {len}");
+                }
+                kept += usize::from(len <= MEMO_KEY_BYTES);
+            }
+        }
+        assert!(kept > MEMO_SLOTS, "{kept}");
     }
 
     /// Reproducible random edits for the equivalence tests: at a random char boundary, insert one of the

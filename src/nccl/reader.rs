@@ -25,6 +25,12 @@ const BLOCK_BYTES: usize = 256 << 10;
 static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"nccl"));
 
+/// A line of a clean block (UTF-8 without escapes or carriage returns), and the block's prefix memo.
+struct Plain<'t, 'm> {
+    text: &'t str,
+    prefixes: &'m mut line::PrefixMemo,
+}
+
 /// A log could not be read to the end.
 #[derive(Debug)]
 pub enum ReadStop {
@@ -124,6 +130,7 @@ impl Analyzer {
         // A container runtime's stored log (decided on the first line), with the line it is joining.
         let mut shipped: Option<Option<Shipped>> = None;
         let mut dense = false;
+        let mut prefixes = line::PrefixMemo::default();
         loop {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ReadStop::Deadline { line: line_no });
@@ -174,7 +181,8 @@ impl Analyzer {
                     let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
                     line_no = match shipped {
                         None => {
-                            let (last, hits) = self.block(&finder, block, line_no, dense);
+                            let (last, hits) =
+                                self.block(&finder, &mut prefixes, block, line_no, dense);
                             // Dense: more than one line in four holds `NCCL`.
                             dense = hits as u64 * 4 > last - line_no;
                             last
@@ -209,6 +217,7 @@ impl Analyzer {
     fn block(
         &mut self,
         finder: &memmem::Finder<'_>,
+        prefixes: &mut line::PrefixMemo,
         block: &[u8],
         mut line_no: u64,
         dense: bool,
@@ -220,7 +229,7 @@ impl Analyzer {
             .flatten()
             .filter(|_| memchr::memchr2(0x1b, b'\r', block).is_none());
         if let Some(text) = clean {
-            return self.clean_block(finder, text, line_no);
+            return self.clean_block(finder, prefixes, text, line_no);
         }
         let mut hits = 0;
         let mut counted = 0;
@@ -252,6 +261,7 @@ impl Analyzer {
     fn clean_block(
         &mut self,
         finder: &memmem::Finder<'_>,
+        prefixes: &mut line::PrefixMemo,
         text: &str,
         mut line_no: u64,
     ) -> (u64, usize) {
@@ -276,7 +286,11 @@ impl Analyzer {
                 Some(hit) => {
                     hits += 1;
                     // Lines end at `\n` bytes, which are char boundaries.
-                    self.token_line(finder, line_no, line, Some(&text[start..end]), hit);
+                    let plain = Plain {
+                        text: &text[start..end],
+                        prefixes: &mut *prefixes,
+                    };
+                    self.token_line(finder, line_no, line, Some(plain), hit);
                 }
                 None => self.lines_without_token(line, line_no - 1),
             }
@@ -285,22 +299,21 @@ impl Analyzer {
         (line_no, hits)
     }
 
-    /// A line with `NCCL` at `first_nccl`; `text` is the same line when the caller already knows it is UTF-8
-    /// without escapes or carriage returns.
+    /// A line with `NCCL` at `first_nccl`; `plain` is the same line when the caller scanned it in a clean block.
     fn token_line(
         &mut self,
         finder: &memmem::Finder<'_>,
         line_no: u64,
         line: &[u8],
-        text: Option<&str>,
+        plain: Option<Plain<'_, '_>>,
         first_nccl: usize,
     ) {
         if line.len() > MAX_LINE_BYTES {
             self.input.long_lines_cut += 1;
             self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
-        } else if let Some(text) = text.filter(|_| line.first() != Some(&b'{')) {
+        } else if let Some(plain) = plain.filter(|_| line.first() != Some(&b'{')) {
             let ids = self.ids_wanted();
-            line::parse_plain_line_from(text, first_nccl, ids, |record| {
+            line::parse_plain_line_from(plain.text, first_nccl, ids, plain.prefixes, |record| {
                 self.record(line_no, record)
             });
         } else {
