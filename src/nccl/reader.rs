@@ -14,7 +14,7 @@ use memchr::memmem;
 use std::sync::LazyLock;
 
 use super::line::{self, MAX_LINE_BYTES};
-use super::positions::BytePositions;
+use super::positions::{BlockIndex, BlockText};
 use super::summary::{Analyzer, Summary};
 
 /// Bytes read per block: well inside a core's L2 cache, which the block stays in through the passes over it
@@ -24,6 +24,13 @@ const BLOCK_BYTES: usize = 256 << 10;
 /// Where an error name (`ncclSystemError`) may start in a line without `NCCL`.
 static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"nccl"));
+
+/// What reading dense blocks keeps from one block to the next: the index's buffers and the prefix memo.
+#[derive(Default)]
+struct DenseState {
+    index: BlockIndex,
+    prefixes: line::PrefixMemo,
+}
 
 /// A line of a clean block (UTF-8 without escapes or carriage returns), and the block's prefix memo.
 struct Plain<'t, 'm> {
@@ -130,7 +137,7 @@ impl Analyzer {
         // A container runtime's stored log (decided on the first line), with the line it is joining.
         let mut shipped: Option<Option<Shipped>> = None;
         let mut dense = false;
-        let mut prefixes = line::PrefixMemo::default();
+        let mut kept = DenseState::default();
         loop {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ReadStop::Deadline { line: line_no });
@@ -182,7 +189,7 @@ impl Analyzer {
                     line_no = match shipped {
                         None => {
                             let (last, hits) =
-                                self.block(&finder, &mut prefixes, block, line_no, dense);
+                                self.block(&finder, &mut kept, block, line_no, dense);
                             // Dense: more than one line in four holds `NCCL`.
                             dense = hits as u64 * 4 > last - line_no;
                             last
@@ -217,19 +224,24 @@ impl Analyzer {
     fn block(
         &mut self,
         finder: &memmem::Finder<'_>,
-        prefixes: &mut line::PrefixMemo,
+        kept: &mut DenseState,
         block: &[u8],
         mut line_no: u64,
         dense: bool,
     ) -> (u64, usize) {
-        // Dense blocks: one UTF-8 check and one escape/CR scan over the block instead of one per line (on
-        // sparse ones that would read the noise the finder skips).
-        let clean = dense
-            .then(|| std::str::from_utf8(block).ok())
-            .flatten()
-            .filter(|_| memchr::memchr2(0x1b, b'\r', block).is_none());
-        if let Some(text) = clean {
-            return self.clean_block(finder, prefixes, text, line_no);
+        // Dense blocks: one pass over the block finds its newlines and `N`s and checks it is UTF-8 without
+        // escapes or carriage returns, instead of checks on each line (on sparse ones that would read the noise
+        // the finder skips).
+        if dense {
+            let clean = match kept.index.build(block) {
+                // SAFETY: ASCII is UTF-8.
+                BlockText::Ascii => Some(unsafe { std::str::from_utf8_unchecked(block) }),
+                BlockText::NonAscii => std::str::from_utf8(block).ok(),
+                BlockText::Escapes => None,
+            };
+            if let Some(text) = clean {
+                return self.clean_block(finder, kept, text, line_no);
+            }
         }
         let mut hits = 0;
         let mut counted = 0;
@@ -256,26 +268,24 @@ impl Analyzer {
     /// A dense block known to be UTF-8 without escapes or carriage returns, line by line: there, one pass over
     /// the newlines numbers the lines for free, where searching back from each hit and counting the newlines
     /// between hits cost a fifth of the reading. The newlines and the `N`s (where a line's first `NCCL` can
-    /// start) come from bit masks built 64 bytes at a time: a `memchr` call for each on every short line cost
-    /// a quarter of the instructions of a dense log's reading.
+    /// start) come from the block's index (`kept.index`, built by the caller): a `memchr` call for each on
+    /// every short line cost a quarter of the instructions of a dense log's reading.
     fn clean_block(
         &mut self,
         finder: &memmem::Finder<'_>,
-        prefixes: &mut line::PrefixMemo,
+        kept: &mut DenseState,
         text: &str,
         mut line_no: u64,
     ) -> (u64, usize) {
         let bytes = text.as_bytes();
-        let mut newlines = BytePositions::new(bytes, b'\n');
-        let mut capital_ns = BytePositions::new(bytes, b'N');
         let mut hits = 0;
         let mut start = 0;
-        while let Some(end) = newlines.next_from(start) {
+        while let Some(end) = kept.index.newline_from(start) {
             line_no += 1;
             let line = &bytes[start..end];
             let mut first_nccl = None;
             let mut from = start;
-            while let Some(at) = capital_ns.next_from(from).filter(|&at| at < end) {
+            while let Some(at) = kept.index.capital_n_from(from).filter(|&at| at < end) {
                 if bytes[at..end].starts_with(b"NCCL") {
                     first_nccl = Some(at - start);
                     break;
@@ -288,7 +298,7 @@ impl Analyzer {
                     // Lines end at `\n` bytes, which are char boundaries.
                     let plain = Plain {
                         text: &text[start..end],
-                        prefixes: &mut *prefixes,
+                        prefixes: &mut kept.prefixes,
                     };
                     self.token_line(finder, line_no, line, Some(plain), hit);
                 }
