@@ -1336,7 +1336,7 @@ fn holds_nccl(b: &[u8]) -> bool {
             .map_or(0, |w| u64::from_le_bytes(*w))
     };
     let any_n = if rest.len() < 8 {
-        rest.iter().any(|&c| c == b'N')
+        rest.contains(&b'N')
     } else {
         // Words from the start, the last one ending at the end (overlapping the one before it).
         let last = rest.len() - 8;
