@@ -324,16 +324,16 @@ pub fn parse_line_from(line: &str, first_nccl: usize, mut emit: impl FnMut(Recor
 }
 
 /// [`parse_line_from`] for a line the caller knows holds no escape, carriage return or newline (it scanned
-/// the whole block at once), with `prefixes` kept across its lines. With [`Ids::WhereUsed`], records whose event does not
+/// the whole block at once), with `memo` kept across its lines. With [`Ids::WhereUsed`], records whose event does not
 /// [name its process](Event::names_its_process) carry no host or pid.
 pub fn parse_plain_line_from(
     line: &str,
     first_nccl: usize,
     ids: Ids,
-    prefixes: &mut PrefixMemo,
+    memo: &mut LineMemo,
     mut emit: impl FnMut(Record<'_>),
 ) {
-    if let Some(record) = canonical_record(line, first_nccl, Some(prefixes)) {
+    if let Some(record) = canonical_record(line, first_nccl, Some(memo)) {
         return emit(record);
     }
     parse_segment(line, first_nccl, ids, &mut emit)
@@ -691,14 +691,133 @@ fn parse_prefix(before: &str, level: Level) -> Prefix<'_> {
     }
 }
 
-/// [`parse_prefix`]'s readings of INFO prefixes, kept by their exact bytes: a process prints every line with
-/// one prefix (`host:pid:tid [dev] `), and reading it again was a quarter of a channel line's cost. Prefixes
-/// of up to [`MEMO_KEY_BYTES`] bytes, in a fixed table (a slot holds the last prefix hashed to it), so memory
-/// stays flat whatever the log.
+/// What reading a dense block's canonical channel lines keeps for the next lines, by exact bytes, in fixed
+/// tables (a slot holds the last text hashed to it), so memory stays flat whatever the log: [`parse_prefix`]'s
+/// readings of INFO prefixes of up to [`MEMO_KEY_BYTES`] bytes (a process prints every line with one prefix,
+/// `host:pid:tid [dev] `, and reading it again was a quarter of a channel line's cost), and the transport
+/// paths' ([`PathMemo`]).
 #[derive(Default)]
-pub struct PrefixMemo {
+pub struct LineMemo {
     /// Empty until the first lookup (a reader that never needs it allocates nothing).
     slots: Vec<MemoSlot>,
+    paths: PathMemo,
+}
+
+/// [`parse_transport`]'s readings of transport paths of 8 to 16 bytes (`NET/IB/0/GDRDMA`, `P2P/CUMEM/read`),
+/// kept by their bytes in 256 slots (enough that a handful of paths rarely share one): a job's channel lines
+/// use a handful of paths, and reading one again cost a sixth of a channel line. The key is the length and the first and last eight bytes, which together fix
+/// every byte of such a path.
+#[derive(Default)]
+struct PathMemo {
+    slots: Vec<PathSlot>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct PathSlot {
+    /// 0: empty.
+    len: u8,
+    head: u64,
+    tail: u64,
+    transport: TransportAt,
+}
+
+/// A [`Transport`] with offsets into its path for its strings.
+#[derive(Clone, Copy, Default)]
+enum TransportAt {
+    Net {
+        collnet: bool,
+        plugin: (u8, u8),
+        dev: u32,
+        proxy: Option<u32>,
+        gdrdma: bool,
+        shared: bool,
+    },
+    P2p((u8, u8)),
+    Shm,
+    #[default]
+    Other,
+}
+
+/// `text[from..to]`, by `split_at`, which inlines where a range index did not.
+#[inline(always)]
+fn part_at(text: &str, (from, to): (u8, u8)) -> &str {
+    let (from, to) = (usize::from(from), usize::from(to));
+    text.split_at(from).1.split_at(to - from).0
+}
+
+impl PathMemo {
+    /// `parse_transport(path)`, from the table when this path was read before.
+    #[inline(always)]
+    fn transport<'a>(&mut self, path: &'a str) -> Transport<'a> {
+        let b = path.as_bytes();
+        let (Some(head), Some(tail)) = (b.first_chunk::<8>(), b.last_chunk::<8>()) else {
+            return parse_transport(path);
+        };
+        if b.len() > 16 {
+            return parse_transport(path);
+        }
+        let (head, tail) = (u64::from_le_bytes(*head), u64::from_le_bytes(*tail));
+        let hash =
+            (head ^ tail.rotate_left(29) ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        if self.slots.is_empty() {
+            self.slots = vec![PathSlot::default(); 256];
+        }
+        let slot = &mut self.slots[(hash >> 56) as usize % 256];
+        if usize::from(slot.len) != b.len() || slot.head != head || slot.tail != tail {
+            let transport = parse_transport(path);
+            let span = |part: &str| {
+                let from = (part.as_ptr() as usize - path.as_ptr() as usize) as u8;
+                (from, from + part.len() as u8)
+            };
+            *slot = PathSlot {
+                len: b.len() as u8,
+                head,
+                tail,
+                transport: match transport {
+                    Transport::Net {
+                        collnet,
+                        plugin,
+                        dev,
+                        proxy,
+                        gdrdma,
+                        shared,
+                    } => TransportAt::Net {
+                        collnet,
+                        plugin: span(plugin),
+                        dev,
+                        proxy,
+                        gdrdma,
+                        shared,
+                    },
+                    Transport::P2p(kind) => TransportAt::P2p(span(kind)),
+                    Transport::Shm => TransportAt::Shm,
+                    Transport::Other(_) => TransportAt::Other,
+                },
+            };
+            return transport;
+        }
+        let part = |at| part_at(path, at);
+        match slot.transport {
+            TransportAt::Net {
+                collnet,
+                plugin,
+                dev,
+                proxy,
+                gdrdma,
+                shared,
+            } => Transport::Net {
+                collnet,
+                plugin: part(plugin),
+                dev,
+                proxy,
+                gdrdma,
+                shared,
+            },
+            TransportAt::P2p(kind) => Transport::P2p(part(kind)),
+            TransportAt::Shm => Transport::Shm,
+            TransportAt::Other => Transport::Other(path),
+        }
+    }
 }
 
 const MEMO_SLOTS: usize = 1024;
@@ -716,7 +835,7 @@ struct MemoSlot {
     key: [u64; MEMO_KEY_BYTES / 8],
 }
 
-impl PrefixMemo {
+impl LineMemo {
     /// `parse_prefix(&segment[..len], Level::Info)`, from the table when this prefix was read before.
     #[inline(always)]
     fn info_prefix<'a>(&mut self, segment: &'a str, len: usize) -> Prefix<'a> {
@@ -1177,7 +1296,7 @@ fn is_graph(msg: &str) -> bool {
 /// `Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA` and every older shape.
 fn parse_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
     // The canonical reading finds the first ` via ` itself: the text it reads before it holds none.
-    match canonical_channel(msg) {
+    match canonical_channel(msg, None) {
         Some((channel, path)) => {
             debug_assert_eq!(path - VIA_LEN, via);
             Some(channel)
@@ -1245,7 +1364,10 @@ fn any_channel(msg: &str, via: usize) -> Option<Channel<'_>> {
 /// (`canonical_lines_read_as_the_general_reader_does`). The text before ` via ` holds no other ` via `.
 // Not inlined: inside its caller it cost more instructions (registers spilled around it).
 #[inline(never)]
-fn canonical_channel(msg: &str) -> Option<(Channel<'_>, usize)> {
+fn canonical_channel<'a>(
+    msg: &'a str,
+    paths: Option<&mut PathMemo>,
+) -> Option<(Channel<'a>, usize)> {
     let mut c = Cursor::new(msg);
     if !c.eat(b"Channel ") {
         return None;
@@ -1278,33 +1400,36 @@ fn canonical_channel(msg: &str) -> Option<(Channel<'_>, usize)> {
         from: Some(from),
         to: Some(to),
         direction,
-        transport: parse_transport(trim(&msg[c.at..])),
+        transport: match paths {
+            Some(paths) => paths.transport(trim(&msg[c.at..])),
+            None => parse_transport(trim(&msg[c.at..])),
+        },
     };
     Some((channel, c.at))
 }
 
 /// A segment that is one canonical channel record (`host:pid:tid [dev] NCCL INFO Channel …`, the token at
 /// `first_nccl`), read without the general reader's searches; `None` for any other segment, including one
-/// where another token or Ray's repeat suffix follows the path. Its prefix is read through `prefixes` where
+/// where another token or Ray's repeat suffix follows the path. Its prefix and path are read through `memo` where
 /// the caller keeps one.
 #[inline(always)]
 fn canonical_record<'a>(
     segment: &'a str,
     first_nccl: usize,
-    prefixes: Option<&mut PrefixMemo>,
+    mut memo: Option<&mut LineMemo>,
 ) -> Option<Record<'a>> {
     let bytes = segment.as_bytes();
     if token_at(bytes, first_nccl)? != Level::Info {
         return None;
     }
     let msg = segment.get(first_nccl + TOKEN_LEN + 1..)?;
-    let (channel, path) = canonical_channel(msg)?;
+    let (channel, path) = canonical_channel(msg, memo.as_mut().map(|m| &mut m.paths))?;
     // The general reader trims the message first: a path of spaces leaves no ` via ` there.
     let end = trim_end(msg).len();
     if end <= path || holds_nccl(&msg.as_bytes()[path..]) || msg.as_bytes()[end - 1] == b']' {
         return None;
     }
-    let prefix = match prefixes {
+    let prefix = match memo {
         Some(memo) => memo.info_prefix(segment, first_nccl),
         None => parse_prefix(&segment[..first_nccl], Level::Info),
     };
@@ -2302,7 +2427,7 @@ mod tests {
             }
             let msg = line.get(hit + TOKEN_LEN + 1..).unwrap_or_default();
             let msg = trim(msg.split(" [repeated ").next().unwrap_or_default());
-            if let Some((c, path)) = canonical_channel(msg) {
+            if let Some((c, path)) = canonical_channel(msg, None) {
                 assert_eq!(Some(&c), general_channel(msg).as_ref(), "{msg:?}");
                 assert_eq!(VIA.find(msg.as_bytes()), Some(path - VIA_LEN), "{msg:?}");
             }
@@ -2398,7 +2523,7 @@ mod tests {
         fn fields<'a>(p: &Prefix<'a>) -> (usize, Option<&'a str>, Option<u32>, Option<&'a str>) {
             (p.start, p.host, p.pid, p.location)
         }
-        let mut memo = PrefixMemo::default();
+        let mut memo = LineMemo::default();
         let mut mutator = Mutator(0x9E37_79B9_7F4A_7C15);
         let mut kept = 0;
         for i in 0..4 * MEMO_SLOTS {
@@ -2422,6 +2547,37 @@ mod tests {
             }
         }
         assert!(kept > MEMO_SLOTS, "{kept}");
+    }
+
+    /// The path memo gives what `parse_transport` reads, on first sight and later: mutated paths of every
+    /// length around the key's limits, more of them than the table has slots.
+    #[test]
+    fn memoized_paths_read_as_parse_transport() {
+        const PATHS: [&str; 7] = [
+            "NET/IB/0/GDRDMA",
+            "NET/IB/12",
+            "NET/Socket/1",
+            "COLLNET/SHARP/0",
+            "P2P/CUMEM/read",
+            "P2P/IPC",
+            "SHM/direct/direct",
+        ];
+        const PIECES: [&str; 8] = [" ", "/", "(", ")", "7", "é", "GDRDMA", "x"];
+        let mut memo = PathMemo::default();
+        let mut mutator = Mutator(0x2545_F491_4F6C_DD1D);
+        let mut kept = 0;
+        for i in 0..5_000 {
+            let mut path = PATHS[i % PATHS.len()].to_string();
+            for _ in 0..(i / PATHS.len()) % 3 {
+                mutator.mutate(&mut path, &PIECES);
+            }
+            let want = parse_transport(&path);
+            for _ in 0..2 {
+                assert_eq!(memo.transport(&path), want, "{path:?}");
+            }
+            kept += usize::from((8..=16).contains(&path.len()));
+        }
+        assert!(kept > 1_000, "{kept}");
     }
 
     #[test]

@@ -25,17 +25,17 @@ const BLOCK_BYTES: usize = 256 << 10;
 static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"nccl"));
 
-/// What reading dense blocks keeps from one block to the next: the index's buffers and the prefix memo.
+/// What reading dense blocks keeps from one block to the next: the index's buffers and the line memo.
 #[derive(Default)]
 struct DenseState {
     index: BlockIndex,
-    prefixes: line::PrefixMemo,
+    memo: line::LineMemo,
 }
 
-/// A line of a clean block (UTF-8 without escapes or carriage returns), and the block's prefix memo.
+/// A line of a clean block (UTF-8 without escapes or carriage returns), and the blocks' line memo.
 struct Plain<'t, 'm> {
     text: &'t str,
-    prefixes: &'m mut line::PrefixMemo,
+    memo: &'m mut line::LineMemo,
 }
 
 /// A log could not be read to the end.
@@ -298,7 +298,7 @@ impl Analyzer {
                     // Lines end at `\n` bytes, which are char boundaries.
                     let plain = Plain {
                         text: &text[start..end],
-                        prefixes: &mut kept.prefixes,
+                        memo: &mut kept.memo,
                     };
                     self.token_line(finder, line_no, line, Some(plain), hit);
                 }
@@ -323,7 +323,7 @@ impl Analyzer {
             self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
         } else if let Some(plain) = plain.filter(|_| line.first() != Some(&b'{')) {
             let ids = self.ids_wanted();
-            line::parse_plain_line_from(plain.text, first_nccl, ids, plain.prefixes, |record| {
+            line::parse_plain_line_from(plain.text, first_nccl, ids, plain.memo, |record| {
                 self.record(line_no, record)
             });
         } else {
