@@ -442,7 +442,7 @@ fn parse_segment<'a>(
             }
             None => segment.len(),
         };
-        let message = trim(&segment[body_start..body_end]);
+        let message = trim_spaced(&segment[body_start..body_end]);
         let event = match token.level {
             // A record glued to the next one: the next record's prefix may have eaten the end of a channel
             // line (`via NET/IB/0/GDRDMAgpu-a01:1:3 [1]`), and channel parsing ignores trailing text anyway.
@@ -500,6 +500,14 @@ fn trim(s: &str) -> &str {
         return s;
     }
     trimmed(s)
+}
+
+/// [`trim`] for a text that usually has one space at an end (a message after its token, a field before
+/// ` : `): that space is dropped first, so that the inline test usually suffices.
+#[inline(always)]
+fn trim_spaced(s: &str) -> &str {
+    let s = s.strip_prefix(' ').unwrap_or(s);
+    trim(s.strip_suffix(' ').unwrap_or(s))
 }
 
 #[inline(never)]
@@ -1067,11 +1075,11 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     let Some(colon) = memchr::memchr(b':', rest.as_bytes()) else {
         return Event::Other;
     };
-    let net = trim(&rest[..colon]);
+    let net = trim_spaced(&rest[..colon]);
     if net.is_empty() || net.contains('/') || net.contains(' ') {
         return Event::Other;
     }
-    let text = trim(&rest[colon + 1..]);
+    let text = trim_spaced(&rest[colon + 1..]);
     if text.starts_with("No device found") {
         return Event::NoDevice(net);
     }
@@ -1080,11 +1088,11 @@ fn classify_net_line<'a>(msg: &'a str, rest: &'a str) -> Event<'a> {
     }
     if let Some(list) = text.strip_prefix("Using") {
         // `[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:…<0>`: keep the device list only.
-        let mut list = trim(split_byte(list, b';').map_or(list, |(l, _)| l));
+        let mut list = trim_spaced(split_byte(list, b';').map_or(list, |(l, _)| l));
         while let Some(l) = list.strip_suffix("[RO]") {
             list = l;
         }
-        let list = trim(list);
+        let list = trim_spaced(list);
         return Event::NetDevices { net, devices: list };
     }
     if text.starts_with('[') {
@@ -1242,7 +1250,9 @@ fn parse_comm_lifecycle(msg: &str) -> Option<Event<'_>> {
     let mut rank = None;
     let mut nranks = None;
     let mut words = Words { s: head, at: 0 };
-    while let Some(w) = words.next() {
+    // The first of each key counts: the words after all three (device, bus id, …) are not read.
+    while comm.is_none() || rank.is_none() || nranks.is_none() {
+        let Some(w) = words.next() else { break };
         match w {
             "comm" if comm.is_none() => comm = words.next(),
             "rank" if rank.is_none() => rank = words.next().and_then(|n| n.parse().ok()),
@@ -2364,8 +2374,13 @@ mod tests {
             " \u{2003} y \u{85}",
             "é ",
             " ü",
+            "  two  ",
+            " \u{a0}",
+            "IB ",
+            " Using [0]mlx5_0:1/IB ",
         ] {
             assert_eq!(trim(s), s.trim(), "{s:?}");
+            assert_eq!(trim_spaced(s), s.trim(), "{s:?}");
             assert_eq!(trim_end(s), s.trim_end(), "{s:?}");
         }
     }

@@ -621,7 +621,7 @@ impl Analyzer {
         let found = self
             .transports
             .iter()
-            .position(|t| t.class == class && t.gdrdma == gdrdma && t.name == name);
+            .position(|t| t.class == class && t.gdrdma == gdrdma && same_name(&t.name, name));
         let index = match found {
             Some(i) => i,
             None if self.transports.len() >= MAX_TRANSPORTS => {
@@ -902,6 +902,18 @@ impl Analyzer {
     }
 }
 
+/// `a == b` for a transport's name (`IB`, `CUMEM`): compared byte by byte when short, where the general
+/// comparison called `bcmp` for a few bytes on every channel line.
+#[inline]
+fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && if a.len() <= 8 {
+            a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
+        } else {
+            a == b
+        }
+}
+
 fn push_distinct(list: &mut Vec<String>, item: &str) {
     let item = truncate_chars(item, MAX_NAME_CHARS * 4);
     if list.len() < MAX_DISTINCT && !list.iter().any(|i| i == item) {
@@ -922,6 +934,7 @@ fn tally_reason(list: &mut Vec<Reason>, text: &str, repeat: u32, at: String) {
     }
 }
 
+#[inline]
 fn truncate_chars(s: &str, max: usize) -> &str {
     // No more bytes than `max`: no more chars either (the usual case, without walking the chars).
     if s.len() <= max {
