@@ -546,7 +546,18 @@ fn is_ascii_space(b: u8) -> bool {
 }
 
 /// Ray's dedup suffix: `… [repeated 7x across cluster]` → (line without it, 7).
+#[inline(always)]
 fn strip_ray_repeat(segment: &str) -> (&str, u32) {
+    // Told from the last byte on most lines: an ASCII one that neither is space nor closes the suffix.
+    let last = segment.as_bytes().last().copied().unwrap_or(b']');
+    if last != b']' && last.is_ascii() && !is_ascii_space(last) {
+        return (segment, 1);
+    }
+    ray_repeat_suffix(segment)
+}
+
+#[inline(never)]
+fn ray_repeat_suffix(segment: &str) -> (&str, u32) {
     let trimmed = trim_end(segment);
     if let Some(body) = trimmed.strip_suffix(RAY_REPEAT_END) {
         if let Some(at) = body.rfind(RAY_REPEAT) {
@@ -746,11 +757,16 @@ enum TransportAt {
     Other,
 }
 
-/// `text[from..to]`, by `split_at`, which inlines where a range index did not.
+/// `text[from..to]`, by `split_at`, which inlines where a range index did not (a call on every channel line).
+#[inline(always)]
+fn sub(text: &str, from: usize, to: usize) -> &str {
+    text.split_at(from).1.split_at(to - from).0
+}
+
+/// [`sub`] for a memo's offsets.
 #[inline(always)]
 fn part_at(text: &str, (from, to): (u8, u8)) -> &str {
-    let (from, to) = (usize::from(from), usize::from(to));
-    text.split_at(from).1.split_at(to - from).0
+    sub(text, usize::from(from), usize::from(to))
 }
 
 impl PathMemo {
@@ -864,9 +880,7 @@ impl LineMemo {
         if usize::from(slot.len) == len && slot.key == key {
             return Prefix {
                 start: usize::from(slot.start),
-                host: slot
-                    .host
-                    .map(|(from, to)| &segment[usize::from(from)..usize::from(to)]),
+                host: slot.host.map(|at| part_at(segment, at)),
                 pid: slot.pid,
                 location: None,
             };
@@ -1514,7 +1528,7 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn take_while(&mut self, keep: impl Fn(u8) -> bool) -> &'a str {
         let n = self.rest().iter().take_while(|&&b| keep(b)).count();
-        let taken = &self.s[self.at..self.at + n];
+        let taken = sub(self.s, self.at, self.at + n);
         self.at += n;
         taken
     }
