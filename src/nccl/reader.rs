@@ -339,11 +339,11 @@ impl Analyzer {
         block: &[u8],
         mut line_no: u64,
     ) -> u64 {
-        for line in block
-            .strip_suffix(b"\n")
-            .unwrap_or(block)
-            .split(|&b| b == b'\n')
-        {
+        // Lines found by `memchr`: a byte-by-byte split cost five instructions a byte.
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', block) {
+            let line = &block[start..end];
+            start = end + 1;
             line_no += 1;
             if line.len() > MAX_LINE_BYTES {
                 self.input.long_lines_cut += 1;
@@ -520,11 +520,17 @@ fn docker_log(raw: &[u8]) -> Option<(Cow<'_, [u8]>, bool)> {
 /// A CRI log line `<RFC 3339 time> <stdout|stderr> <tags> <text>`: the text, and whether the tags hold `P`
 /// (partial: the runtime split the line, the next stored line continues it).
 fn cri_line(raw: &[u8]) -> Option<(&[u8], bool)> {
-    let mut fields = raw.splitn(4, |&b| b == b' ');
-    let time = fields.next()?;
-    let stream = fields.next()?;
-    let tags = fields.next()?;
-    let text = fields.next().unwrap_or_default();
+    // `<time> <stream> <tags> <text>`: the first space found by `memchr`, the stream's six bytes and the few
+    // of the tags compared in place (splitting the line at every space cost more than the rest of its reading).
+    let space = memchr::memchr(b' ', raw)?;
+    let (time, rest) = (&raw[..space], &raw[space + 1..]);
+    let stream = rest.get(..6)?;
+    let rest = rest.get(6..)?.strip_prefix(b" ")?;
+    let tags_end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    let (tags, text) = (
+        &rest[..tags_end],
+        rest.get(tags_end + 1..).unwrap_or_default(),
+    );
     let is_time = time.len() >= 20
         && time[..4].iter().all(u8::is_ascii_digit)
         && time[4] == b'-'
@@ -545,8 +551,12 @@ fn cri_line(raw: &[u8]) -> Option<(&[u8], bool)> {
 }
 
 fn count_newlines(s: &[u8]) -> u64 {
-    // Plain loop: the compiler vectorises it; faster than iterating memchr hits on dense newlines.
-    s.iter().filter(|&&b| b == b'\n').count() as u64
+    // Byte counters over runs of at most 255 bytes: the compiler vectorises that sixteen bytes to a compare
+    // and an add, where a `usize` count per byte vectorised four bytes at a time (most of a sparse log's
+    // reading).
+    s.chunks(255)
+        .map(|run| u64::from(run.iter().fold(0u8, |n, &b| n + u8::from(b == b'\n'))))
+        .sum()
 }
 
 #[cfg(test)]
@@ -577,6 +587,61 @@ mod tests {
         assert_eq!(s.input.lines, 2);
         assert_eq!(s.verdict, Verdict::IbGdrdma);
         assert_eq!(s.transports[0].first_seen, "t.log:2");
+    }
+
+    /// `cri_line` against the plain reading it replaced (split at the first three spaces), and
+    /// `count_newlines` against a byte count, on CRI lines cut and edited at every byte.
+    #[test]
+    fn cri_fields_and_newline_counts_read_as_plain_loops() {
+        fn by_split(raw: &[u8]) -> Option<(&[u8], bool)> {
+            let mut fields = raw.splitn(4, |&b| b == b' ');
+            let (time, stream, tags) = (fields.next()?, fields.next()?, fields.next()?);
+            let text = fields.next().unwrap_or_default();
+            let is_time = time.len() >= 20
+                && time[..4].iter().all(u8::is_ascii_digit)
+                && time[4] == b'-'
+                && time[10] == b'T';
+            if !is_time || !matches!(stream, b"stdout" | b"stderr") {
+                return None;
+            }
+            let tags = tags.strip_suffix(b"\r").unwrap_or(tags);
+            let split = tags
+                .split(|&b| b == b':')
+                .try_fold(false, |split, tag| match tag {
+                    b"P" => Some(true),
+                    b"F" => Some(split),
+                    _ => None,
+                })?;
+            Some((text, split))
+        }
+        let seeds: [&[u8]; 4] = [
+            b"2026-11-29T10:15:02.123456789Z stderr F gpu-a01:1:2 [0] NCCL INFO x\n",
+            b"2026-11-29T10:15:02.1Z stdout P:F a  b",
+            b"2026-11-29T10:15:02.1Z stdoutX F a",
+            b"2026-11-29T10:15:02.1Z stderr F\r",
+        ];
+        for seed in seeds {
+            for cut in 0..=seed.len() {
+                for edit in [None, Some(b' '), Some(b'x'), Some(b'\n')] {
+                    let mut raw = seed[..cut].to_vec();
+                    if let Some(b) = edit {
+                        let at = cut / 2;
+                        raw.insert(at.min(raw.len()), b);
+                    }
+                    assert_eq!(
+                        cri_line(&raw),
+                        by_split(&raw),
+                        "{:?}",
+                        String::from_utf8_lossy(&raw)
+                    );
+                    let newlines = raw.iter().filter(|&&b| b == b'\n').count() as u64;
+                    assert_eq!(
+                        count_newlines(&raw.repeat(cut + 1)),
+                        newlines * (cut as u64 + 1)
+                    );
+                }
+            }
+        }
     }
 
     #[test]
