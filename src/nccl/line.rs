@@ -844,7 +844,9 @@ impl PathMemo {
     }
 }
 
-const MEMO_SLOTS: usize = 1024;
+/// Enough that a log of a thousand ranks (two thousand prefixes: the main and the proxy thread) mostly hits;
+/// 192 KiB once allocated.
+const MEMO_SLOTS: usize = 4096;
 const MEMO_KEY_BYTES: usize = 32;
 
 /// A prefix's length and the first [`MEMO_KEY_BYTES`] bytes of its segment (together they fix the prefix
@@ -876,7 +878,7 @@ impl LineMemo {
         if self.slots.is_empty() {
             self.slots = vec![MemoSlot::default(); MEMO_SLOTS];
         }
-        let slot = &mut self.slots[(hash >> 54) as usize % MEMO_SLOTS];
+        let slot = &mut self.slots[(hash >> 32) as usize % MEMO_SLOTS];
         if usize::from(slot.len) == len && slot.key == key {
             return Prefix {
                 start: usize::from(slot.start),
