@@ -310,6 +310,7 @@ impl Analyzer {
     }
 
     /// A line with `NCCL` at `first_nccl`; `plain` is the same line when the caller scanned it in a clean block.
+    #[inline(always)]
     fn token_line(
         &mut self,
         finder: &memmem::Finder<'_>,
