@@ -428,6 +428,17 @@ impl Analyzer {
         if r.repeat > 1 {
             self.ray_repeats = true;
         }
+        // Channel and topology records (most of a log's) here; the rest out of line, whose frame cost every
+        // channel record when it was one function.
+        match r.event {
+            Event::Channel(c) => self.channel(line_no, r.host, r.repeat, &c),
+            Event::Graph => {}
+            _ => self.other_record(line_no, r),
+        }
+    }
+
+    #[inline(never)]
+    fn other_record(&mut self, line_no: u64, r: Record<'_>) {
         match r.event {
             Event::Version(v) => push_distinct(&mut self.versions, v),
             Event::NetSelected(n) => push_distinct(&mut self.selected, n),
