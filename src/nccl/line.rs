@@ -723,9 +723,9 @@ pub struct LineMemo {
 }
 
 /// [`parse_transport`]'s readings of transport paths of 8 to 16 bytes (`NET/IB/0/GDRDMA`, `P2P/CUMEM/read`),
-/// kept by their bytes in 256 slots (enough that a handful of paths rarely share one): a job's channel lines
-/// use a handful of paths, and reading one again cost a sixth of a channel line. The key is the length and the first and last eight bytes, which together fix
-/// every byte of such a path.
+/// kept by their bytes in [`PATH_SLOTS`] slots: a job's channel lines use a handful of paths, and reading one
+/// again cost a sixth of a channel line. The key is the length and the first and last eight bytes, which
+/// together fix every byte of such a path.
 #[derive(Default)]
 struct PathMemo {
     slots: Vec<PathSlot>,
@@ -739,6 +739,9 @@ struct PathSlot {
     tail: u64,
     transport: TransportAt,
 }
+
+/// Enough that a handful of paths rarely share a slot.
+const PATH_SLOTS: usize = 256;
 
 /// A [`Transport`] with offsets into its path for its strings.
 #[derive(Clone, Copy, Default)]
@@ -769,6 +772,64 @@ fn part_at(text: &str, (from, to): (u8, u8)) -> &str {
     sub(text, usize::from(from), usize::from(to))
 }
 
+/// A memo's offsets of `part`, which lies in `text` (at most 32 bytes long).
+#[inline(always)]
+fn span(text: &str, part: &str) -> (u8, u8) {
+    let from = (part.as_ptr() as usize - text.as_ptr() as usize) as u8;
+    (from, from + part.len() as u8)
+}
+
+impl TransportAt {
+    /// `transport`, read from `path`, with offsets into it.
+    fn of(transport: &Transport<'_>, path: &str) -> Self {
+        match *transport {
+            Transport::Net {
+                collnet,
+                plugin,
+                dev,
+                proxy,
+                gdrdma,
+                shared,
+            } => TransportAt::Net {
+                collnet,
+                plugin: span(path, plugin),
+                dev,
+                proxy,
+                gdrdma,
+                shared,
+            },
+            Transport::P2p(kind) => TransportAt::P2p(span(path, kind)),
+            Transport::Shm => TransportAt::Shm,
+            Transport::Other(_) => TransportAt::Other,
+        }
+    }
+
+    /// The transport again, its strings in `path` (the same bytes it was read from).
+    #[inline(always)]
+    fn within(self, path: &str) -> Transport<'_> {
+        match self {
+            TransportAt::Net {
+                collnet,
+                plugin,
+                dev,
+                proxy,
+                gdrdma,
+                shared,
+            } => Transport::Net {
+                collnet,
+                plugin: part_at(path, plugin),
+                dev,
+                proxy,
+                gdrdma,
+                shared,
+            },
+            TransportAt::P2p(kind) => Transport::P2p(part_at(path, kind)),
+            TransportAt::Shm => Transport::Shm,
+            TransportAt::Other => Transport::Other(path),
+        }
+    }
+}
+
 impl PathMemo {
     /// `parse_transport(path)`, from the table when this path was read before.
     #[inline(always)]
@@ -784,63 +845,20 @@ impl PathMemo {
         let hash =
             (head ^ tail.rotate_left(29) ^ b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         if self.slots.is_empty() {
-            self.slots = vec![PathSlot::default(); 256];
+            self.slots = vec![PathSlot::default(); PATH_SLOTS];
         }
-        let slot = &mut self.slots[(hash >> 56) as usize % 256];
-        if usize::from(slot.len) != b.len() || slot.head != head || slot.tail != tail {
-            let transport = parse_transport(path);
-            let span = |part: &str| {
-                let from = (part.as_ptr() as usize - path.as_ptr() as usize) as u8;
-                (from, from + part.len() as u8)
-            };
-            *slot = PathSlot {
-                len: b.len() as u8,
-                head,
-                tail,
-                transport: match transport {
-                    Transport::Net {
-                        collnet,
-                        plugin,
-                        dev,
-                        proxy,
-                        gdrdma,
-                        shared,
-                    } => TransportAt::Net {
-                        collnet,
-                        plugin: span(plugin),
-                        dev,
-                        proxy,
-                        gdrdma,
-                        shared,
-                    },
-                    Transport::P2p(kind) => TransportAt::P2p(span(kind)),
-                    Transport::Shm => TransportAt::Shm,
-                    Transport::Other(_) => TransportAt::Other,
-                },
-            };
-            return transport;
+        let slot = &mut self.slots[(hash >> 32) as usize % PATH_SLOTS];
+        if usize::from(slot.len) == b.len() && slot.head == head && slot.tail == tail {
+            return slot.transport.within(path);
         }
-        let part = |at| part_at(path, at);
-        match slot.transport {
-            TransportAt::Net {
-                collnet,
-                plugin,
-                dev,
-                proxy,
-                gdrdma,
-                shared,
-            } => Transport::Net {
-                collnet,
-                plugin: part(plugin),
-                dev,
-                proxy,
-                gdrdma,
-                shared,
-            },
-            TransportAt::P2p(kind) => Transport::P2p(part(kind)),
-            TransportAt::Shm => Transport::Shm,
-            TransportAt::Other => Transport::Other(path),
-        }
+        let transport = parse_transport(path);
+        *slot = PathSlot {
+            len: b.len() as u8,
+            head,
+            tail,
+            transport: TransportAt::of(&transport, path),
+        };
+        transport
     }
 }
 
@@ -888,11 +906,10 @@ impl LineMemo {
             };
         }
         let prefix = parse_prefix(&segment[..len], Level::Info);
-        let offset = |s: &str| (s.as_ptr() as usize - segment.as_ptr() as usize) as u8;
         *slot = MemoSlot {
             len: len as u8,
             start: prefix.start as u8,
-            host: prefix.host.map(|h| (offset(h), offset(h) + h.len() as u8)),
+            host: prefix.host.map(|h| span(segment, h)),
             pid: prefix.pid,
             key,
         };

@@ -532,6 +532,16 @@ fn cri_line(raw: &[u8]) -> Option<(&[u8], bool)> {
         &rest[..tags_end],
         rest.get(tags_end + 1..).unwrap_or_default(),
     );
+    cri_fields(time, stream, tags, text)
+}
+
+/// [`cri_line`]'s fields judged: a time, a stream, tags `F` or `P` (`:`-separated); the text, and whether `P`.
+fn cri_fields<'a>(
+    time: &[u8],
+    stream: &[u8],
+    tags: &[u8],
+    text: &'a [u8],
+) -> Option<(&'a [u8], bool)> {
     let is_time = time.len() >= 20
         && time[..4].iter().all(u8::is_ascii_digit)
         && time[4] == b'-'
@@ -590,30 +600,14 @@ mod tests {
         assert_eq!(s.transports[0].first_seen, "t.log:2");
     }
 
-    /// `cri_line` against the plain reading it replaced (split at the first three spaces), and
+    /// `cri_line`'s field cutting against the plain split it replaced (at the first three spaces), and
     /// `count_newlines` against a byte count, on CRI lines cut and edited at every byte.
     #[test]
     fn cri_fields_and_newline_counts_read_as_plain_loops() {
         fn by_split(raw: &[u8]) -> Option<(&[u8], bool)> {
             let mut fields = raw.splitn(4, |&b| b == b' ');
             let (time, stream, tags) = (fields.next()?, fields.next()?, fields.next()?);
-            let text = fields.next().unwrap_or_default();
-            let is_time = time.len() >= 20
-                && time[..4].iter().all(u8::is_ascii_digit)
-                && time[4] == b'-'
-                && time[10] == b'T';
-            if !is_time || !matches!(stream, b"stdout" | b"stderr") {
-                return None;
-            }
-            let tags = tags.strip_suffix(b"\r").unwrap_or(tags);
-            let split = tags
-                .split(|&b| b == b':')
-                .try_fold(false, |split, tag| match tag {
-                    b"P" => Some(true),
-                    b"F" => Some(split),
-                    _ => None,
-                })?;
-            Some((text, split))
+            cri_fields(time, stream, tags, fields.next().unwrap_or_default())
         }
         let seeds: [&[u8]; 4] = [
             b"2026-11-29T10:15:02.123456789Z stderr F gpu-a01:1:2 [0] NCCL INFO x\n",

@@ -533,6 +533,7 @@ impl Analyzer {
                     });
                 }
             }
+            // `record` takes channel and topology records before this; tallied the same if they came here.
             Event::Channel(c) => self.channel(line_no, r.host, r.repeat, &c),
             Event::NetPluginInitialized(_) | Event::GdrEnabled | Event::Graph | Event::Other => {}
         }
