@@ -25,11 +25,19 @@ const BLOCK_BYTES: usize = 256 << 10;
 static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"nccl"));
 
-/// What reading dense blocks keeps from one block to the next: the index's buffers and the line memo.
+/// What reading dense blocks keeps from one block (and file) to the next: the index's buffers and the line
+/// memo.
 #[derive(Default)]
-struct DenseState {
+pub(super) struct DenseState {
     index: BlockIndex,
     memo: line::LineMemo,
+}
+
+impl fmt::Debug for DenseState {
+    // Thousands of memo slots: not worth printing.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DenseState").finish_non_exhaustive()
+    }
 }
 
 /// A line of a clean block (UTF-8 without escapes or carriage returns), and the blocks' line memo.
@@ -124,6 +132,21 @@ impl Analyzer {
     pub fn read(
         &mut self,
         source: &str,
+        reader: impl Read,
+        deadline: Option<Instant>,
+    ) -> Result<(), ReadStop> {
+        // The dense-block state (index buffers, line memo) carries over from file to file: a job read as a
+        // thousand per-rank files allocates it once. Taken out for the read, put back however it ends.
+        let mut kept = std::mem::take(&mut self.dense);
+        let read = self.read_with(&mut kept, source, reader, deadline);
+        self.dense = kept;
+        read
+    }
+
+    fn read_with(
+        &mut self,
+        kept: &mut DenseState,
+        source: &str,
         mut reader: impl Read,
         deadline: Option<Instant>,
     ) -> Result<(), ReadStop> {
@@ -137,7 +160,6 @@ impl Analyzer {
         // A container runtime's stored log (decided on the first line), with the line it is joining.
         let mut shipped: Option<Option<Shipped>> = None;
         let mut dense = false;
-        let mut kept = DenseState::default();
         loop {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ReadStop::Deadline { line: line_no });
@@ -188,8 +210,7 @@ impl Analyzer {
                     let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
                     line_no = match shipped {
                         None => {
-                            let (last, hits) =
-                                self.block(&finder, &mut kept, block, line_no, dense);
+                            let (last, hits) = self.block(&finder, kept, block, line_no, dense);
                             // Dense: more than one line in four holds `NCCL`.
                             dense = hits as u64 * 4 > last - line_no;
                             last
@@ -710,6 +731,44 @@ mod tests {
             v
         };
         assert_eq!(json(fast), json(slow));
+    }
+
+    /// The dense-block state an analyzer keeps from file to file (index buffers, prefix and path memo) gives
+    /// each file's lines what reading every line alone gives: two dense logs whose processes share prefixes,
+    /// one path changed between them, read one after the other by one analyzer.
+    #[test]
+    fn dense_state_kept_across_files_reads_each_as_alone() {
+        let log = |path: &str| {
+            let mut text = String::new();
+            let mut i = 0u32;
+            while text.len() < 3 * BLOCK_BYTES {
+                text.push_str(&format!(
+                    "gpu-a{:02}:100:100 [{}] NCCL INFO Channel {:02}/0 : {i}[0] -> {}[0] [send] via {path}\n",
+                    i % 7,
+                    i % 8,
+                    i % 32,
+                    i + 1
+                ));
+                i += 1;
+            }
+            text
+        };
+        let (first, second) = (log("NET/IB/0/GDRDMA"), log("NET/Socket/1"));
+        let mut fast = Analyzer::new();
+        fast.read("t.log", first.as_bytes(), None).unwrap();
+        fast.read("t.log", second.as_bytes(), None).unwrap();
+        let slow = line_by_line(format!("{first}{second}").as_bytes());
+        let transports = |a: Analyzer| {
+            let mut v = serde_json::to_value(a.finish().transports).unwrap();
+            for t in v.as_array_mut().unwrap() {
+                // The second file numbers its lines from 1 again.
+                t.as_object_mut().unwrap().remove("first_seen");
+            }
+            v
+        };
+        let (fast, slow) = (transports(fast), transports(slow));
+        assert_eq!(fast.as_array().unwrap().len(), 2);
+        assert_eq!(fast, slow);
     }
 
     /// The reference the block reader is compared with: each line of `log` decoded (Docker's JSON) and parsed

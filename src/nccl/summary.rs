@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::line::{self, Channel, CommStage, Event, NetFamily, Record, Transport, MAX_LINE_BYTES};
 pub use super::outcome::{ErrorOutcome, Failure, FailureKind, RankOutcome, RankState};
 use super::outcome::{Outcomes, Slot, MAX_LISTED};
+use super::reader::DenseState;
 
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
 const MAX_RANK: u32 = 1 << 18;
@@ -393,6 +394,8 @@ pub struct Analyzer {
     open_chain: Option<(Option<u32>, u32, Slot)>,
     rings_without_gdr: u64,
     ray_repeats: bool,
+    /// The reader's state for dense blocks, kept across files (see `reader::DenseState`).
+    pub(super) dense: DenseState,
 }
 
 impl Analyzer {
