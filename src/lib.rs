@@ -12,6 +12,7 @@ pub mod exit;
 pub(crate) mod gds_p2pdma;
 pub(crate) mod gds_target;
 pub mod host;
+pub(crate) mod input;
 pub(crate) mod interrupt;
 pub(crate) mod measure;
 pub(crate) mod model;

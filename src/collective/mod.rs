@@ -9,10 +9,10 @@ pub mod nccl_tests;
 pub mod ranks;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::input::{self, Accept, InputError};
 use crate::nccl::{self, Summary};
 
 /// The built-in workload (`--workload torch`), written into the log directory at run time.
@@ -191,65 +191,63 @@ pub struct Collected {
     pub summary: Summary,
     /// The logs read: the merged output first, then the per-process files.
     pub logs: Vec<PathBuf>,
+    /// Files matching the log pattern that are not logs (a FIFO, a link to a device), with why: not read.
+    pub skipped: Vec<String>,
 }
 
-/// Reads the merged output and the per-process NCCL files. `program` names the collective when the output
-/// does not (`all_reduce_perf`).
+/// How long reading the logs back may take: NCCL's logs of a thousand ranks read in seconds.
+pub const READ_BACK: Duration = Duration::from_secs(60);
+
+/// Reads the merged output and the per-process NCCL files, regular files only (something else planted in the
+/// log directory is skipped and named, never waited on), each line cut at [`MAX_LINE_BYTES`], all by
+/// `deadline`. `program` names the collective when the output does not (`all_reduce_perf`).
 pub fn collect(
     output: &Path,
     files: &[PathBuf],
     program: Option<&str>,
+    deadline: Instant,
 ) -> Result<Collected, String> {
-    let mut logs = vec![output.to_path_buf()];
-    logs.extend(files.iter().cloned());
+    let mut logs = vec![];
+    let mut skipped = vec![];
     let mut tests = nccl_tests::TestOutput::default();
     let mut map = ranks::RankMap::new();
-    for (i, log) in logs.iter().enumerate() {
+    for (i, log) in std::iter::once(output)
+        .chain(files.iter().map(PathBuf::as_path))
+        .enumerate()
+    {
         let name = log.display().to_string();
-        for_each_line(log, |no, line| {
+        let file = match input::open(log, Accept::Regular) {
+            Ok(f) => f,
+            Err(e @ InputError::NotAFile(_)) if i > 0 => {
+                skipped.push(format!("{name}: {e}"));
+                continue;
+            }
+            Err(e) => return Err(format!("cannot read {name}: {e}")),
+        };
+        input::for_each_line(file, MAX_LINE_BYTES, Some(deadline), |no, bytes| {
+            let line = String::from_utf8_lossy(bytes);
+            let line = line.trim_end_matches('\r');
             if i == 0 {
                 tests.read_line(line, no);
             }
             map.read_line(&name, no, line);
         })
         .map_err(|e| format!("cannot read {name}: {e}"))?;
+        logs.push(log.to_path_buf());
     }
     if tests.collective.is_none() {
         tests.collective = program.and_then(nccl_tests::collective_of_program);
     }
     map.add_header(&tests.ranks);
-    let summary = nccl::analyze_paths(&logs, None).map_err(|e| e.to_string())?;
+    let summary =
+        nccl::analyze_paths(&logs, Accept::Regular, Some(deadline)).map_err(|e| e.to_string())?;
     Ok(Collected {
         tests,
         ranks: map,
         summary,
         logs,
+        skipped,
     })
-}
-
-/// Calls `f` with each line of `path` (numbered from 1; invalid UTF-8 replaced, long lines cut), in bounded
-/// memory whatever the file's size.
-fn for_each_line(path: &Path, mut f: impl FnMut(u64, &str)) -> std::io::Result<()> {
-    let mut reader = BufReader::new(std::fs::File::open(path)?);
-    let mut buf = Vec::new();
-    let mut no = 0;
-    loop {
-        buf.clear();
-        let n = Read::by_ref(&mut reader)
-            .take(MAX_LINE_BYTES as u64)
-            .read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        if buf.last() != Some(&b'\n') && n == MAX_LINE_BYTES {
-            // Skip the rest of a line too long to be NCCL's or nccl-tests'.
-            let mut rest = Vec::new();
-            reader.read_until(b'\n', &mut rest)?;
-        }
-        no += 1;
-        let line = String::from_utf8_lossy(&buf);
-        f(no, line.trim_end_matches(['\n', '\r']));
-    }
 }
 
 #[cfg(test)]

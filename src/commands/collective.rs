@@ -120,11 +120,16 @@ fn run_in(
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".into());
-    let mut results = match collective::collect(&output, &files, program.as_deref()) {
+    let mut results = match collective::collect(
+        &output,
+        &files,
+        program.as_deref(),
+        Instant::now() + collective::READ_BACK,
+    ) {
         Ok(c) => {
             let tree = PciTree::read(&plan.host).ok();
             let output_text = output.display().to_string();
-            judge::judge(&judge::Facts {
+            let mut results = judge::judge(&judge::Facts {
                 ran: &ran,
                 command: &command_text,
                 tests: &c.tests,
@@ -137,7 +142,13 @@ fn run_in(
                 hostname: &kernel_hostname,
                 tree: tree.as_ref(),
                 output: &output_text,
-            })
+            });
+            if let Some(first) = results.first_mut() {
+                first
+                    .evidence
+                    .extend(c.skipped.iter().map(|s| format!("not read = {s}")));
+            }
+            results
         }
         Err(e) => vec![CheckResult::error(
             judge::ID_COMMAND,

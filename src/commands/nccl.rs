@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{NcclArgs, ViewFormat};
 use crate::exit::Exit;
+use crate::input::Accept;
 use crate::nccl::{self, expect_name, judge, Judgement, Summary};
 use crate::profile::NcclExpect;
 
@@ -34,7 +35,7 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
         nccl::check_log_path(f).map_err(anyhow::Error::msg)?;
     }
     // The paths were checked: failing to read one now (EIO, a pipe torn down) is "could not run", not usage.
-    let summary = match nccl::analyze_paths(&files, None) {
+    let summary = match nccl::analyze_paths(&files, Accept::RegularOrPipe, None) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("fabric-preflight: {e}");

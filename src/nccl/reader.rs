@@ -5,8 +5,10 @@
 //! and a line longer than [`MAX_LINE_BYTES`] is cut.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -16,6 +18,7 @@ use std::sync::LazyLock;
 use super::line::{self, MAX_LINE_BYTES};
 use super::positions::{BlockIndex, BlockText};
 use super::summary::{Analyzer, Summary};
+use crate::input::{self, Accept};
 
 /// Bytes read per block: well inside a core's L2 cache, which the block stays in through the passes over it
 /// (1 MiB, the whole L2 of the cores measured on, read the bench log 3% slower).
@@ -82,8 +85,9 @@ impl fmt::Display for LogError {
 
 impl std::error::Error for LogError {}
 
-/// Refuses, before anything is read, a log path that cannot be one: missing, or a directory. Pipes, FIFOs,
-/// `/dev/fd/N` (process substitution) and `-` (standard input) are read like files.
+/// Refuses, before anything is read, a log path that cannot be one: missing, a directory, a device (`/dev/zero`
+/// would be read forever). Pipes, FIFOs, `/dev/fd/N` (process substitution) and `-` (standard input) are read
+/// like files.
 pub fn check_log_path(path: &Path) -> Result<(), String> {
     if path.as_os_str() == "-" {
         return Ok(());
@@ -93,24 +97,34 @@ pub fn check_log_path(path: &Path) -> Result<(), String> {
             Err(format!("{}: no such file", path.display()))
         }
         Err(e) => Err(format!("{}: {e}", path.display())),
-        Ok(m) if m.is_dir() => Err(format!("{}: is a directory", path.display())),
-        Ok(_) => Ok(()),
+        Ok(m) if m.file_type().is_fifo() => Ok(()),
+        Ok(m) => match input::kind_of(m.file_type()) {
+            Some(kind) => Err(format!("{}: is {kind}, not a log", path.display())),
+            None => Ok(()),
+        },
     }
 }
 
 /// Analyses `paths` as the logs of one job (`-` is standard input). These are the user's files, read
-/// directly (not through a host root).
-pub fn analyze_paths(paths: &[PathBuf], deadline: Option<Instant>) -> Result<Summary, LogError> {
+/// directly (not through a host root), each file once however many paths name it (the same device and inode).
+pub fn analyze_paths(
+    paths: &[PathBuf],
+    accept: Accept,
+    deadline: Option<Instant>,
+) -> Result<Summary, LogError> {
     let mut analyzer = Analyzer::new();
+    let mut read = HashSet::new();
     for path in paths {
-        read_one(&mut analyzer, path, deadline)?;
+        read_one(&mut analyzer, &mut read, path, accept, deadline)?;
     }
     Ok(analyzer.finish())
 }
 
 fn read_one(
     analyzer: &mut Analyzer,
+    read: &mut HashSet<(u64, u64)>,
     path: &Path,
+    accept: Accept,
     deadline: Option<Instant>,
 ) -> Result<(), LogError> {
     let name = path.display().to_string();
@@ -123,7 +137,19 @@ fn read_one(
             .read("<stdin>", std::io::stdin().lock(), deadline)
             .map_err(fail);
     }
-    let file = std::fs::File::open(path).map_err(|error| fail(ReadStop::Io { error, line: 0 }))?;
+    let file = input::open(path, accept).map_err(|e| {
+        fail(ReadStop::Io {
+            error: io::Error::other(e.to_string()),
+            line: 0,
+        })
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|error| fail(ReadStop::Io { error, line: 0 }))?;
+    if !read.insert((meta.dev(), meta.ino())) {
+        analyzer.input.repeated.push(name);
+        return Ok(());
+    }
     analyzer.read(&name, file, deadline).map_err(fail)
 }
 

@@ -285,6 +285,9 @@ pub struct InputStats {
     pub nccl_records: u64,
     /// Lines longer than the per-line limit, of which only the start was read.
     pub long_lines_cut: u64,
+    /// Paths naming a file already read under another name (`nccl LOG ./LOG`): not read twice.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeated: Vec<String>,
 }
 
 /// The analysis of one job's logs. Field names are the JSON contract of `fabric-preflight nccl --format json`.
@@ -911,6 +914,12 @@ impl Analyzer {
             notes.push(format!(
                 "{} line(s) longer than {MAX_LINE_BYTES} bytes: only their start was read",
                 self.input.long_lines_cut
+            ));
+        }
+        if !self.input.repeated.is_empty() {
+            notes.push(format!(
+                "{} name(s) a file already read under another name: read once",
+                self.input.repeated.join(", ")
             ));
         }
         notes

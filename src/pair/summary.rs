@@ -10,6 +10,9 @@ use crate::model::{CheckResult, Status};
 use crate::pair::judge::{self, ID_RING};
 use crate::report::RunReport;
 
+/// A node's report is tens of KiB; a path to `/dev/zero` or a huge file must not be read to its end.
+const MAX_REPORT_BYTES: u64 = 16 << 20;
+
 /// `--summarize`: every node's ring links together, and the node common to the failing ones; then an error for
 /// each report that could not be read (a node killed before writing one), naming what it leaves unknown. Only
 /// no readable report at all, or none from a ring, is a usage error.
@@ -17,7 +20,7 @@ pub fn summarize(paths: &[PathBuf]) -> anyhow::Result<Vec<CheckResult>> {
     let mut reports = Vec::new();
     let mut unreadable = Vec::new();
     for path in paths {
-        let report = std::fs::read_to_string(path)
+        let report = crate::input::read_text(path, MAX_REPORT_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))
             .and_then(|text| {
                 serde_json::from_str::<RunReport>(&text).map_err(|e| {

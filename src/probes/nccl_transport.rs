@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::input::Accept;
 use crate::nccl::{self, expect_name, judge, Judgement, Summary, Verdict};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 
@@ -50,7 +51,11 @@ impl Probe for NcclTransport {
         if cx.inputs.nccl_logs.is_empty() {
             return vec![CheckResult::skip(ID, "no --nccl-log given")];
         }
-        let summary = match nccl::analyze_paths(&cx.inputs.nccl_logs, Some(cx.deadline)) {
+        let summary = match nccl::analyze_paths(
+            &cx.inputs.nccl_logs,
+            Accept::RegularOrPipe,
+            Some(cx.deadline),
+        ) {
             Ok(s) => s,
             Err(e) => return vec![CheckResult::error(ID, e.to_string()).evidence(&e.path, &e.stop)],
         };

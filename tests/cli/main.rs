@@ -14,6 +14,7 @@ mod golden;
 mod gpu;
 mod h200;
 mod healthy_shapes;
+mod hostile;
 mod nccl;
 mod nvlink;
 mod pair;
