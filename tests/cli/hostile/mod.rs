@@ -4,6 +4,9 @@
 
 mod collective;
 mod nccl;
+mod output;
+mod pair;
+mod profile;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
