@@ -14,9 +14,11 @@ use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::input;
 
 /// Largest text file a probe reads; sysfs attributes are at most a page, procfs tables a few KiB.
 /// Anything bigger is not what the probe expects and is reported rather than slurped.
@@ -24,6 +26,9 @@ pub const MAX_TEXT_BYTES: u64 = 1 << 20;
 
 /// Symlink hops allowed while resolving one path (the kernel's own limit is 40).
 const MAX_LINK_HOPS: usize = 40;
+/// Entries of one sysfs directory: more PCI functions, RDMA devices or network interfaces than any node has
+/// (PCIe addresses 65536 functions per domain) is a damaged or hostile tree, refused before it costs memory.
+pub const MAX_DIR_ENTRIES: usize = 1 << 16;
 
 #[derive(Debug, Clone)]
 pub struct Host {
@@ -110,6 +115,10 @@ pub enum ReadErrorKind {
     TooLarge(u64),
     NotUtf8,
     SymlinkLoop,
+    /// A directory with more entries than a node can have (see [`MAX_DIR_ENTRIES`]).
+    TooManyEntries(usize),
+    /// A device node, FIFO or socket in a recorded tree (which holds regular files, directories and links).
+    NotAFile(&'static str),
     /// A file the kernel always fills (a port state, a counter) came back with nothing in it.
     Empty,
     Other(String),
@@ -154,6 +163,8 @@ impl ReadError {
             ReadErrorKind::TooLarge(n) => format!("<larger than {n} bytes>"),
             ReadErrorKind::NotUtf8 => "<not UTF-8 text>".into(),
             ReadErrorKind::SymlinkLoop => "<symlink loop>".into(),
+            ReadErrorKind::TooManyEntries(n) => format!("<more than {n} entries>"),
+            ReadErrorKind::NotAFile(kind) => format!("<{kind}, not a regular file>"),
             ReadErrorKind::Empty => "<empty>".into(),
             ReadErrorKind::Other(msg) => format!("<{msg}>"),
         }
@@ -339,6 +350,16 @@ impl Host {
     /// exact size it may have).
     pub fn read_bytes(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
         self.note(path, Access::Contents);
+        self.read_unnoted(path, max)
+    }
+
+    /// A file that belongs to the recording rather than to the node (`vendor-answers.json`): read like any
+    /// other, but not listed among the node's files read (a snapshot writes its own).
+    pub fn read_recording_file(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
+        self.read_unnoted(path, max)
+    }
+
+    fn read_unnoted(&self, path: &str, max: u64) -> ReadResult<Vec<u8>> {
         let bytes = if self.live {
             // Non-blocking open: a FIFO reads as empty instead of waiting for a writer forever. sysfs and
             // procfs files ignore the flag.
@@ -366,13 +387,7 @@ impl Host {
         if let Some(bytes) = known {
             return Ok(bytes.to_vec());
         }
-        let file = match self.open_at(&real, libc::O_NOFOLLOW) {
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                self.open_at(&self.resolve_in_root(path)?, 0)
-            }
-            opened => opened,
-        }
-        .map_err(|e| ReadError::from_io(path, &e))?;
+        let file = self.open_regular_at(path, real.clone())?;
         let bytes = read_recorded(file, max).map_err(|e| ReadError::from_io(path, &e))?;
         // Kept only when read whole: a later read with a larger limit must not see it cut.
         if bytes.len() as u64 <= max {
@@ -383,6 +398,42 @@ impl Host {
         Ok(bytes)
     }
 
+    /// Opens a file of the recorded tree for reading. A recorded tree holds regular files, directories and links
+    /// only: anything else (a device node planted as `/proc/sys/kernel/hostname`, a FIFO) is refused by the type
+    /// of an `O_PATH` handle, before it is opened for real, so no driver's `open` runs and nothing waits for a
+    /// writer. A link as the last component is walked in the root.
+    fn open_regular_at(&self, path: &str, mut real: String) -> ReadResult<fs::File> {
+        let failed = |e: io::Error| ReadError::from_io(path, &e);
+        let locate = |real: &str| {
+            let handle = self
+                .open_at(real, libc::O_PATH | libc::O_NOFOLLOW)
+                .map_err(failed)?;
+            let meta = handle.metadata().map_err(failed)?;
+            Ok::<_, ReadError>(meta)
+        };
+        let mut seen = locate(&real)?;
+        if seen.file_type().is_symlink() {
+            real = self.resolve_in_root(path)?;
+            seen = locate(&real)?;
+        }
+        match input::kind_of(seen.file_type()) {
+            None => {}
+            Some(_) if seen.is_dir() => {
+                return Err(ReadError::new(path, ReadErrorKind::IsDirectory))
+            }
+            Some(kind) => return Err(ReadError::new(path, ReadErrorKind::NotAFile(kind))),
+        }
+        let file = self.open_at(&real, libc::O_NOFOLLOW).map_err(failed)?;
+        let opened = file.metadata().map_err(failed)?;
+        if (opened.dev(), opened.ino()) != (seen.dev(), seen.ino()) {
+            return Err(ReadError::new(
+                path,
+                ReadErrorKind::Other("replaced while being opened".into()),
+            ));
+        }
+        Ok(file)
+    }
+
     /// Entry names of a directory, sorted so output is stable.
     pub fn read_dir(&self, path: &str) -> ReadResult<Vec<String>> {
         self.note(path, Access::Contents);
@@ -391,7 +442,14 @@ impl Host {
         let mut names: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
+            .take(MAX_DIR_ENTRIES + 1)
             .collect();
+        if names.len() > MAX_DIR_ENTRIES {
+            return Err(ReadError::new(
+                path,
+                ReadErrorKind::TooManyEntries(MAX_DIR_ENTRIES),
+            ));
+        }
         names.sort();
         Ok(names)
     }
@@ -919,18 +977,39 @@ mod tests {
     }
 
     #[test]
-    fn fifo_in_a_recorded_tree_reads_as_empty_instead_of_blocking() {
+    fn fifos_devices_and_sockets_in_a_recorded_tree_are_refused_unopened() {
         let (dir, host) = tree();
-        let fifo = dir.path().join("proc/modules");
-        fs::create_dir_all(fifo.parent().unwrap()).unwrap();
-        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
-        assert_eq!(host.read("/proc/modules").unwrap(), "");
-        assert_eq!(
-            host.read_value("/proc/modules").unwrap_err().reason(),
-            "<empty>"
-        );
+        let at =
+            |name: &str| std::ffi::CString::new(dir.path().join(name).to_str().unwrap()).unwrap();
+        fs::create_dir_all(dir.path().join("proc/sys/kernel")).unwrap();
+        // SAFETY: valid NUL-terminated paths.
+        unsafe {
+            assert_eq!(libc::mkfifo(at("proc/modules").as_ptr(), 0o644), 0);
+            // /dev/kmsg's numbers: reading it would block on, or leak, the kernel log.
+            assert_eq!(
+                libc::mknod(
+                    at("proc/sys/kernel/hostname").as_ptr(),
+                    libc::S_IFCHR | 0o644,
+                    libc::makedev(1, 11)
+                ),
+                0
+            );
+        }
+        let socket = std::os::unix::net::UnixListener::bind(dir.path().join("sock")).unwrap();
+        std::os::unix::fs::symlink("/proc/modules", dir.path().join("modules-link")).unwrap();
+        for (path, kind) in [
+            ("/proc/modules", "a FIFO"),
+            ("/modules-link", "a FIFO"),
+            ("/proc/sys/kernel/hostname", "a character device"),
+            ("/sock", "a socket"),
+        ] {
+            assert_eq!(
+                host.read(path).unwrap_err().reason(),
+                format!("<{kind}, not a regular file>"),
+                "{path}"
+            );
+        }
+        drop(socket);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::host::Host;
+use crate::host::{self, Host};
+use crate::input;
 use crate::model::AnswerSource;
 
 /// File name of the recording, at the top of a recorded root (beside `proc/` and `sys/`).
@@ -49,21 +50,30 @@ impl Answers {
         Self::default()
     }
 
-    /// Replays `<root>/vendor-answers.json` when the root is a recorded tree that has one.
+    /// Replays `<root>/vendor-answers.json` when the root is a recorded tree that has one, read through the root
+    /// like every other file of the tree (a link in it resolves inside the root; only a regular file is read).
     pub fn for_host(host: &Host) -> anyhow::Result<Self> {
         if host.is_live() {
             return Ok(Self::live());
         }
-        let path = host.root().join(ANSWERS_FILE);
-        if !path.exists() {
+        let Some(bytes) = host::optional(
+            host.read_recording_file(&format!("/{ANSWERS_FILE}"), MAX_ANSWERS_BYTES),
+        )?
+        else {
             return Ok(Self::live());
-        }
-        Self::from_file(&path)
+        };
+        Self::parse(&host.root().join(ANSWERS_FILE), &bytes)
     }
 
+    /// A recording outside any tree (tests, `pair`'s inventory of a peer).
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
-        let text = read_capped(path).with_context(|| format!("reading {}", path.display()))?;
-        let map: BTreeMap<String, Value> = serde_json::from_str(&text)
+        let bytes = input::read_bytes(path, MAX_ANSWERS_BYTES)
+            .with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(path, &bytes)
+    }
+
+    fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<Self> {
+        let map: BTreeMap<String, Value> = serde_json::from_slice(bytes)
             .with_context(|| format!("parsing recorded answers {}", path.display()))?;
         Ok(Answers {
             replay: Some(Arc::new((path.to_path_buf(), map))),
@@ -212,25 +222,6 @@ impl Answers {
 /// not be read to its end.
 const MAX_ANSWERS_BYTES: u64 = 64 << 20;
 
-fn read_capped(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut text = String::new();
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?
-        .take(MAX_ANSWERS_BYTES + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_ANSWERS_BYTES {
-        return Err(std::io::Error::other(format!(
-            "larger than {} MiB",
-            MAX_ANSWERS_BYTES >> 20
-        )));
-    }
-    Ok(text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,10 +289,28 @@ mod tests {
     }
 
     #[test]
-    fn endless_recording_is_refused_not_read_to_the_end() {
+    fn a_recording_is_read_through_the_root_and_only_as_a_bounded_regular_file() {
         let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink("/dev/zero", dir.path().join(ANSWERS_FILE)).unwrap();
+        let answers = dir.path().join(ANSWERS_FILE);
+        let host = Host::at(dir.path()).unwrap();
+        // A link out of the tree resolves inside it, where there is no /dev/zero: nothing to replay.
+        std::os::unix::fs::symlink("/dev/zero", &answers).unwrap();
+        assert!(Answers::for_host(&host).unwrap().replay.is_none());
+        std::fs::remove_file(&answers).unwrap();
+        std::fs::File::create(&answers)
+            .unwrap()
+            .set_len(MAX_ANSWERS_BYTES + 1)
+            .unwrap();
         let err = Answers::for_host(&Host::at(dir.path()).unwrap()).unwrap_err();
-        assert!(format!("{err:#}").contains("larger than 64 MiB"), "{err:#}");
+        assert!(format!("{err:#}").contains("<larger than"), "{err:#}");
+        std::fs::remove_file(&answers).unwrap();
+        let c = std::ffi::CString::new(answers.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Answers::for_host(&Host::at(dir.path()).unwrap()).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("<a FIFO, not a regular file>"),
+            "{err:#}"
+        );
     }
 }

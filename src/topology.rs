@@ -227,6 +227,9 @@ impl PciTree {
                 could_be: NICS.to_vec(),
             }),
         }
+        // Links named for a function other than the one they reach: the kernel names each link after its
+        // function, so these are not functions of their own and are not counted twice.
+        let mut aliases: Vec<(String, String)> = Vec::new();
         for bdf in bdfs {
             let name = bdf.to_string();
             let sysfs_path = match host.canonical(&pci::device_dir(&name)) {
@@ -239,6 +242,10 @@ impl PciTree {
                     continue;
                 }
             };
+            if sysfs_path.rsplit('/').next() != Some(name.as_str()) {
+                aliases.push((name, sysfs_path));
+                continue;
+            }
             let rdma_devices = rdma_on.remove(&name).unwrap_or_default();
             let attrs = match pci::read_attrs(host, bdf, &sysfs_path) {
                 Ok(a) => a,
@@ -274,6 +281,18 @@ impl PciTree {
                 label: String::new(),
                 flash_recovery,
                 rdma_devices,
+            });
+        }
+        if let Some((name, target)) = aliases.first() {
+            // The tree was tampered with or mis-recorded: what else it holds cannot be trusted to be whole.
+            tree.unreadable.push(Unread {
+                line: format!(
+                    "{} = <{} link(s) named for a function other than the one they reach, such as {name} → \
+                     {target}: not counted as functions>",
+                    pci::PCI_DEVICES,
+                    aliases.len()
+                ),
+                could_be: ANYTHING.to_vec(),
             });
         }
         // The parent is the nearest ancestor directory that is itself a PCI function.

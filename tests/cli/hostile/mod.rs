@@ -7,6 +7,7 @@ mod nccl;
 mod output;
 mod pair;
 mod profile;
+mod tree;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
