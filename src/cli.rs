@@ -282,6 +282,10 @@ pub struct CollectiveArgs {
     pub node_name: Option<String>,
 
     /// The job: `srun … all_reduce_perf -b 8M -e 4G -f 2 -g 1`, `mpirun …`, `torchrun …`, `all_reduce_perf -g 8`
+    /// The collective the COMMAND runs, where its output does not say (a wrapper script, nccl-tests output
+    /// without `# Collective test starting:`): picks the busbw floor. Unnamed, busbw is an error, never a pass.
+    #[arg(long, value_name = "NAME", value_parser = crate::profile::BusbwLimits::COLLECTIVES)]
+    pub collective: Option<String>,
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
 

@@ -208,6 +208,15 @@ pub struct BusbwLimits {
 }
 
 impl BusbwLimits {
+    /// The collectives a profile can set floors for: the keys under `nccl_busbw_gbytes_per_sec`.
+    pub const COLLECTIVES: [&'static str; 5] = [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "alltoall",
+        "sendrecv",
+    ];
+
     /// The limits of `collective` (`all_reduce`), None for a collective the profile cannot name.
     pub fn of(&self, collective: &str) -> Option<&BusbwScopes> {
         match collective {

@@ -86,10 +86,30 @@ fn command(f: &Facts<'_>) -> CheckResult {
             .evidence("command", f.command)
             .evidence("output", f.output)
     };
+    let left = (!f.ran.survivors.is_empty()).then(|| {
+        format!(
+            "it left {} process(es) running outside its process group, ended by fabric-preflight: {}",
+            f.ran.survivors.len(),
+            f.ran.survivors.join(", ")
+        )
+    });
+    let stopped_at = f
+        .ran
+        .stopped
+        .as_ref()
+        .map(|s| (fmt_secs(s.at), s.describe(f.ran.elapsed)));
     match &f.ran.ending {
-        Ending::Exited(0) => base(
+        Ending::Exited(0) if left.is_none() => base(
             Status::Pass,
             format!("the COMMAND exited 0 after {after} s"),
+        ),
+        Ending::Exited(0) => base(
+            Status::Error,
+            format!("the COMMAND exited 0 after {after} s, but {}", left.unwrap_or_default()),
+        )
+        .fix(
+            "something the job started daemonized (setsid, a double fork) and would have outlived it: stop it \
+             in the job (or run the launcher in the foreground), so that the node is left as it was found",
         ),
         Ending::NotStarted(why) => base(Status::Error, format!("the COMMAND did not start: {why}"))
             .fix("give the launcher or benchmark by its path, or put it on PATH"),
@@ -97,17 +117,24 @@ fn command(f: &Facts<'_>) -> CheckResult {
             let how = match ending {
                 Ending::Exited(code) => format!("the COMMAND exited with status {code} after {after} s"),
                 Ending::Signaled(sig) => format!("the COMMAND died of signal {sig} after {after} s"),
-                Ending::TimedOut => format!(
-                    "hang: the COMMAND was still running at --timeout ({after} s) and its process group was ended"
-                ),
-                Ending::Interrupted(sig) => format!("interrupted by {sig} after {after} s; the COMMAND's process group was ended"),
+                Ending::TimedOut => match &stopped_at {
+                    Some((at, how)) => format!("hang: the COMMAND was still running at --timeout ({at} s); {how}"),
+                    None => format!("hang: the COMMAND was still running at --timeout ({after} s)"),
+                },
+                Ending::Interrupted(sig) => match &stopped_at {
+                    Some((at, how)) => format!("interrupted by {sig} at {at} s; {how}"),
+                    None => format!("interrupted by {sig} after {after} s"),
+                },
                 Ending::NotStarted(_) => unreachable!("handled above"),
             };
             let culprit = stalled(f.ranks);
-            let summary = match &culprit {
+            let mut summary = match &culprit {
                 Some(c) => format!("{how}; {c}"),
                 None => how,
             };
+            if let Some(left) = &left {
+                summary = format!("{summary}; {left}");
+            }
             let mut r = base(Status::Error, summary);
             for line in rank_lines(f.ranks) {
                 r = r.evidence(&line.0, line.1);
@@ -277,11 +304,8 @@ fn row_busbw(r: &Row) -> f64 {
 }
 
 fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
-    let collective = f
-        .tests
-        .collective
-        .clone()
-        .unwrap_or_else(|| "collective".into());
+    let named = f.tests.collective.clone();
+    let collective = named.clone().unwrap_or_else(|| "collective".into());
     let Some(largest) = f.tests.largest() else {
         return vec![CheckResult::error(
             ID_BUSBW,
@@ -291,6 +315,24 @@ fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
         .evidence("output", f.output)
         .fix("run an nccl-tests benchmark (`all_reduce_perf -b 8M -e 4G -f 2 -g 1`) or `--workload torch` as the COMMAND")];
     };
+    if named.is_none() {
+        // Which floor applies depends on the collective: a number judged against none is never a pass.
+        return vec![CheckResult::error(
+            ID_BUSBW,
+            format!(
+                "busbw {:.2} GB/s at {} not judged: the collective could not be named (no `# Collective test \
+                 starting:` line in the output, no nccl-tests program in the COMMAND)",
+                row_busbw(largest),
+                size_text(largest.bytes)
+            ),
+        )
+        .subject(collective)
+        .evidence("output", f.output)
+        .fix(format!(
+            "name it: --collective {}",
+            BusbwLimits::COLLECTIVES.join("|")
+        ))];
+    }
     let scope = if multi_node(f) {
         "multi_node"
     } else {
@@ -321,8 +363,9 @@ fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
             } else {
                 let best = rows.iter().map(|r| row_busbw(r)).fold(0.0, f64::max);
                 let sizes = format!("{} to {}", size_text(rows[0].bytes), size_text(rows[rows.len() - 1].bytes));
-                CheckResult::pass(
+                CheckResult::new(
                     ID_BUSBW,
+                    Status::Skip,
                     format!("busbw up to {best:.2} GB/s over {} size(s), {sizes} (shown, not judged: the profile judges the largest size)", rows.len()),
                 )
                 .subject(subject)
@@ -345,11 +388,20 @@ fn judged_busbw(
     let key = format!("thresholds.nccl_busbw_gbytes_per_sec.{collective}.{scope}");
     let mut status = limit.judge_min(value);
     let mut summary = match status {
+        // Measured but judged against nothing: said, never passed.
         Status::Pass if limit.is_empty() => {
-            format!(
-                "busbw {value:.2} GB/s at {size} (not judged: profile {} sets no {key})",
-                f.profile
-            )
+            status = Status::Warn;
+            if BusbwLimits::COLLECTIVES.contains(&collective) {
+                format!(
+                    "busbw {value:.2} GB/s at {size} not judged: profile {} sets no {key}",
+                    f.profile
+                )
+            } else {
+                format!(
+                    "busbw {value:.2} GB/s at {size} not judged: profiles set floors for {} only, not {collective}",
+                    BusbwLimits::COLLECTIVES.join(", ")
+                )
+            }
         }
         Status::Pass => format!(
             "busbw {value:.2} GB/s at {size} meets {}",
@@ -360,7 +412,7 @@ fn judged_busbw(
             limit_text(&limit)
         ),
     };
-    if status != Status::Pass && row.bytes < PLATEAU_BYTES {
+    if !limit.is_empty() && status != Status::Pass && row.bytes < PLATEAU_BYTES {
         // A low number at a small size is what small sizes give, not a fault.
         status = Status::Warn;
         summary = format!(
@@ -404,7 +456,12 @@ fn judged_busbw(
     if !limit.is_empty() {
         r = r.evidence("limit", format!("{key} of profile {}", f.profile));
     }
-    if matches!(r.status, Status::Fail | Status::Warn) {
+    if limit.is_empty() {
+        r = r.fix(format!(
+            "set the floor for this node type in its profile ({key}: {{warn: …, fail: …}}; checks/hgx-h100-ib.yaml \
+             has one for each collective), or pick a profile that has it with --profile"
+        ));
+    } else if matches!(r.status, Status::Fail | Status::Warn) {
         r = r.fix(
             "compare with the transport and rail results below: a Socket fallback or a rank off its rail explains most \
              shortfalls; else `fabric-preflight pair` between the nodes and `fabric-preflight run` on each",
@@ -847,6 +904,8 @@ mod tests {
         let ran = Ran {
             ending: Ending::Exited(0),
             elapsed: std::time::Duration::from_secs(1),
+            stopped: None,
+            survivors: vec![],
         };
         let limits = BusbwLimits {
             all_reduce: Some(BusbwScopes {

@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +44,41 @@ pub enum Ending {
 pub struct Ran {
     pub ending: Ending,
     pub elapsed: Duration,
+    /// How this process ended the group (at the timeout or on SIGTERM/SIGINT); None when it ended by itself.
+    pub stopped: Option<Stopped>,
+    /// Processes the COMMAND started outside its group (`setsid`, a double fork) still running after it ended,
+    /// as `pid 4711 (name)`: ended by this process, and never a clean run.
+    pub survivors: Vec<String>,
 }
+
+/// When and how the COMMAND's process group was ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    /// Since the start, when SIGTERM was sent (the timeout, or when the signal arrived).
+    pub at: Duration,
+    /// Still running after the grace period: killed with SIGKILL.
+    pub killed: bool,
+}
+
+impl Stopped {
+    /// `SIGTERM ended its process group`, or that it ignored SIGTERM for the grace period and when it was killed.
+    pub fn describe(&self, elapsed: Duration) -> String {
+        if self.killed {
+            format!(
+                "it ignored SIGTERM for the {} s grace period and its process group was killed (SIGKILL) at {} s",
+                GRACE.as_secs(),
+                crate::child::fmt_secs(elapsed)
+            )
+        } else {
+            "SIGTERM ended its process group".into()
+        }
+    }
+}
+
+/// Names the job's processes wherever they end up: a daemon that leaves the group keeps its environment.
+const JOB_MARKER: &str = "FABRIC_PREFLIGHT_COLLECTIVE_JOB";
+/// How long processes left behind get after SIGTERM before SIGKILL.
+const SURVIVOR_GRACE: Duration = Duration::from_secs(1);
 
 /// Runs the command to its end, its deadline, or a stopping signal.
 pub fn run(launch: &Launch<'_>) -> Ran {
@@ -51,6 +86,8 @@ pub fn run(launch: &Launch<'_>) -> Ran {
     let not_started = |why: String| Ran {
         ending: Ending::NotStarted(why),
         elapsed: started.elapsed(),
+        stopped: None,
+        survivors: vec![],
     };
     let Some((program, args)) = launch.argv.split_first() else {
         return not_started("no COMMAND given".into());
@@ -63,10 +100,16 @@ pub fn run(launch: &Launch<'_>) -> Ran {
         Ok(f) => f,
         Err(e) => return not_started(format!("cannot share {}: {e}", launch.output.display())),
     };
+    // Orphans of the job (a daemon's double fork) become this process's children instead of init's, so that
+    // they are found and reaped below.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
+    let marker = format!("{}.{}", std::process::id(), started.elapsed().as_nanos());
     let mut command = Command::new(program);
     command
         .args(args)
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .env(JOB_MARKER, &marker)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
@@ -90,9 +133,10 @@ pub fn run(launch: &Launch<'_>) -> Ran {
         }
         std::thread::sleep(POLL);
     };
-    if stopped.is_some() {
-        end_group(pid);
-    }
+    let group_ended = stopped.as_ref().map(|_| Stopped {
+        at: started.elapsed(),
+        killed: end_group(pid),
+    });
     // Whatever the leader left running in its group goes with it (it is not reaped yet: the id is still ours).
     signal_group(pid, libc::SIGKILL);
     let status = child.wait();
@@ -111,10 +155,90 @@ pub fn run(launch: &Launch<'_>) -> Ran {
             program.to_string_lossy()
         )),
     };
+    let survivors = end_survivors(&marker);
     Ran {
         ending,
         elapsed: started.elapsed(),
+        stopped: group_ended,
+        survivors,
     }
+}
+
+/// Ends the processes the job left running outside its group, found by [`JOB_MARKER`] in their environment
+/// or by having been handed to this process (the subreaper) when their parent died: SIGTERM, then SIGKILL
+/// after [`SURVIVOR_GRACE`]; reaps those that are this process's children. Returns them as `pid N (name)`.
+fn end_survivors(marker: &str) -> Vec<String> {
+    let found = job_processes(marker);
+    for (pid, _) in &found {
+        // SAFETY: kill(2) with a pid just read from /proc.
+        unsafe { libc::kill(*pid, libc::SIGTERM) };
+    }
+    let asked = Instant::now();
+    while asked.elapsed() < SURVIVOR_GRACE && found.iter().any(|(pid, _)| running(*pid)) {
+        std::thread::sleep(POLL);
+    }
+    for (pid, _) in &found {
+        // SAFETY: as above; a process already gone makes this ESRCH.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+            libc::waitpid(*pid, std::ptr::null_mut(), 0);
+        }
+    }
+    found
+        .into_iter()
+        .map(|(pid, name)| format!("pid {pid} ({name})"))
+        .collect()
+}
+
+/// Whether `pid` still runs: a zombie waiting for its parent counts as ended.
+fn running(pid: libc::pid_t) -> bool {
+    // SAFETY: waitpid with WNOHANG on a pid that may or may not be our child (ECHILD then).
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+    proc_stat(pid).is_some_and(|(_, state)| state != 'Z')
+}
+
+/// `/proc/<pid>/stat`'s name and state.
+fn proc_stat(pid: libc::pid_t) -> Option<(String, char)> {
+    let stat = crate::input::read_text(Path::new(&format!("/proc/{pid}/stat")), 4096).ok()?;
+    let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((name.to_string(), state))
+}
+
+/// The live processes carrying `marker` in their environment, by pid. (Those handed to this process as their
+/// subreaper are found the same way: other children of this process may be running, and are not the job's.)
+fn job_processes(marker: &str) -> Vec<(libc::pid_t, String)> {
+    /// Enough for any environment that holds the marker early; the marker is set last but NCCL's and the
+    /// launcher's variables come before it.
+    const MAX_ENVIRON_BYTES: u64 = 1 << 20;
+    let me = std::process::id() as libc::pid_t;
+    let needle = format!("{JOB_MARKER}={marker}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    let mut found: Vec<(libc::pid_t, String)> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| {
+            let (name, state) = proc_stat(pid)?;
+            if state == 'Z' {
+                // SAFETY: reaps it when it is our child; ECHILD otherwise.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+                return None;
+            }
+            let environ = std::fs::File::open(format!("/proc/{pid}/environ")).ok();
+            let carries = environ.is_some_and(|f| {
+                let mut bytes = Vec::new();
+                let _ = std::io::Read::take(f, MAX_ENVIRON_BYTES).read_to_end(&mut bytes);
+                bytes.split(|&b| b == 0).any(|v| v == needle.as_bytes())
+            });
+            carries.then_some((pid, name))
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// A new, empty file opened for appending: every write lands at its end, also from a rank that reopens
@@ -130,17 +254,19 @@ fn fresh_append(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// SIGTERM to the group, then SIGKILL when the leader is still there after the grace period.
-fn end_group(pid: libc::pid_t) {
+/// SIGTERM to the group, then SIGKILL when the leader is still there after the grace period. Whether SIGKILL
+/// was needed.
+fn end_group(pid: libc::pid_t) -> bool {
     signal_group(pid, libc::SIGTERM);
     let asked = Instant::now();
     while asked.elapsed() < GRACE {
         if exited(pid).unwrap_or(true) {
-            return;
+            return false;
         }
         std::thread::sleep(POLL);
     }
     signal_group(pid, libc::SIGKILL);
+    true
 }
 
 #[cfg(test)]

@@ -200,11 +200,12 @@ pub const READ_BACK: Duration = Duration::from_secs(60);
 
 /// Reads the merged output and the per-process NCCL files, regular files only (something else planted in the
 /// log directory is skipped and named, never waited on), each line cut at [`MAX_LINE_BYTES`], all by
-/// `deadline`. `program` names the collective when the output does not (`all_reduce_perf`).
+/// `deadline`. `collective` names it when the output does not (`all_reduce`, from `--collective` or the
+/// COMMAND's program).
 pub fn collect(
     output: &Path,
     files: &[PathBuf],
-    program: Option<&str>,
+    collective: Option<&str>,
     deadline: Instant,
 ) -> Result<Collected, String> {
     let mut logs = vec![];
@@ -236,7 +237,7 @@ pub fn collect(
         logs.push(log.to_path_buf());
     }
     if tests.collective.is_none() {
-        tests.collective = program.and_then(nccl_tests::collective_of_program);
+        tests.collective = collective.map(str::to_string);
     }
     map.add_header(&tests.ranks);
     let summary =

@@ -108,12 +108,16 @@ fn run_in(
         timeout: plan.timeout,
     });
     let files = collective::debug_files(&env.debug_file, since);
-    let program = argv
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .find(|a| collective::nccl_tests::collective_of_program(a).is_some())
-        .map(|a| a.into_owned())
-        .or_else(|| args.workload.map(|_| "all_reduce_perf".to_string()));
+    // The output's own header names the collective first; then --collective, the COMMAND's nccl-tests program,
+    // and the built-in workload (an all_reduce).
+    let collective_name = args
+        .collective
+        .clone()
+        .or_else(|| {
+            argv.iter()
+                .find_map(|a| collective::nccl_tests::collective_of_program(&a.to_string_lossy()))
+        })
+        .or_else(|| args.workload.map(|_| "all_reduce".to_string()));
     let kernel_hostname = plan
         .host
         .read(HOSTNAME)
@@ -123,7 +127,7 @@ fn run_in(
     let mut results = match collective::collect(
         &output,
         &files,
-        program.as_deref(),
+        collective_name.as_deref(),
         Instant::now() + collective::READ_BACK,
     ) {
         Ok(c) => {

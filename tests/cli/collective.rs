@@ -114,8 +114,10 @@ fn collective_healthy_two_by_eight_gdrdma_run_passes_with_per_rank_logs_attribut
         &[],
     );
     assert_eq!(code, Exit::OK, "{report:#}");
-    for (id, _, status) in verdicts(&report) {
-        let want = if id == "collective.rails" {
+    for (id, subject, status) in verdicts(&report) {
+        // Rails are for multi-rail hosts; busbw below the plateau is shown, not judged.
+        let below_plateau = id == "collective.busbw" && !subject.ends_with(">= 128 MiB");
+        let want = if id == "collective.rails" || below_plateau {
             "skip"
         } else {
             "pass"
@@ -153,7 +155,16 @@ fn collective_socket_fallback_fails_the_transport_though_its_bandwidth_is_not_ju
     // The generic profile sets no busbw floor: 44.87 GB/s alone would pass a bandwidth-only gate.
     let (code, report, _) = run("socket", &[], &[], &[]);
     assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
-    assert_eq!(judged_busbw(&report)["status"], "pass");
+    // Measured, judged against no floor: said so, never a pass.
+    let busbw = judged_busbw(&report);
+    assert_eq!(busbw["status"], "warn");
+    assert!(
+        busbw["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not judged: profile generic sets no thresholds.nccl_busbw_gbytes_per_sec.all_reduce.multi_node"),
+        "{busbw:#}"
+    );
     let t = result_of(&report, "collective.transport");
     assert_eq!(t["status"], "fail", "{t:#}");
     let s = t["summary"].as_str().unwrap();

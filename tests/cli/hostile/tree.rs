@@ -35,7 +35,8 @@ fn mknod_char(path: &Path, major: u32, minor: u32) -> bool {
 #[test]
 fn files_that_are_not_regular_are_refused_unopened() {
     // /dev/kmsg, /dev/zero and /dev/random as the host name, a FIFO and a socket.
-    let plants: [(&str, fn(&Path) -> bool); 5] = [
+    type Plant = fn(&Path) -> bool;
+    let plants: [(&str, Plant); 5] = [
         ("kmsg", |p| mknod_char(p, 1, 11)),
         ("zero", |p| mknod_char(p, 1, 5)),
         ("random", |p| mknod_char(p, 1, 8)),
