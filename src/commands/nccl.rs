@@ -54,8 +54,9 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
             };
             serde_json::to_string_pretty(&report)? + "\n"
         }
+        // Host and interface names come from the log: no control character reaches the terminal.
         ViewFormat::Table => crate::report::fit(
-            &render_table(&summary, args.expect, &judgement, code),
+            &crate::report::escape_controls(&render_table(&summary, args.expect, &judgement, code)),
             crate::report::output::terminal_width(),
         ),
     };

@@ -90,14 +90,13 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
         fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let written = discard_unless_written(dir, created, || {
-        let mut copier = Copier {
-            dest: dir.to_path_buf(),
-            done: BTreeSet::new(),
-            skipped: Vec::new(),
-        };
+        let mut copier = Copier::new(dir);
         let paths = recorder.recorded();
         for (path, _) in &paths {
             copier.copy_path(path, 0);
+        }
+        if let Some((path, e)) = copier.lost.take() {
+            bail!("writing the copy of {path}: {e}");
         }
         let answers = serde_json::to_string_pretty(&executed.recorded)?;
         fs::write(dir.join(ANSWERS_FILE), answers + "\n")
@@ -109,12 +108,12 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<u8> {
     });
     let (paths, copier) = match written {
         Ok(done) => done,
-        // Stopped by a signal, like an interrupted run: could not run, not a usage error.
-        Err(e) if crate::interrupt::requested().is_some() => {
+        // The checks ran and the recording was lost (a full disk, a signal): the contract's "a report could not
+        // be written", not a usage error.
+        Err(e) => {
             eprintln!("fabric-preflight: {e:#}");
             return Ok(Exit::COULD_NOT_RUN);
         }
-        Err(e) => return Err(e),
     };
 
     let mut text = report::render(Format::Table, &executed.report, Style::PLAIN);
@@ -169,9 +168,20 @@ struct Copier {
     /// Host paths already created under `dest`.
     done: BTreeSet<String>,
     skipped: Vec<(String, String)>,
+    /// The first write the destination refused for want of room or health (a full disk): the snapshot is lost.
+    lost: Option<(String, std::io::Error)>,
 }
 
 impl Copier {
+    fn new(dest: &Path) -> Copier {
+        Copier {
+            dest: dest.to_path_buf(),
+            done: BTreeSet::new(),
+            skipped: Vec::new(),
+            lost: None,
+        }
+    }
+
     fn target(&self, host_path: &str) -> PathBuf {
         self.dest.join(host_path.trim_start_matches('/'))
     }
@@ -226,11 +236,27 @@ impl Copier {
         }
     }
 
+    /// Records how writing the copy of `host_path` went: a full or failing destination loses the snapshot; any
+    /// other refusal (a name that is a file in one listing and a directory in another) skips this path.
+    fn wrote(&mut self, host_path: &str, written: std::io::Result<()>) {
+        let Err(e) = written else {
+            return;
+        };
+        let destination_failed = matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSPC | libc::EFBIG | libc::EDQUOT | libc::EIO | libc::EROFS)
+        );
+        if !destination_failed {
+            self.skipped.push((host_path.into(), e.to_string()));
+        } else if self.lost.is_none() {
+            self.lost = Some((host_path.into(), e));
+        }
+    }
+
     fn make_dir(&mut self, host_path: &str) {
         if self.done.insert(host_path.to_string()) {
-            if let Err(e) = fs::create_dir_all(self.target(host_path)) {
-                self.skipped.push((host_path.into(), e.to_string()));
-            }
+            let made = fs::create_dir_all(self.target(host_path));
+            self.wrote(host_path, made);
         }
     }
 
@@ -242,9 +268,8 @@ impl Copier {
         if let Some(parent) = target.parent() {
             let _ = fs::create_dir_all(parent);
         }
-        if let Err(e) = symlink(link, &target) {
-            self.skipped.push((host_path.into(), e.to_string()));
-        }
+        let made = symlink(link, &target);
+        self.wrote(host_path, made);
     }
 
     /// A listed directory replays its entry names: links as links, subdirectories as (empty) directories, small
@@ -286,9 +311,8 @@ impl Copier {
         if let Some(parent) = target.parent() {
             let _ = fs::create_dir_all(parent);
         }
-        if let Err(e) = fs::write(&target, b"") {
-            self.skipped.push((host_path.into(), e.to_string()));
-        }
+        let written = fs::write(&target, b"");
+        self.wrote(host_path, written);
     }
 
     /// Copies by reading, not `fs::copy`: sysfs reports 4096 bytes for every attribute whatever it holds.
@@ -311,9 +335,8 @@ impl Copier {
                 if let Some(parent) = target.parent() {
                     let _ = fs::create_dir_all(parent);
                 }
-                if let Err(e) = fs::write(&target, buf) {
-                    self.skipped.push((host_path.into(), e.to_string()));
-                }
+                let written = fs::write(&target, buf);
+                self.wrote(host_path, written);
             }
             // Unreadable here (permission, EINVAL on an empty sysfs slot): the snapshot holds no file, which
             // replays as missing rather than as a made-up value.
@@ -396,11 +419,7 @@ mod tests {
         fs::create_dir_all(s.join("bus")).unwrap();
         symlink("../devices/gpu", s.join("bus/gpu")).unwrap();
         let dest = tempfile::tempdir().unwrap();
-        let mut c = Copier {
-            dest: dest.path().to_path_buf(),
-            done: BTreeSet::new(),
-            skipped: vec![],
-        };
+        let mut c = Copier::new(dest.path());
         let host_path = format!("{}/bus/gpu/speed", s.display());
         c.copy_path(&host_path, 0);
         let copied_link = c.target(&format!("{}/bus/gpu", s.display()));
@@ -419,11 +438,7 @@ mod tests {
     fn device_nodes_are_recorded_as_empty_stand_ins() {
         // Seen in the rxe VM: /dev/infiniband/uverbs0 was left out, so the replay failed rdma.devices.
         let dest = tempfile::tempdir().unwrap();
-        let mut c = Copier {
-            dest: dest.path().to_path_buf(),
-            done: BTreeSet::new(),
-            skipped: vec![],
-        };
+        let mut c = Copier::new(dest.path());
         c.copy_path("/dev/null", 0);
         let copied = c.target("/dev/null");
         assert!(copied.is_file(), "{}", copied.display());

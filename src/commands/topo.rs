@@ -61,7 +61,13 @@ pub fn main(args: TopoArgs) -> anyhow::Result<u8> {
     let tree = PciTree::read(&host)?;
     let roles = port_roles(&host);
     let text = match args.format {
-        ViewFormat::Table => render_table(&tree, &roles, crate::report::output::terminal_width()),
+        // Device and interface names come from the host: no control character reaches the terminal.
+        ViewFormat::Table => crate::report::escape_controls(&render_table(
+            &tree,
+            &roles,
+            crate::report::output::terminal_width(),
+        ))
+        .into_owned(),
         ViewFormat::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(&tree, &roles, &host))?;
             s.push('\n');

@@ -18,6 +18,32 @@ pub mod prometheus;
 pub mod table;
 pub mod termination;
 
+/// Text from the host, a profile, a log or the command line as a terminal is to show it: every control
+/// character but the line break (C0 and DEL: ESC sequences that move the cursor or erase lines, BEL,
+/// backspace, carriage return; C1, such as the one-byte CSI U+009B) written as a visible escape, `\x1b` or
+/// `\u{9b}`. Applied where such text enters a human rendering; JSON, JUnit and Prometheus escape in their own
+/// syntax, and the renderers' own colour codes are added after it.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    let is_hostile = |c: char| c.is_control() && c != '\n';
+    if !text.chars().any(is_hostile) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match u32::from(c) {
+            _ if !is_hostile(c) => shown.push(c),
+            code @ 0..=0x7f => {
+                let _ = write!(shown, "\\x{code:02x}");
+            }
+            code => {
+                let _ = write!(shown, "\\u{{{code:x}}}");
+            }
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 /// 2: `ring` (a `pair --ring` node's place in the ring and its links' verdicts).
 pub const SCHEMA_VERSION: u32 = 2;
 

@@ -56,15 +56,25 @@ impl Delivery {
         verbose: bool,
     ) -> anyhow::Result<Delivery> {
         let outputs = parse_outputs(output, format)?;
-        for (_, target) in &outputs {
+        let mut named: Vec<(String, PathBuf)> = Vec::new();
+        for (format, target) in &outputs {
             if let Target::File(path) = target {
                 check_writable(path).with_context(|| format!("--output {}", path.display()))?;
+                named.push((
+                    format!("--output {format:?}={}", path.display()),
+                    path.clone(),
+                ));
             }
         }
         if let Some(path) = termination_log {
             check_writable(path)
                 .with_context(|| format!("--termination-log {}", path.display()))?;
+            named.push((
+                format!("--termination-log {}", path.display()),
+                path.to_path_buf(),
+            ));
         }
+        refuse_one_file_named_twice(&named)?;
         Ok(Delivery {
             outputs,
             termination_log: termination_log.map(Path::to_path_buf),
@@ -131,7 +141,8 @@ pub fn usage_error(termination_log: Option<&Path>, e: anyhow::Error) -> anyhow::
     e
 }
 
-/// `--output FORMAT=PATH` or `--output PATH` (in `--format`); `-` as PATH is stdout. Stdout gets `--format`
+/// `--output FORMAT=PATH` or `--output PATH` (in `--format`); `-` as PATH is stdout, and so are `/dev/stdout` and
+/// the other names of descriptor 1 (so that stdout taken twice is found, and the link is never replaced). Stdout gets `--format`
 /// unless an output took it (a bare PATH, or `-`). A name before `=` that is not a format is refused rather
 /// than taken for part of a file name (`jsn=report.json`); a file whose name has `=` is written `./a=b`.
 pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
@@ -155,7 +166,7 @@ pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Fo
         };
         let target = match path {
             "" => bail!("--output {spec}: missing path after `=`"),
-            "-" => Target::Stdout,
+            "-" | "/dev/stdout" | "/dev/fd/1" | "/proc/self/fd/1" => Target::Stdout,
             _ => Target::File(PathBuf::from(path)),
         };
         if outputs.iter().any(|(_, t)| *t == target) {
@@ -170,28 +181,110 @@ pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Fo
     Ok(outputs)
 }
 
+/// Two spellings of one file (`b.json`, `./b.json`, `dir/../b.json`, an absolute path, a link or a hard link to
+/// it) among the report files and the termination log: one report would replace the other, so a usage error.
+/// Character devices are left out: `/dev/null` twice loses nothing.
+fn refuse_one_file_named_twice(named: &[(String, PathBuf)]) -> anyhow::Result<()> {
+    let mut seen: Vec<(&str, FileIdentity)> = Vec::new();
+    for (flag, path) in named {
+        let Some(identity) = FileIdentity::of(path)? else {
+            continue;
+        };
+        if let Some((first, _)) = seen.iter().find(|(_, other)| *other == identity) {
+            bail!("{first} and {flag} name one file: each report needs a file of its own");
+        }
+        seen.push((flag, identity));
+    }
+    Ok(())
+}
+
+/// What a path resolves to: the device and inode of an existing file, else the canonical directory and name
+/// of the file it will create.
+#[derive(PartialEq, Eq)]
+enum FileIdentity {
+    Existing {
+        dev: u64,
+        ino: u64,
+    },
+    New {
+        dir: PathBuf,
+        name: std::ffi::OsString,
+    },
+}
+
+impl FileIdentity {
+    /// `None` for a character device.
+    fn of(path: &Path) -> std::io::Result<Option<FileIdentity>> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.file_type().is_char_device() => Ok(None),
+            Ok(meta) => Ok(Some(FileIdentity::Existing {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Some(FileIdentity::New {
+                dir: parent_dir(path).canonicalize()?,
+                name: path.file_name().unwrap_or_default().to_owned(),
+            })),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Whether `path` can be written, found now rather than after the run (a missing directory, a read-only
 /// filesystem, a permission). An existing file is opened for writing without truncation; a FIFO only asked for
 /// write permission (opening it would wait for a reader, or hand a waiting reader an empty report). For a new
 /// file a scratch file of this process's own (`.NAME.<pid>.<n>.check`) is created beside it and removed, as the
 /// report itself will be written beside it and renamed: `access()` alone says yes to root where nothing can be
 /// created (`/proc`), and creating the target itself made two processes given one path trip over each other.
+/// A report goes to a regular file or a stream (FIFO, character device): a block device, a socket, a file of
+/// a kernel filesystem (`/proc/version`, a sysfs attribute) or a new file in one is refused unopened.
 fn check_writable(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     static CHECKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
         Ok(meta) if meta.file_type().is_fifo() => may_write(path),
-        Ok(_) => std::fs::OpenOptions::new()
+        Ok(meta) if meta.file_type().is_char_device() => std::fs::OpenOptions::new()
             .write(true)
             .truncate(false)
             .open(path)
             .map(drop),
+        Ok(meta) if !meta.is_file() => {
+            let kind = crate::input::kind_of(meta.file_type()).unwrap_or("not a regular file");
+            Err(refused(format!(
+                "is {kind}: a report goes to a regular file, a FIFO or a character device"
+            )))
+        }
+        Ok(_) => {
+            if let Some(fs) = kernel_filesystem(path)? {
+                return Err(refused(format!(
+                    "is a file of {fs}: a report never goes there"
+                )));
+            }
+            std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(false)
+                .open(path)
+                .map(drop)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => std::path::Path::new("."),
-            };
+            let dir = parent_dir(path);
+            if let Some(fs) = kernel_filesystem(dir)? {
+                return Err(refused(format!(
+                    "{} is a directory of {fs}: a report never goes there",
+                    dir.display()
+                )));
+            }
             let name = path.file_name().unwrap_or_default().to_string_lossy();
             let n = CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let scratch = dir.join(format!(".{name}.{}.{n}.check", std::process::id()));
@@ -203,6 +296,45 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// The kernel filesystem `path` is on (procfs, sysfs and the like, whose files are kernel interfaces, not
+/// storage), in words; `None` for any other.
+fn kernel_filesystem(path: &Path) -> std::io::Result<Option<&'static str>> {
+    // Not in libc: configfs, efivarfs, pstore.
+    const CONFIGFS_MAGIC: i64 = 0x6265_6570;
+    const EFIVARFS_MAGIC: i64 = 0xde5e_81e4;
+    const PSTOREFS_MAGIC: i64 = 0x6165_676c;
+    let kernel: [(i64, &str); 16] = [
+        (libc::PROC_SUPER_MAGIC as i64, "procfs"),
+        (libc::SYSFS_MAGIC as i64, "sysfs"),
+        (libc::DEBUGFS_MAGIC as i64, "debugfs"),
+        (libc::TRACEFS_MAGIC as i64, "tracefs"),
+        (libc::CGROUP_SUPER_MAGIC as i64, "cgroupfs"),
+        (libc::CGROUP2_SUPER_MAGIC as i64, "cgroup2fs"),
+        (libc::SECURITYFS_MAGIC as i64, "securityfs"),
+        (libc::BPF_FS_MAGIC as i64, "bpffs"),
+        (libc::SELINUX_MAGIC as i64, "selinuxfs"),
+        (libc::SMACK_MAGIC as i64, "smackfs"),
+        (libc::RDTGROUP_SUPER_MAGIC as i64, "resctrl"),
+        (libc::DEVPTS_SUPER_MAGIC as i64, "devpts"),
+        (libc::HUGETLBFS_MAGIC as i64, "hugetlbfs"),
+        (CONFIGFS_MAGIC, "configfs"),
+        (EFIVARFS_MAGIC, "efivarfs"),
+        (PSTOREFS_MAGIC, "pstore"),
+    ];
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a valid NUL-terminated path and a statfs struct for the kernel to fill.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut fs) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let magic = fs.f_type as i64;
+    Ok(kernel
+        .iter()
+        .find(|(m, _)| *m == magic)
+        .map(|(_, name)| *name))
 }
 
 /// `access(W_OK)`: whether this process may open `path` for writing, without opening it.

@@ -6,7 +6,7 @@
 use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use owo_colors::OwoColorize;
 
-use super::{describe_measurement, in_order, label, RunReport, Style};
+use super::{describe_measurement, escape_controls, in_order, label, RunReport, Style};
 use crate::model::{CheckResult, Status};
 
 /// Below this the layout stops making sense; narrower terminals get lines this long.
@@ -88,14 +88,14 @@ fn results_table(shown: &[&CheckResult], style: Style) -> Table {
         table.add_row(vec![
             status,
             Cell::new(&c.id),
-            Cell::new(match (&c.subject, &c.role) {
+            Cell::new(escape_controls(&match (&c.subject, &c.role) {
                 (Some(subject), Some(role)) => format!("{subject} ({role})"),
                 (subject, _) => subject.as_deref().unwrap_or("-").to_string(),
-            }),
-            Cell::new(match c.library_answers {
+            })),
+            Cell::new(escape_controls(&match c.library_answers {
                 Some(source) => format!("{} [{}]", c.summary, source.as_str()),
                 None => c.summary.clone(),
-            }),
+            })),
         ]);
     }
     table
@@ -210,8 +210,10 @@ fn duration(ms: u64) -> String {
 }
 
 /// Greedy word wrap by characters: the first line holds `first` characters, the others `rest`. Words longer
-/// than a line (paths) are cut; line breaks in the text are kept.
+/// than a line (paths) are cut; line breaks in the text are kept, other control characters shown as escapes
+/// (every free text of the table passes through here).
 pub fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let text = escape_controls(text);
     let mut lines = Vec::new();
     let mut line = String::new();
     let mut len = 0;

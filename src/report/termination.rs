@@ -102,9 +102,10 @@ pub(super) fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// Line breaks inside a summary would break the one-line-per-result layout.
+/// Line breaks inside a summary would break the one-line-per-result layout; other control characters are
+/// shown as escapes (`kubectl describe` and NPD put these lines on a terminal).
 pub(super) fn one_line(text: &str) -> String {
-    text.replace(['\n', '\r'], " ")
+    super::escape_controls(&text.replace('\n', " ")).into_owned()
 }
 
 #[cfg(test)]
