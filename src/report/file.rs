@@ -20,6 +20,9 @@ pub fn replace(path: &Path, text: &str) -> io::Result<()> {
         return write_in_place(path, text, InPlace::Descriptor);
     }
     let existing = fs::metadata(path).ok().map(|m| m.file_type());
+    if let Some(file_type) = existing {
+        refuse_a_device_or_socket(file_type)?;
+    }
     if existing.is_some_and(is_stream) {
         return write_in_place(path, text, InPlace::Stream);
     }
@@ -53,8 +56,20 @@ fn names_a_descriptor(path: &Path) -> bool {
     is_descriptor(path) || fs::read_link(path).is_ok_and(|target| is_descriptor(&target))
 }
 
+/// A block device or a socket is no place for a report: neither replaced (a disk's node in /dev) nor written.
+pub fn refuse_a_device_or_socket(file_type: fs::FileType) -> io::Result<()> {
+    if file_type.is_block_device() || file_type.is_socket() {
+        let kind = crate::input::kind_of(file_type).unwrap_or("not a regular file");
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is {kind}: a report goes to a regular file, a FIFO or a character device"),
+        ));
+    }
+    Ok(())
+}
+
 /// A FIFO or a character device: written as it is, never replaced.
-pub fn is_stream(file_type: fs::FileType) -> bool {
+fn is_stream(file_type: fs::FileType) -> bool {
     file_type.is_fifo() || file_type.is_char_device()
 }
 

@@ -442,6 +442,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn control_characters_but_the_line_break_are_shown_as_escapes() {
+        assert_eq!(
+            escape_controls("fw \x1b[1A\x1b[2K\x07\x08\r\t\x7f\u{85}\u{9b}2K é\n"),
+            "fw \\x1b[1A\\x1b[2K\\x07\\x08\\x0d\\x09\\x7f\\u{85}\\u{9b}2K é\n"
+        );
+        assert!(matches!(
+            escape_controls("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
     fn measurement_with_limits_and_replay_reads_as_one_line() {
         let m = Measurement {
             warn: Some(200.0),

@@ -47,7 +47,8 @@ pub struct Delivery {
 
 impl Delivery {
     /// The targets of `output` specs and `format`; every report file and the termination log found writable now,
-    /// before anything runs: a typo'd directory is a usage error, not a lost report after the work.
+    /// before anything runs: a typo'd directory, a kernel file, or one file named twice is a usage error, not a
+    /// lost report after the work.
     pub fn new(
         output: &[String],
         format: Format,
@@ -56,23 +57,15 @@ impl Delivery {
         verbose: bool,
     ) -> anyhow::Result<Delivery> {
         let outputs = parse_outputs(output, format)?;
-        let mut named: Vec<(String, PathBuf)> = Vec::new();
-        for (format, target) in &outputs {
-            if let Target::File(path) = target {
-                check_writable(path).with_context(|| format!("--output {}", path.display()))?;
-                named.push((
-                    format!("--output {format:?}={}", path.display()),
-                    path.clone(),
-                ));
-            }
-        }
-        if let Some(path) = termination_log {
-            check_writable(path)
-                .with_context(|| format!("--termination-log {}", path.display()))?;
-            named.push((
-                format!("--termination-log {}", path.display()),
-                path.to_path_buf(),
-            ));
+        let files = outputs.iter().filter_map(|(_, target)| match target {
+            Target::File(path) => Some(("--output", path.as_path())),
+            Target::Stdout => None,
+        });
+        let mut named: Vec<(String, &Path)> = Vec::new();
+        for (flag, path) in files.chain(termination_log.map(|path| ("--termination-log", path))) {
+            let flag = format!("{flag} {}", path.display());
+            check_writable(path).with_context(|| flag.clone())?;
+            named.push((flag, path));
         }
         refuse_one_file_named_twice(&named)?;
         Ok(Delivery {
@@ -142,8 +135,8 @@ pub fn usage_error(termination_log: Option<&Path>, e: anyhow::Error) -> anyhow::
 }
 
 /// `--output FORMAT=PATH` or `--output PATH` (in `--format`); `-` as PATH is stdout, and so are `/dev/stdout` and
-/// the other names of descriptor 1 (so that stdout taken twice is found, and the link is never replaced). Stdout gets `--format`
-/// unless an output took it (a bare PATH, or `-`). A name before `=` that is not a format is refused rather
+/// the other names of descriptor 1 (so that stdout taken twice is found, and the link is never replaced).
+/// Stdout gets `--format` unless an output took it (a bare PATH, or `-`). A name before `=` that is not a format is refused rather
 /// than taken for part of a file name (`jsn=report.json`); a file whose name has `=` is written `./a=b`.
 pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Format, Target)>> {
     let mut outputs: Vec<(Format, Target)> = Vec::new();
@@ -184,7 +177,7 @@ pub fn parse_outputs(specs: &[String], format: Format) -> anyhow::Result<Vec<(Fo
 /// Two spellings of one file (`b.json`, `./b.json`, `dir/../b.json`, an absolute path, a link or a hard link to
 /// it) among the report files and the termination log: one report would replace the other, so a usage error.
 /// Character devices are left out: `/dev/null` twice loses nothing.
-fn refuse_one_file_named_twice(named: &[(String, PathBuf)]) -> anyhow::Result<()> {
+fn refuse_one_file_named_twice(named: &[(String, &Path)]) -> anyhow::Result<()> {
     let mut seen: Vec<(&str, FileIdentity)> = Vec::new();
     for (flag, path) in named {
         let Some(identity) = FileIdentity::of(path)? else {
@@ -251,32 +244,24 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     static CHECKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let refused = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
-        Ok(meta) if meta.file_type().is_fifo() => may_write(path),
-        Ok(meta) if meta.file_type().is_char_device() => std::fs::OpenOptions::new()
+    let open_to_write = || {
+        std::fs::OpenOptions::new()
             .write(true)
             .truncate(false)
             .open(path)
-            .map(drop),
-        Ok(meta) if !meta.is_file() => {
-            let kind = crate::input::kind_of(meta.file_type()).unwrap_or("not a regular file");
-            Err(refused(format!(
-                "is {kind}: a report goes to a regular file, a FIFO or a character device"
-            )))
-        }
-        Ok(_) => {
-            if let Some(fs) = kernel_filesystem(path)? {
-                return Err(refused(format!(
-                    "is a file of {fs}: a report never goes there"
-                )));
-            }
-            std::fs::OpenOptions::new()
-                .write(true)
-                .truncate(false)
-                .open(path)
-                .map(drop)
-        }
+            .map(drop)
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
+        Ok(meta) if meta.file_type().is_fifo() => may_write(path),
+        Ok(meta) if meta.file_type().is_char_device() => open_to_write(),
+        Ok(meta) if !meta.is_file() => super::file::refuse_a_device_or_socket(meta.file_type()),
+        Ok(_) => match kernel_filesystem(path)? {
+            Some(fs) => Err(refused(format!(
+                "is a file of {fs}: a report never goes there"
+            ))),
+            None => open_to_write(),
+        },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = parent_dir(path);
             if let Some(fs) = kernel_filesystem(dir)? {
@@ -302,23 +287,23 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
 /// storage), in words; `None` for any other.
 fn kernel_filesystem(path: &Path) -> std::io::Result<Option<&'static str>> {
     // Not in libc: configfs, efivarfs, pstore.
-    const CONFIGFS_MAGIC: i64 = 0x6265_6570;
-    const EFIVARFS_MAGIC: i64 = 0xde5e_81e4;
-    const PSTOREFS_MAGIC: i64 = 0x6165_676c;
-    let kernel: [(i64, &str); 16] = [
-        (libc::PROC_SUPER_MAGIC as i64, "procfs"),
-        (libc::SYSFS_MAGIC as i64, "sysfs"),
-        (libc::DEBUGFS_MAGIC as i64, "debugfs"),
-        (libc::TRACEFS_MAGIC as i64, "tracefs"),
-        (libc::CGROUP_SUPER_MAGIC as i64, "cgroupfs"),
-        (libc::CGROUP2_SUPER_MAGIC as i64, "cgroup2fs"),
-        (libc::SECURITYFS_MAGIC as i64, "securityfs"),
-        (libc::BPF_FS_MAGIC as i64, "bpffs"),
-        (libc::SELINUX_MAGIC as i64, "selinuxfs"),
-        (libc::SMACK_MAGIC as i64, "smackfs"),
-        (libc::RDTGROUP_SUPER_MAGIC as i64, "resctrl"),
-        (libc::DEVPTS_SUPER_MAGIC as i64, "devpts"),
-        (libc::HUGETLBFS_MAGIC as i64, "hugetlbfs"),
+    const CONFIGFS_MAGIC: libc::c_long = 0x6265_6570;
+    const EFIVARFS_MAGIC: libc::c_long = 0xde5e_81e4;
+    const PSTOREFS_MAGIC: libc::c_long = 0x6165_676c;
+    let kernel: [(libc::c_long, &str); 16] = [
+        (libc::PROC_SUPER_MAGIC, "procfs"),
+        (libc::SYSFS_MAGIC, "sysfs"),
+        (libc::DEBUGFS_MAGIC, "debugfs"),
+        (libc::TRACEFS_MAGIC, "tracefs"),
+        (libc::CGROUP_SUPER_MAGIC, "cgroupfs"),
+        (libc::CGROUP2_SUPER_MAGIC, "cgroup2fs"),
+        (libc::SECURITYFS_MAGIC, "securityfs"),
+        (libc::BPF_FS_MAGIC, "bpffs"),
+        (libc::SELINUX_MAGIC, "selinuxfs"),
+        (libc::SMACK_MAGIC, "smackfs"),
+        (libc::RDTGROUP_SUPER_MAGIC, "resctrl"),
+        (libc::DEVPTS_SUPER_MAGIC, "devpts"),
+        (libc::HUGETLBFS_MAGIC, "hugetlbfs"),
         (CONFIGFS_MAGIC, "configfs"),
         (EFIVARFS_MAGIC, "efivarfs"),
         (PSTOREFS_MAGIC, "pstore"),
@@ -330,10 +315,9 @@ fn kernel_filesystem(path: &Path) -> std::io::Result<Option<&'static str>> {
     if unsafe { libc::statfs(c_path.as_ptr(), &mut fs) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let magic = fs.f_type as i64;
     Ok(kernel
         .iter()
-        .find(|(m, _)| *m == magic)
+        .find(|(magic, _)| *magic == fs.f_type)
         .map(|(_, name)| *name))
 }
 

@@ -362,3 +362,22 @@ fn human_renderings_show_control_characters_as_escapes() {
         }
     }
 }
+
+/// Class 15, the views: host names from an NCCL log reach `nccl`'s table as escapes.
+#[test]
+fn nccl_view_shows_control_characters_in_a_log_as_escapes() {
+    let log = std::fs::read_to_string(testdata("nccl/mixed-socket-one-bad-node.log")).unwrap();
+    for hostile in HOSTILE {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nccl.log");
+        std::fs::write(&path, log.replace("gpu-a02", &format!("gpu{hostile}a02"))).unwrap();
+        let mut cmd = preflight();
+        cmd.env("COLUMNS", "200").arg("nccl").arg(&path);
+        let shown = stdout(&bounded(&mut cmd, Duration::from_secs(20)).out);
+        assert!(shown.contains("a02"), "{hostile:?}: {shown}");
+        assert!(
+            !shown.chars().any(|c| c.is_control() && c != '\n'),
+            "{hostile:?}: {shown:?}"
+        );
+    }
+}
