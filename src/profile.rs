@@ -660,13 +660,22 @@ mod tests {
     }
 
     #[test]
-    fn endless_extends_file_is_refused_not_read_to_the_end() {
+    fn endless_or_oversized_extends_file_is_refused_not_read_to_the_end() {
         let e = load_text("inline.yaml", "name: zero\nextends: /dev/zero\n", KNOWN).unwrap_err();
         assert!(
             e.message
                 .contains("is a character device, not a regular file"),
             "{e}"
         );
+        let dir = tempfile::tempdir().unwrap();
+        let big = write(dir.path(), "big.yaml", &"#".repeat((1 << 20) + 1));
+        let e = load_text(
+            "inline.yaml",
+            &format!("name: big\nextends: {big}\n"),
+            KNOWN,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("larger than 1 MiB"), "{e}");
     }
 
     #[test]
