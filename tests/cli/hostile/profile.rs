@@ -88,7 +88,7 @@ fn deep_nesting_is_refused_before_the_parser_in_well_under_a_second() {
     );
     let block_seq = format!("name: n\nexpect:\n  {}x\n", "- ".repeat(depth));
     let block_map: String = std::iter::once("name: n\n".to_string())
-        .chain((0..2000).map(|i| format!("{}k{i}:\n", " ".repeat(i))))
+        .chain((0..200).map(|i| format!("{}k{i}:\n", " ".repeat(i))))
         .collect();
     let mixed = format!(
         "name: n\nexpect:\n  - - {}{}\n",
@@ -135,7 +135,7 @@ fn limits_that_would_flip_a_verdict_are_refused_at_their_line_and_key() {
         ("thresholds:\n  gdr_bandwidth_pct_of_link: {fail: .inf}", "gdr_bandwidth_pct_of_link"),
         ("thresholds:\n  rdma_bandwidth_pct_of_link: {fail: 150}", "rdma_bandwidth_pct_of_link"),
         (
-            "thresholds:\n  nccl_busbw_gbytes_per_sec:\n    all_reduce: {multi_node: {warn: 1, fail: 2}}",
+            "thresholds:\n  nccl_busbw_gbytes_per_sec: {all_reduce: {multi_node: {warn: 1, fail: 2}}}",
             "multi_node",
         ),
         ("expect:\n  rdma_min_rate_gbps: .nan", "rdma_min_rate_gbps"),
@@ -187,7 +187,10 @@ fn a_file_that_is_not_a_profile_is_never_quoted() {
         let err = refused(&path);
         assert!(!err.contains(secret), "{name} quoted: {err}");
         assert!(err.contains(&path.display().to_string()), "{name}: {err}");
-        assert!(err.contains("not a profile"), "{name}: {err}");
+        assert!(
+            err.contains("not a profile") || err.contains("not UTF-8 text"),
+            "{name}: {err}"
+        );
     }
 }
 
