@@ -942,6 +942,39 @@ mod tests {
     }
 
     #[test]
+    fn nesting_counts_brackets_and_block_levels_but_not_quotes_or_comments() {
+        let brackets = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(nesting_beyond(&brackets(63), 64), None);
+        assert_eq!(nesting_beyond(&brackets(64), 64), Some(1));
+        let quoted = format!(
+            "name: n\ndescription: \"{0}\"\nexpect: '{0}' # {0}\n",
+            "[".repeat(100)
+        );
+        assert_eq!(nesting_beyond(&quoted, 64), None);
+        assert!(
+            load_text("q.yaml", &quoted, KNOWN).is_err_and(|e| e.key.as_deref() == Some("expect"))
+        );
+        let dashes = format!("name: n\nexpect:\n{}x\n", "- ".repeat(70));
+        assert_eq!(nesting_beyond(&dashes, 64), Some(3));
+        for (_, text) in BUILTIN {
+            assert_eq!(nesting_beyond(text, 8), None);
+        }
+    }
+
+    #[test]
+    fn a_text_just_under_the_nesting_bound_parses_quickly() {
+        let text = format!(
+            "name: n\ndescription: {}{}\n",
+            "[".repeat(62),
+            "]".repeat(62)
+        );
+        let started = std::time::Instant::now();
+        let e = load_text("n.yaml", &text, KNOWN).unwrap_err();
+        assert!(e.message.contains("description"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
+    }
+
+    #[test]
     fn zero_negative_and_huge_timeouts_are_refused_at_their_line() {
         for bad in ["0", "-5", "1e20", ".inf", ".nan", "86401"] {
             let text = format!("name: t\nchecks:\n  rdma.link:\n    timeout: {bad}\n");
