@@ -589,7 +589,7 @@ fn parse_one(source: &Source, known_checks: &[&str]) -> Result<(Profile, Value),
     let value: Value = serde_yaml::from_str(&source.text).map_err(|e| {
         let line = e.location().map(|l| l.line());
         // The YAML scanner's messages name a position and what it expected, never the text it read.
-        source.error(line, None, format!("not a profile: not valid YAML: {e}"))
+        source.error(line, None, format!("not valid YAML: {e}"))
     })?;
     let is_profile = value.as_mapping().is_some_and(|map| {
         map.keys()
