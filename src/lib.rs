@@ -12,7 +12,8 @@ pub mod exit;
 pub(crate) mod gds_p2pdma;
 pub(crate) mod gds_target;
 pub mod host;
-pub(crate) mod input;
+/// Public for the `input_lines` fuzz target, which drives `input::for_each_line` with arbitrary bytes.
+pub mod input;
 pub(crate) mod interrupt;
 pub(crate) mod measure;
 pub(crate) mod model;

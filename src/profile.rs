@@ -118,6 +118,7 @@ pub struct Expect {
     pub gpu_pcie_width: Option<u8>,
     pub gpu_bar1_min_mib: Option<u64>,
     /// Lowest acceptable driver version (`535.104.05`).
+    #[serde(default, deserialize_with = "checked_version")]
     pub driver_min_version: Option<String>,
     /// Every GPU pair must be joined by NVLink (NVSwitch or direct).
     pub nvlink: Option<bool>,
@@ -126,12 +127,14 @@ pub struct Expect {
     pub rdma_device_count: Option<u32>,
     pub rdma_port_count: Option<u32>,
     pub rdma_link_layer: Option<LinkLayer>,
+    #[serde(default, deserialize_with = "checked_rate")]
     pub rdma_min_rate_gbps: Option<f64>,
     /// Storage/frontend ports (RDMA ports that are not compute rails, see the README's NIC-role rule): how many
     /// must be ACTIVE, their link layer and lowest rate. Unset: a storage port need only be ACTIVE, and one that
     /// is down warns.
     pub storage_port_count: Option<u32>,
     pub storage_link_layer: Option<LinkLayer>,
+    #[serde(default, deserialize_with = "checked_rate")]
     pub storage_min_rate_gbps: Option<f64>,
     /// RoCE path MTU the netdevs must carry (4096 needs a netdev MTU of at least 4200).
     pub roce_mtu: Option<u32>,
@@ -153,6 +156,7 @@ pub struct Expect {
     /// AWS EFA devices the instance type has (P5/P5e 32, P5en 16, P4d 4).
     pub efa_device_count: Option<u32>,
     /// Link speed of each EFA, Gb/s, judged only where the driver reports the device's own speed.
+    #[serde(default, deserialize_with = "checked_rate")]
     pub efa_link_gbps: Option<f64>,
     /// The cloud the profile is for, from DMI (`--profile auto`).
     pub cloud: Option<crate::sysfs::dmi::Cloud>,
@@ -167,32 +171,44 @@ pub struct Expect {
 #[serde(deny_unknown_fields)]
 pub struct Thresholds {
     /// Pinned host→device copy, GB/s (floor).
+    #[serde(default, deserialize_with = "floor")]
     pub h2d_gbytes_per_sec: Option<Limit>,
     /// Pinned device→host copy, GB/s (floor).
+    #[serde(default, deserialize_with = "floor")]
     pub d2h_gbytes_per_sec: Option<Limit>,
     /// Device→device copy between P2P peers, GB/s (floor).
+    #[serde(default, deserialize_with = "floor")]
     pub d2d_gbytes_per_sec: Option<Limit>,
     /// GDR loopback bandwidth as a percentage of the port's negotiated rate (floor).
+    #[serde(default, deserialize_with = "pct_floor")]
     pub gdr_bandwidth_pct_of_link: Option<Limit>,
     /// GDR loopback 8-byte RDMA WRITE latency, µs (ceiling).
+    #[serde(default, deserialize_with = "ceiling")]
     pub gdr_latency_us: Option<Limit>,
     /// Host-memory RDMA loopback (rdma.loopback) WRITE and READ bandwidth as a percentage of the port's rate
     /// (floor; not judged on software devices, whose rate is a placeholder).
+    #[serde(default, deserialize_with = "pct_floor")]
     pub rdma_bandwidth_pct_of_link: Option<Limit>,
     /// `pair`: RDMA WRITE/READ between two nodes as a percentage of the lower end's link rate (floor; not
     /// judged on software devices, whose rate is a placeholder).
+    #[serde(default, deserialize_with = "pct_floor")]
     pub pair_bandwidth_pct_of_link: Option<Limit>,
     /// `pair`: SEND/RECV one-way latency p99, µs (ceiling).
+    #[serde(default, deserialize_with = "ceiling")]
     pub pair_latency_us: Option<Limit>,
     /// cuFile sequential read, GB/s (floor).
+    #[serde(default, deserialize_with = "floor")]
     pub gds_read_gbytes_per_sec: Option<Limit>,
     /// IB/RoCE error counters, count (ceiling).
+    #[serde(default, deserialize_with = "ceiling")]
     pub rdma_error_count: Option<Limit>,
     /// GPU PCIe replay counter, count (ceiling).
+    #[serde(default, deserialize_with = "ceiling")]
     pub pcie_replay_count: Option<Limit>,
     /// `collective`: NCCL bus bandwidth at the largest size, GB/s (floor), per collective and scope.
     pub nccl_busbw_gbytes_per_sec: Option<BusbwLimits>,
     /// PCIe AER corrected errors of a device on the GPU/NIC/NVMe paths, per hour since boot (ceiling).
+    #[serde(default, deserialize_with = "ceiling")]
     pub pcie_aer_correctable_per_hour: Option<Limit>,
 }
 
@@ -234,8 +250,102 @@ impl BusbwLimits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BusbwScopes {
+    #[serde(default, deserialize_with = "floor")]
     pub single_node: Option<Limit>,
+    #[serde(default, deserialize_with = "floor")]
     pub multi_node: Option<Limit>,
+}
+
+/// Which side of a limit is worse. Declared on each threshold key (`floor`, `pct_floor`, `ceiling`) and checked
+/// while parsing, so a limit that judging would read backwards, or compare against NaN, never loads.
+#[derive(Debug, Clone, Copy)]
+enum Worse {
+    /// A floor (bandwidth): below `fail` fails, so `warn >= fail`.
+    Lower,
+    /// A ceiling (latency, error counts): above `fail` fails, so `warn <= fail`.
+    Higher,
+}
+
+fn floor<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Limit>, D::Error> {
+    checked_limit(d, Worse::Lower, f64::MAX)
+}
+
+/// A floor in percent of a link's rate: above 100 nothing could pass.
+fn pct_floor<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Limit>, D::Error> {
+    checked_limit(d, Worse::Lower, 100.0)
+}
+
+fn ceiling<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Limit>, D::Error> {
+    checked_limit(d, Worse::Higher, f64::MAX)
+}
+
+/// Both sides finite, in `0..=max`, and in the order `worse` gives.
+fn checked_limit<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    worse: Worse,
+    max: f64,
+) -> Result<Option<Limit>, D::Error> {
+    let Some(limit) = Option::<Limit>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let range = if max == f64::MAX {
+        "a finite number, 0 or more".to_string()
+    } else {
+        format!("a number from 0 to {max}")
+    };
+    for (side, value) in [("warn", limit.warn), ("fail", limit.fail)] {
+        if let Some(v) = value.filter(|v| !(0.0..=max).contains(v)) {
+            return Err(serde::de::Error::custom(format!(
+                "{side} must be {range}, got {v}"
+            )));
+        }
+    }
+    if let (Some(warn), Some(fail)) = (limit.warn, limit.fail) {
+        let (in_order, rule) = match worse {
+            Worse::Lower => (
+                warn >= fail,
+                "lower is worse, so warn must be at least fail",
+            ),
+            Worse::Higher => (
+                warn <= fail,
+                "higher is worse, so warn must be at most fail",
+            ),
+        };
+        if !in_order {
+            return Err(serde::de::Error::custom(format!(
+                "{rule} (warn {warn}, fail {fail})"
+            )));
+        }
+    }
+    Ok(Some(limit))
+}
+
+/// A minimum rate in Gb/s: NaN or a negative floor would pass every port.
+fn checked_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let rate = Option::<f64>::deserialize(d)?;
+    match rate {
+        Some(r) if !(r.is_finite() && r > 0.0) => Err(serde::de::Error::custom(format!(
+            "must be a rate in Gb/s more than 0, got {r}"
+        ))),
+        _ => Ok(rate),
+    }
+}
+
+/// A dotted version (`535.104.05`): the comparison reads a field that is not a number as 0, so `abc` would
+/// accept every driver.
+fn checked_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let version = Option::<String>::deserialize(d)?;
+    if let Some(v) = &version {
+        let dotted_numbers = v
+            .split('.')
+            .all(|field| !field.is_empty() && field.bytes().all(|b| b.is_ascii_digit()));
+        if !dotted_numbers {
+            return Err(serde::de::Error::custom(format!(
+                "must be a dotted version like 535.104.05, got {v:?}"
+            )));
+        }
+    }
+    Ok(version)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,6 +419,9 @@ struct Source {
     text: String,
     /// Directory that relative `extends` paths are resolved against.
     dir: Option<PathBuf>,
+    /// What the chain compares to find a loop: the canonical path of a file (`a/../a/p.yaml` is `a/p.yaml`),
+    /// the label of a built-in or of text handed in.
+    identity: PathBuf,
 }
 
 /// Loads `name_or_path` (a built-in name or a YAML file) and its `extends` chain. `known_checks` are the ids
@@ -324,30 +437,43 @@ pub fn load_text(label: &str, text: &str, known_checks: &[&str]) -> Result<Profi
         label: label.to_string(),
         text: text.to_string(),
         dir: None,
+        identity: PathBuf::from(label),
     };
     load_chain(source, known_checks)
 }
 
+/// The longest `extends` chain: site over fleet over vendor is three; more is a mistake, not a design.
+const MAX_EXTENDS: usize = 16;
+
 /// Parses `first` and every profile its `extends` chain names, then merges them child over parent.
 fn load_chain(first: Source, known_checks: &[&str]) -> Result<Profile, ProfileError> {
     let mut chain: Vec<(Source, Value)> = Vec::new();
-    let mut next = Some(Ok(first));
-    while let Some(found) = next.take() {
-        let source = found?;
-        if chain.iter().any(|(s, _)| s.label == source.label) {
-            return Err(ProfileError {
-                file: source.label,
-                line: None,
-                column: None,
-                key: Some("extends".into()),
-                message: "`extends` loops back to a profile already in the chain".into(),
-            });
-        }
+    let mut next = Some(first);
+    while let Some(source) = next.take() {
         let (profile, value) = parse_one(&source, known_checks)?;
-        next = profile
-            .extends
-            .as_deref()
-            .map(|parent| find(parent, source.dir.as_deref()));
+        next = match profile.extends.as_deref() {
+            None => None,
+            Some(parent) => {
+                let at_extends = |message: String| source.error_at_key("extends", message);
+                let parent_source = find(parent, source.dir.as_deref())
+                    .map_err(|e| at_extends(format!("extends {parent}: {}", e.message)))?;
+                if parent_source.identity == source.identity
+                    || chain
+                        .iter()
+                        .any(|(s, _)| s.identity == parent_source.identity)
+                {
+                    return Err(at_extends(format!(
+                        "extends {parent}: loops back to a profile already in the chain"
+                    )));
+                }
+                if chain.len() + 2 > MAX_EXTENDS {
+                    return Err(at_extends(format!(
+                        "extends {parent}: chain longer than {MAX_EXTENDS} profiles"
+                    )));
+                }
+                Some(parent_source)
+            }
+        };
         chain.push((source, value));
     }
     let label = chain[0].0.label.clone();
@@ -376,6 +502,7 @@ fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError
                 label: format!("builtin:{name}"),
                 text: text.to_string(),
                 dir: None,
+                identity: PathBuf::from(format!("builtin:{name}")),
             });
         }
     }
@@ -388,6 +515,7 @@ fn find(reference: &str, base_dir: Option<&Path>) -> Result<Source, ProfileError
             label: path.display().to_string(),
             text,
             dir: path.parent().map(Path::to_path_buf),
+            identity: std::fs::canonicalize(&path).unwrap_or(path),
         }),
         Err(e) => {
             let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
@@ -416,15 +544,86 @@ fn read_capped(path: &Path) -> Result<String, crate::input::InputError> {
     crate::input::read_text(path, MAX_PROFILE_BYTES)
 }
 
+/// The deepest nesting a profile may have: the built-ins need 4, and the YAML parser takes time quadratic in
+/// depth, so a 1 MiB file of `[[[…` would take minutes.
+const MAX_NESTING: usize = 64;
+
+/// The keys a profile has at its top level; a file with none of them is not a profile.
+const PROFILE_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "extends",
+    "checks",
+    "expect",
+    "thresholds",
+];
+
+impl Source {
+    fn error(&self, line: Option<usize>, key: Option<String>, message: String) -> ProfileError {
+        ProfileError {
+            file: self.label.clone(),
+            line,
+            column: None,
+            key,
+            message,
+        }
+    }
+
+    /// An error about `key`, at the line that sets it.
+    fn error_at_key(&self, key: &str, message: String) -> ProfileError {
+        let line = line_of_key(&self.text, key).map(|(line, _)| line);
+        self.error(line, Some(key.to_string()), message)
+    }
+}
+
 fn parse_one(source: &Source, known_checks: &[&str]) -> Result<(Profile, Value), ProfileError> {
+    if let Some(line) = nesting_beyond(&source.text, MAX_NESTING) {
+        return Err(source.error(
+            Some(line),
+            None,
+            format!("nesting deeper than {MAX_NESTING} levels"),
+        ));
+    }
+    // As a plain value first: a file that is not a profile at all (`/etc/shadow`, a log, JSON of something
+    // else) is refused without serde's message, which would quote its content.
+    let value: Value = serde_yaml::from_str(&source.text).map_err(|e| {
+        let line = e.location().map(|l| l.line());
+        // The YAML scanner's messages name a position and what it expected, never the text it read.
+        source.error(line, None, format!("not valid YAML: {e}"))
+    })?;
+    let is_profile = value.as_mapping().is_some_and(|map| {
+        map.keys()
+            .any(|k| k.as_str().is_some_and(|k| PROFILE_KEYS.contains(&k)))
+    });
+    if !is_profile {
+        return Err(source.error(
+            None,
+            None,
+            format!(
+                "not a profile: a profile is a YAML mapping with some of the keys {}",
+                PROFILE_KEYS.join(", ")
+            ),
+        ));
+    }
     let profile: Profile = serde_yaml::from_str(&source.text).map_err(|e| {
         let location = e.location();
-        let message = e.to_string();
+        let mut message = e.to_string();
+        let mut key = key_in_message(&message);
+        // A value refused by its own check (a limit, a rate) comes with the path of its parent only, at the
+        // position of its key: name that key.
+        if let (Some(path), Some(location)) = (&key, &location) {
+            let leaf = key_at(&source.text[location.index()..]);
+            if let Some(leaf) = leaf.filter(|leaf| !path.ends_with(leaf.as_str())) {
+                let full = format!("{path}.{leaf}");
+                message = message.replacen(path.as_str(), &full, 1);
+                key = Some(full);
+            }
+        }
         ProfileError {
             file: source.label.clone(),
             line: location.as_ref().map(|l| l.line()),
             column: location.as_ref().map(|l| l.column()),
-            key: key_in_message(&message),
+            key,
             message,
         }
     })?;
@@ -440,10 +639,65 @@ fn parse_one(source: &Source, known_checks: &[&str]) -> Result<(Profile, Value),
             });
         }
     }
-    // Parsing once more as a plain value cannot fail now; it keeps the keys the file actually set, so a
-    // child overrides only those.
-    let value = serde_yaml::from_str(&source.text).unwrap_or(Value::Null);
     Ok((profile, value))
+}
+
+/// The 1-based line where `text` first nests deeper than `max`, counted without parsing: open flow brackets
+/// (`[`, `{`), plus block levels (each deeper indentation, each `- ` before a line's content). Quoted strings
+/// and comments are skipped. Cheap and linear, so it runs before the parser, whose time grows with depth.
+fn nesting_beyond(text: &str, max: usize) -> Option<usize> {
+    let mut flow = 0usize;
+    let mut indents: Vec<usize> = Vec::new();
+    let mut quote: Option<u8> = None;
+    for (i, line) in text.lines().enumerate() {
+        let bytes = line.as_bytes();
+        let mut at = 0;
+        if quote.is_none() && flow == 0 {
+            let indent = bytes.iter().take_while(|&&b| b == b' ').count();
+            let content = &bytes[indent..];
+            if content.is_empty() || content[0] == b'#' {
+                continue;
+            }
+            while indents.last().is_some_and(|&top| top >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            // `- - - x` nests one sequence per dash.
+            at = indent;
+            while bytes[at..].starts_with(b"- ") || &bytes[at..] == b"-" {
+                at += 2.min(bytes.len() - at);
+                while bytes.get(at) == Some(&b' ') {
+                    at += 1;
+                }
+                indents.push(at);
+            }
+        }
+        let mut previous = b' ';
+        while at < bytes.len() {
+            let b = bytes[at];
+            match quote {
+                Some(b'"') if b == b'\\' => at += 1,
+                Some(q) if b == q => quote = None,
+                Some(_) => {}
+                None => match b {
+                    b'#' if previous == b' ' => break,
+                    b'"' | b'\'' if b" :,[{-?".contains(&previous) => quote = Some(b),
+                    b'[' | b'{' => flow += 1,
+                    b']' | b'}' => flow = flow.saturating_sub(1),
+                    _ => {}
+                },
+            }
+            if indents.len() + flow > max {
+                return Some(i + 1);
+            }
+            previous = b;
+            at += 1;
+        }
+        if indents.len() + flow > max {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// serde reports unknown fields as "unknown field `x`" and paths as "a.b: ..."; pull out the key.
@@ -453,6 +707,15 @@ fn key_in_message(message: &str) -> Option<String> {
     }
     let (path, _) = message.split_once(": ")?;
     (!path.contains(' ')).then(|| path.to_string())
+}
+
+/// The `key:` that `text` (the YAML from an error's position on) starts with.
+fn key_at(text: &str) -> Option<String> {
+    // A flow mapping's error points at its `{`.
+    let text = text.trim_start_matches(['{', ' ', '"', '\'']);
+    let end = text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    let after = text[end..].trim_start_matches(['"', '\'']).trim_start();
+    (end > 0 && after.starts_with(':')).then(|| text[..end].to_string())
 }
 
 /// 1-based line and column of `key:` in YAML text.
@@ -660,13 +923,55 @@ mod tests {
     }
 
     #[test]
-    fn endless_extends_file_is_refused_not_read_to_the_end() {
+    fn endless_or_oversized_extends_file_is_refused_not_read_to_the_end() {
         let e = load_text("inline.yaml", "name: zero\nextends: /dev/zero\n", KNOWN).unwrap_err();
         assert!(
             e.message
                 .contains("is a character device, not a regular file"),
             "{e}"
         );
+        let dir = tempfile::tempdir().unwrap();
+        let big = write(dir.path(), "big.yaml", &"#".repeat((1 << 20) + 1));
+        let e = load_text(
+            "inline.yaml",
+            &format!("name: big\nextends: {big}\n"),
+            KNOWN,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("larger than 1 MiB"), "{e}");
+    }
+
+    #[test]
+    fn nesting_counts_brackets_and_block_levels_but_not_quotes_or_comments() {
+        let brackets = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(nesting_beyond(&brackets(63), 64), None);
+        assert_eq!(nesting_beyond(&brackets(64), 64), Some(1));
+        let quoted = format!(
+            "name: n\ndescription: \"{0}\"\nexpect: '{0}' # {0}\n",
+            "[".repeat(100)
+        );
+        assert_eq!(nesting_beyond(&quoted, 64), None);
+        assert!(
+            load_text("q.yaml", &quoted, KNOWN).is_err_and(|e| e.key.as_deref() == Some("expect"))
+        );
+        let dashes = format!("name: n\nexpect:\n{}x\n", "- ".repeat(70));
+        assert_eq!(nesting_beyond(&dashes, 64), Some(3));
+        for (_, text) in BUILTIN {
+            assert_eq!(nesting_beyond(text, 8), None);
+        }
+    }
+
+    #[test]
+    fn a_text_just_under_the_nesting_bound_parses_quickly() {
+        let text = format!(
+            "name: n\ndescription: {}{}\n",
+            "[".repeat(62),
+            "]".repeat(62)
+        );
+        let started = std::time::Instant::now();
+        let e = load_text("n.yaml", &text, KNOWN).unwrap_err();
+        assert!(e.message.contains("description"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
     }
 
     #[test]
