@@ -1,11 +1,13 @@
-//! The TCP side of `pair`: a listener that accepts exactly one peer holding the job token, a connector that
-//! retries until the listener is up, and the framed control channel between them. Every read and write is
-//! bounded by the run's deadline; every error names the peer. The listening socket is closed as soon as the
+//! The TCP side of `pair`: a listener that greets a bounded number of connections at once and accepts exactly
+//! one peer holding the job token, a connector that retries until a listener greets it, and the framed control
+//! channel between them. Every read and write is bounded by the run's deadline; every error names the peer. The listening socket is closed as soon as the
 //! peer is accepted (or the deadline passes), so nothing is left listening.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -14,9 +16,14 @@ use crate::measure::rc::{fail, Failure};
 use crate::measure::rdma_pair::{Channel, Sync};
 use crate::pair::wire::{self, Message, NoPorts, PortInfo, WireError, HEADER_LEN};
 
-/// One handshake may take at most this long, so a slow or silent client cannot hold the listener.
+/// One handshake may take at most this long, so a slow or silent client cannot hold a handshake slot.
 pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
-const RETRY_EVERY: Duration = Duration::from_millis(200);
+/// Handshakes a listener runs at once: enough that idle sockets from a port scanner do not keep the peer out,
+/// few enough that a flood of connections costs a bounded number of threads and descriptors.
+pub const MAX_HANDSHAKES: usize = 16;
+/// The connector's pause after a failed attempt, doubled after each up to [`RETRY_AT_MOST`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_AT_MOST: Duration = Duration::from_secs(1);
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
 
 /// What this node tells its peer about itself.
@@ -126,9 +133,11 @@ fn write_message(stream: &mut TcpStream, msg: &Message, deadline: Instant) -> st
     stream.write_all(&wire::encode(msg))
 }
 
-/// Waits for exactly one peer with `token` on `bind` until `deadline`. Connections that fail the handshake
-/// (garbage, oversized, slow, half-open, wrong token or version) are refused and listed in the error if no
-/// good peer comes. The listening socket is gone when this returns.
+/// Waits for exactly one peer with `token` on `bind` until `deadline`. Up to [`MAX_HANDSHAKES`] connections are
+/// greeted at once, each on its own thread and within its own [`HANDSHAKE_LIMIT`], so idle or slow clients cannot
+/// keep the peer out; one beyond them is closed unread (its connector retries). Connections that fail the
+/// handshake (garbage, oversized, slow, half-open, wrong token or version) are refused and summed up in the error
+/// if no good peer comes. The listening socket is gone, and every other handshake cut short, when this returns.
 pub fn listen(
     bind: SocketAddr,
     token: &str,
@@ -141,33 +150,139 @@ pub fn listen(
     listener
         .set_nonblocking(true)
         .map_err(|e| SessionError(format!("listen on {bind}: {e}")))?;
-    let mut refused = Vec::new();
-    loop {
-        if let Some(signal) = crate::interrupt::requested() {
-            return Err(SessionError(format!(
-                "interrupted by {signal} while waiting for a peer on {bind}"
-            )));
-        }
-        if left(deadline).is_none() {
-            let mut msg =
-                format!("no peer with the job token connected to {bind} before the deadline");
-            if !refused.is_empty() {
-                msg.push_str(&format!("; refused: {}", refused.join("; ")));
+    let (greeted, finished) = mpsc::channel::<(SocketAddr, Result<Peer, String>)>();
+    std::thread::scope(|scope| {
+        // A second handle on each connection being greeted, to cut its handshake short once the peer is chosen.
+        let mut in_flight: HashMap<SocketAddr, TcpStream> = HashMap::new();
+        let mut refused = Refusals::default();
+        let mut refuse = |refused: &mut Refusals, addr: SocketAddr, reason: String| {
+            on_refused(&format!("{addr}: {reason}"));
+            refused.add(addr, reason);
+        };
+        let outcome = loop {
+            if let Some(signal) = crate::interrupt::requested() {
+                break Err(SessionError(format!(
+                    "interrupted by {signal} while waiting for a peer on {bind}"
+                )));
             }
-            return Err(SessionError(msg));
-        }
-        match listener.accept() {
-            Ok((stream, addr)) => match greet(stream, addr, token, local, deadline) {
-                Ok(peer) => return Ok(peer),
-                Err(reason) => {
-                    let line = format!("{addr}: {reason}");
-                    on_refused(&line);
-                    refused.push(line);
+            if left(deadline).is_none() {
+                // The handshakes still in flight end by the deadline too: wait for their reasons.
+                while !in_flight.is_empty() {
+                    let Ok((addr, result)) = finished.recv_timeout(HANDSHAKE_LIMIT) else {
+                        break;
+                    };
+                    in_flight.remove(&addr);
+                    if let Err(reason) = result {
+                        refuse(&mut refused, addr, reason);
+                    }
                 }
-            },
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
-            Err(e) => return Err(SessionError(format!("accept on {bind}: {e}"))),
+                break Err(SessionError(format!(
+                    "no peer with the job token connected to {bind} before the deadline: {refused}"
+                )));
+            }
+            match finished.try_recv() {
+                Ok((addr, Ok(peer))) => {
+                    in_flight.remove(&addr);
+                    break Ok(peer);
+                }
+                Ok((addr, Err(reason))) => {
+                    in_flight.remove(&addr);
+                    refuse(&mut refused, addr, reason);
+                    continue;
+                }
+                Err(_) => {}
+            }
+            match listener.accept() {
+                Ok((_, addr)) if in_flight.len() >= MAX_HANDSHAKES => refuse(
+                    &mut refused,
+                    addr,
+                    format!("closed unread: {MAX_HANDSHAKES} handshakes were already in flight"),
+                ),
+                Ok((stream, addr)) => match stream.try_clone() {
+                    Ok(handle) => {
+                        in_flight.insert(addr, handle);
+                        let greeted = greeted.clone();
+                        scope.spawn(move || {
+                            let _ =
+                                greeted.send((addr, greet(stream, addr, token, local, deadline)));
+                        });
+                    }
+                    Err(e) => refuse(&mut refused, addr, format!("closed unread: {e}")),
+                },
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
+                Err(e) => break Err(SessionError(format!("accept on {bind}: {e}"))),
+            }
+        };
+        drop(listener);
+        for handle in in_flight.values() {
+            let _ = handle.shutdown(Shutdown::Both);
         }
+        outcome
+    })
+}
+
+/// The connections a listener refused, for its error: how many for each reason and the first few addresses, in
+/// memory that a flood of connections cannot grow.
+#[derive(Default)]
+struct Refusals {
+    by_reason: Vec<Refused>,
+    /// Connections whose reason was not among the first [`Refusals::REASONS`].
+    other: usize,
+}
+
+struct Refused {
+    reason: String,
+    count: usize,
+    from: Vec<SocketAddr>,
+}
+
+impl Refusals {
+    const REASONS: usize = 8;
+    const ADDRESSES: usize = 4;
+
+    fn add(&mut self, addr: SocketAddr, reason: String) {
+        if let Some(r) = self.by_reason.iter_mut().find(|r| r.reason == reason) {
+            r.count += 1;
+            if r.from.len() < Self::ADDRESSES {
+                r.from.push(addr);
+            }
+        } else if self.by_reason.len() < Self::REASONS {
+            self.by_reason.push(Refused {
+                reason,
+                count: 1,
+                from: vec![addr],
+            });
+        } else {
+            self.other += 1;
+        }
+    }
+}
+
+impl std::fmt::Display for Refusals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.by_reason.is_empty() {
+            return f.write_str("nothing connected");
+        }
+        let total = self.by_reason.iter().map(|r| r.count).sum::<usize>() + self.other;
+        write!(f, "refused {total} connection(s)")?;
+        for r in &self.by_reason {
+            let from: Vec<String> = r.from.iter().map(SocketAddr::to_string).collect();
+            let more = match r.count - r.from.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            write!(
+                f,
+                "; {} from {}{more}: {}",
+                r.count,
+                from.join(", "),
+                r.reason
+            )?;
+        }
+        if self.other > 0 {
+            write!(f, "; {} for other reasons", self.other)?;
+        }
+        Ok(())
     }
 }
 
@@ -181,8 +296,7 @@ fn greet(
 ) -> Result<Peer, String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     let _ = stream.set_nodelay(true);
-    let started = Instant::now();
-    let limit = deadline.min(started + HANDSHAKE_LIMIT);
+    let limit = deadline.min(Instant::now() + HANDSHAKE_LIMIT);
     let refuse = |stream: &mut TcpStream, reason: String| {
         let _ = write_message(
             stream,
@@ -193,17 +307,22 @@ fn greet(
         );
         reason
     };
-    let hello = match read_message(&mut stream, limit) {
-        Ok(m) => m,
-        Err(ReadFail::TimedOut) => {
-            return Err(format!(
-                "no complete handshake within {:.1} s (slow or half-open connection)",
-                started.elapsed().as_secs_f64()
-            ))
-        }
-        Err(ReadFail::Wire(e)) => return Err(refuse(&mut stream, e.to_string())),
-        Err(e) => return Err(format!("handshake: {e}")),
-    };
+    let hello =
+        match read_message(&mut stream, limit) {
+            Ok(m) => m,
+            Err(ReadFail::TimedOut) if limit < deadline => {
+                return Err(format!(
+                    "no complete handshake within {} s (idle, slow or half-open connection)",
+                    HANDSHAKE_LIMIT.as_secs()
+                ))
+            }
+            Err(ReadFail::TimedOut) => return Err(
+                "no complete handshake before the deadline (idle, slow or half-open connection)"
+                    .into(),
+            ),
+            Err(ReadFail::Wire(e)) => return Err(refuse(&mut stream, e.to_string())),
+            Err(e) => return Err(format!("handshake: {e}")),
+        };
     match hello {
         Message::Hello {
             token: given,
@@ -252,46 +371,83 @@ fn kind(m: &Message) -> &'static str {
     }
 }
 
-/// Connects to `target` (HOST:PORT), retrying until the listener is up or `deadline` passes, then greets it.
+/// Connects to `target` (HOST:PORT) and greets it, retrying with a growing pause until `deadline`: while the
+/// listener is not up yet, and while what answers is not a listener ready for this peer (a connection closed
+/// or reset unread because the listener is busy, no answer in time, garbage). A refusal from a pair listener
+/// (wrong token, version or ring rank) ends it at once: trying again cannot change the answer.
 pub fn connect(
     target: &str,
     token: &str,
     local: &Local,
     deadline: Instant,
 ) -> Result<Peer, SessionError> {
+    let mut handshakes = 0u32;
     let mut last = String::from("never tried");
-    let (mut stream, addr) = loop {
+    let mut pause = RETRY_FIRST;
+    loop {
         if let Some(signal) = crate::interrupt::requested() {
             return Err(SessionError(format!(
                 "interrupted by {signal} while reaching {target}"
             )));
         }
-        let Some(t) = left(deadline) else {
-            return Err(SessionError(format!(
-                "could not reach {target} before the deadline (last: {last})"
-            )));
-        };
-        match target.to_socket_addrs() {
-            Ok(addrs) => {
-                let mut reached = None;
-                for a in addrs {
-                    match TcpStream::connect_timeout(&a, t.min(Duration::from_secs(2))) {
-                        Ok(s) => {
-                            reached = Some((s, a));
-                            break;
-                        }
-                        Err(e) => last = format!("{a}: {e}"),
-                    }
-                }
-                if let Some(r) = reached {
-                    break r;
+        if left(deadline).is_none() {
+            return Err(SessionError(match handshakes {
+                0 => format!("could not reach {target} before the deadline (last: {last})"),
+                n => format!(
+                    "reached {target} but completed no handshake before the deadline in {n} attempt(s) (last: {last})"
+                ),
+            }));
+        }
+        match reach(target, deadline) {
+            Ok((stream, addr)) => {
+                handshakes += 1;
+                match hello(stream, addr, target, token, local, deadline) {
+                    Ok(peer) => return Ok(peer),
+                    Err(Attempt::Refused(why)) => return Err(SessionError(why)),
+                    Err(Attempt::Failed(why)) => last = why,
                 }
             }
-            // Names of pods or nodes that are still starting may not resolve yet: retry like a refused connect.
-            Err(e) => last = format!("resolving {target}: {e}"),
+            Err(why) => last = why,
         }
-        std::thread::sleep(RETRY_EVERY.min(left(deadline).unwrap_or_default()));
-    };
+        std::thread::sleep(pause.min(left(deadline).unwrap_or_default()));
+        pause = (pause * 2).min(RETRY_AT_MOST);
+    }
+}
+
+/// Why one handshake attempt of the connector did not give a peer.
+enum Attempt {
+    /// A pair listener refused this peer, saying why.
+    Refused(String),
+    /// Anything else: worth another attempt.
+    Failed(String),
+}
+
+/// A TCP connection to the first address of `target` that takes one, or why none did.
+fn reach(target: &str, deadline: Instant) -> Result<(TcpStream, SocketAddr), String> {
+    // Names of pods or nodes that are still starting may not resolve yet: retried like a refused connect.
+    let addrs = target
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {target}: {e}"))?;
+    let mut last = format!("{target} resolves to no address");
+    for a in addrs {
+        let Some(t) = left(deadline) else { break };
+        match TcpStream::connect_timeout(&a, t.min(Duration::from_secs(2))) {
+            Ok(s) => return Ok((s, a)),
+            Err(e) => last = format!("{a}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// The connector's side of one handshake.
+fn hello(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    target: &str,
+    token: &str,
+    local: &Local,
+    deadline: Instant,
+) -> Result<Peer, Attempt> {
     let _ = stream.set_nodelay(true);
     let limit = deadline.min(Instant::now() + HANDSHAKE_LIMIT);
     write_message(
@@ -304,21 +460,21 @@ pub fn connect(
         },
         limit,
     )
-    .map_err(|e| SessionError(format!("sending hello to {addr}: {e}")))?;
+    .map_err(|e| Attempt::Failed(format!("sending hello to {addr}: {e}")))?;
     match read_message(&mut stream, limit) {
         Ok(Message::Welcome {
             node,
             ports,
             no_ports,
         }) => Ok(Peer::greeted(stream, addr, node, ports, no_ports, deadline)),
-        Ok(Message::Refused { reason }) => Err(SessionError(format!(
+        Ok(Message::Refused { reason }) => Err(Attempt::Refused(format!(
             "{target} ({addr}) refused the handshake: {reason}"
         ))),
-        Ok(other) => Err(SessionError(format!(
+        Ok(other) => Err(Attempt::Failed(format!(
             "{target} ({addr}) answered the hello with {}",
             kind(&other)
         ))),
-        Err(e) => Err(SessionError(format!(
+        Err(e) => Err(Attempt::Failed(format!(
             "{target} ({addr}) {e} during the handshake"
         ))),
     }

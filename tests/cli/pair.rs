@@ -16,7 +16,7 @@ use fabric_preflight::pair::wire::{self, Message, MAGIC, VERSION};
 
 /// A port free now and never handed out before in this test process: the kernel may give a just-released port
 /// again, and two ends (or two tests running at once) on one port would talk to the wrong peer.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap();
     loop {
@@ -32,7 +32,7 @@ fn free_port() -> u16 {
     }
 }
 
-fn pair(args: &[&str], token: Option<&str>) -> Child {
+pub(crate) fn pair(args: &[&str], token: Option<&str>) -> Child {
     pair_env(args, token, &[])
 }
 
@@ -82,7 +82,7 @@ fn evidence_has(result: &Value, line: &str) -> bool {
         .any(|e| e.as_str().unwrap().contains(line))
 }
 
-fn finish(child: Child) -> (u8, Value, Output) {
+pub(crate) fn finish(child: Child) -> (u8, Value, Output) {
     let out = child.wait_with_output().unwrap();
     let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(

@@ -1,1 +1,154 @@
-//! Hostile inputs: pair.
+//! `pair` against hostile peers and inputs: idle sockets and wrong peers in the way of the real peer, reports
+//! for `--summarize` that are devices, FIFOs, huge files or directories.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::{bounded, mkfifo};
+use crate::pair::{finish, free_port, pair};
+use crate::util::*;
+
+/// Idle sockets used to hold the listener 5 s each, one after the other, before any token check: two of them
+/// made a real pair fail. Now they are greeted at once, beside the peer, and more than the listener greets at
+/// once are closed unread while the connector retries.
+#[test]
+fn idle_sockets_do_not_keep_the_real_peer_out() {
+    for (idle, within) in [(3, Duration::from_secs(4)), (40, Duration::from_secs(12))] {
+        let port = free_port();
+        let listener = pair(
+            &["--listen", &port.to_string(), "--timeout", "20"],
+            Some("t"),
+        );
+        let sockets: Vec<TcpStream> = (0..idle)
+            .map(|_| loop {
+                if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                    break s;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            })
+            .collect();
+        let t = Instant::now();
+        let connector = pair(
+            &["--connect", &format!("127.0.0.1:{port}"), "--timeout", "20"],
+            Some("t"),
+        );
+        let (c_code, c_report, _) = finish(connector);
+        let took = t.elapsed();
+        let (l_code, l_report, _) = finish(listener);
+        assert_eq!(
+            (c_code, l_code),
+            (Exit::OK, Exit::OK),
+            "{idle}: {c_report}\n{l_report}"
+        );
+        assert!(took < within, "{idle} idle sockets: the pair took {took:?}");
+        drop(sockets);
+    }
+}
+
+/// What answers first on the port is not the listener: it closes every connection, or answers garbage. The
+/// connector used to give up after that one handshake; it retries until the real listener is up.
+#[test]
+fn a_connector_meeting_a_wrong_peer_first_retries_until_the_listener_is_up() {
+    for answer in [&b""[..], b"HTTP/1.1 400 Bad Request\r\n\r\n"] {
+        let port = free_port();
+        let impostor = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let connector = pair(
+            &["--connect", &format!("127.0.0.1:{port}"), "--timeout", "20"],
+            Some("t"),
+        );
+        let until = Instant::now() + Duration::from_millis(1500);
+        impostor.set_nonblocking(true).unwrap();
+        while Instant::now() < until {
+            if let Ok((mut s, _)) = impostor.accept() {
+                use std::io::Write;
+                let _ = s.write_all(answer);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(impostor);
+        let listener = pair(
+            &["--listen", &port.to_string(), "--timeout", "20"],
+            Some("t"),
+        );
+        let (c_code, c_report, _) = finish(connector);
+        let (l_code, _, _) = finish(listener);
+        assert_eq!((c_code, l_code), (Exit::OK, Exit::OK), "{c_report}");
+    }
+}
+
+/// A ring node's report with the fields `--summarize` reads: node `rank` of a, b, c, both its links passing.
+fn ring_report(dir: &Path, rank: usize) -> PathBuf {
+    let members = ["a", "b", "c"];
+    let link =
+        |x: usize, y: usize| json!({"a": members[x % 3], "b": members[y % 3], "status": "pass"});
+    let report = json!({
+        "schema_version": 2,
+        "tool": {"name": "fabric-preflight", "version": "0", "commit": "x"},
+        "host": {"hostname": members[rank], "node_name": members[rank], "kernel": "-", "root": "/"},
+        "profile": "generic",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "strict": false,
+        "duration_ms": 1,
+        "checks": [],
+        "ring": {"members": members, "rank": rank, "source": "--peers", "links": [link(rank + 2, rank), link(rank, rank + 1)]},
+    });
+    let path = dir.join(format!("{rank}.json"));
+    std::fs::write(&path, report.to_string()).unwrap();
+    path
+}
+
+/// Puts a hostile report at a path; what its error must say.
+type Plant = (fn(&Path), &'static str);
+
+/// `--summarize` read a report to its end, whatever it was: a link to /dev/zero reached 16.8 GB. Each hostile
+/// report is named unreadable, quickly and in bounded memory, and the good ones are still summarized.
+#[test]
+fn hostile_reports_are_named_unreadable_and_the_rest_summarized() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = [ring_report(dir.path(), 0), ring_report(dir.path(), 2)];
+    let bad = dir.path().join("1.json");
+    let plant: [Plant; 4] = [
+        (|p| mkfifo(p), "is a FIFO"),
+        (
+            |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+            "is a character device",
+        ),
+        (
+            |p| {
+                std::fs::File::create(p)
+                    .unwrap()
+                    .set_len(100 << 20)
+                    .unwrap()
+            },
+            "larger than 16 MiB",
+        ),
+        (|p| std::fs::create_dir(p).unwrap(), "is a directory"),
+    ];
+    for (make, why) in plant {
+        make(&bad);
+        let run = bounded(
+            preflight()
+                .args(["pair", "--format", "json", "--summarize"])
+                .args([&good[0], &bad, &good[1]]),
+            Duration::from_secs(10),
+        );
+        let report: Value = json_out(Schema::Run, &run.out);
+        assert_eq!(code(&run.out), Exit::COULD_NOT_RUN, "{why}: {report:#}");
+        let checks = report["checks"].as_array().unwrap();
+        assert_eq!(checks[0]["status"], "pass", "{why}: {report:#}");
+        assert_eq!(checks[1]["status"], "error", "{why}: {report:#}");
+        assert!(
+            checks[1]["summary"].as_str().unwrap().contains(why),
+            "{why}: {report:#}"
+        );
+        assert!(
+            run.elapsed < Duration::from_secs(2),
+            "{why}: {:?}",
+            run.elapsed
+        );
+        let _ = std::fs::remove_file(&bad).or_else(|_| std::fs::remove_dir(&bad));
+    }
+}
