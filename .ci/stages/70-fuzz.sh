@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing, briefly (issue 29): the profile loader (with its nesting bound) and the line reader `collective` and
-# `nccl` share, FUZZ_SECONDS each (default 30). cargo-fuzz needs a nightly toolchain; both are installed here
+# `nccl` share, FUZZ_SECONDS each (default 20). cargo-fuzz needs a nightly toolchain; both are installed here
 # when missing, and a machine that cannot install them fails this stage with the reason instead of skipping it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,7 +10,7 @@ fail() {
   exit 1
 }
 
-seconds="${FUZZ_SECONDS:-30}"
+seconds="${FUZZ_SECONDS:-20}"
 targets=(profile_load input_lines)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
