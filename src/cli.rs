@@ -186,9 +186,16 @@ pub struct PairArgs {
     #[arg(long, value_name = "N")]
     pub size: Option<usize>,
 
-    /// Job token both ends must hold (else FABRIC_PREFLIGHT_TOKEN; under Slurm, the job and step id)
-    #[arg(long, value_name = "TOKEN")]
+    /// Job token both ends must hold (else --token-file, FABRIC_PREFLIGHT_TOKEN, and under Slurm the job and
+    /// step id, which keeps jobs apart but is no secret: any user can read it with squeue). A token on the
+    /// command line is visible to every user in `ps`: prefer --token-file
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
     pub token: Option<String>,
+
+    /// Read the job token from FILE: a regular file of at most 4 KiB that only its owner may read (mode 600 or
+    /// stricter; a file group or others may read is refused). The secret to use when security matters
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 
     /// Read /proc and /sys under DIR instead of / (a recorded tree): the ports offered to the peer. Transfers
     /// still go through this host's libibverbs

@@ -30,6 +30,8 @@ pub enum InputError {
     TooLarge(u64),
     /// Not UTF-8 text where text is required.
     NotText,
+    /// A secret that other users may read: the file's permission bits.
+    Exposed(u32),
 }
 
 impl fmt::Display for InputError {
@@ -39,6 +41,10 @@ impl fmt::Display for InputError {
             InputError::NotAFile(kind) => write!(f, "is {kind}, not a regular file"),
             InputError::TooLarge(max) => write!(f, "larger than {}", bytes(*max)),
             InputError::NotText => write!(f, "not UTF-8 text"),
+            InputError::Exposed(mode) => write!(
+                f,
+                "readable by group or others (mode {mode:04o}): a secret is only one while `chmod 600` keeps it"
+            ),
         }
     }
 }
@@ -110,7 +116,10 @@ fn set_blocking(file: &File) -> io::Result<()> {
 
 /// The whole of a regular file of at most `max` bytes: a larger one is an error, never a truncated answer.
 pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
-    let file = open(path, Accept::Regular)?;
+    read_all(open(path, Accept::Regular)?, max)
+}
+
+fn read_all(file: File, max: u64) -> Result<Vec<u8>, InputError> {
     let mut buf = Vec::new();
     file.take(max.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > max {
@@ -122,6 +131,19 @@ pub fn read_bytes(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
 /// [`read_bytes`] as UTF-8 text.
 pub fn read_text(path: &Path, max: u64) -> Result<String, InputError> {
     String::from_utf8(read_bytes(path, max)?).map_err(|_| InputError::NotText)
+}
+
+/// A secret of at most `max` bytes from a regular file that only its owner may read: a file group or others
+/// may read is refused by the mode of the opened file (as ssh refuses a private key), so the secret is never
+/// used from where another user could have read it.
+pub fn read_secret(path: &Path, max: u64) -> Result<String, InputError> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = open(path, Accept::Regular)?;
+    let mode = file.metadata()?.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(InputError::Exposed(mode));
+    }
+    String::from_utf8(read_all(file, max)?).map_err(|_| InputError::NotText)
 }
 
 /// Why [`for_each_line`] stopped before the end.

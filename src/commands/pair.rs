@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -184,20 +185,15 @@ fn prepare(args: &PairArgs) -> anyhow::Result<Ready> {
             service: args.service.clone(),
             size: args.size,
         };
-        let read = |p: &str| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
+        let read = |p: &str| {
+            crate::input::read_text(Path::new(p), MAX_HOSTFILE_BYTES)
+                .map_err(|e| format!("{p}: {e}"))
+        };
         Some(ring::discover(&ring_args, &env, &read).map_err(anyhow::Error::msg)?)
     } else {
         None
     };
-    let token = args
-        .token
-        .clone()
-        .or_else(|| env.get(TOKEN_ENV).cloned())
-        .or_else(|| ring.as_ref().and_then(|r| r.token.clone()))
-        .filter(|t| !t.is_empty())
-        .with_context(|| {
-            format!("no job token: pass --token or set {TOKEN_ENV} (the same on both nodes)")
-        })?;
+    let token = job_token(args, &env, ring.as_ref())?;
     let side = match (&args.listen, &args.connect) {
         (Some(l), _) => Some(Side::Listen(parse_listen(l)?)),
         (_, Some(c)) => {
@@ -214,6 +210,44 @@ fn prepare(args: &PairArgs) -> anyhow::Result<Ready> {
         side,
         ring,
     })))
+}
+
+/// An MPI hostfile lists one host per line: 1 MiB is far beyond any cluster's.
+const MAX_HOSTFILE_BYTES: u64 = 1 << 20;
+/// A token file holds one line; more is not a token.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// The job token, from the first of `--token`, `--token-file`, `FABRIC_PREFLIGHT_TOKEN` and the launcher's
+/// job id. The last only keeps jobs apart: stderr says so, since anyone can read a Slurm job id.
+fn job_token(
+    args: &PairArgs,
+    env: &BTreeMap<String, String>,
+    ring: Option<&ring::Ring>,
+) -> anyhow::Result<String> {
+    let given = match (&args.token, &args.token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(path)) => Some(
+            crate::input::read_secret(path, MAX_TOKEN_FILE_BYTES)
+                .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?
+                .trim()
+                .to_string(),
+        ),
+        (None, None) => env.get(TOKEN_ENV).cloned(),
+    };
+    if let Some(token) = given {
+        if token.is_empty() {
+            bail!("the job token is empty (--token, --token-file or {TOKEN_ENV})");
+        }
+        return Ok(token);
+    }
+    let launcher = ring.and_then(|r| r.token.clone()).with_context(|| {
+        format!("no job token: pass --token-file or --token, or set {TOKEN_ENV} (the same on both nodes)")
+    })?;
+    eprintln!(
+        "pair: job token {launcher} (the Slurm job and step id): it keeps other jobs' pairs apart but is no \
+         secret, any user can read it with squeue; for one, pass --token-file (deploy/slurm/pair-ring.sbatch does)"
+    );
+    Ok(launcher)
 }
 
 /// `PORT` or `ADDR:PORT` (`[::1]:PORT` for IPv6).

@@ -240,3 +240,133 @@ fn manifests_only_name_existing_checks() {
         "the DaemonSet and the NPD plugin each pick their checks"
     );
 }
+
+/// Issue 29, deployments: every pod runs under the runtime's seccomp profile; every container drops all
+/// capabilities and adds back only what its checks need (IPC_LOCK to register memory; SYS_ADMIN only in the
+/// one-shot init container that judges pcie.acs, never in a long-running DaemonSet such as NPD's), cannot
+/// gain privileges, has a read-only root filesystem and resource requests and limits; images are pinned
+/// (never `:latest`); the host's /sys is mounted read-only, recursively where the cluster can.
+#[test]
+fn every_container_runs_with_the_least_it_needs() {
+    let allowed_caps = |kind: &str, name: &str| -> &'static [&'static str] {
+        match (kind, name) {
+            ("Deployment", "fabric-preflight") => &["IPC_LOCK", "SYS_ADMIN"],
+            ("Job", "pair" | "collective") => &["IPC_LOCK"],
+            _ => &[],
+        }
+    };
+    let mut checked = 0;
+    for (path, doc) in manifests() {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        let mut specs = Vec::new();
+        pod_specs(&doc, &mut specs);
+        for spec in specs {
+            let at = |what: &str| format!("{} ({kind}): {what}", path.display());
+            assert_eq!(
+                spec["securityContext"]["seccompProfile"]["type"],
+                "RuntimeDefault",
+                "{}",
+                at("pod seccompProfile")
+            );
+            for c in containers(spec) {
+                let name = c["name"].as_str().unwrap();
+                let at = |what: &str| at(&format!("container {name}: {what}"));
+                let security = &c["securityContext"];
+                assert_eq!(
+                    security["allowPrivilegeEscalation"],
+                    Value::Bool(false),
+                    "{}",
+                    at("allowPrivilegeEscalation")
+                );
+                assert_eq!(
+                    security["readOnlyRootFilesystem"],
+                    Value::Bool(true),
+                    "{}",
+                    at("readOnlyRootFilesystem")
+                );
+                let caps = |key: &str| -> Vec<&str> {
+                    security["capabilities"][key]
+                        .as_sequence()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect()
+                };
+                assert_eq!(caps("drop"), ["ALL"], "{}", at("capabilities.drop"));
+                for cap in caps("add") {
+                    assert!(
+                        allowed_caps(&kind, name).contains(&cap),
+                        "{}",
+                        at(&format!("adds {cap}"))
+                    );
+                }
+                for key in ["requests", "limits"] {
+                    for resource in ["cpu", "memory"] {
+                        assert!(
+                            !c["resources"][key][resource].is_null(),
+                            "{}",
+                            at(&format!("resources.{key}.{resource}"))
+                        );
+                    }
+                }
+                let image = c["image"].as_str().unwrap_or_default();
+                assert!(!image.ends_with(":latest"), "{}", at(image));
+                for mount in c["volumeMounts"].as_sequence().into_iter().flatten() {
+                    if mount["mountPath"] == "/sys" {
+                        assert_eq!(mount["readOnly"], Value::Bool(true), "{}", at("/sys"));
+                        assert_eq!(mount["recursiveReadOnly"], "IfPossible", "{}", at("/sys"));
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 8, "containers checked: {checked}");
+}
+
+/// Issue 29, deployments: a pod that listens (the pair ring's control port, the collective's rendezvous and
+/// NCCL's bootstrap) is reachable only from the pods of its own job.
+#[test]
+fn listening_pods_admit_only_their_own_job() {
+    let docs = manifests();
+    let mut listeners = 0;
+    for (path, doc) in &docs {
+        if doc["kind"] != "Job" {
+            continue;
+        }
+        let job = doc["metadata"]["name"].as_str().unwrap();
+        let ports: Vec<&Value> = doc["spec"]["template"]["spec"]["containers"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["ports"].as_sequence().into_iter().flatten())
+            .collect();
+        if ports.is_empty() {
+            continue;
+        }
+        listeners += 1;
+        // A Job's pods carry `job-name: <job>` from the Job controller, whatever the template says.
+        let selector = serde_yaml::from_str::<Value>(&format!("{{job-name: {job}}}")).unwrap();
+        let policy = docs
+            .iter()
+            .map(|(_, d)| d)
+            .find(|d| {
+                d["kind"] == "NetworkPolicy" && d["spec"]["podSelector"]["matchLabels"] == selector
+            })
+            .unwrap_or_else(|| panic!("{}: no NetworkPolicy selects job {job}", path.display()));
+        let rules = policy["spec"]["ingress"].as_sequence().unwrap();
+        assert!(!rules.is_empty(), "{}: {job}", path.display());
+        for rule in rules {
+            let from = rule["from"].as_sequence().unwrap();
+            assert!(
+                from.iter()
+                    .all(|peer| peer["podSelector"]["matchLabels"] == selector
+                        && peer["namespaceSelector"].is_null()
+                        && peer["ipBlock"].is_null()),
+                "{}: {job} admits {from:?}",
+                path.display()
+            );
+        }
+    }
+    assert!(listeners >= 2, "Jobs with a listening port: {listeners}");
+}

@@ -152,3 +152,158 @@ fn hostile_reports_are_named_unreadable_and_the_rest_summarized() {
         let _ = std::fs::remove_file(&bad).or_else(|_| std::fs::remove_dir(&bad));
     }
 }
+
+/// Writes `content` at `path` with permission bits `mode`.
+fn write_mode(path: &Path, content: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, content).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Removes whatever a [`Plant`] left at `path`.
+fn unplant(path: &Path) {
+    let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
+}
+
+/// Class 18: a job token read from a file is a secret only if no one else may read the file, and the file is
+/// an input like any other (a FIFO or a link to /dev/zero is refused unread). Each is a usage error at once,
+/// before any connection; a file only its owner may read pairs.
+#[test]
+fn token_files_others_may_read_or_that_are_not_small_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    let plant: [Plant; 8] = [
+        (
+            |p| write_mode(p, b"t\n", 0o644),
+            "readable by group or others (mode 0644)",
+        ),
+        (|p| write_mode(p, b"t\n", 0o640), "(mode 0640)"),
+        (|p| write_mode(p, b"t\n", 0o604), "(mode 0604)"),
+        (|p| mkfifo(p), "is a FIFO"),
+        (
+            |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+            "is a character device",
+        ),
+        (|p| std::fs::create_dir(p).unwrap(), "is a directory"),
+        (|p| write_mode(p, &[b'x'; 5000], 0o600), "larger than 4 KiB"),
+        (|p| write_mode(p, b" \n", 0o600), "the job token is empty"),
+    ];
+    for (make, why) in plant {
+        make(&file);
+        let run = bounded(
+            preflight()
+                .args(["pair", "--connect", "127.0.0.1:9", "--timeout", "30"])
+                .arg("--token-file")
+                .arg(&file),
+            Duration::from_secs(10),
+        );
+        let stderr = String::from_utf8_lossy(&run.out.stderr);
+        assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
+        assert!(stderr.contains(why), "{why}: {stderr}");
+        assert!(
+            run.elapsed < Duration::from_secs(3),
+            "{why}: {:?}",
+            run.elapsed
+        );
+        unplant(&file);
+    }
+
+    write_mode(&file, b"t\n", 0o600);
+    let port = free_port();
+    let listener = pair(
+        &["--listen", &port.to_string(), "--timeout", "20"],
+        Some("t"),
+    );
+    let file_arg = file.to_str().unwrap();
+    let connector = pair(
+        &[
+            "--connect",
+            &format!("127.0.0.1:{port}"),
+            "--timeout",
+            "20",
+            "--token-file",
+            file_arg,
+        ],
+        None,
+    );
+    let (c_code, c_report, _) = finish(connector);
+    let (l_code, _, _) = finish(listener);
+    assert_eq!((c_code, l_code), (Exit::OK, Exit::OK), "{c_report}");
+}
+
+/// Class 18: under Slurm without a token the job and step id are used, which anyone can read with squeue:
+/// the run says so and names the flag for a secret, instead of calling it one.
+#[test]
+fn the_slurm_job_id_token_is_named_no_secret() {
+    let run = bounded(
+        preflight()
+            .args(["pair", "--ring", "--timeout", "1", "--format", "json"])
+            .envs([
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_JOB_NODELIST", "127.0.0.1,localhost"),
+                ("SLURM_JOB_ID", "4242"),
+                ("SLURM_STEP_ID", "1"),
+            ]),
+        Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&run.out.stderr);
+    assert!(
+        stderr.contains("job token slurm-4242.1 (the Slurm job and step id)")
+            && stderr.contains("no secret")
+            && stderr.contains("--token-file"),
+        "{stderr}"
+    );
+}
+
+/// Class 3, the ring's MPI hostfile: it was read whole with no type check, so a FIFO blocked `pair` for good
+/// and a link to /dev/zero grew without bound. It is a bounded regular file now.
+#[test]
+fn hostile_hostfiles_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts");
+    let plant: [Plant; 4] = [
+        (|p| mkfifo(p), "is a FIFO"),
+        (
+            |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+            "is a character device",
+        ),
+        (
+            |p| {
+                std::fs::File::create(p)
+                    .unwrap()
+                    .set_len(100 << 20)
+                    .unwrap()
+            },
+            "larger than 1 MiB",
+        ),
+        (|p| std::fs::create_dir(p).unwrap(), "is a directory"),
+    ];
+    for (make, why) in plant {
+        make(&file);
+        let run = bounded(
+            preflight()
+                .args([
+                    "pair",
+                    "--ring",
+                    "--token",
+                    "t",
+                    "--timeout",
+                    "30",
+                    "--hostfile",
+                ])
+                .arg(&file)
+                .env("OMPI_COMM_WORLD_RANK", "0"),
+            Duration::from_secs(10),
+        );
+        let stderr = String::from_utf8_lossy(&run.out.stderr);
+        assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
+        assert!(stderr.contains(why), "{why}: {stderr}");
+        assert!(
+            run.elapsed < Duration::from_secs(3),
+            "{why}: {:?}",
+            run.elapsed
+        );
+        unplant(&file);
+    }
+}
