@@ -17,7 +17,6 @@
 use crate::dynlib::{verbs, ErrorKind, LibError};
 use crate::host::{optional, Host, ReadResult};
 use crate::model::{CheckResult, Library, Status};
-use crate::probe::FactSource;
 use crate::recording::Answers;
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
@@ -76,15 +75,6 @@ fn add_gap_first(gap: &mut Option<CheckResult>, e: &crate::host::ReadError) {
     }
     *gap = Some(r);
 }
-
-/// The devices libibverbs lists: gathered once per run for the probes that name it.
-pub const VERBS_DEVICES: FactSource = FactSource {
-    key: verbs::DEVICE_LIST_KEY,
-    library: Library::Verbs,
-    collect: || serde_json::to_value(verbs::discover()).unwrap_or_default(),
-    // Asked on every host: soft-RoCE and other software devices sit on no PCI function.
-    only_if: None,
-};
 
 /// What the host shows for one stack, read once per check.
 #[derive(Debug, Clone)]
@@ -422,7 +412,7 @@ impl Survey {
         expected: bool,
     ) -> Result<Vec<String>, Box<CheckResult>> {
         let discovery = answers
-            .obtain(VERBS_DEVICES.key, verbs::discover)
+            .obtain(verbs::DEVICE_LIST_KEY, verbs::discover)
             .map_err(|e| Box::new(CheckResult::error(id, e)))?
             .value;
         self.library_devices(

@@ -5,6 +5,7 @@
 pub mod cuda;
 pub mod cuda_dmabuf;
 pub mod cufile;
+pub mod efa;
 pub mod error;
 pub mod fabric;
 pub mod nvml;

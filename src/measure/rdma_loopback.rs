@@ -35,6 +35,18 @@ pub struct Plan {
 /// Bytes of one latency message: its sequence number.
 const PING_BYTES: usize = 8;
 
+/// `rdma.loopback`'s plan, here rather than in the probe because `rdma.memlock` judges whether its memory can
+/// be registered. 256 KiB transfers, 8 in flight: past the bandwidth-delay product of a 400 Gb/s port (perftest
+/// reaches line rate from 64 KiB), and 4 MiB to register, which an 8 MiB memlock limit still allows. Up to 4096
+/// per phase (1 GiB, 21 ms at 400 Gb/s) or one second on slow ports; 1000 round trips.
+pub const HOST_LOOPBACK: Plan = Plan {
+    message_bytes: 256 << 10,
+    depth: 8,
+    bw_messages: 4096,
+    phase_time: Duration::from_secs(1),
+    lat_iterations: 1000,
+};
+
 impl Plan {
     /// Source slots, destination slots, then four ping buffers (A send, B receive, B send, A receive).
     pub const fn region_bytes(&self) -> usize {

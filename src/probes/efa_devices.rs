@@ -3,29 +3,14 @@
 //! instance type has. A short count shortly after boot is named as possibly still initialising (P5en brings
 //! some EFAs up late). Whether each RDMA device opens through `/dev/infiniband/uverbsN` is `rdma.devices`'.
 
-use serde::{Deserialize, Serialize};
-
-use crate::child::breadcrumb;
-use crate::host::Host;
-use crate::probe::{
-    CheckResult, Context, Explain, FactSource, Kind, Library, Probe, ProbeMeta, Status,
-};
+use crate::dynlib::efa::{load_libefa, Loaded, LIBEFA, LIBEFA_KEY};
+use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
+use crate::probes::shared::facts::LIBEFA_LOADED;
 use crate::sysfs::efa::{self, EfaFunction};
-use crate::topology::PciTree;
 
 pub struct EfaDevices;
 
 const ID: &str = "efa.devices";
-/// Vendor-answer key: whether libefa.so.1 could be loaded.
-pub const LIBEFA_KEY: &str = "efa.libefa";
-const LIBEFA: &str = "libefa.so.1";
-/// Whether libefa loads: asked once per run in the facts child (a hung dlopen is killed there, naming it).
-pub const LIBEFA_LOADED: FactSource = FactSource {
-    key: LIBEFA_KEY,
-    library: Library::Efa,
-    collect: || serde_json::to_value(load_libefa()).unwrap_or_default(),
-    only_if: Some(could_hold_an_efa),
-};
 /// Within this long after boot a short EFA count may still be the driver probing devices (P5en).
 const LATE_INIT_SECS: f64 = 15.0 * 60.0;
 
@@ -85,38 +70,6 @@ impl Probe for EfaDevices {
             .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
         vec![judge(&functions, libefa.as_ref(), uptime, expected)]
     }
-}
-
-/// An EFA may be on this host: one is in the PCI tree (shared with the static probes, so nothing is read
-/// twice), or part of the tree could not be read. Where not, EFA's libraries are left alone: libfabric would
-/// load every provider it has on a node that has no EFA.
-pub fn could_hold_an_efa(host: &Host) -> bool {
-    PciTree::read(host).map_or(true, |tree| {
-        !tree.unreadable.is_empty()
-            || tree
-                .nodes
-                .iter()
-                .any(|n| efa::is_efa(n.attrs.vendor, n.attrs.device))
-    })
-}
-
-/// The result of an RC check (`rdma.loopback`, `gdr.loopback`) for the EFA devices it leaves alone.
-pub fn no_rc(id: &str, efa: &[String]) -> CheckResult {
-    CheckResult::skip(id, format!("{} ({} EFA device(s))", efa::NO_RC, efa.len()))
-        .evidence("EFA devices left alone", efa.join(", "))
-}
-
-/// What dlopen said about libefa.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Loaded(pub Result<String, String>);
-
-fn load_libefa() -> Loaded {
-    breadcrumb("dlopen libefa.so.1");
-    // SAFETY: libefa's constructors only register its verbs provider.
-    Loaded(match unsafe { libloading::Library::new(LIBEFA) } {
-        Ok(_) => Ok(LIBEFA.to_string()),
-        Err(e) => Err(e.to_string()),
-    })
 }
 
 fn uptime_text(secs: f64) -> String {
@@ -281,23 +234,6 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn efa_libraries_are_asked_only_where_an_efa_could_be() {
-        let at = |scenario: &str| {
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("testdata/hosts")
-                .join(scenario);
-            could_hold_an_efa(&Host::at(&root).unwrap())
-        };
-        assert!(at("aws-p5en"));
-        assert!(
-            at("aws-p5en-efa-unbound"),
-            "an EFA without its driver is still on the bus"
-        );
-        assert!(!at("hgx-healthy"));
-        assert!(!at("rxe-vm"));
-    }
 
     fn function(bdf: &str, driver: Option<&str>, rdma: &[&str]) -> EfaFunction {
         EfaFunction {

@@ -3,9 +3,8 @@
 //! EFA. No provider on a node whose EFAs are present means NCCL falls back to TCP sockets.
 
 use crate::dynlib::fabric::{self, Query};
-use crate::probe::{
-    CheckResult, Context, Explain, FactSource, Kind, Library, Probe, ProbeMeta, Status,
-};
+use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
+use crate::probes::shared::facts::EFA_OFFERS;
 use crate::sysfs::efa;
 use crate::topology::{PciTree, Role};
 
@@ -20,15 +19,6 @@ const FIX_HMEM: &str =
     "libfabric's efa provider found no GPU memory support: it needs libcuda at run time and the \
 efa driver's peer path (DMA-BUF with the open NVIDIA module, or efa_nv_peermem); see efa.gdr, and \
 `FI_LOG_LEVEL=warn fi_info -p efa -c FI_HMEM`";
-
-/// libfabric's efa offers, asked once per run in the facts child: with FI_HMEM, and without it where that
-/// found nothing, so the answer serves nodes with and without GPUs (the child knows no PCI tree).
-pub const EFA_OFFERS: FactSource = FactSource {
-    key: fabric::EFA_QUERY_KEY,
-    library: Library::Fabric,
-    collect: || serde_json::to_value(fabric::query_efa(true)).unwrap_or_default(),
-    only_if: Some(crate::probes::efa_devices::could_hold_an_efa),
-};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,

@@ -3,7 +3,7 @@
 //! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
 //! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use super::efa_devices::no_rc;
+use super::shared::efa::no_rc;
 use crate::sysfs::efa;
 use std::time::Duration;
 
@@ -12,10 +12,11 @@ use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::{worst, Limit};
-use crate::presence::{Stack, Survey, VERBS_DEVICES};
+use crate::presence::{Stack, Survey};
 use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
-use crate::probes::gpu_facts::gpu_survey;
+use crate::probes::shared::facts::VERBS_DEVICES;
+use crate::probes::shared::gpu::gpu_survey;
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
 use crate::topology::PcieDistance;

@@ -13,7 +13,7 @@ use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
-use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
+use crate::probes::shared::gpu::{expects_gpus, gpu_survey, mark_replayed};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::NVFS_STATS;
 

@@ -6,7 +6,8 @@ use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
-use crate::probes::gpu_facts::{mark_replayed, mib, obtain_nvml, shown, subject, NVML};
+use crate::probes::shared::facts::NVML;
+use crate::probes::shared::gpu::{mark_replayed, mib, obtain_nvml, shown, subject};
 
 pub struct GpuBar1;
 

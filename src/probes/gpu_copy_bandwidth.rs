@@ -13,7 +13,7 @@ use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
-use crate::probes::gpu_facts::{expects_gpus, gpu_survey, mark_replayed};
+use crate::probes::shared::gpu::{expects_gpus, gpu_survey, mark_replayed};
 use crate::profile::Profile;
 use crate::sysfs::pci::{device_dir, read_hex, read_numa_node, VENDOR_NVIDIA};
 use crate::sysfs::pci_device::{attr_path, parse_cpulist, PCI_DEVICES};

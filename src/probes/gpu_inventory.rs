@@ -6,7 +6,8 @@ use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
-use crate::probes::gpu_facts::{lost_fix, mark_replayed, obtain_nvml, shown, subject, NVML};
+use crate::probes::shared::facts::NVML;
+use crate::probes::shared::gpu::{lost_fix, mark_replayed, obtain_nvml, shown, subject};
 use crate::profile::Expect;
 use crate::version::compare_versions;
 

@@ -13,7 +13,8 @@ use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Library, Measurement, Need, Probe, ProbeMeta,
     Status,
 };
-use crate::probes::gpu_facts::{lost_fix, mark_replayed, obtain_nvml, shown, subject, NVML};
+use crate::probes::shared::facts::NVML;
+use crate::probes::shared::gpu::{lost_fix, mark_replayed, obtain_nvml, shown, subject};
 
 pub struct GpuNvlink;
 

@@ -4,7 +4,8 @@
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
 use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Findings, Kind, Need, Probe, ProbeMeta};
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, NVML};
+use crate::probes::shared::facts::NVML;
+use crate::probes::shared::gpu::{mark_replayed, obtain_nvml, shown};
 
 pub struct GpuP2p;
 

@@ -14,7 +14,8 @@ use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
-use crate::probes::gpu_facts::{mark_replayed, obtain_nvml, shown, subject, NVML};
+use crate::probes::shared::facts::NVML;
+use crate::probes::shared::gpu::{mark_replayed, obtain_nvml, shown, subject};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
 

@@ -17,7 +17,6 @@ mod gds_kernel_path;
 mod gds_read;
 mod gpu_bar1;
 mod gpu_copy_bandwidth;
-mod gpu_facts;
 mod gpu_inventory;
 mod gpu_nvlink;
 mod gpu_p2p;
@@ -34,6 +33,7 @@ mod rdma_link;
 mod rdma_loopback;
 mod rdma_memlock;
 mod rdma_roce;
+mod shared;
 #[cfg(test)]
 pub(crate) mod testing;
 mod topo_gpu_nic;

@@ -3,16 +3,17 @@
 //! checked. Bandwidth is judged against the port's rate where the rate is the hardware's (a soft-RoCE port
 //! reports a fixed 2.5 Gb/s placeholder). It is the control run of `gdr.loopback`: a port fault shows here too.
 
-use super::efa_devices::no_rc;
+use super::shared::efa::no_rc;
 use crate::sysfs::efa;
 use std::time::{Duration, Instant};
 
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::Limit;
-use crate::presence::{Stack, Survey, VERBS_DEVICES};
+use crate::presence::{Stack, Survey};
 use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
+use crate::probes::shared::facts::VERBS_DEVICES;
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::transfer_verdict::{gbps_text, judge_leg, LegRule, LinkRate, Percentile};
 
@@ -20,21 +21,7 @@ pub struct RdmaLoopback;
 
 const ID: &str = "rdma.loopback";
 const LOOPBACK_KEY: &str = "verbs.rdma_loopback";
-/// 256 KiB transfers, 8 in flight: past the bandwidth-delay product of a 400 Gb/s port (perftest reaches line
-/// rate from 64 KiB), and 4 MiB to register, which an 8 MiB memlock limit still allows. Up to 4096 per phase
-/// (1 GiB, 21 ms at 400 Gb/s) or one second on slow ports; 1000 round trips.
-const PLAN: Plan = Plan {
-    message_bytes: 256 << 10,
-    depth: 8,
-    bw_messages: 4096,
-    phase_time: Duration::from_secs(1),
-    lat_iterations: 1000,
-};
-
-/// What one host-memory loopback registers: below this memlock limit (without CAP_IPC_LOCK) it cannot run.
-pub(super) fn registered_bytes() -> u64 {
-    PLAN.region_bytes() as u64
-}
+const PLAN: Plan = rdma_loopback::HOST_LOOPBACK;
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,

@@ -1,7 +1,7 @@
 //! `rdma.memlock`: this process may lock enough memory to register RDMA buffers.
 
-use super::rdma_loopback::registered_bytes;
 use crate::host::Host;
+use crate::measure::rdma_loopback::HOST_LOOPBACK;
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
@@ -153,13 +153,13 @@ pub fn judge(
                 show(soft)
             ),
         ),
-        Some(bytes) if bytes < registered_bytes() => CheckResult::fail(
+        Some(bytes) if bytes < HOST_LOOPBACK.region_bytes() as u64 => CheckResult::fail(
             ID,
             format!(
                 "memlock {} without CAP_IPC_LOCK, below the {} that one rdma.loopback registration pins: \
                  ibv_reg_mr fails, RDMA cannot run",
                 show(soft),
-                size_text(registered_bytes())
+                size_text(HOST_LOOPBACK.region_bytes() as u64)
             ),
         )
         .fix(FIX),

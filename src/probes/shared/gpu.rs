@@ -8,28 +8,18 @@ use crate::probe::Library;
 use crate::recording::Obtained;
 
 use crate::presence::{Stack, Survey};
-use crate::probe::{CheckResult, Context, FactSource};
+use crate::probe::{CheckResult, Context};
 
 /// Note added to results built from recorded answers.
 pub const REPLAYED_NOTE: &str =
     "vendor answers replayed from recording (vendor-answers.json), not measured on this host";
-
-/// NVML's inventory (every GPU's identity, memory, BAR1, PCIe link, NVLinks and peer status): gathered once per
-/// run and judged by every GPU probe that names it.
-pub const NVML: FactSource = FactSource {
-    key: nvml::ANSWERS_KEY,
-    library: Library::Nvml,
-    collect: || serde_json::to_value(nvml::collect()).unwrap_or_default(),
-    // Asked on every host: a GPU the PCI tree does not show must still be found by NVML.
-    only_if: None,
-};
 
 /// NVML's facts, or the one result the probe returns when there are none: NVML failed or lists no GPU →
 /// the presence rule (`presence.rs`); a recording without NVML answers → error.
 pub fn obtain_nvml(cx: &Context<'_>, id: &str) -> Result<Obtained<NvmlFacts>, Box<CheckResult>> {
     let obtained = cx
         .answers
-        .obtain(NVML.key, nvml::collect)
+        .obtain(nvml::ANSWERS_KEY, nvml::collect)
         .map_err(|e| Box::new(CheckResult::error(id, e)))?;
     let facts = &obtained.value;
     let verdict = match &facts.nvml_error {
