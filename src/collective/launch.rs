@@ -289,7 +289,7 @@ mod tests {
         let out = dir.path().join("out.log");
         let ran = sh(
             "echo out $FP_TEST_VALUE; echo err >&2; exit 3",
-            Duration::from_secs(10),
+            Duration::from_secs(60),
             &out,
         );
         assert_eq!(ran.ending, Ending::Exited(3));
@@ -304,16 +304,18 @@ mod tests {
         let out = dir.path().join("out.log");
         let marker = dir.path().join("rank.pid");
         let script = format!("sleep 30 & echo $! > {}; wait", marker.display());
-        let ran = sh(&script, Duration::from_millis(500), &out);
+        // Long enough for `sh` to start the rank and note it on a loaded machine; well before `sleep 30` ends.
+        let ran = sh(&script, Duration::from_secs(5), &out);
         assert_eq!(ran.ending, Ending::TimedOut);
-        assert!(ran.elapsed < Duration::from_secs(10), "{:?}", ran.elapsed);
+        assert!(ran.elapsed < Duration::from_secs(20), "{:?}", ran.elapsed);
         let rank: libc::pid_t = std::fs::read_to_string(&marker)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        // Gone, or a zombie its new parent has not reaped yet (not every container's init reaps).
-        let gone = (0..100).any(|_| {
+        // Gone, or a zombie its new parent has not reaped yet (not every container's init reaps); a killed
+        // process may take a while to exit on a loaded machine.
+        let gone = (0..6000).any(|_| {
             std::thread::sleep(Duration::from_millis(10));
             match std::fs::read_to_string(format!("/proc/{rank}/stat")) {
                 Err(_) => true,
@@ -335,7 +337,7 @@ mod tests {
         std::fs::write(&out, "an older run's output that must go\n").unwrap();
         let script = "for i in 1 2 3; do echo inherited$i; echo reopened$i >>/dev/stdout; done";
         assert_eq!(
-            sh(script, Duration::from_secs(10), &out).ending,
+            sh(script, Duration::from_secs(60), &out).ending,
             Ending::Exited(0)
         );
         let text = std::fs::read_to_string(&out).unwrap();

@@ -647,7 +647,8 @@ mod tests {
         drop(connector_side);
         let t = Instant::now();
         let err = Channel::recv(&mut listener_side, "RDMA WRITE").unwrap_err();
-        assert!(t.elapsed() < Duration::from_secs(1));
+        // At once, not at the 30 s deadline.
+        assert!(t.elapsed() < Duration::from_secs(10));
         assert_eq!(err.stage, "peer: RDMA WRITE");
         assert!(
             err.message.starts_with("peer cnx (127.0.0.1:")
@@ -669,6 +670,6 @@ mod tests {
         assert!(err
             .message
             .contains("sent nothing complete before the deadline"));
-        assert!(Instant::now() < deadline + Duration::from_secs(1));
+        assert!(Instant::now() < deadline + Duration::from_secs(10));
     }
 }

@@ -258,7 +258,8 @@ mod tests {
         };
         let started = Instant::now();
         let mut results = links(vec![work(false), work(true)], deadline);
-        assert!(started.elapsed() < GRACE + Duration::from_secs(1));
+        // The grace, not the hung thread's 60 s.
+        assert!(started.elapsed() < GRACE + Duration::from_secs(10));
         let hung = results.pop().unwrap();
         let panicked = results.pop().unwrap();
         for results in [&panicked, &hung] {

@@ -16,9 +16,12 @@ use serde_json::Value;
 
 use super::util::*;
 
-/// Startup, the kill and the report around a probe's deadline. The runner waits up to 2 s past a child's
-/// deadline for its result (CHILD_GRACE), but the child is killed at the deadline itself.
-const MARGIN: Duration = Duration::from_millis(2500);
+/// The deadline of a check whose library hangs: the subject of these tests. A run with one costs this deadline,
+/// never two: the upper bound is `2 × HUNG_S`, which leaves `HUNG_S` for starting the binary, the other checks
+/// and the report on a loaded machine (about 1 s was measured there with both cores busy).
+pub(super) const HUNG_S: u64 = 4;
+/// A check's deadline where it is not what the test is about: no loaded machine reaches it.
+pub(super) const UNHURRIED_S: u64 = 60;
 
 /// Static checks that pass on `hgx-healthy` with the generic profile: "the other checks are still reported".
 const BYSTANDERS: &[&str] = &["driver.nvidia", "rdma.link", "pcie.link"];
@@ -142,7 +145,7 @@ pub(super) fn shims(libs: &[(&str, &str)]) -> tempfile::TempDir {
 }
 
 /// A profile file extending `generic` with the given per-check timeouts.
-pub(super) fn profile(dir: &Path, timeouts: &[(&str, u32)]) -> PathBuf {
+pub(super) fn profile(dir: &Path, timeouts: &[(&str, u64)]) -> PathBuf {
     let mut yaml = String::from("name: faults\nextends: generic\nchecks:\n");
     for (id, secs) in timeouts {
         yaml.push_str(&format!("  {id}:\n    timeout: {secs}\n"));
@@ -183,7 +186,7 @@ fn run_with(libs: &Path, profile: &Path, checks: &[&str], extra: &[&str]) -> Run
 }
 
 /// The faulty check is one `error` naming itself and the call; every bystander is reported and passes; the
-/// run took the deadline, not longer; exit 3.
+/// run took the deadline, and not a second one; exit 3.
 fn assert_contained(run: &Run, id: &str, deadline_s: u64, expected: &str) {
     let r = result_of(&run.report, id);
     assert_eq!(r["status"], "error", "{r:#}");
@@ -205,7 +208,7 @@ fn assert_contained(run: &Run, id: &str, deadline_s: u64, expected: &str) {
     }
     let deadline = Duration::from_secs(deadline_s);
     assert!(
-        run.elapsed >= deadline && run.elapsed < deadline + MARGIN,
+        run.elapsed >= deadline && run.elapsed < 2 * deadline,
         "{id}: the run took {:?} for a {deadline_s} s deadline",
         run.elapsed
     );
@@ -225,20 +228,20 @@ fn checks_with(id: &'static str) -> Vec<&'static str> {
 #[test]
 fn nvml_init_that_never_returns_is_killed_at_the_deadline() {
     let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_INIT)]);
-    let p = profile(libs.path(), &[("gpu.inventory", 2)]);
+    let p = profile(libs.path(), &[("gpu.inventory", HUNG_S)]);
     let run = run_with(libs.path(), &p, &checks_with("gpu.inventory"), &[]);
     assert_contained(
         &run,
         "gpu.inventory",
-        2,
-        "timed out after 2 s in nvmlInit_v2",
+        HUNG_S,
+        &format!("timed out after {HUNG_S} s in nvmlInit_v2"),
     );
 }
 
 #[test]
 fn nvml_segfault_in_device_count_is_a_crash_naming_the_call() {
     let libs = shims(&[("libnvidia-ml.so.1", NVML_CRASHES_IN_COUNT)]);
-    let p = profile(libs.path(), &[("gpu.inventory", 5)]);
+    let p = profile(libs.path(), &[("gpu.inventory", UNHURRIED_S)]);
     let run = run_with(libs.path(), &p, &checks_with("gpu.inventory"), &[]);
     let r = result_of(&run.report, "gpu.inventory");
     assert_eq!(r["status"], "error", "{r:#}");
@@ -247,8 +250,8 @@ fn nvml_segfault_in_device_count_is_a_crash_naming_the_call() {
         "gpu.inventory: crashed with signal 11 (SIGSEGV) in nvmlDeviceGetCount_v2"
     );
     assert!(
-        run.elapsed < Duration::from_secs(3),
-        "a crash ends the probe at once: {:?}",
+        run.elapsed < Duration::from_secs(UNHURRIED_S / 2),
+        "a crash ends the probe at once, not at its deadline: {:?}",
         run.elapsed
     );
     assert_eq!(run.code, Exit::COULD_NOT_RUN);
@@ -263,13 +266,18 @@ fn nvml_segfault_in_device_count_is_a_crash_naming_the_call() {
 fn every_nvml_check_survives_the_same_hang() {
     let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_INIT)]);
     let ids = ["gpu.inventory", "gpu.bar1", "gpu.p2p"];
-    let p = profile(libs.path(), &ids.map(|id| (id, 2)));
+    let p = profile(libs.path(), &ids.map(|id| (id, HUNG_S)));
     let mut checks = ids.to_vec();
     checks.extend_from_slice(BYSTANDERS);
     // Library checks run concurrently: three hung libraries cost one deadline, not three.
     let run = run_with(libs.path(), &p, &checks, &[]);
     for id in ids {
-        assert_contained(&run, id, 2, "timed out after 2 s in nvmlInit_v2");
+        assert_contained(
+            &run,
+            id,
+            HUNG_S,
+            &format!("timed out after {HUNG_S} s in nvmlInit_v2"),
+        );
     }
 }
 
@@ -280,7 +288,7 @@ fn cufile_driver_open_that_never_returns_is_killed_and_its_files_removed() {
         ("libcufile.so.0", CUFILE_HANGS_IN_DRIVER_OPEN),
     ]);
     let gds_dir = tempfile::tempdir().expect("temp dir");
-    let p = profile(libs.path(), &[("gds.read", 3)]);
+    let p = profile(libs.path(), &[("gds.read", HUNG_S)]);
     let run = run_with(
         libs.path(),
         &p,
@@ -290,8 +298,8 @@ fn cufile_driver_open_that_never_returns_is_killed_and_its_files_removed() {
     assert_contained(
         &run,
         "gds.read",
-        3,
-        "timed out after 3 s in cuFileDriverOpen",
+        HUNG_S,
+        &format!("timed out after {HUNG_S} s in cuFileDriverOpen"),
     );
     let left: Vec<_> = std::fs::read_dir(gds_dir.path())
         .unwrap()
@@ -303,7 +311,7 @@ fn cufile_driver_open_that_never_returns_is_killed_and_its_files_removed() {
 #[test]
 fn verbs_discovery_error_is_reported_with_its_errno() {
     let libs = shims(&[("libibverbs.so.1", VERBS_DENIED)]);
-    let p = profile(libs.path(), &[("gdr.loopback", 5)]);
+    let p = profile(libs.path(), &[("gdr.loopback", UNHURRIED_S)]);
     let run = run_with(libs.path(), &p, &checks_with("gdr.loopback"), &[]);
     let r = result_of(&run.report, "gdr.loopback");
     // The node has NICs bound to their driver and a library that refuses: a failure, with the library's
@@ -330,32 +338,32 @@ fn verbs_discovery_error_is_reported_with_its_errno() {
 #[test]
 fn verbs_discovery_that_never_returns_is_killed_at_the_deadline() {
     let libs = shims(&[("libibverbs.so.1", VERBS_HANGS_IN_DISCOVERY)]);
-    let p = profile(libs.path(), &[("gdr.loopback", 2)]);
+    let p = profile(libs.path(), &[("gdr.loopback", HUNG_S)]);
     let run = run_with(libs.path(), &p, &checks_with("gdr.loopback"), &[]);
     assert_contained(
         &run,
         "gdr.loopback",
-        2,
-        "timed out after 2 s in ibv_get_device_list",
+        HUNG_S,
+        &format!("timed out after {HUNG_S} s in ibv_get_device_list"),
     );
 }
 
 #[test]
 fn run_deadline_caps_a_hung_library_whose_check_has_a_longer_one() {
     let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_INIT)]);
-    // gpu.inventory's own deadline (60 s) is longer than the whole run's.
-    let p = profile(libs.path(), &[("gpu.inventory", 60)]);
+    // gpu.inventory's own deadline is longer than the whole run's.
+    let p = profile(libs.path(), &[("gpu.inventory", UNHURRIED_S)]);
     let run = run_with(
         libs.path(),
         &p,
         &checks_with("gpu.inventory"),
-        &["--timeout", "3"],
+        &["--timeout", &HUNG_S.to_string()],
     );
     assert_contained(
         &run,
         "gpu.inventory",
-        3,
-        "the run deadline (--timeout 3 s) was reached in nvmlInit_v2",
+        HUNG_S,
+        &format!("the run deadline (--timeout {HUNG_S} s) was reached in nvmlInit_v2"),
     );
 }
 
@@ -399,13 +407,13 @@ fn binary_links_only_the_c_runtime() {
 #[test]
 fn nvml_shutdown_that_never_returns_is_named_too() {
     let libs = shims(&[("libnvidia-ml.so.1", NVML_HANGS_IN_SHUTDOWN)]);
-    let p = profile(libs.path(), &[("gpu.inventory", 2)]);
+    let p = profile(libs.path(), &[("gpu.inventory", HUNG_S)]);
     let run = run_with(libs.path(), &p, &checks_with("gpu.inventory"), &[]);
     assert_contained(
         &run,
         "gpu.inventory",
-        2,
-        "timed out after 2 s in nvmlShutdown",
+        HUNG_S,
+        &format!("timed out after {HUNG_S} s in nvmlShutdown"),
     );
 }
 
@@ -533,7 +541,7 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             .iter()
             .any(|f| f.ends_with("gds-read.bin") && f.metadata().is_ok_and(|m| m.len() == 8 << 20))
         {
-            if run.try_wait().unwrap().is_some() || waiting.elapsed() > Duration::from_secs(20) {
+            if run.try_wait().unwrap().is_some() || waiting.elapsed() > Duration::from_secs(60) {
                 panic!("{}", why_no_test_file(run, gds_dir.path()));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -553,9 +561,9 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             if let Some(status) = run.try_wait().unwrap() {
                 break status;
             }
-            if signalled.elapsed() > Duration::from_secs(10) {
+            if signalled.elapsed() > Duration::from_secs(30) {
                 let _ = run.kill();
-                panic!("{name}: the run did not stop within 10 s");
+                panic!("{name}: the run did not stop within 30 s");
             }
             std::thread::sleep(Duration::from_millis(10));
         };
@@ -567,7 +575,7 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             let gone = Instant::now();
             while children.iter().any(|pid| alive(*pid)) {
                 assert!(
-                    gone.elapsed() < Duration::from_secs(2),
+                    gone.elapsed() < Duration::from_secs(10),
                     "a probe child outlived the killed run"
                 );
                 std::thread::sleep(Duration::from_millis(10));
@@ -580,8 +588,9 @@ fn stopping_signal_mid_probe_kills_the_child_removes_scratch_and_reports_exit_3(
             "{name}: {status:?}, stderr: {}",
             stderr(&out)
         );
+        // At once, not at gds.read's deadline (60 s); the bound leaves room for a loaded machine.
         assert!(
-            stopped_in < Duration::from_secs(3),
+            stopped_in < Duration::from_secs(10),
             "{name}: {stopped_in:?}"
         );
         eprintln!("{name}");

@@ -300,23 +300,18 @@ fn config_space_reads_stop_at_4096_bytes() {
     );
 }
 
-/// A FIFO where a file should be: a read that waits for a writer would hang the check until its deadline.
+/// A FIFO where a file should be: a read that waits for a writer would hang the check until its deadline,
+/// and the check would say "timed out" (what is asserted, rather than a wall-clock bound).
 #[test]
 fn fifo_in_the_tree_does_not_block() {
     let dir = copy_scenario("hgx-healthy");
     let modules = dir.path().join("proc/modules");
     std::fs::remove_file(&modules).unwrap();
     mkfifo(&modules);
-    let started = Instant::now();
     let (_, report) = run_json(
         dir.path(),
         "generic",
         &["--only", "driver.nvidia,gdr.kernel_path"],
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
     );
     for id in ["driver.nvidia", "gdr.kernel_path"] {
         assert!(!result_of(&report, id)["summary"]
@@ -387,8 +382,9 @@ fn ugly_tree_gives_evidence_not_panics() {
             .to_string()
             .contains("larger than"));
     }
+    // Bounded (10 MB where a few hundred bytes belong): far below this, even on a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(60),
         "bounded: {:?}",
         started.elapsed()
     );
@@ -643,7 +639,7 @@ const SHORT_RUN: [&str; 6] = [
     "--root",
 ];
 
-/// [`SHORT_RUN`] on `hgx-healthy` with `extra`, killed (and the test failed) past 20 s.
+/// [`SHORT_RUN`] on `hgx-healthy` with `extra`, killed (and the test failed) past 60 s.
 fn run_bounded(extra: &[&std::ffi::OsStr]) -> std::process::Output {
     let mut child = preflight()
         .args(SHORT_RUN)
@@ -655,9 +651,9 @@ fn run_bounded(extra: &[&std::ffi::OsStr]) -> std::process::Output {
         .expect("binary starts");
     let started = Instant::now();
     while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(20) {
+        if started.elapsed() > Duration::from_secs(60) {
             let _ = child.kill();
-            panic!("the run did not end within 20 s: {extra:?}");
+            panic!("the run did not end within 60 s: {extra:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -3,11 +3,11 @@
 //! memory, naming what it did not read.
 
 use std::process::Command;
-use std::time::Duration;
 
+use regex::Regex;
 use serde_json::Value;
 
-use super::bounded;
+use super::{bounded, HANG_LIMIT, QUICK_CPU};
 use crate::util::*;
 
 /// `collective --format json -- sh -c SCRIPT`: the script sees NCCL_DEBUG_FILE in the run's log directory.
@@ -18,7 +18,7 @@ fn collective(script: &str) -> Command {
         "--format",
         "json",
         "--timeout",
-        "20",
+        "60",
         "--",
         "sh",
         "-c",
@@ -54,17 +54,13 @@ fn things_that_are_not_logs_in_the_log_directory_are_named_not_read() {
     ];
     for (plant, why) in planted {
         let script = format!("d=$(dirname \"$NCCL_DEBUG_FILE\"); {plant}; echo done");
-        let run = bounded(&mut collective(&script), Duration::from_secs(15));
+        let run = bounded(&mut collective(&script), HANG_LIMIT);
         let report = json_out(Schema::Run, &run.out);
         let evidence = evidence(&report);
         assert!(evidence.contains("not read = "), "{plant}: {evidence}");
         assert!(evidence.contains(why), "{plant}: {evidence}");
         assert_ne!(code(&run.out), Exit::OK, "{plant}");
-        assert!(
-            run.elapsed < Duration::from_secs(5),
-            "{plant}: {:?}",
-            run.elapsed
-        );
+        assert!(run.cpu < QUICK_CPU, "{plant}: {:?} of CPU", run.cpu);
     }
 }
 
@@ -79,7 +75,7 @@ fn lines_of_hundreds_of_megabytes_cost_bounded_memory() {
         "d=$(dirname \"$NCCL_DEBUG_FILE\"); head -c 300000000 /dev/zero > \"$d/nccl.x.9.log\""
             .into(),
     ] {
-        let run = bounded(&mut collective(&script), Duration::from_secs(30));
+        let run = bounded(&mut collective(&script), HANG_LIMIT);
         let report = json_out(Schema::Run, &run.out);
         assert_ne!(code(&run.out), Exit::OK, "{script}: {report:#}");
     }
@@ -123,7 +119,7 @@ fn daemons_that_leave_the_group_are_ended_and_named() {
     {
         let arg = format!("{}.{i}{}", 300 + i, std::process::id());
         let script = format!("{}\nsleep 0.3\necho done", daemonize.replace("{ARG}", &arg));
-        let run = bounded(&mut collective(&script), Duration::from_secs(20));
+        let run = bounded(&mut collective(&script), HANG_LIMIT);
         let report = json_out(Schema::Run, &run.out);
         let command = command_result(&report);
         assert_eq!(command["status"], "error", "{script}: {command:#}");
@@ -160,16 +156,18 @@ fn the_timeout_and_the_grace_period_are_told_apart() {
                 "-c",
             ])
             .arg("trap '' TERM; while :; do sleep 0.1; done"),
-        Duration::from_secs(20),
+        HANG_LIMIT,
     );
     let summary = command_result(&json_out(Schema::Run, &ignores.out))["summary"]
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        summary.contains("still running at --timeout (1 s); it ignored SIGTERM for the 5 s grace period and its process group was killed (SIGKILL) at 6 s"),
-        "{summary}"
-    );
+    // When it was killed is measured: 1 s + 5 s, plus what a loaded machine adds (it said 6.1 s under load).
+    let killed_at = Regex::new(r"still running at --timeout \(1 s\); it ignored SIGTERM for the 5 s grace period and its process group was killed \(SIGKILL\) at ([0-9.]+) s")
+        .unwrap()
+        .captures(&summary)
+        .and_then(|c| c[1].parse::<f64>().ok());
+    assert!(killed_at.is_some_and(|s| s >= 6.0), "{summary}");
     let obeys = bounded(
         preflight()
             .args([
@@ -183,7 +181,7 @@ fn the_timeout_and_the_grace_period_are_told_apart() {
                 "-c",
             ])
             .arg("sleep 30"),
-        Duration::from_secs(20),
+        HANG_LIMIT,
     );
     let summary = command_result(&json_out(Schema::Run, &obeys.out))["summary"]
         .as_str()
@@ -234,10 +232,10 @@ fn busbw_judged_against_nothing_is_never_a_pass() {
     ];
     for (flags, script, status, says) in cases {
         let mut cmd = preflight();
-        cmd.args(["collective", "--format", "json", "--timeout", "20"])
+        cmd.args(["collective", "--format", "json", "--timeout", "60"])
             .args(flags)
             .args(["--", "sh", "-c", script]);
-        let run = bounded(&mut cmd, Duration::from_secs(20));
+        let run = bounded(&mut cmd, HANG_LIMIT);
         let busbw = busbw_judged(&json_out(Schema::Run, &run.out));
         assert_eq!(busbw["status"], status, "{flags:?}: {busbw:#}");
         assert!(

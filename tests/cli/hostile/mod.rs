@@ -18,14 +18,24 @@ use std::time::{Duration, Instant};
 /// The most memory any input may cost the tool.
 pub const MAX_RSS_KIB: i64 = 64 << 10;
 
-/// What a bounded run took.
+/// What a bounded run gave and cost.
 pub struct Bounded {
     pub out: Output,
-    pub elapsed: Duration,
+    /// CPU time (user + system) of the run and the children it waited for: the work an input cost. Tests bound
+    /// this, not wall time: on a loaded machine wall time grows with other processes' load, CPU time does not.
+    /// A hang costs no CPU; the wall-clock `limit` of [`bounded`] catches it.
+    pub cpu: Duration,
 }
 
+/// The most CPU time a hostile input may cost a run (the debug build included): what used to take minutes
+/// (a link to `/dev/zero` read to its end, 100k levels of YAML) is refused in milliseconds.
+pub const QUICK_CPU: Duration = Duration::from_secs(1);
+
+/// Wall-clock limit for runs that must not hang: generous, so that a loaded machine never reaches it.
+pub const HANG_LIMIT: Duration = Duration::from_secs(60);
+
 /// A launcher in C: runs `argv[2..]` as a forked child in its own process group and writes the child's peak
-/// RSS (KiB) to `argv[1]`. Measured this way because a child spawned straight from the test harness inherits
+/// RSS (KiB) and CPU time (user and system, microseconds) to `argv[1]`. Measured this way because a child spawned straight from the test harness inherits
 /// the harness's own high-water mark in `ru_maxrss` (the kernel keeps the largest image a process had before
 /// `exec`); a child forked from this small launcher starts from the launcher's.
 const PEAK_C: &str = r#"
@@ -39,7 +49,10 @@ int main(int argc, char **argv) {
     if (pid == 0) { execvp(argv[2], argv + 2); _exit(127); }
     int status; struct rusage ru;
     if (wait4(pid, &status, 0, &ru) != pid) return 126;
-    FILE *f = fopen(argv[1], "w"); fprintf(f, "%ld\n", ru.ru_maxrss); fclose(f);
+    FILE *f = fopen(argv[1], "w");
+    fprintf(f, "%ld %ld %ld\n", ru.ru_maxrss,
+            ru.ru_utime.tv_sec * 1000000L + ru.ru_utime.tv_usec, ru.ru_stime.tv_sec * 1000000L + ru.ru_stime.tv_usec);
+    fclose(f);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 "#;
@@ -104,7 +117,6 @@ pub fn bounded(cmd: &mut Command, limit: Duration) -> Bounded {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let elapsed = started.elapsed();
     let read = |mut f: std::fs::File| {
         let mut buf = Vec::new();
         f.seek(SeekFrom::Start(0)).unwrap();
@@ -116,21 +128,25 @@ pub fn bounded(cmd: &mut Command, limit: Duration) -> Bounded {
         stdout: read(out_file),
         stderr: read(err_file),
     };
-    let max_rss_kib: i64 = std::fs::read_to_string(measured.path())
+    let measures: Vec<i64> = std::fs::read_to_string(measured.path())
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| {
-            panic!(
-                "{cmd:?}: no peak RSS measured; {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let [max_rss_kib, user_us, system_us] = measures[..] else {
+        panic!(
+            "{cmd:?}: no peak RSS and CPU time measured; {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
     assert!(
         max_rss_kib < MAX_RSS_KIB,
         "{cmd:?} peaked at {max_rss_kib} KiB RSS"
     );
-    Bounded { out, elapsed }
+    Bounded {
+        out,
+        cpu: Duration::from_micros((user_us + system_us) as u64),
+    }
 }
 
 /// `mkfifo path`.

@@ -4,11 +4,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{bounded, mkfifo};
+use super::{bounded, mkfifo, HANG_LIMIT};
 use crate::util::*;
 
 const GPU: &str = "../../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0";
@@ -57,7 +56,7 @@ fn files_that_are_not_regular_are_refused_unopened() {
             eprintln!("{what}: no device node without CAP_MKNOD: not tried");
             continue;
         }
-        let ran = bounded(&mut run(tree.path()), Duration::from_secs(30));
+        let ran = bounded(&mut run(tree.path()), HANG_LIMIT);
         let report = json_out(Schema::Run, &ran.out);
         assert_eq!(
             report["host"]["hostname"], "unknown",
@@ -76,7 +75,7 @@ fn the_recording_is_read_inside_the_root_and_only_as_a_regular_file() {
     let recording = tree.path().join("vendor-answers.json");
     let _ = std::fs::remove_file(&recording);
     std::os::unix::fs::symlink(&answers, &recording).unwrap();
-    let ran = bounded(&mut run(tree.path()), Duration::from_secs(30));
+    let ran = bounded(&mut run(tree.path()), HANG_LIMIT);
     assert!(
         !stderr(&ran.out).contains("parsing recorded answers"),
         "the link out of the root was followed: {}",
@@ -84,7 +83,7 @@ fn the_recording_is_read_inside_the_root_and_only_as_a_regular_file() {
     );
     std::fs::remove_file(&recording).unwrap();
     mkfifo(&recording);
-    let ran = bounded(&mut run(tree.path()), Duration::from_secs(30));
+    let ran = bounded(&mut run(tree.path()), HANG_LIMIT);
     assert!(
         stderr(&ran.out).contains("<a FIFO, not a regular file>"),
         "{}",
@@ -121,13 +120,13 @@ fn one_function_reached_by_many_links_is_one_function() {
     let clean = copy_scenario("hgx-healthy");
     let before = devices_judged(&json_out(
         Schema::Run,
-        &bounded(&mut run(clean.path()), Duration::from_secs(30)).out,
+        &bounded(&mut run(clean.path()), HANG_LIMIT).out,
     ));
     assert!(before > 0);
     for count in [1, 50, 5000] {
         let tree = copy_scenario("hgx-healthy");
         alias_links(tree.path(), count);
-        let ran = bounded(&mut run(tree.path()), Duration::from_secs(60));
+        let ran = bounded(&mut run(tree.path()), HANG_LIMIT);
         let report = json_out(Schema::Run, &ran.out);
         // One more: the error naming the links.
         assert_eq!(devices_judged(&report), before + 1, "{count} links");
@@ -147,7 +146,7 @@ fn one_function_reached_by_many_links_is_one_function() {
 fn more_entries_than_a_node_can_have_is_an_error_not_a_cost() {
     let tree = copy_scenario("hgx-healthy");
     alias_links(tree.path(), 70_000);
-    let ran = bounded(&mut run(tree.path()), Duration::from_secs(60));
+    let ran = bounded(&mut run(tree.path()), HANG_LIMIT);
     assert!(
         stdout(&ran.out).contains("<more than 65536 entries>"),
         "{}",
