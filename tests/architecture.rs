@@ -63,22 +63,6 @@ const FLOORS: &[(&str, &[&str])] = &[
 const KNOWN_DEBT: &[(&str, &str)] = &[
     // `Selection` belongs beside `--profile auto` (issue 30, step 2).
     ("src/profile/auto.rs", "report"),
-    // gpu_facts is not a check: the GPU facts several checks judge. It moves to a helper module no probe owns.
-    ("src/probes/gdr_loopback.rs", "probes::gpu_facts"),
-    ("src/probes/gds_read.rs", "probes::gpu_facts"),
-    ("src/probes/gpu_bar1.rs", "probes::gpu_facts"),
-    ("src/probes/gpu_copy_bandwidth.rs", "probes::gpu_facts"),
-    ("src/probes/gpu_inventory.rs", "probes::gpu_facts"),
-    ("src/probes/gpu_nvlink.rs", "probes::gpu_facts"),
-    ("src/probes/gpu_p2p.rs", "probes::gpu_facts"),
-    ("src/probes/gpu_pcie.rs", "probes::gpu_facts"),
-    // efa_devices serves three other checks (`no_rc`, its libefa facts): to the same helper module, libefa to
-    // dynlib/.
-    ("src/probes/efa_libfabric.rs", "probes::efa_devices"),
-    ("src/probes/gdr_loopback.rs", "probes::efa_devices"),
-    ("src/probes/rdma_loopback.rs", "probes::efa_devices"),
-    // `registered_bytes`, the memory a loopback registers, which rdma.memlock judges the limit against.
-    ("src/probes/rdma_memlock.rs", "probes::rdma_loopback"),
 ];
 
 /// The rules as ARCHITECTURE.md shows them.
@@ -94,7 +78,8 @@ fn rules_text() -> String {
     }
     text.push_str(
         "\nA module imports only modules on floors below its own (a higher number).\n\
-         probes/X imports no probes/Y (probes/mod.rs, the registry, names them all).\n```\n",
+         probes/X imports no probes/Y (probes/mod.rs, the registry, names them all; probes/shared/ holds\n\
+         the facts several probes read).\n```\n",
     );
     text
 }
