@@ -165,14 +165,19 @@ pub struct Outcome {
     pub rounds: usize,
     pub tests: usize,
     pub verdicts: Vec<Verdict>,
+    /// Time spent in the planner alone (planning rounds, applying results), the jobs' simulation left out.
+    pub planner_time: std::time::Duration,
 }
 
 /// Runs the whole search over `n` stand-in nodes with `faults`, every group's job judged by [`judge`].
 pub fn run(n: usize, topology: &[Vec<NodeId>], faults: &FaultMap) -> Outcome {
     let names: Vec<String> = (0..n).map(|i| format!("node{i:04}")).collect();
+    let clock = std::time::Instant::now();
     let mut planner = Planner::new(n, topology, 64);
     let mut tests = 0;
+    let mut simulating = std::time::Duration::ZERO;
     while let Some(round) = planner.next_round() {
+        let jobs = std::time::Instant::now();
         let results: Vec<bool> = round
             .iter()
             .map(|t| {
@@ -180,25 +185,31 @@ pub fn run(n: usize, topology: &[Vec<NodeId>], faults: &FaultMap) -> Outcome {
                 judge(exit, &output, FLOOR).passed
             })
             .collect();
+        simulating += jobs.elapsed();
         tests += results.len();
         planner.record(&results);
     }
+    let verdicts = planner.verdicts();
     Outcome {
         rounds: planner.rounds().len(),
         tests,
-        verdicts: planner.verdicts(),
+        verdicts,
+        planner_time: clock.elapsed().saturating_sub(simulating),
     }
 }
 
-/// `count` distinct nodes of `0..n`, spread by a fixed multiplicative step (deterministic, no RNG crate).
+/// `count` distinct nodes of `0..n`, spread by a fixed multiplicative step (deterministic, no RNG crate); a node
+/// already picked moves on to the next free one, so small `n` cannot cycle forever.
 pub fn spread(n: usize, count: usize, seed: usize) -> Vec<NodeId> {
-    let mut picked = Vec::new();
+    let mut picked: Vec<NodeId> = Vec::new();
     let mut x = seed % n.max(1);
     while picked.len() < count.min(n) {
         x = (x * 7919 + 104_729) % n;
-        if !picked.contains(&x) {
-            picked.push(x);
+        let mut y = x;
+        while picked.contains(&y) {
+            y = (y + 1) % n;
         }
+        picked.push(y);
     }
     picked
 }
