@@ -76,7 +76,10 @@ fn isolate_names_the_one_bad_node_and_only_it() {
     assert_eq!(confirm["passed"], false);
     assert!(confirm["busbw_gbytes_per_sec"].as_f64().unwrap() < 331.0);
     assert!(
-        confirm["transport"].as_str().unwrap().contains("over socket"),
+        confirm["transport"]
+            .as_str()
+            .unwrap()
+            .contains("over socket"),
         "{confirm:#}"
     );
     // As many jobs ran as the report lists, within NVCRE-like bounds for 8 nodes.
@@ -174,4 +177,67 @@ fn isolate_refuses_bad_input_before_running_anything() {
         assert_eq!(code(&out), Exit::USAGE, "{args:?}");
         assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
     }
+}
+
+/// deploy/slurm/isolate.sbatch under a stand-in `srun` (one step per group: `--nodelist` decides whether the
+/// group holds the bad node) and a stand-in `scontrol` that logs its calls: only the culprit is drained, with
+/// the report named in the reason.
+#[test]
+fn isolate_sbatch_drains_the_culprit_and_only_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = bin_dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    };
+    write(
+        "srun",
+        "#!/bin/sh\n# stand-in srun: --nodes and --nodelist pick the stand-in nodes; a group with $ISOLATE_BAD falls back to Socket\n\
+         n=2; list=\nwhile [ $# -gt 0 ]; do case \"$1\" in --nodes=*) n=${1#--nodes=}; shift ;; --nodelist=*) list=${1#--nodelist=}; shift ;; -*) shift ;; *) break ;; esac; done\n\
+         case \",$list,\" in *,\"$ISOLATE_BAD\",*) export STANDIN_SCENARIO=socket ;; *) export STANDIN_SCENARIO=healthy ;; esac\n\
+         STANDIN_HOSTS=$list exec launch --label -N \"$n\" -n 2 \"$@\"\n",
+    );
+    write("scontrol", "#!/bin/sh\necho \"$@\" >>\"$SCONTROL_LOG\"\n");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/slurm/isolate.sbatch");
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir.display(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/collective")
+            .display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .env_clear()
+        .env("PATH", &path)
+        .env("FABRIC_PREFLIGHT", bin())
+        .env("SLURM_SUBMIT_DIR", dir.path())
+        .env("SLURM_JOB_ID", "7")
+        .env("SLURM_JOB_NODELIST", "gpu[01-06]")
+        .env("ISOLATE_BAD", "gpu04")
+        .env("SCONTROL_LOG", dir.path().join("scontrol.log"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::CHECK_FAILED, "{}", stderr(&out));
+    let report = json(
+        Schema::Isolate,
+        &std::fs::read(dir.path().join("isolate-7/isolate.json")).unwrap(),
+    );
+    assert_eq!(
+        report["summary"]["culprit_nodes"],
+        serde_json::json!(["gpu04"])
+    );
+    let drained = std::fs::read_to_string(dir.path().join("scontrol.log")).unwrap();
+    let report_path = dir.path().join("isolate-7/isolate.json");
+    assert_eq!(
+        drained,
+        format!(
+            "update nodename=gpu04 state=drain reason=fabric-preflight isolate: culprit, see {}\n",
+            report_path.display()
+        )
+    );
 }
