@@ -49,6 +49,11 @@ pub enum Cmd {
     /// (each rank's last NCCL line), and each local rank's NIC against the one nearest its GPU
     #[command(after_help = crate::exit::HELP)]
     Collective(CollectiveArgs),
+    /// Find the node or link behind a failing multi-node test: screen the nodes in groups through the site's
+    /// launcher (a COMMAND template per group), split failed groups, confirm each suspect against a known-good
+    /// node, probe across the boundary when both halves pass
+    #[command(after_help = ISOLATE_EXIT_HELP)]
+    Isolate(IsolateArgs),
     /// Shell completion script on stdout (e.g. `fabric-preflight completions bash > /etc/bash_completion.d/fabric-preflight`)
     Completions {
         #[arg(value_enum)]
@@ -300,6 +305,59 @@ pub struct CollectiveArgs {
     #[command(flatten)]
     pub report: ReportArgs,
 }
+
+#[derive(Debug, Args)]
+pub struct IsolateArgs {
+    /// The nodes: a comma-separated list or a Slurm node list (`gpu[01-64]`). Default: SLURM_JOB_NODELIST
+    #[arg(long, value_name = "LIST", conflicts_with = "hostfile")]
+    pub nodes: Option<String>,
+
+    /// The nodes from an MPI hostfile (one host per line; `slots=` and comments ignored)
+    #[arg(long, value_name = "PATH")]
+    pub hostfile: Option<PathBuf>,
+
+    /// Which nodes share a switch or clique: `scontrol show topology` output, or `NODE GROUP` lines
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+
+    /// A group whose busbw is below this many GB/s fails, even when its job passed (default: each report's floor)
+    #[arg(long, value_name = "GB/S")]
+    pub floor: Option<f64>,
+
+    /// Each group's job is ended (SIGTERM, then SIGKILL) after this many seconds, and the group fails
+    #[arg(long, value_name = "SECS", default_value_t = 900.0)]
+    pub test_timeout: f64,
+
+    /// At most this many rounds; what is open then is reported unconfirmed or untested
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub max_rounds: u16,
+
+    /// Each group's report, hostfile and output go here (created; default: a new directory under the system's
+    /// temporary directory, kept). On a filesystem the jobs see when they write their reports remotely
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+
+    /// Format written to stdout
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ViewFormat,
+
+    /// Also write the report: json=PATH, junit=PATH, html=PATH, or culprits=PATH (one culprit node per line,
+    /// for a drain or taint command). Repeatable
+    #[arg(long, value_name = "FORMAT=PATH")]
+    pub output: Vec<String>,
+
+    /// The job run per group, with {nodes}, {count}, {hostfile}, {report} (where it writes its JSON report) and
+    /// {test} replaced: `srun -N{count} -w {nodes} fabric-preflight collective --output json={report} -- …`
+    #[arg(last = true, value_name = "COMMAND", required = true)]
+    pub command: Vec<String>,
+}
+
+/// `--help` text for the codes of `isolate`.
+pub const ISOLATE_EXIT_HELP: &str = "Exit codes:
+  0  every node healthy: each passed a group test at its floor
+  1  a culprit node or link was found (confirmed against known-good nodes)
+  2  usage error (bad flags, no nodes, a template without {nodes} or {report}, unreadable topology)
+  3  undetermined: no culprit, but nodes left unconfirmed or untested (or interrupted)";
 
 /// `--help` text for the codes of `nccl`.
 pub const NCCL_EXIT_HELP: &str = "Exit codes:

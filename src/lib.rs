@@ -15,6 +15,7 @@ pub mod host;
 /// Public for the `input_lines` fuzz target, which drives `input::for_each_line` with arbitrary bytes.
 pub mod input;
 pub(crate) mod interrupt;
+pub mod isolate;
 pub(crate) mod measure;
 pub(crate) mod model;
 pub mod nccl;

@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         Cmd::Snapshot(args) => commands::snapshot::main(args),
         Cmd::Pair(args) => commands::pair::main(args),
         Cmd::Collective(args) => commands::collective::main(args),
+        Cmd::Isolate(args) => commands::isolate::main(args),
         Cmd::Completions { shell } => commands::docs::completions(shell),
         Cmd::Man => commands::docs::man(),
     };

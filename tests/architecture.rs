@@ -16,6 +16,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         &["main", "commands"],
     ),
     ("flags", &["cli"]),
+    ("fleet: fault isolation over collective jobs", &["isolate"]),
     (
         "engines: checks, node pairs, collective jobs",
         &["runner", "pair", "collective"],

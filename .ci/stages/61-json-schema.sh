@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # JSON Schemas, against a second, independent validator (Python's jsonschema, the reference implementation;
-# the Rust tests use the jsonschema crate): the three schemas are valid draft 2020-12, and the `run` (generic and
-# auto profile), `topo` and `nccl` JSON of every recorded tree and NCCL log in the repository validate.
+# the Rust tests use the jsonschema crate): the four schemas are valid draft 2020-12, and the `run` (generic and
+# auto profile), `topo`, `nccl` and `isolate` JSON of every recorded tree and NCCL log in the repository validate.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,6 +31,9 @@ for tree in testdata/hosts/*/; do
   # A tree without a PCI bus has no topology to show (exit 2): nothing to validate.
   "$bin" topo --root "$tree" --format json >"$work/topo-$name.json" 2>/dev/null || rm -f "$work/topo-$name.json"
 done
+# isolate over 8 stand-in nodes, one bad (tests/isolate/job runs the real collective per group).
+FABRIC_PREFLIGHT="$PWD/$bin" ISOLATE_BAD=n5 "$bin" isolate --nodes 'n[1-8]' --work-dir "$work/isolate-groups" \
+  --format json -- "$PWD/tests/isolate/job" '{nodes}' '{report}' >"$work/isolate-n8.json" || true
 for log in testdata/nccl/*.log; do
   "$bin" nccl --format json "$log" >"$work/nccl-$(basename "$log" .log).json" || true
 done
@@ -41,7 +44,7 @@ import jsonschema
 
 work = sys.argv[1]
 bad = 0
-for kind in ("run", "topo", "nccl"):
+for kind in ("run", "topo", "nccl", "isolate"):
     with open(f"schemas/{kind}.schema.json") as f:
         schema = json.load(f)
     jsonschema.Draft202012Validator.check_schema(schema)

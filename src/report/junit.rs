@@ -138,12 +138,12 @@ fn seconds(ms: u64) -> String {
 
 /// Escaped for an attribute value in double quotes; line breaks and tabs survive as character references
 /// (a parser would turn them into spaces otherwise).
-fn attr(s: &str) -> String {
+pub(crate) fn attr(s: &str) -> String {
     escape(s, true)
 }
 
 /// Escaped for element content.
-fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     escape(s, false)
 }
 

@@ -15,6 +15,7 @@ mod gpu;
 mod h200;
 mod healthy_shapes;
 mod hostile;
+mod isolate;
 mod nccl;
 mod nvlink;
 mod pair;

@@ -55,16 +55,18 @@ pub enum Schema {
     Run,
     Nccl,
     Topo,
+    Isolate,
 }
 
 impl Schema {
-    pub const ALL: [Schema; 3] = [Schema::Run, Schema::Nccl, Schema::Topo];
+    pub const ALL: [Schema; 4] = [Schema::Run, Schema::Nccl, Schema::Topo, Schema::Isolate];
 
     pub fn path(self) -> PathBuf {
         let name = match self {
             Schema::Run => "run",
             Schema::Nccl => "nccl",
             Schema::Topo => "topo",
+            Schema::Isolate => "isolate",
         };
         Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("schemas/{name}.schema.json"))
     }
@@ -75,8 +77,12 @@ impl Schema {
     }
 
     fn validator(self) -> &'static jsonschema::Validator {
-        static COMPILED: [OnceLock<jsonschema::Validator>; 3] =
-            [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static COMPILED: [OnceLock<jsonschema::Validator>; 4] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+        ];
         COMPILED[self as usize].get_or_init(|| {
             jsonschema::draft202012::options()
                 .should_validate_formats(true)
