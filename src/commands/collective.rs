@@ -112,6 +112,7 @@ fn run_in(
     // One run after the other: each takes every GPU of the node, so side by side they would measure each other.
     let mut results = Vec::new();
     let mut by_variant = Vec::new();
+    let mut read_before = Vec::new();
     for &variant in &plan.variants {
         let mut ran = if crate::interrupt::requested().is_some() {
             vec![CheckResult::error(
@@ -128,7 +129,7 @@ fn run_in(
             if args.workload.is_some() {
                 argv.extend(variant.workload_args().into_iter().map(OsString::from));
             }
-            job.run(variant, argv, &dir)
+            job.run(variant, argv, &dir, &mut read_before)
         };
         variant.label(&mut ran);
         by_variant.push(ran.clone());
@@ -169,12 +170,15 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    /// One run of `argv` as `variant`, its logs in `log_dir`, bounded by --timeout: its results.
+    /// One run of `argv` as `variant`, its logs in `log_dir`, bounded by --timeout: its results. `read_before`
+    /// holds the NCCL files earlier runs read (path and modification time): a user's NCCL_DEBUG_FILE pattern is
+    /// the same for every run, and a file of the run before, younger than the time slack, is not this run's.
     fn run(
         &self,
         variant: Variant,
         argv: Vec<OsString>,
         log_dir: &std::path::Path,
+        read_before: &mut Vec<(PathBuf, Option<SystemTime>)>,
     ) -> Vec<CheckResult> {
         let (args, plan) = (self.args, self.plan);
         let user_env: BTreeMap<String, String> = std::env::vars().collect();
@@ -195,7 +199,12 @@ impl Job<'_> {
             output: &output,
             timeout: plan.timeout,
         });
-        let files = collective::debug_files(&env.debug_file, since);
+        let modified = |f: &PathBuf| std::fs::metadata(f).and_then(|m| m.modified()).ok();
+        let files: Vec<PathBuf> = collective::debug_files(&env.debug_file, since)
+            .into_iter()
+            .filter(|f| !read_before.contains(&(f.clone(), modified(f))))
+            .collect();
+        read_before.extend(files.iter().map(|f| (f.clone(), modified(f))));
         let argv_text: Vec<String> = argv
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

@@ -913,3 +913,18 @@ fn collective_mode_flags_that_do_not_fit_are_usage_errors() {
         stderr(&out)
     );
 }
+
+/// Reproduced: with the user's own NCCL_DEBUG_FILE, every run writes where the pattern says, and the NIC
+/// loopback's files, younger than the time slack, were read again as the NVLink-only run's: its NET channels
+/// failed NVLink on a healthy node.
+#[test]
+fn collective_nic_loopback_runs_do_not_read_each_others_debug_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("mine.%h.%p");
+    let (code, report) = loopback(&[], &[("NCCL_DEBUG_FILE", pattern.to_str().unwrap())]);
+    assert_eq!(code, Exit::OK, "{report:#}");
+    assert_eq!(
+        result_for(&report, "collective.transport", "nvlink-only")["status"],
+        "pass"
+    );
+}
