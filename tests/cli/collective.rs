@@ -928,3 +928,47 @@ fn collective_nic_loopback_runs_do_not_read_each_others_debug_files() {
         "pass"
     );
 }
+
+/// Real NCCL output replayed as the job's (a COMMAND that prints a recorded log): the H200 machine's NCCL 2.28.9
+/// (one rank, no RDMA device, Socket) has no NIC to loop through; an aws-ofi-nccl run over EFA meets
+/// ofi-gdrdma, though its log names no NIC, so that every NIC carried channels is not claimed.
+#[test]
+fn collective_nic_loopback_judges_real_nccl_logs() {
+    let log = |name: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/nccl")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let h200 = log("nccl-h200-single-gpu-socket.log");
+    let (code, report) = run_command(
+        &["--mode", "nic-loopback", "--expect", "gdrdma"],
+        &["cat", &h200],
+        &[],
+    );
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert!(
+        t["summary"].as_str().unwrap().starts_with(
+            "no NIC to loop through: `NET/IB : No device found`, NCCL selected Socket (Socket only"
+        ),
+        "{t:#}"
+    );
+    let nvlink = result_for(&report, "collective.transport", "nvlink-only");
+    assert_eq!(nvlink["status"], "skip", "{nvlink:#}");
+    let efa = log("ofi-aws-libfabric-gdrdma.log");
+    let (_, report) = run_command(
+        &["--mode", "nic-loopback", "--expect", "ofi-gdrdma"],
+        &["cat", &efa],
+        &[],
+    );
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert_eq!(t["status"], "warn", "{t:#}");
+    assert!(
+        t["summary"].as_str().unwrap().contains(
+            "over ofi-gdrdma, meeting expected ofi-gdrdma, but NCCL's log lists no NICs by name"
+        ),
+        "{t:#}"
+    );
+}
