@@ -5,7 +5,8 @@
 #                       say there is no NIC to loop through and exit 1 with --expect gdrdma; NVLink-only SKIPs
 #                       (one GPU, no pair).
 #   loopback-two-ranks  two processes on the GPU with distinct NCCL_HOSTIDs, so that real NET channels are
-#                       printed: NET/Socket, the same verdict with the channel count.
+#                       printed: NET/Socket, the same verdict with the channel count. Its NVLink-only run
+#                       fails by construction (two "hosts" reach each other only through the network).
 #   per-rail-1, -2      the workload's --split-mod on real torch: one communicator of both ranks, then one per
 #                       rank, each printed as its own `# Group g` table (judged with --expect socket: the
 #                       transport of this machine; no per_rail floor in the generic profile, so busbw WARNs).

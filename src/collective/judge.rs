@@ -611,11 +611,13 @@ pub(super) fn with_transport_evidence(f: &Facts<'_>, mut r: CheckResult) -> Chec
     if let Some(row) = f.tests.largest() {
         r = r.measure(Measurement::new("busbw", row_busbw(row), "GB/s"));
     }
+    let expected = match f.variant {
+        // The network is off: --expect is for the NIC runs.
+        Variant::NvlinkOnly => "P2P over NVLink only (NCCL_P2P_LEVEL=NVL)".to_string(),
+        _ => format!("{} ({})", nccl::expect_name(f.expect), f.expect_from),
+    };
     r = r
-        .evidence(
-            "expected",
-            format!("{} ({})", nccl::expect_name(f.expect), f.expect_from),
-        )
+        .evidence("expected", expected)
         .evidence("verdict", s.verdict_named())
         .evidence("selected", or_none(&s.network_selected))
         .evidence("net devices", or_none(&s.net_devices));

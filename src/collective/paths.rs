@@ -27,7 +27,18 @@ pub fn loopback_transport(f: &Facts<'_>) -> CheckResult {
         .iter()
         .any(|n| NetFamily::of(n) == NetFamily::Socket);
     let ib_missing = s.no_device.iter().any(|n| n == "IB");
-    let r = if rdma_channels == 0 && (socket_selected || ib_missing || s.net_channels.socket > 0) {
+    let hosts = f.tests.hosts();
+    let r = if hosts.len() > 1 {
+        CheckResult::error(
+            ID_TRANSPORT,
+            format!(
+                "the NIC loopback is a one-node test, but the job ran on {} hosts ({}): its floor is per node",
+                hosts.len(),
+                hosts.join(", ")
+            ),
+        )
+        .fix("launch it on one node (`srun -N1 …`, `mpirun -np 8 --host NODE:8 …`); across nodes use --mode job or per-rail")
+    } else if rdma_channels == 0 && (socket_selected || ib_missing || s.net_channels.socket > 0) {
         let mut why = Vec::new();
         if ib_missing {
             why.push("`NET/IB : No device found`".to_string());

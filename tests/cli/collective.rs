@@ -972,3 +972,20 @@ fn collective_nic_loopback_judges_real_nccl_logs() {
         "{t:#}"
     );
 }
+
+#[test]
+fn collective_nic_loopback_across_nodes_is_not_judged_as_one() {
+    let (code, report) = run_command(
+        &["--mode", "nic-loopback", "--profile", "hgx-h100-ib"],
+        &["launch", "-N", "2", "-n", "8", "all_reduce_perf"],
+        &[],
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert!(
+        t["summary"].as_str().unwrap().starts_with(
+            "the NIC loopback is a one-node test, but the job ran on 2 hosts (gpu-a01, gpu-a02)"
+        ),
+        "{t:#}"
+    );
+}
