@@ -300,6 +300,17 @@ pub fn rail_busbw(f: &Facts<'_>, rails: u32) -> Vec<CheckResult> {
     let Some(largest) = f.tests.largest() else {
         return super::judge::busbw(f);
     };
+    if let Some(why) = not_rails(f, rails) {
+        return vec![CheckResult::error(
+            ID_BUSBW,
+            format!("the communicators are not rails, so no rail was judged: {why}"),
+        )
+        .subject("rails")
+        .fix(
+            "place the ranks node by node (rank = node x GPUs per node + local index: `srun --distribution=block`, \
+             `mpirun --map-by ppr:8:node`) and give --rails the GPUs per node",
+        )];
+    }
     let limit = floor(f, collective, "per_rail");
     let groups = f.tests.groups();
     if groups.is_empty() {
@@ -327,6 +338,27 @@ pub fn rail_busbw(f: &Facts<'_>, rails: u32) -> Vec<CheckResult> {
         results.push(r.evidence("rail", members));
     }
     results
+}
+
+/// Why rank mod `rails` does not give one rank per host in each communicator (ranks placed otherwise than node
+/// by node, or `--rails` not the GPUs per node), from the header's hosts; None when every group is a rail.
+fn not_rails(f: &Facts<'_>, rails: u32) -> Option<String> {
+    let mut seen: BTreeMap<(u32, &str), Vec<u32>> = BTreeMap::new();
+    for r in &f.tests.ranks {
+        let group = r.group.unwrap_or(r.rank % rails);
+        seen.entry((group, short_host(&r.host)))
+            .or_default()
+            .push(r.rank);
+    }
+    seen.into_iter()
+        .find(|(_, ranks)| ranks.len() > 1)
+        .map(|((group, host), ranks)| {
+            format!(
+                "communicator {group} holds {} ranks on {host} (ranks {})",
+                ranks.len(),
+                nccl::ranges(&ranks)
+            )
+        })
 }
 
 /// nccl-tests' one table of a split run: a number for all rails, what it stands for said, the rails listed.

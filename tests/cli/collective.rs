@@ -989,3 +989,26 @@ fn collective_nic_loopback_across_nodes_is_not_judged_as_one() {
         "{t:#}"
     );
 }
+
+#[test]
+fn collective_per_rail_with_communicators_that_are_not_rails_judges_none() {
+    // Eight GPUs per node split MOD 4: each communicator holds two ranks of each node.
+    let (code, report) = run_command(
+        &[
+            "--mode",
+            "per-rail",
+            "--rails",
+            "4",
+            "--profile",
+            "hgx-h100-ib",
+        ],
+        &["launch", "-N", "2", "-n", "8", "all_reduce_perf", "-a", "3"],
+        &[],
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
+    let r = result_for(&report, "collective.busbw", "per-rail: rails");
+    assert_eq!(
+        r["summary"],
+        "the communicators are not rails, so no rail was judged: communicator 0 holds 2 ranks on gpu-a01 (ranks 0,4)"
+    );
+}
