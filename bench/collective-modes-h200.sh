@@ -7,8 +7,8 @@
 #   loopback-two-ranks  two processes on the GPU with distinct NCCL_HOSTIDs, so that real NET channels are
 #                       printed: NET/Socket, the same verdict with the channel count. Its NVLink-only run
 #                       fails by construction (two "hosts" reach each other only through the network).
-#   per-rail-1, -2      the workload's --split-mod on real torch: one communicator of both ranks, then one per
-#                       rank, each printed as its own `# Group g` table (judged with --expect socket: the
+#   per-rail            the workload's --split-mod on real torch: two ranks (one host name), --rails 2, so one
+#                       communicator per rank, each printed as its own `# Group g` table (--expect socket: the
 #                       transport of this machine; no per_rail floor in the generic profile, so busbw WARNs).
 # Usage: bench/collective-modes-h200.sh BIN OUTDIR. Writes OUTDIR/<step>/ (logs, JSON/JUnit reports, one
 # directory per run of the mode) and OUTDIR/summary.txt (each step's exit code).
@@ -28,6 +28,5 @@ SIZES=(--workload-arg=--min-bytes=16M --workload-arg=--max-bytes=256M)
 TWO=(--workload-arg=--nproc=2 --workload-arg=--distinct-hosts)
 step loopback-one-rank --mode nic-loopback --expect gdrdma --workload-arg=--nproc=1 "${SIZES[@]}"
 step loopback-two-ranks --mode nic-loopback --expect gdrdma "${TWO[@]}" "${SIZES[@]}"
-step per-rail-1 --mode per-rail --rails 1 --expect socket "${TWO[@]}" "${SIZES[@]}"
-step per-rail-2 --mode per-rail --rails 2 --expect socket "${TWO[@]}" "${SIZES[@]}"
+step per-rail --mode per-rail --rails 2 --expect socket "${TWO[@]}" "${SIZES[@]}"
 cat "$OUT/summary.txt"
