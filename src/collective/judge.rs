@@ -89,7 +89,7 @@ pub fn multi_node(f: &Facts<'_>) -> bool {
         || f.summary.net_channels.total > 0
 }
 
-pub(super) fn completed(ran: &Ran) -> bool {
+fn completed(ran: &Ran) -> bool {
     ran.ending == Ending::Exited(0)
 }
 
@@ -636,7 +636,7 @@ pub(super) fn with_transport_evidence(f: &Facts<'_>, mut r: CheckResult) -> Chec
     r
 }
 
-pub(super) fn or_none(list: &[String]) -> String {
+fn or_none(list: &[String]) -> String {
     if list.is_empty() {
         "-".into()
     } else {
