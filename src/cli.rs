@@ -248,6 +248,19 @@ pub struct PairArgs {
     pub report: ReportArgs,
 }
 
+/// What `collective` runs: the COMMAND as given, or variants of it that isolate one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CollectiveMode {
+    /// The COMMAND as given, judged against the single-node or multi-node floor
+    Job,
+    /// One node, in turn: the COMMAND through the node's own NICs (SHM, P2P and NVLS off; the nic_loopback
+    /// floor), then over NVLink only (network off; the single_node floor), judged side by side
+    NicLoopback,
+    /// One communicator per local rank index (a rail each, nccl-tests' NCCL_TESTS_SPLIT="MOD <rails>"), each
+    /// judged against the per_rail floor
+    PerRail,
+}
+
 /// The built-in workloads of `collective`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
@@ -293,11 +306,21 @@ pub struct CollectiveArgs {
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node_name: Option<String>,
 
-    /// The job: `srun … all_reduce_perf -b 8M -e 4G -f 2 -g 1`, `mpirun …`, `torchrun …`, `all_reduce_perf -g 8`
     /// The collective the COMMAND runs, where its output does not say (a wrapper script, nccl-tests output
     /// without `# Collective test starting:`): picks the busbw floor. Unnamed, busbw is an error, never a pass.
     #[arg(long, value_name = "NAME", value_parser = crate::profile::BusbwLimits::COLLECTIVES)]
     pub collective: Option<String>,
+
+    /// job: the COMMAND as given; nic-loopback: one node through its own NICs, then over NVLink only, side by
+    /// side; per-rail: one communicator per local rank index, each rail judged
+    #[arg(long, value_enum, default_value = "job")]
+    pub mode: CollectiveMode,
+
+    /// GPUs per node, the rails of --mode per-rail (default: the GPUs on this host's PCI bus)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub rails: Option<u32>,
+
+    /// The job: `srun … all_reduce_perf -b 8M -e 4G -f 2 -g 1`, `mpirun …`, `torchrun …`, `all_reduce_perf -g 8`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
 

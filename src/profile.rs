@@ -254,6 +254,26 @@ pub struct BusbwScopes {
     pub single_node: Option<Limit>,
     #[serde(default, deserialize_with = "floor")]
     pub multi_node: Option<Limit>,
+    /// One node with its traffic forced through its own NICs (`collective --mode nic-loopback`: SHM, P2P and
+    /// NVLS off): the per-node floor cloud health checks gate on.
+    #[serde(default, deserialize_with = "floor")]
+    pub nic_loopback: Option<Limit>,
+    /// One rail: a communicator of the GPUs at one local index, one per node (`collective --mode per-rail`).
+    #[serde(default, deserialize_with = "floor")]
+    pub per_rail: Option<Limit>,
+}
+
+impl BusbwScopes {
+    /// The floor of `scope`, one of [`BusbwScopes::SCOPES`].
+    pub fn get(&self, scope: &str) -> Option<Limit> {
+        match scope {
+            "single_node" => self.single_node,
+            "multi_node" => self.multi_node,
+            "nic_loopback" => self.nic_loopback,
+            "per_rail" => self.per_rail,
+            _ => None,
+        }
+    }
 }
 
 /// Which side of a limit is worse. Declared on each threshold key (`floor`, `pct_floor`, `ceiling`) and checked

@@ -5,11 +5,14 @@
 //! `collective.busbw` (one per collective and size class, the largest size judged against the profile),
 //! `collective.data` (`#wrong`), `collective.transport` (the data path against `--expect`),
 //! `collective.errors` (NCCL's failures), `collective.ranks` (every rank seen) and `collective.rails` (each
-//! local rank's NIC against the NIC nearest its GPU).
+//! local rank's NIC against the NIC nearest its GPU). The runs of `--mode nic-loopback` and `--mode per-rail`
+//! replace the busbw or transport verdict with their own ([`super::paths`]).
 
 use super::launch::{Ending, Ran};
 use super::nccl_tests::{Row, TestOutput};
+use super::paths;
 use super::ranks::{short_host, Process, RankMap};
+use super::variant::Variant;
 use crate::child::fmt_secs;
 use crate::model::{CheckResult, Limit, Measurement, Status};
 use crate::nccl::{self, Judgement, Summary, Verdict};
@@ -53,14 +56,25 @@ pub struct Facts<'a> {
     pub tree: Option<&'a PciTree>,
     /// The COMMAND's merged output, named in evidence.
     pub output: &'a str,
+    /// Which run of the COMMAND this is: its floor and transport rule.
+    pub variant: Variant,
+    /// nccl-tests' `-a` (how a split run's table combines the communicators' times).
+    pub average: u8,
 }
 
 /// All results of the run.
 pub fn judge(f: &Facts<'_>) -> Vec<CheckResult> {
     let mut results = vec![command(f)];
-    results.extend(busbw(f));
+    match f.variant {
+        Variant::PerRail { rails } => results.extend(paths::rail_busbw(f, rails)),
+        _ => results.extend(busbw(f)),
+    }
     results.push(data(f));
-    results.push(transport(f));
+    results.push(match f.variant {
+        Variant::NicLoopback => paths::loopback_transport(f),
+        Variant::NvlinkOnly => paths::nvlink_transport(f),
+        _ => transport(f),
+    });
     results.push(errors(f));
     results.push(ranks(f));
     results.push(rails(f));
@@ -298,12 +312,12 @@ fn size_class(bytes: u64) -> (&'static str, u8) {
 }
 
 /// The bus bandwidth a row stands for: out-of-place (the column people quote), else in-place.
-fn row_busbw(r: &Row) -> f64 {
+pub(super) fn row_busbw(r: &Row) -> f64 {
     r.out_of_place
         .map_or(r.in_place.busbw_gbytes_per_sec, |p| p.busbw_gbytes_per_sec)
 }
 
-fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
+pub(super) fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
     let named = f.tests.collective.clone();
     let collective = named.clone().unwrap_or_else(|| "collective".into());
     let Some(largest) = f.tests.largest() else {
@@ -333,22 +347,8 @@ fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
             BusbwLimits::COLLECTIVES.join("|")
         ))];
     }
-    let scope = if multi_node(f) {
-        "multi_node"
-    } else {
-        "single_node"
-    };
-    let limit = f
-        .limits
-        .and_then(|l| l.of(&collective))
-        .and_then(|s| {
-            if scope == "multi_node" {
-                s.multi_node
-            } else {
-                s.single_node
-            }
-        })
-        .unwrap_or_default();
+    let scope = f.variant.scope(multi_node(f));
+    let limit = floor(f, &collective, scope);
     let mut classes: Vec<(&str, u8)> = f.tests.rows.iter().map(|r| size_class(r.bytes)).collect();
     classes.sort_by_key(|c| c.1);
     classes.dedup();
@@ -375,7 +375,15 @@ fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
         .collect()
 }
 
-fn judged_busbw(
+/// The profile's floor for `collective` in `scope` (empty where it sets none).
+pub(super) fn floor(f: &Facts<'_>, collective: &str, scope: &str) -> Limit {
+    f.limits
+        .and_then(|l| l.of(collective))
+        .and_then(|s| s.get(scope))
+        .unwrap_or_default()
+}
+
+pub(super) fn judged_busbw(
     f: &Facts<'_>,
     collective: &str,
     subject: &str,
@@ -533,47 +541,31 @@ fn data(f: &Facts<'_>) -> CheckResult {
 }
 
 fn transport(f: &Facts<'_>) -> CheckResult {
+    if !multi_node(f) {
+        return with_transport_evidence(
+            f,
+            CheckResult::skip(
+                ID_TRANSPORT,
+                format!(
+                    "single node, no NET channel: {} (expected {} applies to traffic through the NICs; run across nodes to judge it)",
+                    match f.summary.verdict {
+                        Verdict::IntraNodeOnly => "every channel is intra-node (P2P/SHM)",
+                        _ => "no channel line (one rank connects to nothing)",
+                    },
+                    nccl::expect_name(f.expect)
+                ),
+            ),
+        );
+    }
+    with_transport_evidence(f, judged_transport(f))
+}
+
+/// The shared analysis' judgement of the data path against `--expect`, in words.
+pub(super) fn judged_transport(f: &Facts<'_>) -> CheckResult {
     let s = f.summary;
     let expected = nccl::expect_name(f.expect);
-    let busbw = f
-        .tests
-        .largest()
-        .map(|r| (row_busbw(r), size_text(r.bytes)));
-    let with_busbw = |mut r: CheckResult| {
-        if let Some((v, _)) = &busbw {
-            r = r.measure(Measurement::new("busbw", *v, "GB/s"));
-        }
-        r.evidence("expected", format!("{expected} ({})", f.expect_from))
-            .evidence("verdict", s.verdict_named())
-            .evidence("selected", or_none(&s.network_selected))
-            .evidence("net devices", or_none(&s.net_devices))
-    };
-    let measured = busbw.as_ref().map_or(String::new(), |(v, size)| {
-        format!(" (busbw {v:.2} GB/s at {size})")
-    });
-    if !multi_node(f) {
-        return with_busbw(CheckResult::skip(
-            ID_TRANSPORT,
-            format!(
-                "single node, no NET channel: {} (expected {expected} applies to traffic through the NICs; run across nodes to judge it)",
-                match s.verdict {
-                    Verdict::IntraNodeOnly => "every channel is intra-node (P2P/SHM)".to_string(),
-                    _ => "no channel line (one rank connects to nothing)".to_string(),
-                }
-            ),
-        ));
-    }
-    let mut tallies = Vec::new();
-    for t in &s.transports {
-        tallies.push(format!(
-            "{} x{} (ranks {}, first {})",
-            t.transport,
-            t.channels,
-            nccl::ranges(&t.ranks.iter().copied().collect::<Vec<_>>()),
-            t.first_seen
-        ));
-    }
-    let r = match nccl::judge::judge_transport(s, f.expect) {
+    let measured = measured(f);
+    match nccl::judge::judge_transport(s, f.expect) {
         Judgement::Met => CheckResult::pass(
             ID_TRANSPORT,
             format!(
@@ -598,10 +590,48 @@ fn transport(f: &Facts<'_>) -> CheckResult {
             CheckResult::error(ID_TRANSPORT, format!("cannot prove the data path: {why}"))
                 .fix(nccl::advice(Verdict::Undetermined).unwrap_or_default())
         }
+    }
+}
+
+/// ` (busbw 385.20 GB/s at 4 GiB)`, or nothing without a table.
+pub(super) fn measured(f: &Facts<'_>) -> String {
+    f.tests.largest().map_or(String::new(), |r| {
+        format!(
+            " (busbw {:.2} GB/s at {})",
+            row_busbw(r),
+            size_text(r.bytes)
+        )
+    })
+}
+
+/// The busbw beside a transport verdict, what was expected, what NCCL selected and listed, and every
+/// transport's channel count.
+pub(super) fn with_transport_evidence(f: &Facts<'_>, mut r: CheckResult) -> CheckResult {
+    let s = f.summary;
+    if let Some(row) = f.tests.largest() {
+        r = r.measure(Measurement::new("busbw", row_busbw(row), "GB/s"));
+    }
+    let expected = match f.variant {
+        // The network is off: --expect is for the NIC runs.
+        Variant::NvlinkOnly => "P2P over NVLink only (NCCL_P2P_LEVEL=NVL)".to_string(),
+        _ => format!("{} ({})", nccl::expect_name(f.expect), f.expect_from),
     };
-    let mut r = with_busbw(r);
-    for t in tallies {
-        r = r.evidence("channels", t);
+    r = r
+        .evidence("expected", expected)
+        .evidence("verdict", s.verdict_named())
+        .evidence("selected", or_none(&s.network_selected))
+        .evidence("net devices", or_none(&s.net_devices));
+    for t in &s.transports {
+        r = r.evidence(
+            "channels",
+            format!(
+                "{} x{} (ranks {}, first {})",
+                t.transport,
+                t.channels,
+                nccl::ranges(&t.ranks.iter().copied().collect::<Vec<_>>()),
+                t.first_seen
+            ),
+        );
     }
     r
 }
@@ -887,6 +917,8 @@ mod tests {
             hostname: "gpu-a01",
             tree: None,
             output: "output.log",
+            variant: Variant::Job,
+            average: 1,
         }
     }
 
@@ -910,7 +942,7 @@ mod tests {
         let limits = BusbwLimits {
             all_reduce: Some(BusbwScopes {
                 single_node: Some(Limit::new(None, Some(460.0))),
-                multi_node: None,
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -6,7 +6,9 @@
 pub mod judge;
 pub mod launch;
 pub mod nccl_tests;
+mod paths;
 pub mod ranks;
+pub mod variant;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

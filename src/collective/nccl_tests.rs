@@ -13,8 +13,17 @@
 //! ```
 //! A row is `%12li  %12li  %8s  %6s  %6s` then, per placement (out-of-place, in-place), `%7s %6s %6s %6g` with
 //! `N/A` for `#wrong` when checking is off (`-c 0`). Older releases print the rank lines without `Group`.
+//!
+//! Split runs (`NCCL_TESTS_SPLIT="MOD 8"`, one communicator per rail) print the color of each rank as its
+//! `Group`, and still one table: each process times its own communicator, and the row's time is the mean of
+//! all processes' (`-a 1`, the default), rank 0's (`-a 0`), the fastest (`-a 2`) or the slowest (`-a 3`), with
+//! busbw per communicator (nccl-tests' `common.cu`, `BenchTime`; its README: "the reported bandwidth is per
+//! group"). No line says which communicator a number is. The built-in workload prints one table per
+//! communicator instead, each after a `# Group 3 : ranks 3,11` line, which nccl-tests never prints.
 //! Launchers put prefixes before lines (`0: `, `[1,0]<stdout>:`): rows are read from their last 13 fields and
 //! header lines from their `#`.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -29,6 +38,8 @@ pub struct RankLine {
     /// PCI bus of the GPU (`0x18`), as printed.
     pub bus: String,
     pub model: String,
+    /// The communicator (color) of a split run; 0 for all when not split, absent before nccl-tests 2.13.
+    pub group: Option<u32>,
 }
 
 /// Time, bandwidths and errors of one placement (out-of-place or in-place) of one size.
@@ -52,6 +63,8 @@ pub struct Row {
     pub in_place: Placement,
     /// `file:line` of the row.
     pub line: u64,
+    /// The communicator of the `# Group N` section it was printed in (the built-in workload's split runs).
+    pub group: Option<u32>,
 }
 
 /// Everything nccl-tests printed that the verdict uses.
@@ -67,6 +80,9 @@ pub struct TestOutput {
     pub out_of_bounds: Option<u64>,
     /// nccl-tests' own failure lines (`Test NCCL failure common.cu:… 'unhandled system error'`).
     pub failures: Vec<String>,
+    /// The `# Group N` section being read.
+    #[serde(skip)]
+    section: Option<u32>,
 }
 
 impl TestOutput {
@@ -85,6 +101,34 @@ impl TestOutput {
     pub fn largest(&self) -> Option<&Row> {
         self.rows.iter().rev().max_by_key(|r| r.bytes)
     }
+
+    /// The communicators with a table of their own, and their rows.
+    pub fn groups(&self) -> BTreeMap<u32, Vec<&Row>> {
+        let mut groups: BTreeMap<u32, Vec<&Row>> = BTreeMap::new();
+        for row in &self.rows {
+            if let Some(g) = row.group {
+                groups.entry(g).or_default().push(row);
+            }
+        }
+        groups
+    }
+}
+
+/// How nccl-tests combines the processes' times into a row (`-a`/`--average`; 1, the mean, when not given).
+pub fn average_of(args: &[String]) -> u8 {
+    let mut value = None;
+    for (i, a) in args.iter().enumerate() {
+        let text = match a.as_str() {
+            "-a" | "--average" => args.get(i + 1).map(String::as_str),
+            other => other
+                .strip_prefix("--average=")
+                .or_else(|| other.strip_prefix("-a").filter(|v| !v.is_empty())),
+        };
+        if let Some(v) = text.and_then(|t| t.parse().ok()) {
+            value = Some(v);
+        }
+    }
+    value.unwrap_or(1)
 }
 
 /// `all_reduce` for `all_reduce_perf`, `/opt/nccl-tests/build/all_reduce_perf_mpi`, `all_reduce`.
@@ -125,7 +169,8 @@ fn read_line(out: &mut TestOutput, line: &str, line_no: u64) {
         read_header(out, header.trim());
         return;
     }
-    if let Some(row) = read_row(line, line_no) {
+    if let Some(mut row) = read_row(line, line_no) {
+        row.group = out.section;
         out.rows.push(row);
     }
 }
@@ -143,6 +188,8 @@ fn read_header(out: &mut TestOutput, h: &str) {
         out.collective = collective_of_program(rest.trim()).or(out.collective.take());
     } else if words.first() == Some(&"nThread") {
         out.gpus_per_rank = value_after(&words, "nGpus");
+    } else if words.first() == Some(&"Group") {
+        out.section = words.get(1).and_then(|g| g.parse().ok());
     } else if words.first() == Some(&"Rank") {
         if let Some(rank) = read_rank(&words) {
             if !out.ranks.iter().any(|r| r.rank == rank.rank) {
@@ -182,6 +229,7 @@ fn read_rank(words: &[&str]) -> Option<RankLine> {
         .get(dev_at + 2)
         .map(|b| b.trim_matches(['[', ']']).to_string())
         .unwrap_or_default();
+    let group = value_after(words, "Group");
     let model = words
         .get(dev_at + 3..)
         .map(|m| m.join(" "))
@@ -193,6 +241,7 @@ fn read_rank(words: &[&str]) -> Option<RankLine> {
         device,
         bus,
         model,
+        group,
     })
 }
 
@@ -238,6 +287,7 @@ fn read_row(line: &str, line_no: u64) -> Option<Row> {
         out_of_place,
         in_place,
         line: line_no,
+        group: None,
     })
 }
 
@@ -321,6 +371,24 @@ mod tests {
         }
         let t = parse("gpu-a01: Test NCCL failure common.cu:1279 'remote process exited or there was a network error / '\n");
         assert_eq!(t.failures.len(), 1);
+    }
+
+    #[test]
+    fn split_runs_give_each_rank_its_group_and_each_section_its_rows() {
+        let t = parse(
+            "#  Rank  3 Group  3 Pid   4003 on gpu-a01 device  3 [0x4b] NVIDIA H100 80GB HBM3\n\
+             # Group  3 : ranks 3,11\n\
+             \x20 1073741824     268435456     float     sum      -1  23000.0   46.68   46.68      0  23000.0   46.68   46.68      0\n",
+        );
+        assert_eq!(t.ranks[0].group, Some(3));
+        assert_eq!(t.rows[0].group, Some(3));
+        assert_eq!(t.groups()[&3].len(), 1);
+        assert!(parse(RUN).groups().is_empty());
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(average_of(&args(&["all_reduce_perf", "-g", "1"])), 1);
+        assert_eq!(average_of(&args(&["all_reduce_perf", "-a", "3"])), 3);
+        assert_eq!(average_of(&args(&["x", "-a3"])), 3);
+        assert_eq!(average_of(&args(&["x", "--average=0"])), 0);
     }
 
     #[test]

@@ -382,6 +382,7 @@ gpu-a01:4711:4711 [5] NCCL INFO comm 0x55d1 rank 5 nranks 16 cudaDev 5 nvmlDev 5
             device: 6,
             bus: "0xab".into(),
             model: String::new(),
+            group: Some(0),
         }]);
         let silent = map.by_rank().into_iter().find(|p| p.pid == 4712).unwrap();
         assert_eq!(silent.nccl_lines, 0);

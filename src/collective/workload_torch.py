@@ -5,6 +5,10 @@ torch`. It prints what nccl-tests' all_reduce_perf prints (header, result table,
 reads both; busbw is computed as nccl-tests does for all_reduce (algbw x 2(n-1)/n), and every element of a
 checked all-reduce is compared with the exact sum.
 
+With --split-mod G, ranks whose rank mod G match share a communicator (a rail each when G is the GPUs per
+node, as nccl-tests' NCCL_TESTS_SPLIT="MOD G"); every communicator runs at once and gets a table of its own,
+after a `# Group g : ranks …` line, since one table for all (nccl-tests' way) cannot say which rail was slow.
+
 Ranks come from the launcher the environment shows: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR),
 Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the first node of the step is the rendezvous unless
 MASTER_ADDR is set), Open MPI (OMPI_COMM_WORLD_*; MASTER_ADDR required), else --nproc local processes.
@@ -32,6 +36,12 @@ def parse_args():
         "--distinct-hosts",
         action="store_true",
         help="give each local process its own NCCL_HOSTID, so NCCL treats them as separate hosts and uses its network transport",
+    )
+    p.add_argument(
+        "--split-mod",
+        type=int,
+        default=0,
+        help="one communicator per rank mod G (one per rail when G is the GPUs per node), each with its own table",
     )
     p.add_argument("--port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
     p.add_argument("--timeout", type=float, default=600.0, help="seconds a collective may take before NCCL aborts")
@@ -117,7 +127,16 @@ def worker(rank, world, local_rank, master, args, how):
         timeout=datetime.timedelta(seconds=args.timeout),
         device_id=torch.device("cuda", device),
     )
-    me = (rank, os.getpid(), socket.gethostname().split(".")[0], device, bus_of(torch, device), torch.cuda.get_device_name(device))
+    split = args.split_mod
+    if split:
+        # Every rank creates every group (torch requires it), then uses its own.
+        groups = [dist.new_group(list(range(g, world, split))) for g in range(split)]
+        comm, color = groups[rank % split], rank % split
+        members = list(range(color, world, split))
+    else:
+        comm, color, members = None, 0, list(range(world))
+    size = len(members)
+    me = (rank, color, os.getpid(), socket.gethostname().split(".")[0], device, bus_of(torch, device), torch.cuda.get_device_name(device))
     everyone = [None] * world
     dist.all_gather_object(everyone, me)
     out = rank == 0
@@ -137,8 +156,8 @@ def worker(rank, world, local_rank, master, args, how):
     )
     say("#")
     say("# Using devices")
-    for r, pid, host, dev, bus, name in everyone:
-        say("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s" % (r, pid, host, dev, bus, name))
+    for r, g, pid, host, dev, bus, name in everyone:
+        say("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s" % (r, g, pid, host, dev, bus, name))
     say("#")
     say("#                                                              out-of-place                       in-place          ")
     say("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
@@ -146,41 +165,56 @@ def worker(rank, world, local_rank, master, args, how):
 
     total_wrong = 0
     busbws = []
+    # Each communicator's rows, printed after the sweep as one table per group (split runs only).
+    tables = {}
     nbytes = args.min_bytes
     while nbytes <= args.max_bytes:
         count = nbytes // 4
         buf = torch.zeros(count, dtype=torch.float32, device="cuda")
         for _ in range(WARMUP):
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=comm)
         torch.cuda.synchronize()
         dist.barrier()
         torch.cuda.synchronize()
         start = time.perf_counter()
         for _ in range(args.iters):
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=comm)
         torch.cuda.synchronize()
         elapsed = (time.perf_counter() - start) / args.iters
-        # nccl-tests reports the slowest rank's time.
+        # nccl-tests reports the slowest rank's time (here: of each communicator).
         slowest = torch.tensor([elapsed], dtype=torch.float64, device="cuda")
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=comm)
         seconds = slowest.item()
         algbw = nbytes / seconds / 1e9
-        busbw = algbw * 2 * (world - 1) / world
+        busbw = algbw * 2 * (size - 1) / size
         # Check: every rank contributes rank+1, small integers whose float32 sum is exact.
         buf.fill_(float(rank + 1))
-        dist.all_reduce(buf)
-        expected = world * (world + 1) / 2
+        dist.all_reduce(buf, group=comm)
+        expected = sum(m + 1 for m in members)
         wrong = torch.tensor([int(torch.count_nonzero(buf != expected).item())], dtype=torch.int64, device="cuda")
-        dist.all_reduce(wrong)
+        dist.all_reduce(wrong, group=comm)
         wrong = int(wrong.item())
-        total_wrong += wrong
-        busbws.append(busbw)
-        say(
-            "%12d  %12d  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6d"
-            % (nbytes, count, "float", "sum", "-1", "", "", "", "", fmt(seconds * 1e6, 7), fmt(algbw, 6), fmt(busbw, 6), wrong)
+        row = "%12d  %12d  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6d" % (
+            nbytes, count, "float", "sum", "-1", "", "", "", "", fmt(seconds * 1e6, 7), fmt(algbw, 6), fmt(busbw, 6), wrong
         )
+        if split:
+            everyone_row = [None] * world
+            dist.all_gather_object(everyone_row, (color, row, wrong, busbw) if rank == members[0] else None)
+            for entry in everyone_row:
+                if entry:
+                    tables.setdefault(entry[0], []).append(entry[1])
+                    total_wrong += entry[2]
+                    busbws.append(entry[3])
+        else:
+            total_wrong += wrong
+            busbws.append(busbw)
+            say(row)
         del buf
         nbytes *= args.factor
+    for g in sorted(tables):
+        say("# Group %2d : ranks %s" % (g, ",".join(str(r) for r in range(g, world, split))))
+        for row in tables[g]:
+            say(row)
     say("# Out of bounds values : %d %s" % (total_wrong, "FAILED" if total_wrong else "OK"))
     say("# Avg bus bandwidth    : %g " % (sum(busbws) / max(len(busbws), 1)))
     say("#")

@@ -1,6 +1,7 @@
 //! `fabric-preflight collective [OPTIONS] -- COMMAND [ARGS…]`: flags → the NCCL environment → the COMMAND,
 //! bounded → its output and NCCL logs read back → results in `run`'s report formats and exit codes.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -8,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context as _};
 
 use super::{seconds_flag, usage_error};
-use crate::cli::{CollectiveArgs, Workload};
+use crate::cli::{CollectiveArgs, CollectiveMode, Workload};
+use crate::collective::variant::{self, Variant};
 use crate::collective::{self, judge, launch};
 use crate::host::Host;
 use crate::model::CheckResult;
@@ -28,6 +30,8 @@ struct Plan {
     expect_from: String,
     timeout: Duration,
     argv: Vec<OsString>,
+    /// The runs of --mode, made in turn.
+    variants: Vec<Variant>,
 }
 
 pub fn main(args: CollectiveArgs) -> anyhow::Result<u8> {
@@ -92,82 +96,47 @@ fn run_in(
         argv.push(script.into_os_string());
         argv.extend(args.workload_arg.iter().map(OsString::from));
     }
-    let user_env = std::env::vars().collect();
-    let env = collective::nccl_env(&user_env, log_dir);
-    let output = log_dir.join(collective::OUTPUT_FILE);
-    let command_text = shown(&argv);
-    eprintln!(
-        "fabric-preflight: running `{command_text}` (its output: {})",
-        output.display()
-    );
-    let since = SystemTime::now() - MTIME_SLACK;
-    let ran = launch::run(&launch::Launch {
-        argv: &argv,
-        env: &env.set,
-        output: &output,
-        timeout: plan.timeout,
-    });
-    let files = collective::debug_files(&env.debug_file, since);
-    // The output's own header names the collective first; then --collective, the COMMAND's nccl-tests program,
-    // and the built-in workload (an all_reduce).
-    let collective_name = args
-        .collective
-        .clone()
-        .or_else(|| {
-            argv.iter()
-                .find_map(|a| collective::nccl_tests::collective_of_program(&a.to_string_lossy()))
-        })
-        .or_else(|| args.workload.map(|_| "all_reduce".to_string()));
     let kernel_hostname = plan
         .host
         .read(HOSTNAME)
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".into());
-    let mut results = match collective::collect(
-        &output,
-        &files,
-        collective_name.as_deref(),
-        Instant::now() + collective::READ_BACK,
-    ) {
-        Ok(c) => {
-            let tree = PciTree::read(&plan.host).ok();
-            let output_text = output.display().to_string();
-            let mut results = judge::judge(&judge::Facts {
-                ran: &ran,
-                command: &command_text,
-                tests: &c.tests,
-                ranks: &c.ranks,
-                summary: &c.summary,
-                expect: plan.expect,
-                expect_from: &plan.expect_from,
-                profile: &plan.profile.name,
-                limits: plan.profile.thresholds.nccl_busbw_gbytes_per_sec.as_ref(),
-                hostname: &kernel_hostname,
-                tree: tree.as_ref(),
-                output: &output_text,
-            });
-            if let Some(first) = results.first_mut() {
-                first
-                    .evidence
-                    .extend(c.skipped.iter().map(|s| format!("not read = {s}")));
-            }
-            results
-        }
-        Err(e) => vec![CheckResult::error(
-            judge::ID_COMMAND,
-            format!("the run's logs could not be read back: {e}"),
-        )],
+    let tree = PciTree::read(&plan.host).ok();
+    let job = Job {
+        args,
+        plan,
+        hostname: &kernel_hostname,
+        tree: tree.as_ref(),
     };
-    if let Some(first) = results.first_mut() {
-        for note in &env.notes {
-            first.evidence.push(format!("environment = {note}"));
-        }
-        first.evidence.push(format!(
-            "NCCL logs = {} per-process file(s) for NCCL_DEBUG_FILE={}",
-            files.len(),
-            env.debug_file
-        ));
+    // One run after the other: each takes every GPU of the node, so side by side they would measure each other.
+    let mut results = Vec::new();
+    let mut by_variant = Vec::new();
+    let mut read_before = Vec::new();
+    for &variant in &plan.variants {
+        let mut ran = if crate::interrupt::requested().is_some() {
+            vec![CheckResult::error(
+                judge::ID_COMMAND,
+                "not run: interrupted before it started",
+            )]
+        } else {
+            let dir = match plan.variants.len() {
+                1 => log_dir.to_path_buf(),
+                _ => log_dir.join(variant.name()),
+            };
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let mut argv = argv.clone();
+            if args.workload.is_some() {
+                argv.extend(variant.workload_args().into_iter().map(OsString::from));
+            }
+            job.run(variant, argv, &dir, &mut read_before)
+        };
+        variant.label(&mut ran);
+        by_variant.push(ran.clone());
+        results.extend(ran);
+    }
+    if let [network, nvlink] = by_variant.as_slice() {
+        results.push(variant::isolation(network, nvlink));
     }
     let node_name = args
         .node_name
@@ -190,6 +159,120 @@ fn run_in(
     report.timestamp = timestamp;
     report.interrupted = crate::interrupt::requested().map(str::to_string);
     Ok(delivery.deliver(&report))
+}
+
+/// What every run of the COMMAND shares.
+struct Job<'a> {
+    args: &'a CollectiveArgs,
+    plan: &'a Plan,
+    hostname: &'a str,
+    tree: Option<&'a PciTree>,
+}
+
+impl Job<'_> {
+    /// One run of `argv` as `variant`, its logs in `log_dir`, bounded by --timeout: its results. `read_before`
+    /// holds the NCCL files earlier runs read (path and modification time): a user's NCCL_DEBUG_FILE pattern is
+    /// the same for every run, and a file of the run before, younger than the time slack, is not this run's.
+    fn run(
+        &self,
+        variant: Variant,
+        argv: Vec<OsString>,
+        log_dir: &std::path::Path,
+        read_before: &mut Vec<(PathBuf, Option<SystemTime>)>,
+    ) -> Vec<CheckResult> {
+        let (args, plan) = (self.args, self.plan);
+        let user_env: BTreeMap<String, String> = std::env::vars().collect();
+        let mut env = collective::nccl_env(&user_env, log_dir);
+        let (forced, notes) = variant.env(plan.expect, &user_env);
+        env.set.extend(forced);
+        env.notes.extend(notes);
+        let output = log_dir.join(collective::OUTPUT_FILE);
+        let command_text = shown(&argv);
+        eprintln!(
+            "fabric-preflight: running `{command_text}` (its output: {})",
+            output.display()
+        );
+        let since = SystemTime::now() - MTIME_SLACK;
+        let ran = launch::run(&launch::Launch {
+            argv: &argv,
+            env: &env.set,
+            output: &output,
+            timeout: plan.timeout,
+        });
+        let modified = |f: &PathBuf| std::fs::metadata(f).and_then(|m| m.modified()).ok();
+        let files: Vec<PathBuf> = collective::debug_files(&env.debug_file, since)
+            .into_iter()
+            .filter(|f| !read_before.contains(&(f.clone(), modified(f))))
+            .collect();
+        read_before.extend(files.iter().map(|f| (f.clone(), modified(f))));
+        let argv_text: Vec<String> = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        // The output's own header names the collective first; then --collective, the COMMAND's nccl-tests
+        // program, and the built-in workload (an all_reduce).
+        let collective_name = args
+            .collective
+            .clone()
+            .or_else(|| {
+                argv_text
+                    .iter()
+                    .find_map(|a| collective::nccl_tests::collective_of_program(a))
+            })
+            .or_else(|| args.workload.map(|_| "all_reduce".to_string()));
+        let mut results = match collective::collect(
+            &output,
+            &files,
+            collective_name.as_deref(),
+            Instant::now() + collective::READ_BACK,
+        ) {
+            Ok(c) => {
+                let output_text = output.display().to_string();
+                let mut results = judge::judge(&judge::Facts {
+                    ran: &ran,
+                    command: &command_text,
+                    tests: &c.tests,
+                    ranks: &c.ranks,
+                    summary: &c.summary,
+                    expect: plan.expect,
+                    expect_from: &plan.expect_from,
+                    profile: &plan.profile.name,
+                    limits: plan.profile.thresholds.nccl_busbw_gbytes_per_sec.as_ref(),
+                    hostname: self.hostname,
+                    tree: self.tree,
+                    output: &output_text,
+                    variant,
+                    average: collective::nccl_tests::average_of(&argv_text),
+                });
+                if let Some(first) = results.first_mut() {
+                    first
+                        .evidence
+                        .extend(c.skipped.iter().map(|s| format!("not read = {s}")));
+                }
+                results
+            }
+            Err(e) => vec![CheckResult::error(
+                judge::ID_COMMAND,
+                format!("the run's logs could not be read back: {e}"),
+            )],
+        };
+        if let Some(first) = results.first_mut() {
+            for (key, value) in &env.set {
+                if !key.starts_with("NCCL_DEBUG") {
+                    first.evidence.push(format!("set = {key}={value}"));
+                }
+            }
+            for note in &env.notes {
+                first.evidence.push(format!("environment = {note}"));
+            }
+            first.evidence.push(format!(
+                "NCCL logs = {} per-process file(s) for NCCL_DEBUG_FILE={}",
+                files.len(),
+                env.debug_file
+            ));
+        }
+        results
+    }
 }
 
 fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {
@@ -223,7 +306,22 @@ fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {
     if args.workload.is_none() && !args.workload_arg.is_empty() {
         bail!("--workload-arg needs --workload");
     }
+    let rails = match (args.mode, args.rails) {
+        (CollectiveMode::PerRail, Some(n)) => n,
+        (CollectiveMode::PerRail, None) => {
+            let gpus = PciTree::read(&host)
+                .map(|t| t.with_role(crate::topology::Role::Gpu).len())
+                .unwrap_or(0);
+            if gpus == 0 {
+                bail!("--mode per-rail needs --rails N (GPUs per node): no GPU on this host's PCI bus to count");
+            }
+            gpus as u32
+        }
+        (_, Some(_)) => bail!("--rails needs --mode per-rail"),
+        (_, None) => 0,
+    };
     Ok(Plan {
+        variants: Variant::of_mode(args.mode, rails),
         host,
         profile,
         expect,

@@ -221,7 +221,7 @@ fn selection_refutes(s: &Summary, expect: NcclExpect) -> Option<String> {
     None
 }
 
-fn wants_gdr(expect: NcclExpect) -> bool {
+pub(crate) fn wants_gdr(expect: NcclExpect) -> bool {
     matches!(
         expect,
         NcclExpect::Gdrdma

@@ -611,3 +611,426 @@ fn collective_reports_may_go_into_a_log_dir_it_creates() {
     assert_eq!(code, Exit::OK, "{report:#}");
     assert_eq!(json_file(&logs.join("report.json"))["exit_code"], 0);
 }
+
+/// `collective --format json ARGS -- COMMAND…` with the stand-ins on PATH: the report and exit code.
+fn run_command(args: &[&str], command: &[&str], env: &[(&str, &str)]) -> (u8, Value) {
+    let mut cmd = preflight();
+    let path = format!(
+        "{}:{}",
+        standins().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd.env("PATH", path)
+        .args(["collective", "--format", "json", "--color", "never"])
+        .args(args)
+        .arg("--")
+        .args(command)
+        .envs(env.iter().copied());
+    let out = cmd.output().expect("binary runs");
+    let report = json_out(Schema::Run, &out);
+    assert_eq!(report["exit_code"], u64::from(code(&out)), "{report:#}");
+    (code(&out), report)
+}
+
+/// The result of `id` whose subject is `subject` exactly.
+fn result_for<'a>(report: &'a Value, id: &str, subject: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id && c["subject"] == subject)
+        .unwrap_or_else(|| panic!("no {id} for {subject}: {report:#}"))
+}
+
+fn text_of(result: &Value) -> String {
+    let evidence: Vec<&str> = result["evidence"]
+        .as_array()
+        .map(|e| e.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    format!("{}\n{}", result["summary"], evidence.join("\n"))
+}
+
+/// One node, 8 ranks, `--mode nic-loopback` under the HGX H100 profile (loopback floor 40 GB/s, NVLink floor
+/// 460 GB/s): the NIC loopback then the NVLink-only run, each judged, side by side.
+fn loopback(extra: &[&str], env: &[(&str, &str)]) -> (u8, Value) {
+    let mut args = vec!["--mode", "nic-loopback", "--profile", "hgx-h100-ib"];
+    args.extend_from_slice(extra);
+    let command = [
+        "launch",
+        "-N",
+        "1",
+        "-n",
+        "8",
+        "all_reduce_perf",
+        "-b",
+        "8M",
+        "-e",
+        "4G",
+        "-f",
+        "2",
+        "-g",
+        "1",
+    ];
+    run_command(&args, &command, env)
+}
+
+#[test]
+fn collective_nic_loopback_over_ib_gdrdma_on_every_nic_passes_with_nvlink_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let (code, report) = loopback(&["--log-dir", logs.to_str().unwrap()], &[]);
+    assert_eq!(code, Exit::OK, "{report:#}");
+    let busbw = result_for(
+        &report,
+        "collective.busbw",
+        "nic-loopback: all_reduce >= 128 MiB",
+    );
+    assert_eq!(busbw["status"], "pass", "{busbw:#}");
+    assert_eq!(busbw["measurements"][0]["value"], 47.02);
+    assert_eq!(busbw["measurements"][0]["fail"], 40.0);
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert_eq!(t["status"], "pass", "{t:#}");
+    assert!(
+        t["summary"]
+            .as_str()
+            .unwrap()
+            .contains("ib-gdrdma (busbw 47.02 GB/s at 4 GiB), meeting expected ib-gdrdma, through each of the 8 rail NIC(s)"),
+        "{t:#}"
+    );
+    assert!(text_of(t).contains("nic mlx5_7 (NET/IB/7) = carried channels with GPUDirect RDMA"));
+    // The settings reached the ranks (the stand-in takes its path from them) and are in the report.
+    let command = text_of(result_for(&report, "collective.command", "nic-loopback"));
+    for set in [
+        "NCCL_P2P_DISABLE=1",
+        "NCCL_SHM_DISABLE=1",
+        "NCCL_NVLS_ENABLE=0",
+        "NCCL_NET_GDR_LEVEL=SYS",
+    ] {
+        assert!(
+            command.contains(&format!("set = {set}")),
+            "{set}: {command}"
+        );
+    }
+    let nvlink = result_for(
+        &report,
+        "collective.busbw",
+        "nvlink-only: all_reduce >= 128 MiB",
+    );
+    assert_eq!(nvlink["measurements"][0]["fail"], 460.0, "{nvlink:#}");
+    assert_eq!(
+        result_for(&report, "collective.transport", "nvlink-only")["status"],
+        "pass"
+    );
+    let side = result_of(&report, "collective.isolation");
+    assert_eq!(side["status"], "pass", "{side:#}");
+    // Each run kept its own logs.
+    for run in ["nic-loopback", "nvlink-only"] {
+        assert!(logs.join(run).join("output.log").exists(), "{run}");
+    }
+}
+
+#[test]
+fn collective_nic_loopback_on_socket_says_there_is_no_nic_to_loop_through() {
+    let (code, report) = loopback(&["--expect", "gdrdma"], &[("STANDIN_SCENARIO", "socket")]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert_eq!(t["status"], "fail", "{t:#}");
+    let s = t["summary"].as_str().unwrap();
+    assert!(
+        s.starts_with("no NIC to loop through: `NET/IB : No device found`, NCCL selected Socket, 16 channel(s) over NET/Socket (Socket only"),
+        "{s}"
+    );
+    let side = result_of(&report, "collective.isolation");
+    assert!(
+        side["summary"].as_str().unwrap().starts_with("a NIC fault"),
+        "{side:#}"
+    );
+}
+
+#[test]
+fn collective_nic_loopback_names_a_nic_missing_from_the_transport_lines() {
+    // This host is testdata/hosts/hgx-healthy: eight rails, mlx5_0..mlx5_7, each its GPU's nearest. mlx5_5's
+    // port is down: NCCL leaves it out of its list and rank 5 sends through mlx5_4.
+    let root = host("hgx-healthy");
+    let (code, report) = loopback(
+        &["--root", root.to_str().unwrap()],
+        &[("STANDIN_HOSTS", "hgx-healthy"), ("STANDIN_DEAD_NIC", "5")],
+    );
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert_eq!(t["status"], "fail", "{t:#}");
+    let s = t["summary"].as_str().unwrap();
+    assert!(
+        s.contains(
+            "but not through every NIC: mlx5_5 (not in NCCL's list of NICs) carried no channel"
+        ),
+        "{s}"
+    );
+    // The verdict of the transport alone is met: only the NIC list shows the fault.
+    assert!(s.starts_with("NCCL carried the data over ib-gdrdma"), "{s}");
+    assert!(result_of(&report, "collective.isolation")["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("a NIC fault"));
+}
+
+#[test]
+fn collective_nic_loopback_below_its_floor_fails_as_a_nic_fault() {
+    let (code, report) = loopback(
+        &[],
+        &[(
+            "STANDIN_LOOPBACK_BUSBWS",
+            "10.1 15.2 20.3 24.4 27.5 29.6 30.7 31.1 31.3 31.5",
+        )],
+    );
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let busbw = result_for(
+        &report,
+        "collective.busbw",
+        "nic-loopback: all_reduce >= 128 MiB",
+    );
+    assert_eq!(busbw["status"], "fail", "{busbw:#}");
+    assert!(
+        busbw["summary"]
+            .as_str()
+            .unwrap()
+            .contains("busbw 31.50 GB/s at 4 GiB is below fail 40 GB/s"),
+        "{busbw:#}"
+    );
+    assert!(text_of(busbw).contains("thresholds.nccl_busbw_gbytes_per_sec.all_reduce.nic_loopback"));
+    let side = result_of(&report, "collective.isolation");
+    assert_eq!(side["status"], "fail");
+    assert!(
+        side["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("a NIC fault: the NIC loopback fails while NVLink-only passes"),
+        "{side:#}"
+    );
+}
+
+#[test]
+fn collective_nvlink_only_tells_an_nvlink_fault_from_a_nic_fault() {
+    // GPU 3 has no NVLink: with P2P allowed only over NVLink, its hops fall back to the network (Socket).
+    let (code, report) = loopback(&[], &[("STANDIN_NVLINK_DOWN", "3")]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nvlink-only");
+    assert_eq!(t["status"], "fail", "{t:#}");
+    assert!(
+        t["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("GPU pairs without NVLink: ranks 2-3 over NET/Socket x4"),
+        "{t:#}"
+    );
+    assert_eq!(
+        result_for(&report, "collective.transport", "nic-loopback")["status"],
+        "pass"
+    );
+    let side = result_of(&report, "collective.isolation");
+    assert!(
+        side["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("an NVLink fault: NVLink-only fails while the NIC loopback passes"),
+        "{side:#}"
+    );
+}
+
+/// Two nodes, one communicator per rail. rail 3 runs at 20 GB/s (floor: warn 46, fail 41.4).
+fn per_rail(extra: &[&str], program: &[&str], env: &[(&str, &str)]) -> (u8, Value) {
+    let mut args = vec![
+        "--mode",
+        "per-rail",
+        "--rails",
+        "8",
+        "--profile",
+        "hgx-h100-ib",
+    ];
+    args.extend_from_slice(extra);
+    let mut command = vec!["launch", "-N", "2", "-n", "8", "all_reduce_perf"];
+    command.extend_from_slice(program);
+    let mut all_env = vec![("STANDIN_SLOW_RAIL", "3"), ("STANDIN_SLOW_BUSBW", "20")];
+    all_env.extend_from_slice(env);
+    run_command(&args, &command, &all_env)
+}
+
+#[test]
+fn collective_per_rail_names_the_rail_below_its_floor() {
+    // The built-in workload prints each rail's table (the stand-in prints its format when given --split-mod).
+    let (code, report) = per_rail(&["--workload", "torch"], &[], &[]);
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let slow = result_for(&report, "collective.busbw", "per-rail: rail 3");
+    assert_eq!(slow["status"], "fail", "{slow:#}");
+    let s = slow["summary"].as_str().unwrap();
+    assert!(
+        s.starts_with("rail 3 (ranks 3,11 on gpu-a01,gpu-a02 through mlx5_3): busbw 20.00 GB/s at 4 GiB is below warn 46 / fail 41.4 GB/s"),
+        "{s}"
+    );
+    for rail in [0, 1, 2, 4, 5, 6, 7] {
+        let r = result_for(
+            &report,
+            "collective.busbw",
+            &format!("per-rail: rail {rail}"),
+        );
+        assert_eq!(r["status"], "pass", "{r:#}");
+    }
+    assert!(
+        text_of(result_for(&report, "collective.command", "per-rail"))
+            .contains("set = NCCL_TESTS_SPLIT=MOD 8")
+    );
+}
+
+#[test]
+fn collective_per_rail_under_nccl_tests_judges_its_one_table_for_what_it_is() {
+    // -a 3: the row is the slowest rail's; below the floor, and nccl-tests' table cannot say which rail.
+    let (code, report) = per_rail(
+        &[],
+        &["-b", "8M", "-e", "4G", "-f", "2", "-g", "1", "-a", "3"],
+        &[],
+    );
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let r = result_for(&report, "collective.busbw", "per-rail: all rails");
+    assert_eq!(r["status"], "fail", "{r:#}");
+    let s = r["summary"].as_str().unwrap();
+    assert!(
+        s.starts_with("the slowest rail (nccl-tests -a 3): busbw 20.00 GB/s"),
+        "{s}"
+    );
+    assert!(
+        s.contains("at least one rail is below, and nccl-tests' one table does not say which"),
+        "{s}"
+    );
+    assert!(
+        text_of(r).contains("rail 3 = ranks 3,11 on gpu-a01,gpu-a02 through mlx5_3"),
+        "{r:#}"
+    );
+    // The default mean of the rails' times passes the floor with the slow rail in it: never a pass.
+    let (_, report) = per_rail(
+        &[],
+        &["-b", "8M", "-e", "4G", "-f", "2", "-g", "1"],
+        &[("STANDIN_SLOW_BUSBW", "40")],
+    );
+    let r = result_for(&report, "collective.busbw", "per-rail: all rails");
+    assert_eq!(r["status"], "warn", "{r:#}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not every rail was judged"),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn collective_mode_flags_that_do_not_fit_are_usage_errors() {
+    let out = preflight()
+        .args(["collective", "--rails", "8", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), Exit::USAGE);
+    assert!(
+        stderr(&out).contains("--rails needs --mode per-rail"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Reproduced: with the user's own NCCL_DEBUG_FILE, every run writes where the pattern says, and the NIC
+/// loopback's files, younger than the time slack, were read again as the NVLink-only run's: its NET channels
+/// failed NVLink on a healthy node.
+#[test]
+fn collective_nic_loopback_runs_do_not_read_each_others_debug_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("mine.%h.%p");
+    let (code, report) = loopback(&[], &[("NCCL_DEBUG_FILE", pattern.to_str().unwrap())]);
+    assert_eq!(code, Exit::OK, "{report:#}");
+    assert_eq!(
+        result_for(&report, "collective.transport", "nvlink-only")["status"],
+        "pass"
+    );
+}
+
+/// Real NCCL output replayed as the job's (a COMMAND that prints a recorded log): the H200 machine's NCCL 2.28.9
+/// (one rank, no RDMA device, Socket) has no NIC to loop through; an aws-ofi-nccl run over EFA meets
+/// ofi-gdrdma, though its log names no NIC, so that every NIC carried channels is not claimed.
+#[test]
+fn collective_nic_loopback_judges_real_nccl_logs() {
+    let log = |name: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/nccl")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let h200 = log("nccl-h200-single-gpu-socket.log");
+    let (code, report) = run_command(
+        &["--mode", "nic-loopback", "--expect", "gdrdma"],
+        &["cat", &h200],
+        &[],
+    );
+    assert_eq!(code, Exit::CHECK_FAILED, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert!(
+        t["summary"].as_str().unwrap().starts_with(
+            "no NIC to loop through: `NET/IB : No device found`, NCCL selected Socket (Socket only"
+        ),
+        "{t:#}"
+    );
+    let nvlink = result_for(&report, "collective.transport", "nvlink-only");
+    assert_eq!(nvlink["status"], "skip", "{nvlink:#}");
+    let efa = log("ofi-aws-libfabric-gdrdma.log");
+    let (_, report) = run_command(
+        &["--mode", "nic-loopback", "--expect", "ofi-gdrdma"],
+        &["cat", &efa],
+        &[],
+    );
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert_eq!(t["status"], "warn", "{t:#}");
+    assert!(
+        t["summary"].as_str().unwrap().contains(
+            "over ofi-gdrdma, meeting expected ofi-gdrdma, but NCCL's log lists no NICs by name"
+        ),
+        "{t:#}"
+    );
+}
+
+#[test]
+fn collective_nic_loopback_across_nodes_is_not_judged_as_one() {
+    let (code, report) = run_command(
+        &["--mode", "nic-loopback", "--profile", "hgx-h100-ib"],
+        &["launch", "-N", "2", "-n", "8", "all_reduce_perf"],
+        &[],
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
+    let t = result_for(&report, "collective.transport", "nic-loopback");
+    assert!(
+        t["summary"].as_str().unwrap().starts_with(
+            "the NIC loopback is a one-node test, but the job ran on 2 hosts (gpu-a01, gpu-a02)"
+        ),
+        "{t:#}"
+    );
+}
+
+#[test]
+fn collective_per_rail_with_communicators_that_are_not_rails_judges_none() {
+    // Eight GPUs per node split MOD 4: each communicator holds two ranks of each node.
+    let (code, report) = run_command(
+        &[
+            "--mode",
+            "per-rail",
+            "--rails",
+            "4",
+            "--profile",
+            "hgx-h100-ib",
+        ],
+        &["launch", "-N", "2", "-n", "8", "all_reduce_perf", "-a", "3"],
+        &[],
+    );
+    assert_eq!(code, Exit::COULD_NOT_RUN, "{report:#}");
+    let r = result_for(&report, "collective.busbw", "per-rail: rails");
+    assert_eq!(
+        r["summary"],
+        "the communicators are not rails, so no rail was judged: communicator 0 holds 2 ranks on gpu-a01 (ranks 0,4)"
+    );
+}
