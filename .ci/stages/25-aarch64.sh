@@ -108,15 +108,20 @@ PY
 }
 
 start=$SECONDS
-trees=0 child_trees=()
+# Two halves at once, one a core: the recorded trees, then the NCCL logs and the text commands.
+trees=0 logs=0 child_trees=()
 for tree in testdata/hosts/*/; do
-  name=$(basename "$tree")
-  each "run-$name" json run --root "$PWD/$tree"
-  each "topo-$name" json topo --root "$PWD/$tree"
   trees=$((trees + 1))
-  [ -f "$tree/vendor-answers.json" ] || child_trees+=("$name")
+  [ -f "$tree/vendor-answers.json" ] || child_trees+=("$(basename "$tree")")
 done
-logs=0
+(
+  for tree in testdata/hosts/*/; do
+    name=$(basename "$tree")
+    each "run-$name" json run --root "$PWD/$tree"
+    each "topo-$name" json topo --root "$PWD/$tree"
+  done
+) &
+half=$!
 while IFS=$'\t' read -r file expect _; do
   case "$file" in ''|'#'*) continue ;; esac
   each "nccl-$file-$expect" json nccl --expect "$expect" "$PWD/testdata/nccl/$file"
@@ -126,6 +131,7 @@ each list text list
 each profiles text profiles
 each explain-rdma.link text explain rdma.link
 each usage-error text run --no-such-flag
+wait "$half"
 
 if ! diff -u --label x86_64 --label aarch64 <(verdicts "$out/x86_64") <(verdicts "$out/aarch64"); then
   echo "FAIL: the aarch64 binary's verdicts differ from the x86_64 one's (above: file, check, subject, status)" >&2
