@@ -34,7 +34,7 @@ arm64_prefix() {
     (cd "$apt/debs" && apt-get "${opts[@]}" download libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 \
       libnl-route-3-200)
     for deb in "$apt"/debs/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
-    # The cross glibc (and libgcc_s) where the aarch64 loader looks: /lib, beside libnl's /lib/aarch64-linux-gnu.
+    # The cross glibc where the aarch64 loader looks: /lib, beside libnl's /lib/aarch64-linux-gnu.
     mkdir -p "$prefix/lib"
     ln -s /usr/aarch64-linux-gnu/lib/* "$prefix/lib/"
     rm -rf "$apt"
@@ -62,6 +62,7 @@ fi
 x86=$PWD/$2 arm=$PWD/$3
 export QEMU_LD_PREFIX=$4
 binfmt=$(mktemp -d)
+trap 'umount "$binfmt" 2>/dev/null; rmdir "$binfmt"' EXIT
 if ! mount -t binfmt_misc binfmt_misc "$binfmt" 2>/dev/null; then
   echo "FAIL: cannot mount a binfmt_misc instance in a user namespace (Linux ≥ 6.7 can; this is $(uname -r))." >&2
   echo "      Without it the aarch64 binary's child processes (__facts, __probe) cannot start here." >&2
@@ -74,7 +75,7 @@ printf ':qemu-aarch64:M::%s:%s:%s:F' "$magic" "$mask" "$(command -v qemu-aarch64
   || { echo "FAIL: the kernel does not start $arm through the binfmt_misc entry" >&2; exit 1; }
 
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+trap 'rm -rf "$out"; umount "$binfmt" 2>/dev/null; rmdir "$binfmt"' EXIT
 mkdir -p "$out/x86_64" "$out/aarch64"
 # each NAME CMD..: CMD's normalized JSON (or text) and exit code from each binary, as $out/ARCH/NAME.
 each() {
