@@ -44,3 +44,23 @@ json.dump(clean(json.load(sys.stdin)), sys.stdout, indent=1, sort_keys=True)'
   echo
   echo "exit $rc"
 }
+
+# check_portable BINARY LOADER: what lets one binary start on every glibc ≥ 2.28 host of its architecture: no
+# GLIBC symbol version above 2.28 (objdump -T), and nothing NEEDED but glibc's own libraries and LOADER
+# (ld-linux-x86-64, ld-linux-aarch64): vendor libraries are opened at run time. Says what it found.
+check_portable() {
+  local binary=$1 loader=$2 versions newest needed unexpected
+  versions=$(objdump -T "$binary" | grep -o 'GLIBC_[0-9][0-9.]*' | sort -u -V)
+  [ -n "$versions" ] || { echo "FAIL: objdump -T shows no GLIBC symbol version: is $binary a glibc binary?" >&2; return 1; }
+  newest=$(printf '%s\n' "$versions" | tail -n 1)
+  if [ "$(printf '%s\n' "$newest" GLIBC_2.28 | sort -V | tail -n 1)" != GLIBC_2.28 ]; then
+    echo "FAIL: $binary needs $newest; symbols above GLIBC_2.28:" >&2
+    objdump -T "$binary" | grep -E "GLIBC_2\.(29|[3-9][0-9])" | head -n 20 >&2
+    return 1
+  fi
+  echo "objdump -T $binary: newest symbol version $newest (limit GLIBC_2.28)"
+  needed=$(readelf -d "$binary" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p')
+  unexpected=$(printf '%s\n' "$needed" | grep -Ev "^(libc|libm|libdl|libpthread|librt|libgcc_s|$loader)\.so" || true)
+  [ -z "$unexpected" ] || { echo "FAIL: $binary needs more than glibc: $unexpected" >&2; return 1; }
+  echo "NEEDED: $(printf '%s' "$needed" | tr '\n' ' ')"
+}
