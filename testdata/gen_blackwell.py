@@ -24,9 +24,12 @@ Shapes, each with what it re-enacts:
 Usage: python3 testdata/gen_blackwell.py [NAME...]
 """
 
+import json
+import os
 import sys
 
 import gen_hosts as g
+from gen_fleet_pcie import RECORDED, remap_answers
 from gen_fleet_rdma import ACTIVE, Uverbs, netdev, port, rdma_device
 
 GEN5_X16 = (32.0, 16, 32.0, 16)
@@ -220,7 +223,41 @@ def hgx(name, *, gpu, rail_down=None, gpu_link=None, storage="single"):
     model = "NVIDIA B200" if gpu == "b200" else "NVIDIA B300 SXM6 AC"
     write_node(t, name=name, arch="x86_64", cpu_model="INTEL(R) XEON(R) PLATINUM 8570", cpus=2, gpus=gpus,
                gpu_name=model)
+    if gpu == "b300":
+        write_gen6_answers(t, gpus, model, gpu_link)
     return t
+
+
+def write_gen6_answers(t, gpus, model, trained_down):
+    """NVML and CUDA answers for GPUs on Gen6 x16 ports: the 8x H100 recording (gpu-8x-h100-answers) moved to these
+    GPUs, with the PCIe readings NVML gives a Gen6 GPU on a Gen6 port (its maximum the port's, not the uplink's:
+    nvmlDeviceGetMaxPcieLinkGeneration is the device's link with the bus it is attached to). trained_down: (GPU
+    index, (gt/s, width, ...)) read so idle and under load; the others run Gen6 x16 under load."""
+    with open(RECORDED, encoding="utf-8") as f:
+        answers = remap_answers(json.load(f), [gpu.bdf for gpu in gpus], DRIVER)
+    gen = {32.0: 5, 64.0: 6}
+    links = {}
+    for i, gpu in enumerate(gpus):
+        link = trained_down[1] if trained_down and trained_down[0] == i else GEN6_X16
+        links[gpu.bdf] = (gen[link[0]], link[1], int(link[0] * 1000))
+    for gpu in answers["nvml"]["gpus"]:
+        g_now, w_now, mts = links[gpu["pci_bus_id"]["Ok"]]
+        gpu["name"] = {"Ok": model}
+        gpu.update({"pcie_gen_current": {"Ok": g_now}, "pcie_gen_max": {"Ok": 6}, "pcie_gen_gpu_max": {"Ok": 6},
+                    "pcie_width_current": {"Ok": w_now}, "pcie_width_max": {"Ok": 16},
+                    "pcie_speed_current_mts": {"Ok": mts}, "pcie_speed_max_mts": {"Ok": 64000},
+                    "memory_total_bytes": {"Ok": 288 * 2**30}})
+    for sample in answers["nvml.pcie_under_load"]["nvml"]["Ok"]:
+        g_now, w_now, mts = links[sample["pci_bus_id"]["Ok"]]
+        sample.update({"gen": {"Ok": g_now}, "width": {"Ok": w_now}, "speed_mts": {"Ok": mts}})
+    for sample in answers["nvml.pcie_under_load"]["sysfs"]:
+        g_now, w_now, mts = links[sample[0]]
+        sample[1], sample[2] = "%.1f GT/s PCIe" % (mts / 1000), str(w_now)
+    for gpu in answers["cuda.copy"]["gpus"]:
+        gpu["name"] = {"Ok": model}
+    with open(os.path.join(t.root, "vendor-answers.json"), "w", encoding="utf-8") as f:
+        json.dump(answers, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -276,6 +313,59 @@ def gb200_tray(name, *, fabric="ib", rail_down=None):
         bf3_bond(t, pfs, "mlx5_bond_%d" % k, uverbs, k)
     gpu_numa_nodes(t, 2)
     write_node(t, name=name, arch="aarch64", cpu_model=None, cpus=2, gpus=gpus, gpu_name="NVIDIA GB200",
+               cmdline_extra=" init_on_alloc=0")
+    return t
+
+
+def gb300_tray(name, *, gpu_link=None):
+    """Four GB300 GPUs, each behind a ConnectX-8 whose switch shows on two segments: the GPU's (the GPU and the
+    CX-8's Data Direct DMA function `15b3:2100`, Gen6 inside, Gen5 x16 up to the Grace) and the NIC PF's (XDR IB
+    rail). Grace has no PCIe ATS, so the NIC reaches GPU memory through the DMA function; mlx5's Data Direct PCI
+    driver binds it and it carries no RDMA device or netdev of its own.
+    gpu_link: (GPU index, link) for a GPU trained below its Gen6 x16."""
+    t = g.Tree(name)
+    roots, gpus, rails, bf3, dma = [], [], [], [], []
+    pairs = [(0x0008, 0x0000, 0), (0x0009, 0x0002, 0), (0x0018, 0x0010, 1), (0x0019, 0x0012, 1)]
+    for k, (gpu_seg, nic_seg, numa) in enumerate(pairs):
+        rp = segment_root(gpu_seg, numa)
+        usp = rp.add(bridge("%04x:01:00.0" % gpu_seg, 0x15B3, 0x197C, (32.0, 16, 64.0, 16), g.SWITCH_UP,
+                            GRACE_CPUS, numa))
+        dsp = usp.add(bridge("%04x:02:00.0" % gpu_seg, 0x15B3, 0x197C, GEN6_X16, g.SWITCH_DOWN, GRACE_CPUS, numa))
+        dma.append(dsp.add(dev("%04x:03:00.0" % gpu_seg, 0x15B3, 0x2100, 0x020000, GEN6_X16, g.ENDPOINT, GRACE_CPUS,
+                               numa, subsystem=(0x15B3, 0x0071))))
+        dsp = usp.add(bridge("%04x:02:01.0" % gpu_seg, 0x15B3, 0x197C, GEN6_X16, g.SWITCH_DOWN, GRACE_CPUS, numa))
+        usp2 = dsp.add(bridge("%04x:04:00.0" % gpu_seg, 0x15B3, 0x197C, GEN6_X16, g.SWITCH_UP, GRACE_CPUS, numa))
+        dsp2 = usp2.add(bridge("%04x:05:00.0" % gpu_seg, 0x15B3, 0x197C, GEN6_X16, g.SWITCH_DOWN, GRACE_CPUS,
+                               numa))
+        link = gpu_link[1] if gpu_link and gpu_link[0] == k else GEN6_X16
+        gpus.append(dsp2.add(dev("%04x:06:00.0" % gpu_seg, 0x10DE, 0x31C2, 0x030200, link, g.ENDPOINT,
+                                 GRACE_CPUS, numa, subsystem=(0x10DE, 0x2110))))
+        roots.append(("pci%04x:00" % gpu_seg, rp))
+        rp = segment_root(nic_seg, numa)
+        usp = rp.add(bridge("%04x:01:00.0" % nic_seg, 0x15B3, 0x197C, (32.0, 16, 64.0, 16), g.SWITCH_UP,
+                            GRACE_CPUS, numa))
+        dsp = usp.add(bridge("%04x:02:00.0" % nic_seg, 0x15B3, 0x197C, GEN6_X16, g.SWITCH_DOWN, GRACE_CPUS, numa))
+        rails.append(dsp.add(dev("%04x:03:00.0" % nic_seg, 0x15B3, 0x1023, 0x020700, GEN6_X16, g.ENDPOINT,
+                                 GRACE_CPUS, numa, subsystem=(0x15B3, 0x0071))))
+        roots.append(("pci%04x:00" % nic_seg, rp))
+    for domain, numa in ((0x0006, 0), (0x0016, 1)):
+        rp = segment_root(domain, numa)
+        bf3.append([rp.add(dev("%04x:01:00.%d" % (domain, fn), 0x15B3, 0xA2DC, 0x020000, GEN5_X16, g.ENDPOINT,
+                               GRACE_CPUS, numa, subsystem=(0x15B3, 0x0051))) for fn in (0, 1)])
+        roots.append(("pci%04x:00" % domain, rp))
+    for hb, root in roots:
+        g.place(t, hb, root)
+    uverbs = Uverbs()
+    for i, nic in enumerate(rails):
+        rdma_device(t, nic.path, "mlx5_%d" % i, uverbs.take(), fw_ver="40.44.1036", hca_type="MT4131",
+                    board_id="MT_0000001070", guid="b83f:d203:00a1:%02x%02x" % (i, i), ports={1: ib_port(i, rate=XDR)})
+        t.symlink(nic.path + "/driver", g.rel_link(nic.path, "/sys/bus/pci/drivers/mlx5_core"))
+    for f in dma:
+        t.symlink(f.path + "/driver", g.rel_link(f.path, "/sys/bus/pci/drivers/mlx5_data_direct"))
+    for k, pfs in enumerate(bf3):
+        bf3_bond(t, pfs, "mlx5_bond_%d" % k, uverbs, k)
+    gpu_numa_nodes(t, 2)
+    write_node(t, name=name, arch="aarch64", cpu_model=None, cpus=2, gpus=gpus, gpu_name="NVIDIA GB300",
                cmdline_extra=" init_on_alloc=0")
     return t
 
@@ -352,6 +442,9 @@ SCENARIOS = {
     "gb200-tray-ib": lambda n: gb200_tray(n),
     "gb200-tray-ib-rail-down": lambda n: gb200_tray(n, rail_down=2),
     "gb200-tray-roce": lambda n: gb200_tray(n, fabric="roce"),
+    "gb300-tray-cx8": lambda n: gb300_tray(n),
+    # GPU 1 trained at Gen6 x8 on its ConnectX-8 port
+    "gb300-tray-cx8-gpu-x8": lambda n: gb300_tray(n, gpu_link=(1, (64.0, 8, 64.0, 16))),
     "gh200-ib": gh200,
     "blackwell-no-profile": unknown_gpu,
 }
