@@ -17,8 +17,12 @@ const RUNS: usize = 30;
 /// Issue 18's target: the full static run, end to end, in at most this share of the reference's time.
 const TARGET_SHARE: f64 = 0.6;
 
+/// `BENCH_TREE=gb200-tray-ib cargo bench --bench static_run` times another recorded tree (default `hgx-healthy`).
 fn tree() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy")
+    let name = std::env::var("BENCH_TREE").unwrap_or_else(|_| "hgx-healthy".into());
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/hosts")
+        .join(name)
 }
 
 fn static_ids() -> Vec<String> {

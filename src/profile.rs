@@ -44,6 +44,45 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "a3-ultragpu-8g",
         include_str!("../checks/a3-ultragpu-8g.yaml"),
     ),
+    ("hgx-b200-ib", include_str!("../checks/hgx-b200-ib.yaml")),
+    ("hgx-b300-ib", include_str!("../checks/hgx-b300-ib.yaml")),
+    (
+        "gb200-nvl72-ib",
+        include_str!("../checks/gb200-nvl72-ib.yaml"),
+    ),
+    (
+        "gb200-nvl72-roce",
+        include_str!("../checks/gb200-nvl72-roce.yaml"),
+    ),
+    (
+        "gb300-nvl72-ib",
+        include_str!("../checks/gb300-nvl72-ib.yaml"),
+    ),
+    (
+        "gb300-nvl72-roce",
+        include_str!("../checks/gb300-nvl72-roce.yaml"),
+    ),
+    ("gh200", include_str!("../checks/gh200.yaml")),
+    (
+        "p6-b200.48xlarge",
+        include_str!("../checks/p6-b200.48xlarge.yaml"),
+    ),
+    (
+        "p6e-gb200.36xlarge",
+        include_str!("../checks/p6e-gb200.36xlarge.yaml"),
+    ),
+    (
+        "Standard_ND128isr_NDR_GB200_v6",
+        include_str!("../checks/Standard_ND128isr_NDR_GB200_v6.yaml"),
+    ),
+    (
+        "a4-highgpu-8g",
+        include_str!("../checks/a4-highgpu-8g.yaml"),
+    ),
+    (
+        "a4x-highgpu-4g",
+        include_str!("../checks/a4x-highgpu-4g.yaml"),
+    ),
     (
         "a3-megagpu-8g",
         include_str!("../checks/a3-megagpu-8g.yaml"),

@@ -282,7 +282,8 @@ fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {
     };
     let ids = crate::probes::ids();
     let name = if args.profile == crate::profile::auto::AUTO {
-        crate::profile::auto::choose(&host, &ids)?.0
+        let hca = std::env::var("NCCL_IB_HCA").ok();
+        crate::profile::auto::choose(&host, &ids, hca.as_deref())?.0
     } else {
         args.profile.clone()
     };

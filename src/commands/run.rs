@@ -86,7 +86,7 @@ pub fn prepare(
     };
     let ids = crate::probes::ids();
     let (profile, selection) = if profile == profile::auto::AUTO {
-        let (name, selection) = profile::auto::choose(&host, &ids)?;
+        let (name, selection) = profile::auto::choose(&host, &ids, inputs.env("NCCL_IB_HCA"))?;
         (crate::profile::load(&name, &ids)?, Some(selection))
     } else {
         (crate::profile::load(profile, &ids)?, None)

@@ -478,4 +478,47 @@ mod tests {
         assert_eq!(r.status, Status::Fail);
         assert!(r.summary.contains("250 PCIe replays"));
     }
+
+    /// HGX B300 with NVML's answers: the GPU's maximum is its Gen6 port's, and a GPU that stays at Gen5 under load
+    /// fails though the switch's uplink above it is Gen5 by design (sysfs alone reads it as idle). Each variant
+    /// fails only its own GPU.
+    #[test]
+    fn b300_behind_the_supernic_is_judged_against_its_gen6_port() {
+        use crate::probes::testing::run_on;
+        let r = run_on(&GpuPcie, "hgx-b300-cx8", "hgx-b300-ib");
+        assert_eq!(r.len(), 8);
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+        assert!(
+            r[0].summary
+                .starts_with("Gen6 x16 under load (max Gen6 x16"),
+            "{}",
+            r[0].summary
+        );
+        for (tree, bdf, want) in [
+            (
+                "hgx-b300-cx8-gpu-gen5",
+                "0000:ba:00.0",
+                "link Gen5 x16 under load, below its maximum Gen6 x16",
+            ),
+            (
+                "hgx-b300-cx8-gpu-x8",
+                "0000:3a:00.0",
+                "link Gen6 x8 under load, below its maximum Gen6 x16",
+            ),
+        ] {
+            let r = run_on(&GpuPcie, tree, "hgx-b300-ib");
+            let failed: Vec<&CheckResult> = r.iter().filter(|x| x.status == Status::Fail).collect();
+            assert_eq!(failed.len(), 1, "{tree}: {r:#?}");
+            assert!(
+                failed[0].subject.as_deref().unwrap().contains(bdf),
+                "{tree}: {:?}",
+                failed[0].subject
+            );
+            assert!(
+                failed[0].summary.contains(want),
+                "{tree}: {}",
+                failed[0].summary
+            );
+        }
+    }
 }

@@ -331,4 +331,53 @@ mod tests {
             r[0].evidence
         );
     }
+
+    /// A GPU behind a ConnectX-8 SuperNIC's switch: Gen6 x16 to the switch, the switch's Gen5 x16 uplink above
+    /// it. Each link is judged by its own two ends (the uplink is the design, not a down-trained link), the GPU's
+    /// own link against the profile's Gen6; on x86 HGX B300 and on a GB300 tray (the switch on the GPU's segment).
+    #[test]
+    fn a_gen5_uplink_above_a_gen6_gpu_is_the_design() {
+        for (tree, profile, gpu) in [
+            ("hgx-b300-cx8", "hgx-b300-ib", "0000:18:00.0"),
+            ("gb300-tray-cx8", "gb300-nvl72-ib", "0008:06:00.0"),
+        ] {
+            let r = run_on(&PcieLink, tree, profile);
+            assert!(r.iter().all(|x| x.status == Status::Pass), "{tree}: {r:#?}");
+            let g = r
+                .iter()
+                .find(|x| x.subject.as_deref().is_some_and(|s| s.ends_with(gpu)))
+                .unwrap();
+            assert!(
+                g.summary.starts_with("64.0 GT/s x16, ")
+                    && g.summary.contains("→")
+                    && g.summary.contains("at 32.0 GT/s x16"),
+                "{tree}: {}",
+                g.summary
+            );
+        }
+    }
+
+    /// The same GPU trained to x8 on its Gen6 port fails, on either machine; the Gen5 uplink is not named as a
+    /// fault.
+    #[test]
+    fn a_gpu_trained_down_behind_the_supernic_fails() {
+        for (tree, profile, gpu) in [
+            ("hgx-b300-cx8-gpu-x8", "hgx-b300-ib", "GPU2"),
+            ("gb300-tray-cx8-gpu-x8", "gb300-nvl72-ib", "GPU1"),
+        ] {
+            let r = run_on(&PcieLink, tree, profile);
+            let failed: Vec<&CheckResult> = r.iter().filter(|x| x.status == Status::Fail).collect();
+            assert_eq!(failed.len(), 1, "{tree}: {r:#?}");
+            let s = &failed[0].summary;
+            assert!(
+                failed[0].subject.as_deref().unwrap().starts_with(gpu),
+                "{tree}: {s}"
+            );
+            assert!(
+                s.contains("runs at 64.0 GT/s x8, both ends support 64.0 GT/s x16")
+                    && !s.contains("32.0 GT/s x8"),
+                "{tree}: {s}"
+            );
+        }
+    }
 }

@@ -157,4 +157,44 @@ mod tests {
             Status::Skip
         );
     }
+
+    /// HGX B300: each GPU and its ConnectX-8's NIC function inside the SuperNIC's own switch (PXB): GPUDirect
+    /// RDMA's path, not "not under the same switch"; the BlueField-3 storage ports on CPU root ports are farther.
+    #[test]
+    fn b300_gpus_meet_their_supernic_at_pxb() {
+        let r = run_on(&TopoGpuNic, "hgx-b300-cx8", "hgx-b300-ib");
+        assert_eq!(r.len(), 8);
+        assert!(r.iter().all(|x| x.status == Status::Pass), "{r:#?}");
+        for (i, x) in r.iter().enumerate() {
+            assert!(
+                x.summary
+                    .starts_with(&format!("nearest RDMA NIC mlx5_{i} ("))
+                    && x.summary.contains(") at PXB"),
+                "{}",
+                x.summary
+            );
+        }
+    }
+
+    /// Grace trays: every NIC hangs off a Grace root port, so a GPU's rail is NODE; the profiles allow it
+    /// (NCCL's NET_GDR_C2C), the HGX default (PXB) would only warn.
+    #[test]
+    fn grace_tray_rails_across_the_grace_pass_their_profile() {
+        for (tree, profile) in [
+            ("gb200-tray-ib", "gb200-nvl72-ib"),
+            ("gb200-tray-roce", "gb200-nvl72-roce"),
+            ("gb300-tray-cx8", "gb300-nvl72-ib"),
+        ] {
+            let r = run_on(&TopoGpuNic, tree, profile);
+            assert_eq!(r.len(), 4);
+            assert!(
+                r.iter()
+                    .all(|x| x.status == Status::Pass && x.summary.contains(" at NODE (")),
+                "{tree}: {r:#?}"
+            );
+            assert!(run_on(&TopoGpuNic, tree, "generic")
+                .iter()
+                .all(|x| x.status == Status::Warn));
+        }
+    }
 }

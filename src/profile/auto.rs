@@ -15,53 +15,92 @@
 //! and NIC shapes pick among the cloud's profiles. Absent or unknown DMI: the hardware match alone.
 
 use crate::host::Host;
+use crate::nic_role;
 use crate::profile::{self, LinkLayer, Profile, BUILTIN};
 use crate::report::Selection;
 use crate::sysfs::dmi::Dmi;
-use crate::sysfs::{efa, infiniband};
+use crate::sysfs::efa;
 use crate::topology::{PciTree, Role};
 
 /// What `--profile` says to ask for this.
 pub const AUTO: &str = "auto";
 const FALLBACK: &str = "generic";
 
-/// NVIDIA data-centre GPUs by PCI device id (the names of the PCI ID database), for the GPU model a profile
-/// expects. An id missing here matches no profile that names a model.
-const NVIDIA_GPUS: &[(u16, &str)] = &[
-    (0x20b0, "A100 SXM4 40GB"),
-    (0x20b1, "A100 PCIe 40GB"),
-    (0x20b2, "A100 SXM4 80GB"),
-    (0x20b3, "A100 SXM 64GB"),
-    (0x20b5, "A100 PCIe 80GB"),
-    (0x20b7, "A30"),
-    (0x20f1, "A100 PCIe 40GB"),
-    (0x20f3, "A800 SXM4 80GB"),
-    (0x2236, "A10"),
-    (0x2321, "H100 NVL"),
-    (0x2322, "H800 PCIe"),
-    (0x2324, "H800"),
-    (0x2330, "H100 SXM5 80GB"),
-    (0x2331, "H100 PCIe"),
-    (0x2335, "H200 SXM 141GB"),
-    (0x233b, "H200 NVL"),
-    (0x2342, "GH200"),
-    (0x26b5, "L40"),
-    (0x26b9, "L40S"),
-    (0x27b8, "L4"),
-    (0x2901, "B200"),
+/// How a GPU sits on its board: what a profile's `nvlink: true` (every pair joined by NVLink) needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Board {
+    /// An SXM module on an NVSwitch baseboard (HGX/DGX).
+    Sxm,
+    /// A Grace superchip (GH200, GB200, GB300): the GPU on NVLink-C2C, NVLink5 to the rack's switch trays.
+    Superchip,
+    /// A PCIe card.
+    Card,
+}
+
+/// NVIDIA data-centre GPUs by PCI device id (the names of the PCI ID database; Blackwell ids from NVIDIA's
+/// open-gpu-kernel-modules README), for the GPU model a profile expects. An id missing here matches no profile
+/// that names a model.
+const NVIDIA_GPUS: &[(u16, &str, Board)] = &[
+    (0x20b0, "A100 SXM4 40GB", Board::Sxm),
+    (0x20b1, "A100 PCIe 40GB", Board::Card),
+    (0x20b2, "A100 SXM4 80GB", Board::Sxm),
+    (0x20b3, "A100 SXM 64GB", Board::Sxm),
+    (0x20b5, "A100 PCIe 80GB", Board::Card),
+    (0x20b7, "A30", Board::Card),
+    (0x20f1, "A100 PCIe 40GB", Board::Card),
+    (0x20f3, "A800 SXM4 80GB", Board::Sxm),
+    (0x2236, "A10", Board::Card),
+    (0x2321, "H100 NVL", Board::Card),
+    (0x2322, "H800 PCIe", Board::Card),
+    (0x2324, "H800", Board::Sxm),
+    (0x2330, "H100 SXM5 80GB", Board::Sxm),
+    (0x2331, "H100 PCIe", Board::Card),
+    (0x2335, "H200 SXM 141GB", Board::Sxm),
+    (0x233b, "H200 NVL", Board::Card),
+    (0x2342, "GH200", Board::Superchip),
+    (0x26b5, "L40", Board::Card),
+    (0x26b9, "L40S", Board::Card),
+    (0x27b8, "L4", Board::Card),
+    (0x2901, "B200", Board::Sxm),
+    (0x2909, "B200", Board::Sxm),
+    (0x2941, "GB200", Board::Superchip),
+    (0x3182, "B300 SXM6 AC", Board::Sxm),
+    (0x31c2, "GB300", Board::Superchip),
+    (0x31c3, "GB300", Board::Superchip),
 ];
+
+fn known_gpu(device: u16) -> Option<(&'static str, Board)> {
+    NVIDIA_GPUS
+        .iter()
+        .find(|(id, ..)| *id == device)
+        .map(|(_, name, board)| (*name, *board))
+}
 
 /// The PCI ID database's name of an NVIDIA GPU, if this table knows it.
 fn gpu_model(device: u16) -> Option<&'static str> {
-    NVIDIA_GPUS
-        .iter()
-        .find(|(id, _)| *id == device)
-        .map(|(_, name)| *name)
+    known_gpu(device).map(|(name, _)| name)
+}
+
+/// A profile's `gpu_model` names a model when it is one word of the name: `B200` is not `GB200`, `H200` not
+/// `GH200` (a substring would give a Grace tray an HGX board's profile).
+fn names_model(name: &str, model: &str) -> bool {
+    name.split_whitespace()
+        .any(|word| word.eq_ignore_ascii_case(model.trim()))
 }
 
 struct Port {
+    /// `mlx5_8/1`.
+    name: String,
     link_layer: Option<LinkLayer>,
     gbps: Option<f64>,
+    /// A compute rail or a storage/front-end port, as the run's checks will judge it ([`nic_role`]), and why.
+    role: nic_role::Assigned,
+}
+
+impl Port {
+    fn is_rail(&self) -> bool {
+        self.role.role == nic_role::Role::Compute
+    }
 }
 
 /// What the host shows.
@@ -69,6 +108,9 @@ struct Facts {
     /// PCI device id of each NVIDIA GPU function.
     gpus: Vec<u16>,
     rdma_devices: usize,
+    /// RDMA devices with a compute rail among their ports.
+    rail_devices: usize,
+    /// Every port but those disabled by design (the unused planes of a multi-plane NIC).
     ports: Vec<Port>,
     /// PCI functions or attributes that could not be read (`path = reason`): a GPU among them is not counted.
     pci_unread: Vec<String>,
@@ -79,7 +121,7 @@ struct Facts {
 }
 
 impl Facts {
-    fn read(host: &Host) -> Result<Facts, String> {
+    fn read(host: &Host, nccl_ib_hca: Option<&str>) -> Result<Facts, String> {
         let tree =
             PciTree::read(host).map_err(|e| format!("cannot read the PCI bus: {}", e.reason()))?;
         let gpus = tree
@@ -87,22 +129,36 @@ impl Facts {
             .into_iter()
             .map(|i| tree.nodes[i].attrs.device)
             .collect();
-        let devices = infiniband::read_all_ports(host)
-            .map_err(|e| format!("cannot read the RDMA devices: {}", e.reason()))?;
-        let ports = devices
-            .iter()
-            .flat_map(|(_, ports)| ports)
-            .map(|p| Port {
-                link_layer: if p.is_infiniband() {
-                    Some(LinkLayer::Infiniband)
-                } else if p.is_ethernet() {
-                    Some(LinkLayer::Ethernet)
-                } else {
-                    None
-                },
-                gbps: p.parsed_rate().map(|r| r.gbps),
-            })
-            .collect();
+        // The ports' roles as the checks will give them: storage and front-end ports (a BlueField-3 beside the
+        // InfiniBand rails) say nothing about the fabric NCCL runs on.
+        let devices = nic_role::read(host, nccl_ib_hca, None)
+            .map_err(|e| format!("cannot read the RDMA devices: {}", e.reason()))?
+            .devices;
+        let mut ports = Vec::new();
+        let mut rail_devices = 0;
+        for (device, attrs) in &devices {
+            let before = ports.len();
+            for (p, usage) in attrs {
+                let nic_role::Use::Role(role) = usage else {
+                    continue;
+                };
+                ports.push(Port {
+                    name: format!("{device}/{}", p.port),
+                    link_layer: if p.is_infiniband() {
+                        Some(LinkLayer::Infiniband)
+                    } else if p.is_ethernet() {
+                        Some(LinkLayer::Ethernet)
+                    } else {
+                        None
+                    },
+                    gbps: p.parsed_rate().map(|r| r.gbps),
+                    role: role.clone(),
+                });
+            }
+            if ports[before..].iter().any(Port::is_rail) {
+                rail_devices += 1;
+            }
+        }
         let efas = tree
             .nodes
             .iter()
@@ -111,6 +167,7 @@ impl Facts {
         Ok(Facts {
             gpus,
             rdma_devices: devices.len(),
+            rail_devices,
             ports,
             // Only what could change the pick: a GPU or an RDMA NIC among them.
             pci_unread: tree
@@ -149,28 +206,21 @@ impl Facts {
         let rdma = if self.rdma_devices == 0 {
             "no RDMA device".to_string()
         } else {
-            let layers: Vec<String> = [LinkLayer::Infiniband, LinkLayer::Ethernet]
-                .into_iter()
-                .filter_map(|l| {
-                    let n = self.ports_of(l).count();
-                    (n > 0).then(|| {
-                        let fastest = self
-                            .fastest(l)
-                            .map_or("rate unreadable".into(), |g| format!("fastest {g} Gb/s"));
-                        format!("{n} {} ({fastest})", layer_name(l))
-                    })
-                })
-                .collect();
-            format!(
-                "{} RDMA devices, {} ports: {}",
+            let storage = self.ports.iter().filter(|p| !p.is_rail()).count();
+            let mut text = format!(
+                "{} RDMA devices, {} ports: {} compute rail(s) ({})",
                 self.rdma_devices,
                 self.ports.len(),
-                if layers.is_empty() {
-                    "link layer unreadable".into()
-                } else {
-                    layers.join(", ")
-                }
-            )
+                self.ports.len() - storage,
+                self.describe_ports(true)
+            );
+            if storage > 0 {
+                text.push_str(&format!(
+                    ", {storage} storage/front-end ({}), not judged for the pick",
+                    self.describe_ports(false)
+                ));
+            }
+            text
         };
         let unread = match self.pci_unread.first() {
             None => String::new(),
@@ -190,6 +240,46 @@ impl Facts {
         )
     }
 
+    /// `8 InfiniBand, fastest 400 Gb/s` for the rails (`rails`) or the other ports.
+    fn describe_ports(&self, rails: bool) -> String {
+        let of_role = || self.ports.iter().filter(move |p| p.is_rail() == rails);
+        let layers: Vec<String> = [LinkLayer::Infiniband, LinkLayer::Ethernet]
+            .into_iter()
+            .filter_map(|l| {
+                let n = of_role().filter(|p| p.link_layer == Some(l)).count();
+                (n > 0).then(|| {
+                    let fastest = of_role()
+                        .filter(|p| p.link_layer == Some(l))
+                        .filter_map(|p| p.gbps)
+                        .reduce(f64::max)
+                        .map_or("rate unreadable".into(), |g| format!("fastest {g} Gb/s"));
+                    format!("{n} {}, {fastest}", layer_name(l))
+                })
+            })
+            .collect();
+        if layers.is_empty() {
+            "link layer unreadable".into()
+        } else {
+            layers.join("; ")
+        }
+    }
+
+    /// Why each storage/front-end port is not a rail, for the reasons.
+    fn storage_ports(&self) -> Option<String> {
+        let lines: Vec<String> = self
+            .ports
+            .iter()
+            .filter(|p| !p.is_rail())
+            .map(|p| format!("{} {}", p.name, p.role.evidence()))
+            .collect();
+        (!lines.is_empty()).then(|| {
+            format!(
+                "ports left out of the pick as storage/front end: {}",
+                lines.join(", ")
+            )
+        })
+    }
+
     fn describe_dmi(&self) -> String {
         match &self.dmi {
             Ok(d) => d.describe(),
@@ -201,15 +291,33 @@ impl Facts {
         self.dmi.as_ref().ok().and_then(Dmi::cloud)
     }
 
-    fn ports_of(&self, layer: LinkLayer) -> impl Iterator<Item = &Port> {
-        self.ports
-            .iter()
-            .filter(move |p| p.link_layer == Some(layer))
+    fn rails(&self) -> impl Iterator<Item = &Port> {
+        self.ports.iter().filter(|p| p.is_rail())
     }
 
-    /// The fastest port of a link layer: one port trained down does not change what the node is.
-    fn fastest(&self, layer: LinkLayer) -> Option<f64> {
-        self.ports_of(layer).filter_map(|p| p.gbps).reduce(f64::max)
+    fn rails_of(&self, layer: LinkLayer) -> impl Iterator<Item = &Port> {
+        self.rails().filter(move |p| p.link_layer == Some(layer))
+    }
+
+    /// The fabric NCCL runs on: the link layer of most compute rails (where ports tie for nearest, a front-end
+    /// port can still be among them). None without rails, or where as many are of each.
+    fn rail_layer(&self) -> Option<LinkLayer> {
+        let ib = self.rails_of(LinkLayer::Infiniband).count();
+        let eth = self.rails_of(LinkLayer::Ethernet).count();
+        match ib.cmp(&eth) {
+            std::cmp::Ordering::Greater => Some(LinkLayer::Infiniband),
+            std::cmp::Ordering::Less => Some(LinkLayer::Ethernet),
+            std::cmp::Ordering::Equal => None,
+        }
+    }
+
+    /// The fastest rail of a link layer (of any, without one): one port trained down does not change what the
+    /// node is.
+    fn fastest(&self, layer: Option<LinkLayer>) -> Option<f64> {
+        self.rails()
+            .filter(|p| layer.is_none_or(|l| p.link_layer == Some(l)))
+            .filter_map(|p| p.gbps)
+            .reduce(f64::max)
     }
 }
 
@@ -243,31 +351,31 @@ fn fit(name: &'static str, p: &Profile, host: &Facts) -> Fit {
         ));
     }
     if let Some(model) = &e.gpu_model {
-        let all = host.gpus.iter().all(|d| {
-            gpu_model(*d).is_some_and(|m| m.to_lowercase().contains(&model.to_lowercase()))
-        });
+        let all = host
+            .gpus
+            .iter()
+            .all(|d| gpu_model(*d).is_some_and(|m| names_model(m, model)));
         kind.push((all && !host.gpus.is_empty(), format!("gpu_model {model}")));
     }
     if e.nvlink == Some(true) {
-        // Every pair on NVLink (NVSwitch) is a board of SXM modules: a PCIe card of the same model is another
-        // kind of node.
-        let sxm = host
-            .gpus
-            .iter()
-            .all(|d| gpu_model(*d).is_some_and(|m| m.contains("SXM")));
-        kind.push((sxm && !host.gpus.is_empty(), "nvlink: SXM modules".into()));
+        // Every pair on NVLink (NVSwitch) is a board of SXM modules or of Grace superchips: a PCIe card of the
+        // same model is another kind of node.
+        let nvlink = host.gpus.iter().all(|d| {
+            known_gpu(*d).is_some_and(|(_, board)| matches!(board, Board::Sxm | Board::Superchip))
+        });
+        kind.push((
+            nvlink && !host.gpus.is_empty(),
+            "nvlink: SXM modules or superchips".into(),
+        ));
     }
     if let Some(layer) = e.rdma_link_layer {
         kind.push((
-            host.ports_of(layer).next().is_some(),
-            format!("rdma_link_layer {}", layer_name(layer)),
+            host.rail_layer() == Some(layer),
+            format!("rdma_link_layer {} of the compute rails", layer_name(layer)),
         ));
     }
     if let Some(min) = e.rdma_min_rate_gbps {
-        let fastest = match e.rdma_link_layer {
-            Some(l) => host.fastest(l),
-            None => host.ports.iter().filter_map(|p| p.gbps).reduce(f64::max),
-        };
+        let fastest = host.fastest(e.rdma_link_layer);
         kind.push((
             fastest.is_some_and(|g| g >= min),
             format!("rdma_min_rate_gbps {min}"),
@@ -278,8 +386,8 @@ fn fit(name: &'static str, p: &Profile, host: &Facts) -> Fit {
     }
     let counts: Vec<(bool, String)> = [
         (e.gpu_count, host.gpus.len(), "gpu_count"),
-        (e.rdma_device_count, host.rdma_devices, "rdma_device_count"),
-        (e.rdma_port_count, host.ports.len(), "rdma_port_count"),
+        (e.rdma_device_count, host.rail_devices, "rdma_device_count"),
+        (e.rdma_port_count, host.rails().count(), "rdma_port_count"),
         (e.efa_device_count, host.efas, "efa_device_count"),
     ]
     .into_iter()
@@ -312,14 +420,16 @@ fn fit(name: &'static str, p: &Profile, host: &Facts) -> Fit {
 }
 
 /// The built-in profile for this host and why. Errors are the built-ins' own (a broken build).
+/// `nccl_ib_hca` is the variable's value where set: it decides the compute rails as it does for the checks.
 pub fn choose(
     host: &Host,
     known_checks: &[&str],
+    nccl_ib_hca: Option<&str>,
 ) -> Result<(String, Selection), profile::ProfileError> {
     if let Some(picked) = by_instance_type(host, known_checks)? {
         return Ok(picked);
     }
-    match Facts::read(host) {
+    match Facts::read(host, nccl_ib_hca) {
         Ok(facts) => select(&facts, known_checks),
         Err(why) => Ok((
             FALLBACK.into(),
@@ -385,6 +495,7 @@ fn select(
         .map(|(.., f)| f);
     let mut reasons = vec![facts.describe()];
     let mut note = None;
+    let storage = facts.storage_ports();
     let picked = match best {
         Some(f) => {
             reasons.push(format!("picked {}: {}", f.name, f.findings.join(", ")));
@@ -397,6 +508,7 @@ fn select(
             FALLBACK
         }
     };
+    reasons.extend(storage);
     for f in fits.iter().filter(|f| f.name != picked) {
         let verdict = if f.kind_met.is_some() {
             "fits, less closely"
@@ -427,7 +539,7 @@ mod tests {
                 .join(tree),
         )
         .unwrap();
-        choose(&host, &crate::probes::ids()).unwrap()
+        choose(&host, &crate::probes::ids(), None).unwrap()
     }
 
     #[test]
@@ -437,6 +549,16 @@ mod tests {
             ("ib-port-down", "hgx-h100-ib"),
             ("roce-mtu-1500", "roce-400g"),
             ("h200-vm-no-rdma", "gpu-only"),
+            ("h100-ib-bond0-storage", "hgx-h100-ib"),
+            ("dgx-ib-storage-eth", "hgx-h100-ib"),
+            ("hgx-b200-ib", "hgx-b200-ib"),
+            ("hgx-b200-ib-rail-down", "hgx-b200-ib"),
+            ("hgx-b300-cx8", "hgx-b300-ib"),
+            ("hgx-b300-cx8-gpu-x8", "hgx-b300-ib"),
+            ("gb200-tray-ib", "gb200-nvl72-ib"),
+            ("gb200-tray-ib-rail-down", "gb200-nvl72-ib"),
+            ("gb200-tray-roce", "gb200-nvl72-roce"),
+            ("gh200-ib", "gh200"),
         ] {
             let (got, why) = choose_for(tree);
             assert_eq!(got, want, "{tree}: {why:#?}");
@@ -453,8 +575,8 @@ mod tests {
         let (_, why) = choose_for("hgx-healthy");
         assert_eq!(
             why.reasons[0],
-            "host shows 8× H100 SXM5 80GB (10de:2330); 8 RDMA devices, 8 ports: 8 InfiniBand (fastest 400 Gb/s); \
-             DMI sys_vendor absent, product_name absent, board_vendor absent"
+            "host shows 8× H100 SXM5 80GB (10de:2330); 8 RDMA devices, 8 ports: 8 compute rail(s) (8 InfiniBand, \
+             fastest 400 Gb/s); DMI sys_vendor absent, product_name absent, board_vendor absent"
         );
         assert!(why.reasons[1].contains("gpu_model H100: yes"), "{why:#?}");
         assert!(why.reasons.iter().any(
@@ -462,19 +584,183 @@ mod tests {
         ));
     }
 
+    fn port(i: usize, layer: LinkLayer, gbps: f64, role: nic_role::Role) -> Port {
+        Port {
+            name: format!("mlx5_{i}/1"),
+            link_layer: Some(layer),
+            gbps: Some(gbps),
+            role: nic_role::Assigned {
+                role,
+                why: "as the test places it".into(),
+            },
+        }
+    }
+
     fn hgx_like(gpu: u16, gpus: usize) -> Facts {
         Facts {
             gpus: vec![gpu; gpus],
             rdma_devices: 8,
+            rail_devices: 8,
             ports: (0..8)
-                .map(|_| Port {
-                    link_layer: Some(LinkLayer::Infiniband),
-                    gbps: Some(400.0),
-                })
+                .map(|i| port(i, LinkLayer::Infiniband, 400.0, nic_role::Role::Compute))
                 .collect(),
             pci_unread: Vec::new(),
             efas: 0,
             dmi: Ok(Dmi::default()),
+        }
+    }
+
+    /// Bare-metal Blackwell nodes carry BlueField-3 Ethernet ports beside their rails (400 GbE, as fast as the
+    /// rails): they are storage/front end, and the pick is the rails' (before: `roce-400g`, every rail failed).
+    #[test]
+    fn storage_ports_beside_the_rails_do_not_pick_the_profile() {
+        for (tree, want, storage) in [
+            ("hgx-b200-ib", "hgx-b200-ib", "mlx5_8/1"),
+            ("hgx-b300-cx8", "hgx-b300-ib", "mlx5_11/1"),
+            ("h100-ib-bond0-storage", "hgx-h100-ib", "mlx5_bond_0/1"),
+        ] {
+            let (got, why) = choose_for(tree);
+            assert_eq!(got, want, "{why:#?}");
+            assert!(
+                why.reasons[0].contains("storage/front-end (")
+                    && why.reasons[0].contains(" Ethernet, "),
+                "{why:#?}"
+            );
+            assert!(
+                why.reasons.iter().any(|r| r
+                    .starts_with("ports left out of the pick as storage/front end: ")
+                    && r.contains(&format!("{storage} role = storage ("))),
+                "{why:#?}"
+            );
+            assert!(
+                why.reasons
+                    .iter()
+                    .any(|r| r.starts_with("roce-400g does not fit: ")
+                        && r.contains("rdma_link_layer Ethernet of the compute rails: no")),
+                "{why:#?}"
+            );
+        }
+    }
+
+    /// A Grace tray's GPUs are equally near every NIC of their Grace, the front-end bond among them: the rails'
+    /// link layer is the one most of them have.
+    #[test]
+    fn grace_trays_pick_by_the_rails_link_layer() {
+        let (got, why) = choose_for("gb200-tray-ib");
+        assert_eq!(got, "gb200-nvl72-ib", "{why:#?}");
+        assert!(
+            why.reasons[1].contains("rdma_link_layer InfiniBand of the compute rails: yes"),
+            "{why:#?}"
+        );
+        let mut tray = hgx_like(0x2941, 4);
+        tray.ports.truncate(4);
+        tray.rail_devices = 4;
+        tray.rdma_devices = 6;
+        for i in 4..6 {
+            tray.ports
+                .push(port(i, LinkLayer::Ethernet, 400.0, nic_role::Role::Compute));
+        }
+        let (got, _) = select(&tray, &crate::probes::ids()).unwrap();
+        assert_eq!(got, "gb200-nvl72-ib");
+        for p in &mut tray.ports[..4] {
+            p.link_layer = Some(LinkLayer::Ethernet);
+        }
+        let (got, why) = select(&tray, &crate::probes::ids()).unwrap();
+        assert_eq!(got, "gb200-nvl72-roce", "{why:#?}");
+        // As many of each: the fabric cannot be told, so no profile that names one fits.
+        tray.ports.truncate(2);
+        tray.ports
+            .extend((2..4).map(|i| port(i, LinkLayer::Infiniband, 400.0, nic_role::Role::Compute)));
+        let (got, why) = select(&tray, &crate::probes::ids()).unwrap();
+        assert_eq!(got, "generic", "{why:#?}");
+    }
+
+    /// `gpu_model` is a word of the GPU's name: a GB200 tray is not an HGX B200 board, a GH200 not an H200.
+    #[test]
+    fn a_model_is_a_word_of_the_name_not_a_substring() {
+        let (got, why) = select(&hgx_like(0x2941, 4), &crate::probes::ids()).unwrap();
+        assert_eq!(got, "gb200-nvl72-ib", "{why:#?}");
+        assert!(why.reasons.iter().any(
+            |r| r.starts_with("hgx-b200-ib does not fit: ") && r.contains("gpu_model B200: no")
+        ));
+        let (got, why) = select(&hgx_like(0x2342, 1), &crate::probes::ids()).unwrap();
+        assert_eq!(got, "gh200", "{why:#?}");
+        assert!(why.reasons.iter().any(
+            |r| r.starts_with("hgx-h200-ib does not fit: ") && r.contains("gpu_model H200: no")
+        ));
+        assert!(names_model("B300 SXM6 AC", "b300"));
+        assert!(!names_model("GB300", "B300"));
+    }
+
+    /// No built-in fits: a profile of the node's shape (its fabric) or `generic`, never another machine's.
+    #[test]
+    fn a_node_no_profile_fits_gets_a_shaped_or_generic_profile() {
+        let (got, why) = choose_for("blackwell-no-profile");
+        assert_eq!(got, "roce-400g", "{why:#?}");
+        assert!(
+            why.reasons[0].contains("8× unknown model (10de:2bb5)"),
+            "{why:#?}"
+        );
+        // The same cards on XDR InfiniBand: no fabric-shaped profile is for 800G IB without a model.
+        let mut facts = hgx_like(0x2bb5, 8);
+        for p in &mut facts.ports {
+            p.gbps = Some(800.0);
+        }
+        let (got, why) = select(&facts, &crate::probes::ids()).unwrap();
+        assert_eq!(got, "generic", "{why:#?}");
+        assert!(why
+            .note
+            .unwrap()
+            .contains("no built-in profile fits this host"));
+        // B300 modules with the rails of an H100 board: the B300 profile still, with its rate judged by the run.
+        let mut facts = hgx_like(0x3182, 8);
+        facts.ports.iter_mut().for_each(|p| p.gbps = Some(800.0));
+        assert_eq!(
+            select(&facts, &crate::probes::ids()).unwrap().0,
+            "hgx-b300-ib"
+        );
+    }
+
+    #[test]
+    fn cloud_blackwell_nodes_get_their_cloud_profile() {
+        let cloud = |vendor: &str, product: &str| Dmi {
+            sys_vendor: Some(vendor.into()),
+            product_name: Some(product.into()),
+            board_vendor: Some(vendor.into()),
+        };
+        let mut azure = hgx_like(0x2941, 4);
+        azure.ports.truncate(4);
+        azure.dmi = Ok(cloud("Microsoft Corporation", "Virtual Machine"));
+        let ids = crate::probes::ids();
+        assert_eq!(
+            select(&azure, &ids).unwrap().0,
+            "Standard_ND128isr_NDR_GB200_v6"
+        );
+        let mut a4x = azure;
+        a4x.dmi = Ok(cloud("Google", "Google Compute Engine"));
+        a4x.ports
+            .iter_mut()
+            .for_each(|p| p.link_layer = Some(LinkLayer::Ethernet));
+        assert_eq!(select(&a4x, &ids).unwrap().0, "a4x-highgpu-4g");
+        let mut a4 = hgx_like(0x2901, 8);
+        a4.dmi = a4x.dmi;
+        a4.ports
+            .iter_mut()
+            .for_each(|p| p.link_layer = Some(LinkLayer::Ethernet));
+        assert_eq!(select(&a4, &ids).unwrap().0, "a4-highgpu-8g");
+        for instance in ["p6-b200.48xlarge", "p6e-gb200.36xlarge"] {
+            let dir = tempfile::tempdir().unwrap();
+            for (file, value) in [
+                ("sys_vendor", "Amazon EC2"),
+                ("product_name", instance),
+                ("board_vendor", "Amazon EC2"),
+            ] {
+                let path = dir.path().join("sys/class/dmi/id").join(file);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, format!("{value}\n")).unwrap();
+            }
+            let host = Host::at(dir.path()).unwrap();
+            assert_eq!(choose(&host, &ids, None).unwrap().0, instance);
         }
     }
 
@@ -497,7 +783,7 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.starts_with("hgx-h100-ib does not fit")
-                && r.contains("nvlink: SXM modules: no")));
+                && r.contains("nvlink: SXM modules or superchips: no")));
     }
 
     #[test]
@@ -529,7 +815,7 @@ mod tests {
         )
         .unwrap();
         let host = Host::at(dir.path()).unwrap();
-        let (_, why) = choose(&host, &crate::probes::ids()).unwrap();
+        let (_, why) = choose(&host, &crate::probes::ids(), None).unwrap();
         assert!(
             why.reasons[0].contains("1 PCI entries unread, first ")
                 && why.reasons[0].contains("0000:00:01.0/class"),
@@ -543,7 +829,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
         let host = Host::at(dir.path()).unwrap();
-        let (got, why) = choose(&host, &crate::probes::ids()).unwrap();
+        let (got, why) = choose(&host, &crate::probes::ids(), None).unwrap();
         assert_eq!(got, "generic");
         assert!(why.note.unwrap().contains("fell back to `generic`"));
         assert!(

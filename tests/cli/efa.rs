@@ -223,7 +223,7 @@ fn auto_picks_each_ec2_profile_from_dmi_alone() {
 /// profiles when DMI says EC2; nothing cloud-specific without DMI).
 #[test]
 fn auto_falls_back_to_the_hardware_match() {
-    let unknown = with_dmi("aws-p5en", Some("p6-b200.48xlarge"));
+    let unknown = with_dmi("aws-p5en", Some("p6-b300.48xlarge"));
     let (picked, reasons) = selection(unknown.path());
     assert_eq!(picked, "p5en.48xlarge", "{reasons:#?}");
     assert!(reasons[0].contains("16 EFA on the PCI bus"), "{reasons:#?}");
