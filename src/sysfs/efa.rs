@@ -49,6 +49,29 @@ pub struct EfaFunction {
     pub rdma_devices: Vec<String>,
 }
 
+impl EfaFunction {
+    /// Bound to the efa driver: its `driver` link says so, or (no link, as in a recorded tree or a container's
+    /// sysfs) an RDMA device is registered on it, which only the efa driver does. The presence rule reads an
+    /// RDMA child the same way for ConnectX (`presence.rs`).
+    pub fn has_efa_driver(&self) -> bool {
+        match &self.driver {
+            Some(d) => d == EFA_DRIVER,
+            None => !self.rdma_devices.is_empty(),
+        }
+    }
+
+    /// The driver as evidence shows it: the link's target, or why it is taken as bound without one.
+    pub fn driver_evidence(&self) -> String {
+        match &self.driver {
+            Some(d) => d.clone(),
+            None if self.has_efa_driver() => {
+                "<no link> (efa in effect: it registered an RDMA device)".into()
+            }
+            None => "<none>".into(),
+        }
+    }
+}
+
 /// The amzn driver's peer-memory attribute on an EFA function: (`p2p` or `gdr`, its value), None when neither
 /// exists (the in-tree driver).
 pub fn read_peer_attribute(host: &Host, bdf: &str) -> ReadResult<Option<(String, String)>> {
