@@ -105,13 +105,13 @@ def write_ena_netdev(t, ena, ifname, up=True):
     t.symlink("/sys/class/net/" + ifname, g.rel_link("/sys/class/net", n))
 
 
-def write_answers(t, domains, registrations, provider=True, hmem=True):
+def write_answers(t, domains, registrations, provider=True, hmem=True, call="ibv_reg_dmabuf_mr"):
     """The library answers the EFA checks record: libfabric's fi_getinfo for provider efa, FI_EP_RDM
     (dynlib::fabric::Query), libefa's dlopen, and GPU memory registered on each GPU's nearest EFA
     (measure::efa_registration). Reasoned from the APIs, not captured: no EFA machine was at hand."""
     answers = {"efa.libefa": {"Ok": "libefa.so.1"},
                "verbs.efa_gdr_registration": [
-                   {"gpu": gpu, "device": dev, "outcome": {"Ok": {"call": "ibv_reg_dmabuf_mr", "refused": []}}}
+                   {"gpu": gpu, "device": dev, "outcome": {"Ok": {"call": call, "refused": []}}}
                    for gpu, dev in registrations],
                "libfabric.efa": {
         "library": {"Ok": "1.22.0"},
@@ -230,7 +230,9 @@ def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, 
     for i, gpu in enumerate(gpus):
         g.write_nvidia_gpu(t, gpu.bdf, gpu_model, 180 + i, "GPU-7e2a%04x-1b2c-4d3e-8f40-5a6b7c8d9e0f" % i,
                            "96.00.99.00.01", i, DRIVER_VERSION)
-    write_answers(t, domains, [(gpus[i].bdf, d) for i, d in sorted(nearest.items())], provider=libfabric)
+    # Without the open module there is no DMA-BUF: GPU memory is registered through the peer path (ibv_reg_mr).
+    write_answers(t, domains, [(gpus[i].bdf, d) for i, d in sorted(nearest.items())], provider=libfabric,
+                  call="ibv_reg_dmabuf_mr" if driver == "open" else "ibv_reg_mr")
     return t
 
 
@@ -315,6 +317,12 @@ SCENARIOS = {
     "aws-p5en-read-errors": lambda n: aws(n, **P5EN, efa_counters={7: {"rdma_read_wr_err": 14}}),
     # amzn driver with the proprietary NVIDIA module (no DMA-BUF), no peer provider and no efa_nv_peermem
     "aws-p5en-no-gdr": lambda n: aws(n, **dict(P5EN, driver="proprietary", p2p="", nv_peermem=False)),
+    # P5 on the amzn driver with the proprietary NVIDIA module (no DMA-BUF): GPU memory reaches the EFA through
+    # the driver's own peer path, via efa_nv_peermem or calling nvidia_p2p_* directly (amzn-drivers efa_nvmem.c)
+    "aws-p5-amzn-peermem": lambda n: aws(n, **dict(P5, efa_driver="amzn", driver="proprietary", p2p="NVIDIA peermem",
+                                                   nv_peermem=True)),
+    "aws-p5-amzn-nvidia-direct": lambda n: aws(n, **dict(P5, efa_driver="amzn", driver="proprietary", p2p="NVIDIA",
+                                                         nv_peermem=False)),
     # 3 minutes after boot, 4 EFAs not yet initialised
     "aws-p5en-late-efa": lambda n: aws(n, **P5EN, efa_missing=4, uptime=187.06),
     "azure-nd-h100-v5": lambda n: vm_node(n, dmi=AZURE_DMI, gpu_device=0x2330, gpu_model="NVIDIA H100 80GB HBM3",

@@ -85,6 +85,37 @@ pub fn read_peer_attribute(host: &Host, bdf: &str) -> ReadResult<Option<(String,
     Ok(None)
 }
 
+/// The amzn efa driver's own GPU peer-memory path, in words; None where it reports none. Its `p2p` attribute,
+/// where present, is the driver's live answer, read as libfabric's efa provider reads it (`NVIDIA…`: `NVIDIA`
+/// calls nvidia_p2p_* directly, `NVIDIA peermem` through efa_nv_peermem; empty = no provider; `NEURON` is
+/// Trainium's); the older `gdr` reads 1; without either attribute, a loaded efa_nv_peermem.
+pub fn nvidia_peer_path(attribute: Option<&(String, String)>, nv_peermem: bool) -> Option<String> {
+    match attribute {
+        Some((attr, v)) if attr == "p2p" && v.starts_with("NVIDIA") => {
+            Some(format!("amzn efa peer memory (p2p provider {v:?})"))
+        }
+        Some((attr, v)) if attr == "gdr" && v == "1" => {
+            Some("amzn efa peer memory (gdr = 1)".into())
+        }
+        None if nv_peermem => Some(format!("amzn efa peer memory ({NV_PEERMEM_MODULE} loaded)")),
+        _ => None,
+    }
+}
+
+/// The first peer-memory attribute among the EFA functions that registered an RDMA device, as (the function's
+/// attribute path, (name, value)); None where none has one (the in-tree driver).
+pub fn first_peer_attribute(
+    host: &Host,
+    functions: &[EfaFunction],
+) -> ReadResult<Option<(String, (String, String))>> {
+    for f in functions.iter().filter(|f| !f.rdma_devices.is_empty()) {
+        if let Some(a) = read_peer_attribute(host, &f.bdf)? {
+            return Ok(Some((format!("{}/{}", pci::device_dir(&f.bdf), a.0), a)));
+        }
+    }
+    Ok(None)
+}
+
 /// Every EFA function on the bus with what is bound to it. An unreadable bus or RDMA class is the error.
 /// Read once per host and shared: five checks of a run ask, and each read visits every function on the bus.
 pub fn read_functions(host: &Host) -> ReadResult<Vec<EfaFunction>> {
