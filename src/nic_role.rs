@@ -6,8 +6,7 @@
 //! The rule, first that applies:
 //! 1. `NCCL_IB_HCA` is set: the ports it keeps, in NCCL's syntax (prefix by default, `=` exact, `^` exclude,
 //!    `dev:port`), are compute; the others storage.
-//! 2. What the device itself shows makes it front end or management, wherever it sits ([`front_end`]): the
-//!    NVLink switch management function of an HGX Blackwell baseboard (PCI VPD `SMDL=SW_MNG`), a VM's
+//! 2. What the device itself shows makes it front end or management, wherever it sits ([`front_end`]): a VM's
 //!    accelerated-networking VF (its netdev enslaved to Hyper-V's netvsc), a port of another link layer than
 //!    the rails (an Ethernet bond beside InfiniBand rails, InfiniBand beside EFA), a bond of another model
 //!    beside the rails. The rails are the most common (link layer, model) kind. This holds where no PCI tree
@@ -23,16 +22,9 @@ use crate::nccl::env::IfList;
 use crate::probe::CheckResult;
 use crate::sysfs::infiniband::{self, natural_cmp, parse_numbered, PortAttrs};
 use crate::sysfs::net::CLASS_NET;
-use crate::sysfs::pci::VENDOR_MELLANOX;
 use crate::topology::PcieDistance;
 use crate::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
 
-/// The PCI VPD keyword by which NVIDIA's Fabric Manager finds the NVLink switch management (LPF) function of an
-/// HGX/DGX Blackwell baseboard (its `nvidia-fabricmanager-start.sh`; p6-b200 shows two as `ibp115s0f0`,
-/// `ibp116s0f0`).
-const NVLINK_MANAGEMENT_VPD: &[u8] = b"SMDL=SW_MNG";
-/// VPD is small; this bounds a read of a slow or broken VPD.
-const VPD_MAX: u64 = 4096;
 /// Hyper-V's synthetic NIC driver: an accelerated-networking VF's netdev is enslaved to its interface.
 const NETVSC_DRIVER: &str = "hv_netvsc";
 
@@ -71,12 +63,10 @@ pub struct PortRef {
 pub struct Signs {
     /// The port's link layer (`InfiniBand`, `Ethernet`; `Unknown` on EFA).
     pub link_layer: Option<String>,
-    /// The model: `hca_type` (`MT4129`), else the firmware's major (`fw 32`), else the board id.
+    /// The model: `hca_type` (`MT4129`).
     pub model: Option<String>,
     /// An AWS EFA (by PCI id).
     pub efa: bool,
-    /// The PCI VPD says NVLink switch management (`SMDL=SW_MNG`).
-    pub nvlink_management: bool,
     /// Its netdev enslaved to a Hyper-V netvsc interface: `enP30832s1 under eth0`.
     pub netvsc: Option<String>,
     /// RoCE LAG: an `mlx5_bond_N` device, or its netdev enslaved to a bond.
@@ -124,7 +114,7 @@ pub fn read(
     let mut off = Vec::new();
     for (dev, ports) in &devices {
         let bdf = infiniband::device_bdf(host, dev)?;
-        let device = DeviceSigns::read(host, dev, bdf.as_deref(), &tree);
+        let device = DeviceSigns::read(host, dev, bdf.as_deref(), &tree)?;
         let flags = disabled_by_design(&ports.iter().collect::<Vec<_>>());
         for (p, disabled) in ports.iter().zip(flags) {
             off.push(disabled);
@@ -206,61 +196,48 @@ pub fn management_left_alone(id: &str, devices: &[(String, String)]) -> CheckRes
 struct DeviceSigns {
     model: Option<String>,
     efa: bool,
-    nvlink_management: bool,
     netvsc: Option<String>,
     bond: bool,
 }
 
 impl DeviceSigns {
-    fn read(host: &Host, dev: &str, bdf: Option<&str>, tree: &PciTree) -> DeviceSigns {
-        let d = infiniband::read_device(host, dev);
-        let fw_major = d
-            .fw_ver
-            .as_deref()
-            .and_then(|v| v.split('.').next())
-            .filter(|m| !m.is_empty())
-            .map(|m| format!("fw {m}"));
-        let model = d.hca_type.clone().or(fw_major).or(d.board_id.clone());
-        let ids = bdf
-            .and_then(|b| tree.find(b))
-            .map(|i| (tree.nodes[i].attrs.vendor, tree.nodes[i].attrs.device));
-        let efa = ids.is_some_and(|(v, d)| crate::sysfs::efa::is_efa(v, d));
-        let dir = infiniband::device_dir(dev);
-        // Only where there is a PCI function, and only a Mellanox one: VPD reads go to the device.
-        let nvlink_management = ids.is_some_and(|(v, _)| v == VENDOR_MELLANOX)
-            && optional(host.read_bytes(&format!("{dir}/device/vpd"), VPD_MAX))
-                .ok()
-                .flatten()
-                .is_some_and(|vpd| {
-                    vpd.windows(NVLINK_MANAGEMENT_VPD.len())
-                        .any(|w| w == NVLINK_MANAGEMENT_VPD)
-                });
-        let masters: Vec<(String, String)> = optional(host.read_dir(&format!("{dir}/device/net")))
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|n| {
-                let master = link_name(host, &format!("{CLASS_NET}/{n}/master"))?;
-                Some((n, master))
-            })
-            .collect();
-        let netvsc = masters.iter().find_map(|(n, m)| {
-            (link_name(host, &format!("{CLASS_NET}/{m}/device/driver")).as_deref()
-                == Some(NETVSC_DRIVER))
-            .then(|| format!("{n} under {m}"))
+    /// Each sign read strictly: a file that is there but cannot be read is the error (it may be the sign that
+    /// takes a port out of the rails); a missing one is no sign.
+    fn read(
+        host: &Host,
+        dev: &str,
+        bdf: Option<&str>,
+        tree: &PciTree,
+    ) -> Result<DeviceSigns, ReadError> {
+        let model = infiniband::read_hca_type(host, dev)?;
+        let efa = bdf.and_then(|b| tree.find(b)).is_some_and(|i| {
+            crate::sysfs::efa::is_efa(tree.nodes[i].attrs.vendor, tree.nodes[i].attrs.device)
         });
+        let dir = infiniband::device_dir(dev);
+        let mut masters: Vec<(String, String)> = Vec::new();
+        for n in optional(host.read_dir(&format!("{dir}/device/net")))?.unwrap_or_default() {
+            if let Some(master) = link_name(host, &format!("{CLASS_NET}/{n}/master"))? {
+                masters.push((n, master));
+            }
+        }
+        let mut netvsc = None;
+        for (n, m) in &masters {
+            if link_name(host, &format!("{CLASS_NET}/{m}/device/driver"))?.as_deref()
+                == Some(NETVSC_DRIVER)
+            {
+                netvsc = Some(format!("{n} under {m}"));
+            }
+        }
         let bond = dev.contains("_bond")
             || masters
                 .iter()
                 .any(|(_, m)| host.is_dir(&format!("{CLASS_NET}/{m}/bonding")));
-        DeviceSigns {
+        Ok(DeviceSigns {
             model,
             efa,
-            nvlink_management,
             netvsc,
             bond,
-        }
+        })
     }
 
     fn of_port(&self, port: &PortAttrs) -> Signs {
@@ -268,19 +245,15 @@ impl DeviceSigns {
             link_layer: port.link_layer.as_ref().ok().cloned(),
             model: self.model.clone(),
             efa: self.efa,
-            nvlink_management: self.nvlink_management,
             netvsc: self.netvsc.clone(),
             bond: self.bond,
         }
     }
 }
 
-/// The last component of a link's target; None where there is no link or it cannot be read.
-fn link_name(host: &Host, path: &str) -> Option<String> {
-    optional(host.read_link(path))
-        .ok()
-        .flatten()
-        .and_then(|t| t.rsplit('/').next().map(str::to_string))
+/// The last component of a link's target; None where there is no link.
+fn link_name(host: &Host, path: &str) -> Result<Option<String>, ReadError> {
+    Ok(optional(host.read_link(path))?.and_then(|t| t.rsplit('/').next().map(str::to_string)))
 }
 
 /// The ports with their use, and the PCI tree the roles were placed on (none where `NCCL_IB_HCA` decided).
@@ -379,17 +352,11 @@ fn front_end(ports: &[PortRef]) -> Vec<Option<Assigned>> {
     let marked: Vec<Option<Assigned>> = ports
         .iter()
         .map(|p| {
-            if p.signs.nvlink_management {
-                Some(management(
-                    "NVLink switch management port (PCI VPD SMDL=SW_MNG, the NVLink subnet manager's): not a data path",
+            p.signs.netvsc.as_ref().map(|pair| {
+                management(format!(
+                    "accelerated-networking VF of the VM's front end ({pair}, {NETVSC_DRIVER}): carries no NCCL traffic"
                 ))
-            } else {
-                p.signs.netvsc.as_ref().map(|pair| {
-                    management(format!(
-                        "accelerated-networking VF of the VM's front end ({pair}, {NETVSC_DRIVER}): carries no NCCL traffic"
-                    ))
-                })
-            }
+            })
         })
         .collect();
     // The rails' kind: the most common (link layer, model) among the rest, held by 2 ports or more and by more
@@ -663,12 +630,12 @@ mod tests {
     }
 
     /// Reproduced: p6-b200's two InfiniBand NVLink switch management functions, under a GPU's switch, were that
-    /// GPU's nearest ports: compute rails beside the 8 EFAs, and looped back. Told by their VPD, and where the
-    /// VPD cannot be read (not root) by their InfiniBand beside EFA rails.
+    /// GPU's nearest ports: compute rails beside the 8 EFAs, and looped back. Told by their InfiniBand beside
+    /// the EFA rails, with or without the VPD file a root run could read.
     #[test]
     fn p6_b200_nvlink_management_ports_are_not_rails() {
         for (scenario, why) in [
-            ("aws-p6-b200", "PCI VPD SMDL=SW_MNG"),
+            ("aws-p6-b200", "InfiniBand port beside 8 EFA rails"),
             (
                 "aws-p6-b200-vpd-unread",
                 "InfiniBand port beside 8 EFA rails",
