@@ -210,6 +210,16 @@ impl DeviceSigns {
         tree: &PciTree,
     ) -> Result<DeviceSigns, ReadError> {
         let model = infiniband::read_hca_type(host, dev)?;
+        // A model is a name (`MT4129`, `I40IW`): anything else is a damaged file, not another model.
+        if let Some(m) = model.as_deref().filter(|m| {
+            !m.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }) {
+            return Err(ReadError {
+                path: format!("{}/hca_type", infiniband::device_dir(dev)),
+                kind: crate::host::ReadErrorKind::Other(format!("not an HCA model: {m:?}")),
+            });
+        }
         let efa = bdf.and_then(|b| tree.find(b)).is_some_and(|i| {
             crate::sysfs::efa::is_efa(tree.nodes[i].attrs.vendor, tree.nodes[i].attrs.device)
         });
