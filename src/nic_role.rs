@@ -6,17 +6,27 @@
 //! The rule, first that applies:
 //! 1. `NCCL_IB_HCA` is set: the ports it keeps, in NCCL's syntax (prefix by default, `=` exact, `^` exclude,
 //!    `dev:port`), are compute; the others storage.
-//! 2. GPUs are on the PCI bus: each GPU's nearest ports (the least PCIe distance, all of equals, as NCCL's
+//! 2. What the device itself shows makes it front end or management, wherever it sits ([`front_end`]): a VM's
+//!    accelerated-networking VF (its netdev enslaved to Hyper-V's netvsc), a port of another link layer than
+//!    the rails (an Ethernet bond beside InfiniBand rails, InfiniBand beside EFA), a bond of another model
+//!    beside the rails. The rails are the most common (link layer, model) kind. This holds where no PCI tree
+//!    places the ports (a capture of `/sys/class/infiniband` alone) and where every port is equally near
+//!    (a VM's flat bus).
+//! 3. GPUs are on the PCI bus: each GPU's nearest ports (the least PCIe distance, all of equals, as NCCL's
 //!    topology search prefers) are compute; a port that is no GPU's nearest is storage. Where the profile names
 //!    a rail count and more ports than that are nearest to some GPU, the nearest ones are kept.
-//! 3. Otherwise every port is compute.
+//! 4. Otherwise every port is compute.
 
-use crate::host::{Host, ReadError};
+use crate::host::{optional, Host, ReadError};
 use crate::nccl::env::IfList;
 use crate::probe::CheckResult;
 use crate::sysfs::infiniband::{self, natural_cmp, parse_numbered, PortAttrs};
+use crate::sysfs::net::CLASS_NET;
 use crate::topology::PcieDistance;
 use crate::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
+
+/// Hyper-V's synthetic NIC driver: an accelerated-networking VF's netdev is enslaved to its interface.
+const NETVSC_DRIVER: &str = "hv_netvsc";
 
 /// `phys_state` 3: the port was disabled (by the platform, firmware or `ibportstate`), not left without a peer.
 const PHYS_DISABLED: u32 = 3;
@@ -37,12 +47,30 @@ impl Role {
     }
 }
 
-/// One port to classify: its device, number and PCI function (none for a software device).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One port to classify: its device, number and PCI function (none for a software device), and what the
+/// device shows of its kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortRef {
     pub device: String,
     pub port: u32,
     pub bdf: Option<String>,
+    pub signs: Signs,
+}
+
+/// What a device shows, beyond where it sits on PCIe, that tells a rail from a front-end or management port.
+/// A sign that cannot be read is absent: it only ever takes a port out of the rails, never puts one in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Signs {
+    /// The port's link layer (`InfiniBand`, `Ethernet`; `Unknown` on EFA).
+    pub link_layer: Option<String>,
+    /// The model: `hca_type` (`MT4129`).
+    pub model: Option<String>,
+    /// An AWS EFA (by PCI id).
+    pub efa: bool,
+    /// Its netdev enslaved to a Hyper-V netvsc interface: `enP30832s1 under eth0`.
+    pub netvsc: Option<String>,
+    /// RoCE LAG: an `mlx5_bond_N` device, or its netdev enslaved to a bond.
+    pub bond: bool,
 }
 
 /// A port's role and why it has it (shown as evidence).
@@ -50,6 +78,9 @@ pub struct PortRef {
 pub struct Assigned {
     pub role: Role,
     pub why: String,
+    /// False for a management port (NVLink switch management, a VM's front end): it carries no job's data, so
+    /// no transfer check picks it.
+    pub data_path: bool,
 }
 
 impl Assigned {
@@ -83,6 +114,7 @@ pub fn read(
     let mut off = Vec::new();
     for (dev, ports) in &devices {
         let bdf = infiniband::device_bdf(host, dev)?;
+        let device = DeviceSigns::read(host, dev, bdf.as_deref(), &tree)?;
         let flags = disabled_by_design(&ports.iter().collect::<Vec<_>>());
         for (p, disabled) in ports.iter().zip(flags) {
             off.push(disabled);
@@ -91,6 +123,7 @@ pub fn read(
                     device: dev.clone(),
                     port: p.port,
                     bdf: bdf.clone(),
+                    signs: device.of_port(p),
                 });
             }
         }
@@ -118,6 +151,119 @@ pub fn read(
         devices,
         placed_on: (!by_hca).then_some(tree),
     })
+}
+
+/// The devices whose every port is a management port (see [`Assigned::data_path`]), read as [`read`] reads
+/// them without `NCCL_IB_HCA`: the transfer checks (`rdma.loopback`, `gdr.loopback`) leave them alone.
+pub fn management_devices(host: &Host) -> Result<Vec<(String, String)>, ReadError> {
+    let ports = read(host, None, None)?;
+    Ok(ports
+        .devices
+        .iter()
+        .filter_map(|(dev, ports)| {
+            let roles: Vec<&Assigned> = ports
+                .iter()
+                .filter_map(|(_, u)| match u {
+                    Use::Role(a) => Some(a),
+                    Use::DisabledByDesign => None,
+                })
+                .collect();
+            let first = roles.first()?;
+            roles
+                .iter()
+                .all(|a| !a.data_path)
+                .then(|| (dev.clone(), first.why.clone()))
+        })
+        .collect())
+}
+
+/// The result of a transfer check for the management devices it leaves alone (see [`management_devices`]).
+pub fn management_left_alone(id: &str, devices: &[(String, String)]) -> CheckResult {
+    let mut r = CheckResult::skip(
+        id,
+        format!(
+            "{} management device(s) left alone: they carry no job's data",
+            devices.len()
+        ),
+    );
+    for (dev, why) in devices {
+        r = r.evidence(dev, why);
+    }
+    r
+}
+
+/// The device-wide part of [`Signs`], read once per device.
+struct DeviceSigns {
+    model: Option<String>,
+    efa: bool,
+    netvsc: Option<String>,
+    bond: bool,
+}
+
+impl DeviceSigns {
+    /// Each sign read strictly: a file that is there but cannot be read is the error (it may be the sign that
+    /// takes a port out of the rails); a missing one is no sign.
+    fn read(
+        host: &Host,
+        dev: &str,
+        bdf: Option<&str>,
+        tree: &PciTree,
+    ) -> Result<DeviceSigns, ReadError> {
+        let model = infiniband::read_hca_type(host, dev)?;
+        // A model is a name (`MT4129`, `I40IW`): anything else is a damaged file, not another model.
+        if let Some(m) = model.as_deref().filter(|m| {
+            !m.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }) {
+            return Err(ReadError {
+                path: format!("{}/hca_type", infiniband::device_dir(dev)),
+                kind: crate::host::ReadErrorKind::Other(format!("not an HCA model: {m:?}")),
+            });
+        }
+        let efa = bdf.and_then(|b| tree.find(b)).is_some_and(|i| {
+            crate::sysfs::efa::is_efa(tree.nodes[i].attrs.vendor, tree.nodes[i].attrs.device)
+        });
+        let dir = infiniband::device_dir(dev);
+        let mut masters: Vec<(String, String)> = Vec::new();
+        for n in optional(host.read_dir(&format!("{dir}/device/net")))?.unwrap_or_default() {
+            if let Some(master) = link_name(host, &format!("{CLASS_NET}/{n}/master"))? {
+                masters.push((n, master));
+            }
+        }
+        let mut netvsc = None;
+        for (n, m) in &masters {
+            if link_name(host, &format!("{CLASS_NET}/{m}/device/driver"))?.as_deref()
+                == Some(NETVSC_DRIVER)
+            {
+                netvsc = Some(format!("{n} under {m}"));
+            }
+        }
+        let bond = dev.contains("_bond")
+            || masters
+                .iter()
+                .any(|(_, m)| host.is_dir(&format!("{CLASS_NET}/{m}/bonding")));
+        Ok(DeviceSigns {
+            model,
+            efa,
+            netvsc,
+            bond,
+        })
+    }
+
+    fn of_port(&self, port: &PortAttrs) -> Signs {
+        Signs {
+            link_layer: port.link_layer.as_ref().ok().cloned(),
+            model: self.model.clone(),
+            efa: self.efa,
+            netvsc: self.netvsc.clone(),
+            bond: self.bond,
+        }
+    }
+}
+
+/// The last component of a link's target; None where there is no link.
+fn link_name(host: &Host, path: &str) -> Result<Option<String>, ReadError> {
+    Ok(optional(host.read_link(path))?.and_then(|t| t.rsplit('/').next().map(str::to_string)))
 }
 
 /// The ports with their use, and the PCI tree the roles were placed on (none where `NCCL_IB_HCA` decided).
@@ -157,20 +303,140 @@ pub fn assign(
                         "NCCL_IB_HCA={value} {} it",
                         if keeps { "keeps" } else { "leaves out" }
                     ),
+                    data_path: true,
                 }
             })
             .collect();
     }
-    let placed = tree.and_then(|t| by_placement(ports, rails, t));
-    placed.unwrap_or_else(|| {
-        ports
-            .iter()
-            .map(|_| Assigned {
-                role: Role::Compute,
-                why: "no GPU to place rails by, and NCCL_IB_HCA unset: every port".into(),
+    let fronts = front_end(ports);
+    let candidates: Vec<PortRef> = ports
+        .iter()
+        .zip(&fronts)
+        .filter(|(_, f)| f.is_none())
+        .map(|(p, _)| p.clone())
+        .collect();
+    let mut placed = tree
+        .and_then(|t| by_placement(&candidates, rails, t))
+        .unwrap_or_else(|| {
+            candidates
+                .iter()
+                .map(|_| compute("no GPU to place rails by, and NCCL_IB_HCA unset: every port"))
+                .collect()
+        })
+        .into_iter();
+    fronts
+        .into_iter()
+        .map(|f| f.unwrap_or_else(|| placed.next().expect("one role per candidate")))
+        .collect()
+}
+
+fn compute(why: impl Into<String>) -> Assigned {
+    Assigned {
+        role: Role::Compute,
+        why: why.into(),
+        data_path: true,
+    }
+}
+
+fn storage(why: impl Into<String>) -> Assigned {
+    Assigned {
+        role: Role::Storage,
+        why: why.into(),
+        data_path: true,
+    }
+}
+
+fn management(why: impl Into<String>) -> Assigned {
+    Assigned {
+        role: Role::Storage,
+        why: why.into(),
+        data_path: false,
+    }
+}
+
+/// A port's kind: (link layer, model).
+type Kind = (Option<String>, Option<String>);
+
+/// Rule 2: per port, its front-end or management role where the device shows one; None where placement decides.
+fn front_end(ports: &[PortRef]) -> Vec<Option<Assigned>> {
+    let marked: Vec<Option<Assigned>> = ports
+        .iter()
+        .map(|p| {
+            p.signs.netvsc.as_ref().map(|pair| {
+                management(format!(
+                    "accelerated-networking VF of the VM's front end ({pair}, {NETVSC_DRIVER}): carries no NCCL traffic"
+                ))
             })
-            .collect()
-    })
+        })
+        .collect();
+    // The rails' kind: the most common (link layer, model) among the rest, held by 2 ports or more and by more
+    // ports than any other kind. Without one (a single port, an even split) placement decides.
+    let kind = |p: &PortRef| -> Kind { (p.signs.link_layer.clone(), p.signs.model.clone()) };
+    let rest: Vec<&PortRef> = ports
+        .iter()
+        .zip(&marked)
+        .filter(|(_, m)| m.is_none())
+        .map(|(p, _)| p)
+        .collect();
+    let mut counts: Vec<(Kind, usize)> = Vec::new();
+    for p in &rest {
+        match counts.iter_mut().find(|(k, _)| *k == kind(p)) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((kind(p), 1)),
+        }
+    }
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let rails = match counts.as_slice() {
+        [(k, n), ..] if *n >= 2 && counts.get(1).is_none_or(|(_, m)| m < n) => {
+            Some((k.clone(), *n))
+        }
+        _ => None,
+    };
+    let rails_efa = rails
+        .as_ref()
+        .is_some_and(|(k, _)| rest.iter().filter(|p| kind(p) == *k).all(|p| p.signs.efa));
+    ports
+        .iter()
+        .zip(marked)
+        .map(|(p, m)| {
+            let ((rail_layer, rail_model), n) = rails.as_ref()?;
+            m.or_else(|| {
+                odd_one_out(
+                    p,
+                    rail_layer.as_deref(),
+                    rail_model.as_deref(),
+                    *n,
+                    rails_efa,
+                )
+            })
+        })
+        .collect()
+}
+
+/// A port that is not of the rails' kind and shows why it is not one of them.
+fn odd_one_out(
+    p: &PortRef,
+    rail_layer: Option<&str>,
+    rail_model: Option<&str>,
+    rails: usize,
+    rails_efa: bool,
+) -> Option<Assigned> {
+    let layer = p.signs.link_layer.as_deref();
+    let model = p.signs.model.as_deref();
+    let rail_model = rail_model.unwrap_or("unknown model");
+    match (layer, rail_layer) {
+        (Some(l), Some(r)) if l != r && rails_efa && !p.signs.efa => Some(management(format!(
+            "{l} port beside {rails} EFA rails: not an EFA (p6-b200's NVLink switch management ports sit so): not a data path"
+        ))),
+        (Some(l), Some(r)) if l != r => Some(storage(format!(
+            "link layer {l} beside {rails} {r} rails ({rail_model}): front end or storage, not a rail"
+        ))),
+        _ if p.signs.bond && model != Some(rail_model) => Some(storage(format!(
+            "a bond of another model ({}) beside {rails} rails ({rail_model}): front end or storage, not a rail",
+            model.unwrap_or("unknown model")
+        ))),
+        _ => None,
+    }
 }
 
 /// Rule 2; `None` where the tree shows no GPU.
@@ -213,29 +479,20 @@ fn by_placement(ports: &[PortRef], rails: Option<u32>, tree: &PciTree) -> Option
             .then(ports[a].port.cmp(&ports[b].port))
     });
     let keep = rails.map_or(candidates.len(), |n| candidates.len().min(n as usize));
-    let compute = &candidates[..keep];
+    let kept = &candidates[..keep];
     let assigned = (0..ports.len())
         .map(|i| match (nearest_of[i], functions[i]) {
-            (Some((d, gpu)), _) if compute.contains(&i) => Assigned {
-                role: Role::Compute,
-                why: format!("nearest RDMA port of {} ({d:?})", tree.subject(gpu)),
-            },
-            (Some((d, gpu)), _) => Assigned {
-                role: Role::Storage,
-                why: format!(
-                    "nearest port of {} ({d:?}), but the profile's {} rail(s) are nearer",
-                    tree.subject(gpu),
-                    rails.unwrap_or_default()
-                ),
-            },
-            (None, Some(_)) => Assigned {
-                role: Role::Storage,
-                why: "no GPU has it as its nearest RDMA port".into(),
-            },
-            (None, None) => Assigned {
-                role: Role::Compute,
-                why: "not on the PCI tree (a software device): judged as a rail".into(),
-            },
+            (Some((d, gpu)), _) if kept.contains(&i) => compute(format!(
+                "nearest RDMA port of {} ({d:?})",
+                tree.subject(gpu)
+            )),
+            (Some((d, gpu)), _) => storage(format!(
+                "nearest port of {} ({d:?}), but the profile's {} rail(s) are nearer",
+                tree.subject(gpu),
+                rails.unwrap_or_default()
+            )),
+            (None, Some(_)) => storage("no GPU has it as its nearest RDMA port"),
+            (None, None) => compute("not on the PCI tree (a software device): judged as a rail"),
         })
         .collect();
     Some(assigned)
@@ -277,6 +534,7 @@ mod tests {
             device: device.into(),
             port: 1,
             bdf: bdf.map(str::to_string),
+            ..PortRef::default()
         }
     }
 
@@ -355,6 +613,172 @@ mod tests {
         assert_eq!(roles(&a), ["compute"]);
         let a = assign(&[port("rxe0", None)], None, None, None);
         assert_eq!(roles(&a), ["compute"]);
+    }
+
+    fn host(scenario: &str) -> Host {
+        Host::at(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/hosts")
+                .join(scenario),
+        )
+        .unwrap()
+    }
+
+    /// Each device's (role, data path, why) as [`read`] assigns them.
+    fn read_roles(scenario: &str, rails: Option<u32>) -> Vec<(String, Role, bool, String)> {
+        read(&host(scenario), None, rails)
+            .unwrap()
+            .devices
+            .into_iter()
+            .flat_map(|(dev, ports)| {
+                ports.into_iter().filter_map(move |(_, u)| match u {
+                    Use::Role(a) => Some((dev.clone(), a.role, a.data_path, a.why)),
+                    Use::DisabledByDesign => None,
+                })
+            })
+            .collect()
+    }
+
+    /// Reproduced: p6-b200's two InfiniBand NVLink switch management functions, under a GPU's switch, were that
+    /// GPU's nearest ports: compute rails beside the 8 EFAs, and looped back. Told by their InfiniBand beside
+    /// the EFA rails, with or without the VPD file a root run could read.
+    #[test]
+    fn p6_b200_nvlink_management_ports_are_not_rails() {
+        for (scenario, why) in [
+            ("aws-p6-b200", "InfiniBand port beside 8 EFA rails"),
+            (
+                "aws-p6-b200-vpd-unread",
+                "InfiniBand port beside 8 EFA rails",
+            ),
+        ] {
+            let roles = read_roles(scenario, Some(8));
+            assert_eq!(roles.len(), 10, "{roles:#?}");
+            let (managers, rails): (Vec<_>, Vec<_>) =
+                roles.iter().partition(|(d, ..)| d.starts_with("ibp"));
+            assert_eq!(managers.len(), 2);
+            for (dev, role, data_path, text) in managers {
+                assert_eq!((*role, *data_path), (Role::Storage, false), "{dev}: {text}");
+                assert!(text.contains(why), "{scenario} {dev}: {text}");
+            }
+            assert!(
+                rails.iter().all(|(_, r, d, _)| *r == Role::Compute && *d),
+                "{rails:#?}"
+            );
+            let left = management_devices(&host(scenario)).unwrap();
+            let names: Vec<&str> = left.iter().map(|(d, _)| d.as_str()).collect();
+            assert_eq!(names, ["ibp124s0f0", "ibp140s0f0"], "{scenario}");
+        }
+    }
+
+    /// Reproduced: Azure's accelerated-networking VF `mlx5_an0` (Ethernet, MTU 1500) sits on a vPCI domain of
+    /// its own, as near to every GPU as the rails: it was a compute rail. Its netdev enslaved to Hyper-V's
+    /// netvsc makes it the VM's front end; without that link (a container's view) its Ethernet beside the
+    /// InfiniBand rails still does.
+    #[test]
+    fn azure_accelerated_networking_vf_is_front_end() {
+        for (scenario, why, data_path) in [
+            (
+                "azure-nd-h100-v5",
+                "enP30832s1 under eth0, hv_netvsc",
+                false,
+            ),
+            (
+                "azure-nd-h100-v5-an-alone",
+                "link layer Ethernet beside 8 InfiniBand rails (MT4129)",
+                true,
+            ),
+        ] {
+            let roles = read_roles(scenario, Some(8));
+            let an = roles
+                .iter()
+                .find(|(d, ..)| d == "mlx5_an0")
+                .expect("mlx5_an0");
+            assert_eq!((an.1, an.2), (Role::Storage, data_path), "{an:?}");
+            assert!(an.3.contains(why), "{scenario}: {}", an.3);
+            let rails: Vec<_> = roles.iter().filter(|(d, ..)| d != "mlx5_an0").collect();
+            assert_eq!(rails.len(), 8);
+            assert!(
+                rails.iter().all(|(_, r, ..)| *r == Role::Compute),
+                "{rails:#?}"
+            );
+        }
+        // NCCL_IB_HCA still decides over what the devices show.
+        let ports = read(&host("azure-nd-h100-v5"), Some("mlx5"), None).unwrap();
+        let (_, an) = ports.devices.iter().find(|(d, _)| d == "mlx5_an0").unwrap();
+        assert!(matches!(&an[0].1, Use::Role(a) if a.role == Role::Compute));
+    }
+
+    /// Reproduced: a capture of /sys/class/infiniband alone (no `device` links, no PCI tree) judged the
+    /// BlueField-3 bond a ninth rail. Told apart by kind: another link layer than the IB rails, or, beside RoCE
+    /// rails, a bond of another model.
+    #[test]
+    fn without_a_pci_tree_the_bond_is_told_by_its_kind() {
+        for (scenario, why) in [
+            (
+                "ib-class-only-bond",
+                "link layer Ethernet beside 8 InfiniBand rails (MT4129)",
+            ),
+            (
+                "ib-class-only-roce-bond",
+                "a bond of another model (MT41692) beside 8 rails (MT4129)",
+            ),
+        ] {
+            for rails in [None, Some(8)] {
+                let roles = read_roles(scenario, rails);
+                assert_eq!(roles.len(), 9);
+                let (dev, role, data_path, text) = &roles[8];
+                assert_eq!(
+                    (dev.as_str(), *role, *data_path),
+                    ("mlx5_bond_0", Role::Storage, true)
+                );
+                assert!(text.contains(why), "{scenario}: {text}");
+                assert!(
+                    roles[..8].iter().all(|(_, r, ..)| *r == Role::Compute),
+                    "{roles:#?}"
+                );
+            }
+        }
+    }
+
+    fn signed(device: &str, layer: &str, model: &str, bond: bool) -> PortRef {
+        PortRef {
+            signs: Signs {
+                link_layer: Some(layer.into()),
+                model: Some(model.into()),
+                bond,
+                ..Signs::default()
+            },
+            ..port(device, None)
+        }
+    }
+
+    /// Kind alone decides nothing without a clear majority, and a port of the rails' kind, or of another
+    /// model that shows no front-end sign, stays where placement puts it.
+    #[test]
+    fn kinds_without_a_majority_or_a_sign_leave_ports_to_placement() {
+        let ib = |d: &str, m: &str| signed(d, "InfiniBand", m, false);
+        let cases: Vec<Vec<PortRef>> = vec![
+            // an even split of models
+            vec![
+                ib("a", "MT4129"),
+                ib("b", "MT4129"),
+                ib("c", "MT4123"),
+                ib("d", "MT4123"),
+            ],
+            // one port alone
+            vec![signed("a", "Ethernet", "MT41692", true)],
+            // another model, same link layer, no bond: a rail of an older card
+            vec![ib("a", "MT4129"), ib("b", "MT4129"), ib("c", "MT4123")],
+            // an even split of link layers (iWARP beside RoCE is Ethernet both; IB beside RoCE here)
+            vec![ib("a", "MT4129"), signed("b", "Ethernet", "MT4129", false)],
+        ];
+        for ports in cases {
+            let a = assign(&ports, None, None, None);
+            assert!(
+                a.iter().all(|a| a.role == Role::Compute && a.data_path),
+                "{a:?}"
+            );
+        }
     }
 
     #[test]

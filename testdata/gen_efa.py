@@ -21,6 +21,7 @@ import json
 import os
 import sys
 
+import gen_fleet_rdma as fr
 import gen_hosts as g
 
 EFA_PORT_COUNTERS = ["tx_bytes", "tx_pkts", "rx_bytes", "rx_pkts", "rx_drops", "send_bytes", "send_wrs",
@@ -105,13 +106,13 @@ def write_ena_netdev(t, ena, ifname, up=True):
     t.symlink("/sys/class/net/" + ifname, g.rel_link("/sys/class/net", n))
 
 
-def write_answers(t, domains, registrations, provider=True, hmem=True):
+def write_answers(t, domains, registrations, provider=True, hmem=True, call="ibv_reg_dmabuf_mr"):
     """The library answers the EFA checks record: libfabric's fi_getinfo for provider efa, FI_EP_RDM
     (dynlib::fabric::Query), libefa's dlopen, and GPU memory registered on each GPU's nearest EFA
     (measure::efa_registration). Reasoned from the APIs, not captured: no EFA machine was at hand."""
     answers = {"efa.libefa": {"Ok": "libefa.so.1"},
                "verbs.efa_gdr_registration": [
-                   {"gpu": gpu, "device": dev, "outcome": {"Ok": {"call": "ibv_reg_dmabuf_mr", "refused": []}}}
+                   {"gpu": gpu, "device": dev, "outcome": {"Ok": {"call": call, "refused": []}}}
                    for gpu, dev in registrations],
                "libfabric.efa": {
         "library": {"Ok": "1.22.0"},
@@ -126,16 +127,28 @@ def write_answers(t, domains, registrations, provider=True, hmem=True):
         f.write("\n")
 
 
+def nvlink_management_vpd():
+    """PCI VPD of an HGX Blackwell baseboard's NVLink switch management ConnectX-7, in the PCI VPD format
+    (identifier string 0x82, VPD-R 0x90 with keywords, end 0x78). Fabric Manager's start script finds the device
+    by the `SMDL=SW_MNG` it carries; the other values are ours."""
+    ident = b"NVIDIA ConnectX-7 NVLink switch management"
+    fields = b"".join(k + bytes([len(v)]) + v for k, v in ((b"PN", b"MCX750500B-0D00"), (b"SN", b"MT2419X00042"),
+                                                          (b"V2", b"SMDL=SW_MNG"), (b"RV", b"\x00")))
+    return (b"\x82" + len(ident).to_bytes(2, "little") + ident + b"\x90" + len(fields).to_bytes(2, "little")
+            + fields + b"\x78")
+
+
 def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, with_ena, driver="open",
         efa_driver="amzn", p2p="NVIDIA peermem", nv_peermem=True, unbound=(), ena_down=(), efa_counters=None,
-        libfabric=True, efa_missing=0, uptime=86231.52):
+        libfabric=True, efa_missing=0, uptime=86231.52, nvlink_management=(), management_vpd=True):
     """with_ena: EFA indices whose interface also carries an ENA function (the rest are EFA-only).
     efa_driver: "amzn" (out-of-tree, has a module version and the `p2p` attribute) or "intree".
     unbound: EFA indices whose function has no driver (and so no RDMA device). efa_missing: EFAs not yet there
-    (late initialisation)."""
+    (late initialisation). nvlink_management: GPU indices under whose switch an NVLink switch management
+    ConnectX-7 sits (p6-b200: two, InfiniBand, `ibp<bus>s0f0`); management_vpd: its VPD readable (root)."""
     t = g.Tree(name)
     write_dmi(t, "Amazon EC2", product, "Amazon EC2")
-    gpus, efas, enas = [], [], []
+    gpus, efas, enas, managers = [], [], [], []
     roots = []
     base = 0x40
     n_efa = 0
@@ -172,6 +185,9 @@ def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, 
                 enas.append(ena)
             efas.append(efa)
             n_efa += 1
+        if i in nvlink_management:
+            managers.append(dsp(g.GEN5_X16).add(fr.mlx_function("0000:%02x:00.0" % (bus + 0xC), 0x1021, 0x020700,
+                                                                 g.GEN5_X16, numa)))
         roots.append(("pci0000:%02x" % bus, rp))
     for hb, root in roots:
         g.place(t, hb, root)
@@ -188,6 +204,14 @@ def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, 
             t.write(efa.path + "/p2p", p2p)
         domains.append(write_efa(t, efa, uverbs, gbps=gbps, counters=(efa_counters or {}).get(efa.index)))
         nearest.setdefault(efa.index // efa_per_gpu, domains[-1])
+        uverbs += 1
+    for k, m in enumerate(managers):
+        driver_link(t, m, "mlx5_core")
+        if management_vpd:
+            t.write_bytes(m.path + "/vpd", nvlink_management_vpd())
+        fr.rdma_device(t, m.path, "ibp%ds0f0" % m.bus(), uverbs, fw_ver="28.43.1014", hca_type="MT4129",
+                       board_id="MT_0000001093", guid="5c25:7303:00a1:%04x" % k,
+                       ports={1: fr.ib_rail(k)})
         uverbs += 1
     if efa_missing:
         # Not yet probed: the functions are not on the bus either (the device appears when it is ready).
@@ -224,13 +248,17 @@ def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, 
                 ("ib_uverbs", 196608, 1, "efa,", "", None),
                 ("ib_core", 507904, 2, "ib_uverbs,efa,", "", None),
                 ("ena", 196608, 0, "-", "", "2.13.0g")]
+    if managers:
+        modules += [("mlx5_ib", 483328, 0, "-", "", None), ("mlx5_core", 2506752, 1, "mlx5_ib,", "", None)]
     g.write_modules(t, modules)
     t.write("/proc/driver/nvidia/version", g.NVRM_OPEN.replace(g.DRIVER_VERSION, DRIVER_VERSION) if driver == "open"
             else g.NVRM_PROPRIETARY.replace(g.DRIVER_VERSION, DRIVER_VERSION), newline=False)
     for i, gpu in enumerate(gpus):
         g.write_nvidia_gpu(t, gpu.bdf, gpu_model, 180 + i, "GPU-7e2a%04x-1b2c-4d3e-8f40-5a6b7c8d9e0f" % i,
                            "96.00.99.00.01", i, DRIVER_VERSION)
-    write_answers(t, domains, [(gpus[i].bdf, d) for i, d in sorted(nearest.items())], provider=libfabric)
+    # Without the open module there is no DMA-BUF: GPU memory is registered through the peer path (ibv_reg_mr).
+    write_answers(t, domains, [(gpus[i].bdf, d) for i, d in sorted(nearest.items())], provider=libfabric,
+                  call="ibv_reg_dmabuf_mr" if driver == "open" else "ibv_reg_mr")
     return t
 
 
@@ -241,10 +269,15 @@ P5EN = dict(product="p5en.48xlarge", gpu_device=0x2335, gpu_model="NVIDIA H200",
 P5 = dict(product="p5.48xlarge", gpu_device=0x2330, gpu_model="NVIDIA H100 80GB HBM3", efa_device=0xEFA2,
           efa_per_gpu=4, gbps=100, with_ena=(0,), efa_driver="intree", p2p=None, nv_peermem=False)
 
+P6_B200 = dict(product="p6-b200.48xlarge", gpu_device=0x2901, gpu_model="NVIDIA B200", efa_device=0xEFA3,
+               efa_per_gpu=1, gbps=400, with_ena=(0,), nvlink_management=(3, 4))
 
-def vm_node(name, *, dmi, gpu_device, gpu_model, nics, roce=False, extra_nics=0):
+
+def vm_node(name, *, dmi, gpu_device, gpu_model, nics, roce=False, extra_nics=0, an_vf=None):
     """Azure/GCP guests: every passthrough device on a PCI domain of its own (Hyper-V vPCI / a flat guest bus),
-    no switch ports visible. nics: ConnectX-7 VFs with an RDMA device (InfiniBand, or RoCE with GIDs on a netdev)."""
+    no switch ports visible. nics: ConnectX-7 VFs with an RDMA device (InfiniBand, or RoCE with GIDs on a netdev).
+    an_vf: Azure's accelerated-networking VF `mlx5_an0` ("netvsc": its netdev enslaved to Hyper-V's eth0 as the
+    guest shows it; "alone": no master link, as a container's sysfs may show it)."""
     t = g.Tree(name)
     write_dmi(t, *dmi)
     gpus, rdma = [], []
@@ -276,6 +309,8 @@ def vm_node(name, *, dmi, gpu_device, gpu_model, nics, roce=False, extra_nics=0)
         else:
             g.write_rdma_device(t, nic, i, i, link_layer="InfiniBand", port=dict(g.IB_ACTIVE, lid="0x%x" % (0x21 + i)),
                                 gids=[("fe80:0000:0000:0000:0015:5dff:fd33:ff%02x" % i, "IB/RoCE v1", None)])
+    if an_vf:
+        write_an_vf(t, len(rdma), an_vf == "netvsc")
     if rdma:
         t.write("/sys/class/infiniband_verbs/abi_version", "6")
         t.write("/dev/infiniband/rdma_cm", "", newline=False)
@@ -303,6 +338,31 @@ def vm_node(name, *, dmi, gpu_device, gpu_model, nics, roce=False, extra_nics=0)
     return t
 
 
+# Hyper-V's synthetic NIC on VMBus (the guest's eth0) and the accelerated-networking VF on vPCI domain 0x7870
+VMBUS_NIC = "/sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/000d3a6e-f1d2-4c6b-9a3e-2b1c0d9e8f70"
+
+
+def write_an_vf(t, uverbs, netvsc):
+    """mlx5_an0: a ConnectX-4 Lx VF (15b3:1016), Ethernet at MTU 1500, its netdev enP30832s1 the VF half of
+    eth0 (hv_netvsc) [reasoned from the Azure accelerated-networking docs: the VF is enslaved to the synthetic
+    interface and carries its traffic]. No NCCL traffic runs over it: the rails are the 8 InfiniBand VFs."""
+    vf = g.Dev("7870:00:02.0", 0x15B3, 0x1016, 0x020000, (8.0, 8, 8.0, 8), g.ENDPOINT, numa=0, cpulist=g.CPULIST[0],
+               subsystem=(0x15B3, 0x0190))
+    g.place(t, "pci7870:00", vf)
+    driver_link(t, vf, "mlx5_core")
+    vf_net = fr.netdev(t, vf.path, "enP30832s1", 1500, address="00:0d:3a:6e:f1:d2", speed=40000)
+    eth0 = fr.netdev(t, VMBUS_NIC, "eth0", 1500, address="00:0d:3a:6e:f1:d2", speed=40000)
+    t.symlink(eth0 + "/device", g.rel_link(eth0, VMBUS_NIC))
+    t.symlink(VMBUS_NIC + "/driver", g.rel_link(VMBUS_NIC, "/sys/bus/vmbus/drivers/hv_netvsc"))
+    if netvsc:
+        t.symlink(vf_net + "/master", g.rel_link(vf_net, eth0))
+        t.symlink(eth0 + "/lower_enP30832s1", g.rel_link(eth0, vf_net))
+    fr.rdma_device(t, vf.path, "mlx5_an0", uverbs, fw_ver="14.32.1010", hca_type="MT4118", board_id="MSF0010110035",
+                   guid="000d:3aff:fe6e:f1d2",
+                   ports={1: fr.port(state="4: ACTIVE", phys_state="5: LinkUp", rate="40 Gb/sec (4X QDR)",
+                                     link_layer="Ethernet", gids=g.roce_gids(0x70, "enP30832s1"))})
+
+
 AZURE_DMI = ("Microsoft Corporation", "Virtual Machine", "Microsoft Corporation")
 GCP_DMI = ("Google", "Google Compute Engine", "Google")
 
@@ -315,10 +375,24 @@ SCENARIOS = {
     "aws-p5en-read-errors": lambda n: aws(n, **P5EN, efa_counters={7: {"rdma_read_wr_err": 14}}),
     # amzn driver with the proprietary NVIDIA module (no DMA-BUF), no peer provider and no efa_nv_peermem
     "aws-p5en-no-gdr": lambda n: aws(n, **dict(P5EN, driver="proprietary", p2p="", nv_peermem=False)),
+    # P5 on the amzn driver with the proprietary NVIDIA module (no DMA-BUF): GPU memory reaches the EFA through
+    # the driver's own peer path, via efa_nv_peermem or calling nvidia_p2p_* directly (amzn-drivers efa_nvmem.c)
+    # p6-b200: 8 B200, 8 EFA v3 at 400 Gb/s, and two InfiniBand NVLink switch management ConnectX-7 functions
+    # (ibp*) beside them, here under GPU 3's and GPU 4's switches (aws/sagemaker-hyperpod-cli#282)
+    "aws-p6-b200": lambda n: aws(n, **P6_B200),
+    # the same where the VPD cannot be read (not root): the InfiniBand ports beside EFA rails still tell them
+    "aws-p6-b200-vpd-unread": lambda n: aws(n, **dict(P6_B200, management_vpd=False)),
+    "aws-p5-amzn-peermem": lambda n: aws(n, **dict(P5, efa_driver="amzn", driver="proprietary", p2p="NVIDIA peermem",
+                                                   nv_peermem=True)),
+    "aws-p5-amzn-nvidia-direct": lambda n: aws(n, **dict(P5, efa_driver="amzn", driver="proprietary", p2p="NVIDIA",
+                                                         nv_peermem=False)),
     # 3 minutes after boot, 4 EFAs not yet initialised
     "aws-p5en-late-efa": lambda n: aws(n, **P5EN, efa_missing=4, uptime=187.06),
     "azure-nd-h100-v5": lambda n: vm_node(n, dmi=AZURE_DMI, gpu_device=0x2330, gpu_model="NVIDIA H100 80GB HBM3",
-                                          nics=8),
+                                          nics=8, an_vf="netvsc"),
+    # the same as a container's sysfs may show it: the VF's netdev without its master link
+    "azure-nd-h100-v5-an-alone": lambda n: vm_node(n, dmi=AZURE_DMI, gpu_device=0x2330,
+                                                   gpu_model="NVIDIA H100 80GB HBM3", nics=8, an_vf="alone"),
     "gcp-a3-ultra": lambda n: vm_node(n, dmi=GCP_DMI, gpu_device=0x2335, gpu_model="NVIDIA H200", nics=8, roce=True,
                                       extra_nics=2),
     "gcp-a3-mega": lambda n: vm_node(n, dmi=GCP_DMI, gpu_device=0x2330, gpu_model="NVIDIA H100 80GB HBM3", nics=0,

@@ -94,7 +94,7 @@ pub fn judge(
                 "{} 1d0f:{:04x} driver {} rdma [{}]",
                 f.bdf,
                 f.device_id,
-                f.driver.as_deref().unwrap_or("<none>"),
+                f.driver_evidence(),
                 f.rdma_devices.join(", ")
             )
         })
@@ -149,7 +149,7 @@ pub fn judge(
     }
     let unbound: Vec<String> = functions
         .iter()
-        .filter(|f| f.driver.as_deref() != Some(efa::EFA_DRIVER))
+        .filter(|f| !f.has_efa_driver())
         .map(|f| match &f.driver {
             Some(d) => format!("{} (bound to {d})", f.bdf),
             None => f.bdf.clone(),
@@ -273,6 +273,40 @@ mod tests {
         assert_eq!(r.status, Status::Error);
         assert_eq!(judge(&[], None, None, None).status, Status::Skip);
         assert_eq!(judge(&[], None, None, Some(16)).status, Status::Fail);
+    }
+
+    /// Reproduced: an EFA with its RDMA device but no `driver` link (a recorded tree, a container's sysfs) was
+    /// reported "without the efa driver" beside the very RDMA device only that driver registers.
+    #[test]
+    fn an_rdma_device_on_the_function_is_the_efa_driver_in_effect() {
+        for rdma in [&["rdmap68s0"][..], &["rdmap68s0", "efa_1"][..]] {
+            let f = function("0000:44:00.0", None, rdma);
+            let r = judge(std::slice::from_ref(&f), Some(&ok()), None, Some(1));
+            assert_eq!(r.status, Status::Pass, "{r:#?}");
+            assert!(
+                r.evidence.iter().any(|e| e.contains("efa in effect")),
+                "{:#?}",
+                r.evidence
+            );
+            // Beside a truly unbound one, only that one is named.
+            let r = judge(
+                &[f, function("0000:45:00.0", None, &[])],
+                Some(&ok()),
+                None,
+                None,
+            );
+            assert_eq!(r.status, Status::Fail);
+            assert!(r.summary.starts_with("1 EFA(s)"), "{}", r.summary);
+            assert!(!r.summary.contains("0000:44:00.0"), "{}", r.summary);
+        }
+        // Bound to another driver stays unbound, RDMA device or not.
+        let r = judge(
+            &[function("0000:44:00.0", Some("vfio-pci"), &["rdmap68s0"])],
+            Some(&ok()),
+            None,
+            None,
+        );
+        assert_eq!(r.status, Status::Fail);
     }
 
     /// A short count is a failure either way; shortly after boot it says the EFAs may still be coming up.

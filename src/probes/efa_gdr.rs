@@ -74,24 +74,15 @@ impl Probe for EfaGdr {
             Ok(n) => n,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        let mut peer_attribute = None;
         let mut evidence = Vec::new();
-        for f in functions.iter().filter(|f| !f.rdma_devices.is_empty()) {
-            match efa::read_peer_attribute(cx.host, &f.bdf) {
-                Ok(Some(a)) => {
-                    evidence.push(format!(
-                        "{}/{} = {:?}",
-                        crate::sysfs::pci::device_dir(&f.bdf),
-                        a.0,
-                        a.1
-                    ));
-                    peer_attribute = Some(a);
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        let peer_attribute = match efa::first_peer_attribute(cx.host, &functions) {
+            Ok(Some((path, a))) => {
+                evidence.push(format!("{path} = {:?}", a.1));
+                Some(a)
             }
-        }
+            Ok(None) => None,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         let paths = Paths {
             amzn_driver: efa_module.version.clone(),
             peer_attribute,
@@ -145,18 +136,7 @@ pub struct Paths {
 impl Paths {
     /// The peer path the amzn driver reports, in words; None when it reports none.
     fn peer(&self) -> Option<String> {
-        match &self.peer_attribute {
-            // amzn-drivers' NVIDIA providers (`efa_nvmem_v1/v2`): "NVIDIA" (direct nvidia_p2p_*) or "NVIDIA
-            // peermem" (through efa_nv_peermem). "NEURON" is Trainium's, not a GPU's.
-            Some((attr, v)) if attr == "p2p" && (v == "NVIDIA" || v == "NVIDIA peermem") => {
-                Some(format!("amzn efa peer memory (p2p provider {v:?})"))
-            }
-            Some((attr, v)) if attr == "gdr" && v == "1" => {
-                Some("amzn efa peer memory (gdr = 1)".into())
-            }
-            _ if self.nv_peermem => Some("amzn efa peer memory (efa_nv_peermem loaded)".into()),
-            _ => None,
-        }
+        efa::nvidia_peer_path(self.peer_attribute.as_ref(), self.nv_peermem)
     }
 }
 
@@ -276,5 +256,13 @@ mod tests {
             let r = judge_path(&paths(true, attr, false, false));
             assert_eq!(r.status, Status::Fail, "{attr:?}");
         }
+        // The attribute is the driver's live answer: an empty provider beside a loaded efa_nv_peermem is none.
+        let r = judge_path(&paths(true, Some(("p2p", "")), true, false));
+        assert_eq!(r.status, Status::Fail);
+        // Any NVIDIA provider name, as libfabric's efa provider reads it (prefix).
+        let r = judge_path(&paths(true, Some(("p2p", "NVIDIA")), false, false));
+        assert_eq!(r.status, Status::Pass);
+        let r = judge_path(&paths(true, None, true, false));
+        assert_eq!(r.status, Status::Pass);
     }
 }

@@ -1,9 +1,11 @@
-//! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, or DMA-BUF).
+//! `gdr.kernel_path`: a GPUDirect RDMA kernel path exists (nvidia_peermem / nv_peer_mem, DMA-BUF, or on AWS the
+//! amzn efa driver's own peer path).
 
 use crate::host::{optional, Host, ReadError};
 use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
+use crate::sysfs::efa;
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
 use crate::sysfs::modules::{ModuleState, Modules};
 use crate::sysfs::nvidia::{self, DriverAndKernel, DriverGpu};
@@ -26,7 +28,9 @@ const META: ProbeMeta = ProbeMeta {
     explain: Explain {
         reads: "/proc/modules and /sys/module/{nvidia_peermem,nv_peer_mem} (built-ins appear only in /sys/module), \
                 /sys/kernel/mm/memory_peers/nv_mem/version, /proc/driver/nvidia/version (open module?), \
-                /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present)",
+                /proc/sys/kernel/osrelease (>= 5.12 for DMA-BUF), /sys/class/infiniband (RDMA devices present); \
+                where neither path is there and EFAs are: /sys/bus/pci/devices/<efa>/{p2p,gdr} and \
+                /sys/module/efa_nv_peermem (the amzn efa driver's own peer path)",
         why: "Without a peer-memory module or DMA-BUF, a NIC cannot DMA into GPU memory. NCCL then stages every \
               transfer through host memory (no /GDRDMA on its channels) or falls back to sockets, and multi-node \
               jobs run several times slower while every ordinary health check stays green.",
@@ -62,6 +66,10 @@ struct Facts {
     rdma: Vec<String>,
     gpus: Vec<DriverGpu>,
     platform: DriverAndKernel,
+    /// The amzn efa driver's own GPU peer path (read only where no peer module and no DMA-BUF is there), and
+    /// what it was read from.
+    efa_peer: Option<String>,
+    efa_evidence: Vec<String>,
     /// When no peer-memory module is there and a GPU or an RDMA device is not listed: the GPU stack's, then
     /// (when that one does not decide) the RDMA stack's presence survey.
     surveys: Vec<Survey>,
@@ -76,6 +84,13 @@ impl Facts {
         let rdma = read_device_names(host)?;
         let gpus = nvidia::read_driver_gpus(host)?;
         let platform = DriverAndKernel::read(host)?;
+        let (efa_peer, efa_evidence) = if peer_module(&peermem, &legacy, &memory_peers).is_none()
+            && !dmabuf_possible(&platform)
+        {
+            read_efa_peer(host, &modules)?
+        } else {
+            (None, Vec::new())
+        };
         let mut surveys = Vec::new();
         if peer_module(&peermem, &legacy, &memory_peers).is_none()
             && (gpus.is_empty() || rdma.is_empty())
@@ -97,9 +112,37 @@ impl Facts {
             rdma,
             gpus,
             platform,
+            efa_peer,
+            efa_evidence,
             surveys,
         })
     }
+}
+
+/// The amzn efa driver's peer path where EFAs with RDMA devices are on the bus: AWS's out-of-tree driver lends
+/// GPU memory to the EFA itself (its `p2p` attribute names the provider), with no nvidia_peermem and no DMA-BUF.
+fn read_efa_peer(
+    host: &Host,
+    modules: &Modules,
+) -> Result<(Option<String>, Vec<String>), ReadError> {
+    let functions = efa::read_functions(host)?;
+    if functions.iter().all(|f| f.rdma_devices.is_empty()) {
+        return Ok((None, Vec::new()));
+    }
+    let attribute = efa::first_peer_attribute(host, &functions)?;
+    let shim = modules.state(host, efa::NV_PEERMEM_MODULE)?;
+    let mut evidence = shim.evidence();
+    evidence.push(match &attribute {
+        Some((path, (_, value))) => format!("{path} = {value:?}"),
+        None => "EFA p2p/gdr attribute = <none> (in-tree efa driver)".into(),
+    });
+    let path = efa::nvidia_peer_path(attribute.as_ref().map(|(_, a)| a), shim.is_loaded());
+    Ok((path, evidence))
+}
+
+/// DMA-BUF registration is possible: the open NVIDIA module on a kernel with `ibv_reg_dmabuf_mr`.
+fn dmabuf_possible(platform: &DriverAndKernel) -> bool {
+    platform.open_module() && platform.kernel_at_least(DMABUF_MIN_KERNEL)
 }
 
 /// The peer-memory module that gives the GPUDirect RDMA path, if one is loaded or registered.
@@ -134,6 +177,8 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
         rdma,
         gpus,
         platform,
+        efa_peer,
+        efa_evidence,
         surveys,
     } = facts;
     let mut evidence: Vec<String> = Vec::new();
@@ -149,6 +194,7 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
         }
     ));
     evidence.extend(platform.evidence());
+    evidence.extend(efa_evidence.iter().cloned());
     evidence.push(format!(
         "{CLASS_INFINIBAND} = {}",
         if rdma.is_empty() {
@@ -161,7 +207,7 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
     let peer_module = peer_module(peermem, legacy, memory_peers);
     let open_module = platform.open_module();
     let kernel_ok = platform.kernel_at_least(DMABUF_MIN_KERNEL);
-    let dmabuf_possible = open_module && kernel_ok;
+    let dmabuf_possible = dmabuf_possible(platform);
     let must_have_gdr = expect.gdr == Some(true) || expect.peermem == Some(true);
 
     if let Some(mut r) = surveys.iter().find_map(presence_verdict) {
@@ -173,6 +219,14 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
                 if dmabuf_possible { " (DMA-BUF also possible)" } else { "" })),
             None if expect.peermem == Some(true) => CheckResult::fail(ID, "nvidia_peermem not loaded and the profile requires it")
                 .fix(FIX_PEERMEM),
+            None if efa_peer.is_some() => CheckResult::pass(
+                ID,
+                format!(
+                    "{}: the EFA driver's own GPUDirect RDMA path (nvidia_peermem not needed, DMA-BUF unavailable)",
+                    efa_peer.as_deref().unwrap_or_default()
+                ),
+            )
+            .note("registration on each EFA is proven by efa.gdr"),
             None if dmabuf_possible && !rdma.is_empty() => CheckResult::pass(
                 ID,
                 "nvidia_peermem not loaded; DMA-BUF GPUDirect RDMA path possible (open kernel module, kernel >= 5.12)",
@@ -194,7 +248,9 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
                     (true, false) => "kernel older than 5.12 (no DMA-BUF registration)",
                     (true, true) => "no RDMA device to register with",
                 };
-                CheckResult::fail(ID, format!("no GPUDirect RDMA path: nvidia_peermem not loaded and DMA-BUF unavailable ({why})"))
+                // On EFA the amzn driver's own path was read too: say that it offers none.
+                let efa = if efa_evidence.is_empty() { "" } else { ", and the EFA driver names no NVIDIA peer provider" };
+                CheckResult::fail(ID, format!("no GPUDirect RDMA path: nvidia_peermem not loaded and DMA-BUF unavailable ({why}){efa}"))
                     .fix(FIX_PEERMEM)
             },
             None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect RDMA does not apply"),
@@ -250,6 +306,43 @@ mod tests {
             "{}",
             r[0].summary
         );
+    }
+
+    /// Reproduced: a P5 on AWS's out-of-tree efa driver with the proprietary NVIDIA module (no DMA-BUF) failed
+    /// "nvidia_peermem not loaded and DMA-BUF unavailable" while the efa driver lends GPU memory to the EFA
+    /// itself: through efa_nv_peermem (`p2p` = `NVIDIA peermem`) or directly (`p2p` = `NVIDIA`).
+    #[test]
+    fn the_amzn_efa_peer_path_is_a_gdr_path() {
+        for (scenario, provider) in [
+            ("aws-p5-amzn-peermem", "NVIDIA peermem"),
+            ("aws-p5-amzn-nvidia-direct", "NVIDIA"),
+        ] {
+            let r = run_on(&GdrKernelPath, scenario, "generic");
+            assert_eq!(r[0].status, Status::Pass, "{scenario}: {:#?}", r[0]);
+            let named = format!("p2p provider {provider:?}");
+            assert!(r[0].summary.contains(&named), "{}", r[0].summary);
+            let read = format!("/p2p = {provider:?}");
+            assert!(
+                r[0].evidence.iter().any(|e| e.ends_with(&read)),
+                "{:#?}",
+                r[0].evidence
+            );
+        }
+        // The amzn driver with no NVIDIA provider (`p2p` empty) and no DMA-BUF: still no path, and it says so.
+        let r = run_on(&GdrKernelPath, "aws-p5en-no-gdr", "generic");
+        assert_eq!(r[0].status, Status::Fail, "{:#?}", r[0]);
+        assert!(
+            r[0].summary
+                .contains("the EFA driver names no NVIDIA peer provider"),
+            "{}",
+            r[0].summary
+        );
+        // nvidia_peermem and DMA-BUF pass as before, without the EFA attribute read.
+        for scenario in ["aws-p5en", "aws-p5", "azure-nd-h100-v5"] {
+            let r = run_on(&GdrKernelPath, scenario, "generic");
+            assert_eq!(r[0].status, Status::Pass, "{scenario}: {:#?}", r[0]);
+            assert!(!r[0].summary.contains("amzn"), "{}", r[0].summary);
+        }
     }
 
     /// Reproduced: an unreadable MLNX_OFED registration file was shown as `<missing>` and the check failed "no

@@ -3,8 +3,7 @@
 //! `ibv_reg_mr` on the device pointer = peermem) and once through host memory, reported side by side. Host fast
 //! and GPU slow or refused: the GDR path is the culprit; both slow: the link.
 
-use super::shared::efa::no_rc;
-use crate::sysfs::efa;
+use super::shared::set_aside::SetAside;
 use std::time::Duration;
 
 use crate::host::{Host, ReadError};
@@ -86,13 +85,14 @@ impl Probe for GdrLoopback {
         if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
             return gpu.completed(ID, vec![r]);
         }
-        // EFA refuses RC queue pairs: its ports are left alone (efa.gdr registers GPU memory on them instead).
-        let efa = match efa::split_efa(cx.host, &rdma.driver_devices) {
-            Ok((_, efa)) => efa,
+        // EFA refuses RC queue pairs (efa.gdr registers GPU memory on them instead); management devices carry
+        // no job's data: both are left alone.
+        let aside = match SetAside::read(ID, cx.host, &rdma.driver_devices) {
+            Ok(a) => a,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        if !efa.is_empty() && efa.len() == rdma.driver_devices.len() {
-            return gpu.completed(ID, rdma.completed(ID, vec![no_rc(ID, &efa)]));
+        if aside.covers(&rdma.driver_devices) {
+            return gpu.completed(ID, rdma.completed(ID, aside.results));
         }
         let abi = match crate::host::optional(cx.host.read(VERBS_ABI)) {
             Ok(abi) => abi,
@@ -103,7 +103,7 @@ impl Probe for GdrLoopback {
             abi.as_deref().unwrap_or("<missing>")
         )];
         let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
-            Ok(d) => d.into_iter().filter(|d| !efa.contains(d)).collect(),
+            Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
             Err(r) => return vec![*r],
         };
         evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
@@ -221,9 +221,7 @@ impl Probe for GdrLoopback {
             })
             .collect();
         let mut results: Vec<CheckResult> = results;
-        if !efa.is_empty() {
-            results.push(no_rc(ID, &efa));
-        }
+        results.extend(aside.results);
         tree.completed(ID, GPU_NIC_PATHS, results)
     }
 }

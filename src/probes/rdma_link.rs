@@ -402,6 +402,44 @@ mod tests {
     use super::*;
     use crate::probes::testing::{run_on, verdicts};
 
+    /// Reproduced: a front-end port judged as a rail failed healthy nodes: Azure's `mlx5_an0` ("link layer
+    /// Ethernet, the profile expects InfiniBand"), the BlueField-3 bond of a /sys/class/infiniband capture.
+    /// Each is now a storage/front-end port; the rails alone count toward the profile's 8.
+    #[test]
+    fn front_end_ports_do_not_fail_as_rails() {
+        for (scenario, profile, front) in [
+            ("azure-nd-h100-v5", "Standard_ND96isr_H100_v5", "mlx5_an0/1"),
+            (
+                "azure-nd-h100-v5-an-alone",
+                "Standard_ND96isr_H100_v5",
+                "mlx5_an0/1",
+            ),
+            ("ib-class-only-bond", "hgx-h100-ib", "mlx5_bond_0/1"),
+        ] {
+            let r = run_on(&RdmaLink, scenario, profile);
+            assert!(
+                r.iter().all(|x| x.status <= Status::Warn),
+                "{scenario}: {r:#?}"
+            );
+            assert!(
+                r[0].summary.starts_with("8 of 8 compute port(s) ACTIVE"),
+                "{scenario}: {}",
+                r[0].summary
+            );
+            let port = r
+                .iter()
+                .find(|x| x.subject.as_deref() == Some(front))
+                .unwrap();
+            assert!(
+                port.evidence
+                    .iter()
+                    .any(|e| e.starts_with("role = storage")),
+                "{scenario}: {:#?}",
+                port.evidence
+            );
+        }
+    }
+
     #[test]
     fn hgx_all_ports_active_ndr_pass() {
         let r = run_on(&RdmaLink, "hgx-healthy", "hgx-h100-ib");

@@ -3,8 +3,7 @@
 //! checked. Bandwidth is judged against the port's rate where the rate is the hardware's (a soft-RoCE port
 //! reports a fixed 2.5 Gb/s placeholder). It is the control run of `gdr.loopback`: a port fault shows here too.
 
-use super::shared::efa::no_rc;
-use crate::sysfs::efa;
+use super::shared::set_aside::SetAside;
 use std::time::{Duration, Instant};
 
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
@@ -63,16 +62,16 @@ impl Probe for RdmaLoopback {
         if let Some(r) = rdma.gate_if_unusable(ID, expected) {
             return vec![r];
         }
-        // EFA refuses RC queue pairs: its ports are left alone, before libibverbs is asked anything.
-        let efa = match efa::split_efa(cx.host, &rdma.driver_devices) {
-            Ok((_, efa)) => efa,
+        // EFA and management devices are left alone, before libibverbs is asked anything.
+        let aside = match SetAside::read(ID, cx.host, &rdma.driver_devices) {
+            Ok(a) => a,
             Err(e) => return vec![CheckResult::read_error(ID, &e)],
         };
-        if !efa.is_empty() && efa.len() == rdma.driver_devices.len() {
-            return rdma.completed(ID, vec![no_rc(ID, &efa)]);
+        if aside.covers(&rdma.driver_devices) {
+            return rdma.completed(ID, aside.results);
         }
         let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expected) {
-            Ok(d) => d.into_iter().filter(|d| !efa.contains(d)).collect(),
+            Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
             Err(r) => return vec![*r],
         };
         let all_ports = match infiniband::read_all_ports(cx.host) {
@@ -160,9 +159,7 @@ impl Probe for RdmaLoopback {
             })
             .collect();
         let mut results: Vec<CheckResult> = results;
-        if !efa.is_empty() {
-            results.push(no_rc(ID, &efa));
-        }
+        results.extend(aside.results);
         // The survey's gap (bus or module table unread) stays an error beside the measured ports.
         rdma.completed(ID, results)
     }
@@ -299,6 +296,40 @@ mod tests {
     use crate::dynlib::verbs::DEVICE_LIST_KEY;
     use crate::measure::rdma_loopback::{Latency, Outcome, Registration, Throughput};
     use crate::probes::testing::{run_on, verdicts};
+
+    /// Reproduced: on p6-b200 the EFAs were set aside (no RC) and the two NVLink switch management ports were
+    /// what remained to loop back. Both are left alone now, before libibverbs is asked, each said why.
+    #[test]
+    fn nvlink_management_ports_are_never_looped_back() {
+        for scenario in ["aws-p6-b200", "aws-p6-b200-vpd-unread"] {
+            for r in [
+                run_on(&RdmaLoopback, scenario, "generic"),
+                run_on(
+                    &super::super::gdr_loopback::GdrLoopback,
+                    scenario,
+                    "generic",
+                ),
+            ] {
+                assert_eq!(
+                    r.iter().map(|x| x.status).collect::<Vec<_>>(),
+                    [Status::Skip, Status::Skip],
+                    "{scenario}: {r:#?}"
+                );
+                assert!(r[0].summary.contains("8 EFA device(s)"), "{}", r[0].summary);
+                assert!(
+                    r[1].summary
+                        .starts_with("2 management device(s) left alone"),
+                    "{}",
+                    r[1].summary
+                );
+                assert!(
+                    r[1].evidence.iter().any(|e| e.starts_with("ibp124s0f0 = ")),
+                    "{:#?}",
+                    r[1].evidence
+                );
+            }
+        }
+    }
 
     fn phase(gbps: f64, transfers: u32) -> Throughput {
         Throughput {

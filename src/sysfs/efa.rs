@@ -49,6 +49,29 @@ pub struct EfaFunction {
     pub rdma_devices: Vec<String>,
 }
 
+impl EfaFunction {
+    /// Bound to the efa driver: its `driver` link says so, or (no link, as in a recorded tree or a container's
+    /// sysfs) an RDMA device is registered on it, which only the efa driver does. The presence rule reads an
+    /// RDMA child the same way for ConnectX (`presence.rs`).
+    pub fn has_efa_driver(&self) -> bool {
+        match &self.driver {
+            Some(d) => d == EFA_DRIVER,
+            None => !self.rdma_devices.is_empty(),
+        }
+    }
+
+    /// The driver as evidence shows it: the link's target, or why it is taken as bound without one.
+    pub fn driver_evidence(&self) -> String {
+        match &self.driver {
+            Some(d) => d.clone(),
+            None if self.has_efa_driver() => {
+                "<no link> (efa in effect: it registered an RDMA device)".into()
+            }
+            None => "<none>".into(),
+        }
+    }
+}
+
 /// The amzn driver's peer-memory attribute on an EFA function: (`p2p` or `gdr`, its value), None when neither
 /// exists (the in-tree driver).
 pub fn read_peer_attribute(host: &Host, bdf: &str) -> ReadResult<Option<(String, String)>> {
@@ -57,6 +80,37 @@ pub fn read_peer_attribute(host: &Host, bdf: &str) -> ReadResult<Option<(String,
         // `p2p` reads an empty line when no peer provider is there: an answer, not an unreadable file.
         if let Some(v) = optional(host.read(&format!("{dir}/{attr}")))? {
             return Ok(Some((attr.to_string(), v.trim().to_string())));
+        }
+    }
+    Ok(None)
+}
+
+/// The amzn efa driver's own GPU peer-memory path, in words; None where it reports none. Its `p2p` attribute,
+/// where present, is the driver's live answer, read as libfabric's efa provider reads it (`NVIDIA…`: `NVIDIA`
+/// calls nvidia_p2p_* directly, `NVIDIA peermem` through efa_nv_peermem; empty = no provider; `NEURON` is
+/// Trainium's); the older `gdr` reads 1; without either attribute, a loaded efa_nv_peermem.
+pub fn nvidia_peer_path(attribute: Option<&(String, String)>, nv_peermem: bool) -> Option<String> {
+    match attribute {
+        Some((attr, v)) if attr == "p2p" && v.starts_with("NVIDIA") => {
+            Some(format!("amzn efa peer memory (p2p provider {v:?})"))
+        }
+        Some((attr, v)) if attr == "gdr" && v == "1" => {
+            Some("amzn efa peer memory (gdr = 1)".into())
+        }
+        None if nv_peermem => Some(format!("amzn efa peer memory ({NV_PEERMEM_MODULE} loaded)")),
+        _ => None,
+    }
+}
+
+/// The first peer-memory attribute among the EFA functions that registered an RDMA device, as (the function's
+/// attribute path, (name, value)); None where none has one (the in-tree driver).
+pub fn first_peer_attribute(
+    host: &Host,
+    functions: &[EfaFunction],
+) -> ReadResult<Option<(String, (String, String))>> {
+    for f in functions.iter().filter(|f| !f.rdma_devices.is_empty()) {
+        if let Some(a) = read_peer_attribute(host, &f.bdf)? {
+            return Ok(Some((format!("{}/{}", pci::device_dir(&f.bdf), a.0), a)));
         }
     }
     Ok(None)

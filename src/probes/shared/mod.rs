@@ -4,3 +4,4 @@
 pub mod efa;
 pub mod facts;
 pub mod gpu;
+pub mod set_aside;
