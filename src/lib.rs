@@ -19,6 +19,7 @@ pub(crate) mod measure;
 pub(crate) mod model;
 pub mod nccl;
 pub(crate) mod nic_role;
+pub(crate) mod nvlink_domain;
 pub mod pair;
 pub(crate) mod presence;
 pub mod probe;

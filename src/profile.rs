@@ -124,6 +124,9 @@ pub struct Expect {
     pub nvlink: Option<bool>,
     /// Active NVLink links each GPU must have (H100/H200 SXM 18, A100 SXM 12).
     pub nvlinks_per_gpu: Option<u32>,
+    /// The node belongs to a multi-node NVLink domain (GB200/GB300 NVL72 trays): every GPU's fabric must name a
+    /// clique and a cluster, and IMEX is judged.
+    pub nvlink_domain: Option<bool>,
     pub rdma_device_count: Option<u32>,
     pub rdma_port_count: Option<u32>,
     pub rdma_link_layer: Option<LinkLayer>,
