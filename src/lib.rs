@@ -12,6 +12,7 @@ pub(crate) mod dynlib;
 pub mod exit;
 pub(crate) mod gds_p2pdma;
 pub(crate) mod gds_target;
+pub(crate) mod grace;
 pub mod host;
 /// Public for the `input_lines` fuzz target, which drives `input::for_each_line` with arbitrary bytes.
 pub mod input;

@@ -1013,6 +1013,30 @@ mod tests {
         );
     }
 
+    /// testdata/gen_nvlink_domain.py's trays through `run`: the domain found by the fabric answers alone.
+    #[test]
+    fn recorded_gb200_trays() {
+        use crate::probes::testing::run_on;
+        let statuses = |tree| -> Vec<Status> {
+            run_on(&GpuNvlink, tree, "generic")
+                .iter()
+                .map(|r| r.status)
+                .collect()
+        };
+        assert_eq!(statuses("gb200-tray"), [Status::Pass; 4]);
+        assert_eq!(statuses("gb200-standalone"), [Status::Pass; 4]);
+        let r = run_on(&GpuNvlink, "gb200-tray-clique0", "generic");
+        assert_eq!(
+            r.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [Status::Pass, Status::Pass, Status::Fail, Status::Pass]
+        );
+        assert!(
+            r[2].summary.contains("no clique and a zero cluster UUID"),
+            "{}",
+            r[2].summary
+        );
+    }
+
     #[test]
     fn link_lists_are_ranges() {
         assert_eq!(link_list(&[0, 1, 2, 3, 5, 7, 8]), "0-3, 5, 7-8");

@@ -764,6 +764,35 @@ mod tests {
         assert_eq!(judged(&cd).status, Status::Pass);
     }
 
+    /// The recorded trees of testdata/gen_nvlink_domain.py, end to end through the root and the recording.
+    #[test]
+    fn recorded_trays_judge_through_the_root() {
+        use crate::probes::testing::run_on;
+        let r = &run_on(&NvlinkImex, "gb200-tray", "generic")[0];
+        assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        assert!(
+            r.evidence.iter().any(|e| e.contains("\"status\": \"UP\"")),
+            "{:?}",
+            r.evidence
+        );
+        let r = &run_on(&NvlinkImex, "gb200-tray-imex-down", "generic")[0];
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+        for words in [
+            "nvidia-imex) is not running",
+            "no IMEX channel",
+            "nvidia-imex-ctl -N -j: exit 1: Connection to the IMEX daemon",
+        ] {
+            assert!(r.summary.contains(words), "{words}: {}", r.summary);
+        }
+        let r = &run_on(&NvlinkImex, "gb200-standalone", "generic")[0];
+        assert_eq!(r.status, Status::Skip, "{}", r.summary);
+        // An HGX H100 board (fabric completed, clique 0) and a node without GPUs.
+        for tree in ["nvlink-hgx-h100", "rxe-vm"] {
+            let r = &run_on(&NvlinkImex, tree, "generic")[0];
+            assert_eq!(r.status, Status::Skip, "{tree}: {}", r.summary);
+        }
+    }
+
     #[test]
     fn local_addresses_and_channel_major_parse() {
         let fib = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     +-- 10.1.0.0/24 2 0 2\n        |-- 10.1.0.0\n           /24 link UNICAST\n        |-- 10.1.0.11\n           /32 host LOCAL\n  +-- 127.0.0.0/8 2 0 2\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n  |-- 10.1.0.11\n     /32 host LOCAL\n";

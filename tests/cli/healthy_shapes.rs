@@ -20,6 +20,7 @@ const LIBRARY_ANSWERS: &[(&str, &[&str])] = &[
     ("gpu.bar1", &["nvml"]),
     ("gpu.p2p", &["nvml"]),
     ("gpu.nvlink", &["nvml"]),
+    ("nvlink.imex", &["nvml"]),
     ("gpu.pcie", &["nvml", "nvml.pcie_under_load"]),
     ("gpu.copy_bandwidth", &["cuda.copy"]),
     ("gds.read", &["cufile.gds_read"]),
