@@ -127,6 +127,9 @@ pub struct Expect {
     /// The node belongs to a multi-node NVLink domain (GB200/GB300 NVL72 trays): every GPU's fabric must name a
     /// clique and a cluster, and IMEX is judged.
     pub nvlink_domain: Option<bool>,
+    /// Speed of each active NVLink, GB/s as `nvidia-smi nvlink -s` prints it (NVLink5 53.125, NVLink4 26.562).
+    #[serde(default, deserialize_with = "checked_rate")]
+    pub nvlink_link_gbps: Option<f64>,
     pub rdma_device_count: Option<u32>,
     pub rdma_port_count: Option<u32>,
     pub rdma_link_layer: Option<LinkLayer>,

@@ -77,6 +77,7 @@ impl Default for GpuFacts {
             nvlink: Some(NvLinkFacts {
                 links: vec![],
                 fabric: unread(),
+                quality: None,
             }),
         }
     }
@@ -145,7 +146,44 @@ pub struct NvLinkFacts {
     pub links: Vec<Answer<bool>>,
     /// `nvmlDeviceGetGpuFabricInfoV` (v2), else `nvmlDeviceGetGpuFabricInfo` (v1) on a driver without it.
     pub fabric: Answer<FabricInfo>,
+    /// NVLink5 per-link speed and error counters, read twice; `None` in recordings made before they were asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<LinkQuality>,
 }
+
+/// Each active link's speed and counters (`nvmlDeviceGetFieldValues`, scope = link), read twice
+/// [`QUALITY_INTERVAL`] apart where the GPU reports them, so a climbing count is seen within one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkQuality {
+    pub first: Vec<LinkCounters>,
+    /// `None` when no counter was supported at the first read (NVLink4 and older answer NOT_SUPPORTED).
+    pub second: Option<Vec<LinkCounters>>,
+    /// Milliseconds between the two reads.
+    pub interval_ms: u64,
+}
+
+/// One link's readings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkCounters {
+    pub link: u32,
+    /// `NVML_FI_DEV_NVLINK_GET_SPEED`: MB/s (53125 on NVLink5, 26562 on NVLink4).
+    pub speed_mbps: Answer<u64>,
+    /// `NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS` / `_FAILED_EVENTS` (R570, NVLink5).
+    pub recoveries: Answer<u64>,
+    pub recoveries_failed: Answer<u64>,
+    /// `NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS`: errors left after FEC (FEC-corrected symbols are not read).
+    pub effective_errors: Answer<u64>,
+}
+
+impl LinkCounters {
+    fn any_counter(&self) -> bool {
+        self.recoveries.is_ok() || self.recoveries_failed.is_ok() || self.effective_errors.is_ok()
+    }
+}
+
+/// Time between the two counter reads: long enough for a link in trouble to retrain (a recovery takes
+/// milliseconds), short enough for the static set.
+pub const QUALITY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `nvmlGpuFabricInfo_v4_t` (or v3, v2, v1): how far the fabric manager (NVSwitch systems) or the NVLink
 /// domain's controller (NVL72) got registering the GPU.
@@ -498,6 +536,7 @@ pub fn collect() -> NvmlFacts {
             }),
         }
     }
+    read_quality_again(&nvml, &devices, &mut gpus);
     let mut pairs = Vec::new();
     for (i, (a, da)) in devices.iter().enumerate() {
         for (b, db) in &devices[i + 1..] {
@@ -592,17 +631,142 @@ fn gpu_facts(nvml: &Nvml, index: u32, d: &Device<'_>) -> GpuFacts {
         bar1_used_bytes: bar1.map(|b| b.used),
         memory_total_bytes: ask("nvmlDeviceGetMemoryInfo", || d.memory_info()).map(|m| m.total),
         numa_node: ask("nvmlDeviceGetNumaNodeId", || d.numa_node_id()),
-        nvlink: Some(NvLinkFacts {
-            links: (0..MAX_NVLINKS)
-                .map(|link| {
-                    ask(&format!("nvmlDeviceGetNvLinkState(link {link})"), || {
-                        d.link_wrapper_for(link).is_active()
-                    })
-                })
-                .collect(),
-            fabric: fabric_info(nvml, d),
-        }),
+        nvlink: Some(nvlink_facts(nvml, d)),
     }
+}
+
+fn nvlink_facts(nvml: &Nvml, d: &Device<'_>) -> NvLinkFacts {
+    let links: Vec<Answer<bool>> = (0..MAX_NVLINKS)
+        .map(|link| {
+            ask(&format!("nvmlDeviceGetNvLinkState(link {link})"), || {
+                d.link_wrapper_for(link).is_active()
+            })
+        })
+        .collect();
+    let active: Vec<u32> = (0u32..)
+        .zip(&links)
+        .filter(|(_, a)| matches!(a, Ok(true)))
+        .map(|(l, _)| l)
+        .collect();
+    let quality = (!active.is_empty()).then(|| LinkQuality {
+        first: active.iter().map(|&l| link_counters(nvml, d, l)).collect(),
+        second: None,
+        interval_ms: QUALITY_INTERVAL.as_millis() as u64,
+    });
+    NvLinkFacts {
+        links,
+        fabric: fabric_info(nvml, d),
+        quality,
+    }
+}
+
+/// The second read of every GPU whose first read had a counter, [`QUALITY_INTERVAL`] after the first.
+fn read_quality_again(nvml: &Nvml, devices: &[(u32, Device<'_>)], gpus: &mut [GpuFacts]) {
+    let wants = |g: &GpuFacts| {
+        g.nvlink
+            .as_ref()
+            .and_then(|n| n.quality.as_ref())
+            .is_some_and(|q| q.first.iter().any(LinkCounters::any_counter))
+    };
+    if !gpus.iter().any(wants) {
+        return;
+    }
+    std::thread::sleep(QUALITY_INTERVAL);
+    for (index, d) in devices {
+        let Some(g) = gpus.iter_mut().find(|g| g.index == *index && wants(g)) else {
+            continue;
+        };
+        if let Some(q) = g.nvlink.as_mut().and_then(|n| n.quality.as_mut()) {
+            q.second = Some(
+                q.first
+                    .iter()
+                    .map(|c| link_counters(nvml, d, c.link))
+                    .collect(),
+            );
+        }
+    }
+}
+
+/// One link's fields through `nvmlDeviceGetFieldValues` with the link as scope (nvml-wrapper 0.13 sets no
+/// scope): each field's own return code is its answer.
+fn link_counters(nvml: &Nvml, d: &Device<'_>, link: u32) -> LinkCounters {
+    use nvml_wrapper_sys::bindings::{field_id as f, nvmlFieldValue_t};
+    const CALL: &str = "nvmlDeviceGetFieldValues";
+    let ids = [
+        f::NVML_FI_DEV_NVLINK_GET_SPEED,
+        f::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS,
+        f::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS,
+        f::NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS,
+    ];
+    let names = [
+        "NVLINK_GET_SPEED",
+        "NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS",
+        "NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS",
+        "NVLINK_COUNT_EFFECTIVE_ERRORS",
+    ];
+    let lib = nvml.lib();
+    let answers: Vec<Answer<u64>> = match &lib.nvmlDeviceGetFieldValues {
+        Err(e) => vec![Err(format!("{CALL}: {}", super::innermost_message(e))); ids.len()],
+        Ok(_) => {
+            let mut values: Vec<nvmlFieldValue_t> = ids
+                .iter()
+                .map(|&id| {
+                    // SAFETY: plain integers and a union of integers; all-zero is a valid value.
+                    let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+                    v.fieldId = id;
+                    v.scopeId = link;
+                    v
+                })
+                .collect();
+            breadcrumb(CALL);
+            // SAFETY: the symbol is present (checked above); the handle is live; `values` holds `len` structs.
+            let rc = unsafe {
+                lib.nvmlDeviceGetFieldValues(d.handle(), values.len() as i32, values.as_mut_ptr())
+            };
+            match nvml_wrapper::error::nvml_try(rc) {
+                Err(e) => vec![Err(text(CALL, e)); ids.len()],
+                Ok(()) => values
+                    .iter()
+                    .zip(names)
+                    .map(|(v, name)| field_value(v, &format!("{CALL}({name}, link {link})")))
+                    .collect(),
+            }
+        }
+    };
+    let mut it = answers.into_iter();
+    let mut next = || it.next().unwrap_or_else(|| Err(NOT_READ.to_string()));
+    LinkCounters {
+        link,
+        speed_mbps: next(),
+        recoveries: next(),
+        recoveries_failed: next(),
+        effective_errors: next(),
+    }
+}
+
+/// A field's own return code, then its value as an unsigned count.
+fn field_value(v: &nvml_wrapper_sys::bindings::nvmlFieldValue_t, call: &str) -> Answer<u64> {
+    use nvml_wrapper_sys::bindings as b;
+    nvml_wrapper::error::nvml_try(v.nvmlReturn).map_err(|e| text(call, e))?;
+    // SAFETY: the union member read is the one `valueType` names.
+    let value = unsafe {
+        match v.valueType {
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => u64::from(v.value.uiVal),
+            // c_ulong is u64 on both targets this tool builds for, u32 elsewhere.
+            #[allow(clippy::unnecessary_cast)]
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => v.value.ulVal as u64,
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => v.value.ullVal,
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => u64::from(v.value.usVal),
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG if v.value.sllVal >= 0 => {
+                v.value.sllVal as u64
+            }
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT if v.value.siVal >= 0 => {
+                v.value.siVal as u64
+            }
+            other => return Err(format!("{call}: value of type {other} is not a count")),
+        }
+    };
+    Ok(value)
 }
 
 /// `NVML_STRUCT_VERSION(name, n)`: the struct's size with the version in the top byte.

@@ -550,7 +550,11 @@ mod tests {
             index,
             name: Ok("NVIDIA H100 80GB HBM3".into()),
             pci_bus_id: Ok(format!("0000:{:02x}:00.0", 0x18 + index)),
-            nvlink: Some(nvml::NvLinkFacts { links, fabric }),
+            nvlink: Some(nvml::NvLinkFacts {
+                links,
+                fabric,
+                quality: None,
+            }),
             ..GpuFacts::default()
         }
     }

@@ -21,6 +21,7 @@ const LIBRARY_ANSWERS: &[(&str, &[&str])] = &[
     ("gpu.p2p", &["nvml"]),
     ("gpu.nvlink", &["nvml"]),
     ("nvlink.imex", &["nvml"]),
+    ("nvlink.link_quality", &["nvml"]),
     ("gpu.pcie", &["nvml", "nvml.pcie_under_load"]),
     ("gpu.copy_bandwidth", &["cuda.copy"]),
     ("gds.read", &["cufile.gds_read"]),
