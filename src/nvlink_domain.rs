@@ -97,37 +97,51 @@ fn key_value(line: &str) -> Option<(&str, &str)> {
 
 /// An IMEX node list with addresses in it: the nvidia-imex package installs its files on nodes of every kind,
 /// so the files alone place no node in a domain; a list someone filled does.
-pub fn imex_configured(host: &Host) -> Option<String> {
-    let config = ImexConfig::read(host).ok().flatten()?;
-    (!config.nodes.is_empty()).then(|| {
+pub fn imex_configured(host: &Host) -> Result<Option<String>, ReadError> {
+    let Some(config) = ImexConfig::read(host)? else {
+        return Ok(None);
+    };
+    Ok((!config.nodes.is_empty()).then(|| {
         format!(
             "the IMEX node list {} names {} node(s)",
             config.node_file,
             config.nodes.len()
         )
-    })
+    }))
 }
 
 /// A CDI spec of the DRA driver's ComputeDomain (IMEX run per domain by Kubernetes, no host service).
-pub fn compute_domain(host: &Host) -> Option<String> {
-    CDI_DIRS.iter().find_map(|dir| {
-        let names = host.read_dir(dir).ok()?;
-        names
+/// A directory that cannot be listed is an error, never "no ComputeDomain".
+pub fn compute_domain(host: &Host) -> Result<Option<String>, ReadError> {
+    for dir in CDI_DIRS {
+        let names = host::optional(host.read_dir(dir))?.unwrap_or_default();
+        if let Some(n) = names
             .into_iter()
             .find(|n| n.contains(COMPUTE_DOMAIN_DRIVER))
-            .map(|n| format!("ComputeDomain CDI spec {dir}/{n}"))
-    })
+        {
+            return Ok(Some(format!("ComputeDomain CDI spec {dir}/{n}")));
+        }
+    }
+    Ok(None)
 }
 
 /// Why gpu.nvlink takes the node to be in a domain: the profile, NVML, a domain-only GPU model, or IMEX set up.
-pub fn evidence(facts: &NvmlFacts, profile: Option<bool>, host: &Host) -> Option<String> {
+/// A file that could not be read is an error, never "not in a domain".
+pub fn evidence(
+    facts: &NvmlFacts,
+    profile: Option<bool>,
+    host: &Host,
+) -> Result<Option<String>, ReadError> {
     if profile == Some(true) {
-        return Some(
+        return Ok(Some(
             "the profile expects a multi-node NVLink domain (expect.nvlink_domain)".into(),
-        );
+        ));
     }
-    named_by_nvml(facts)
-        .or_else(|| tray_gpu_with_fabric(facts))
-        .or_else(|| imex_configured(host))
-        .or_else(|| compute_domain(host))
+    if let Some(why) = named_by_nvml(facts).or_else(|| tray_gpu_with_fabric(facts)) {
+        return Ok(Some(why));
+    }
+    if let Some(why) = imex_configured(host)? {
+        return Ok(Some(why));
+    }
+    compute_domain(host)
 }

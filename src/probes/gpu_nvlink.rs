@@ -87,8 +87,14 @@ impl Probe for GpuNvlink {
             Ok(o) => o,
             Err(r) => return vec![*r],
         };
-        let domain =
-            nvlink_domain::evidence(&obtained.value, cx.profile.expect.nvlink_domain, cx.host);
+        let domain = match nvlink_domain::evidence(
+            &obtained.value,
+            cx.profile.expect.nvlink_domain,
+            cx.host,
+        ) {
+            Ok(d) => d,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         judge(
             &obtained.value,
             cx.profile.expect.nvlinks_per_gpu,

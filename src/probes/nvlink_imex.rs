@@ -135,14 +135,14 @@ impl Facts {
         let mut f = Facts {
             domain_by_nvml: nvml.and_then(nvlink_domain::named_by_nvml),
             config: ImexConfig::read(host)?,
-            compute_domain: nvlink_domain::compute_domain(host),
+            compute_domain: nvlink_domain::compute_domain(host)?,
             env_channels: cx.inputs.env.get(ENV_CHANNELS).cloned(),
             ..Facts::default()
         };
         if f.applies().is_none() {
             return Ok(f);
         }
-        f.daemon_pids = daemon_pids(host);
+        f.daemon_pids = daemon_pids(host)?;
         f.addresses = host::optional(host.read("/proc/net/fib_trie"))?
             .map(|t| local_ipv4(&t))
             .unwrap_or_default();
@@ -175,20 +175,22 @@ impl Facts {
 }
 
 /// Processes named `nvidia-imex` (not `nvidia-imex-ctl`), by `/proc/<pid>/comm`; a process that ends while
-/// being read is no process.
-fn daemon_pids(host: &Host) -> Vec<u32> {
-    let mut pids: Vec<u32> = host
-        .read_dir("/proc")
-        .unwrap_or_default()
+/// being read is no process, any other failure to read is an error.
+fn daemon_pids(host: &Host) -> Result<Vec<u32>, ReadError> {
+    let mut pids = Vec::new();
+    for pid in host
+        .read_dir("/proc")?
         .iter()
         .filter_map(|n| n.parse::<u32>().ok())
-        .filter(|pid| {
-            host.read(&format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == DAEMON)
-        })
-        .collect();
+    {
+        if host::optional(host.read(&format!("/proc/{pid}/comm")))?
+            .is_some_and(|c| c.trim() == DAEMON)
+        {
+            pids.push(pid);
+        }
+    }
     pids.sort_unstable();
-    pids
+    Ok(pids)
 }
 
 /// The addresses `/proc/net/fib_trie` marks `/32 host LOCAL`: the IPv4 addresses this node owns.
