@@ -66,6 +66,16 @@ impl ImexConfig {
             ..ImexConfig::default()
         };
         let main = host::optional(host.read(IMEX_CONFIG))?;
+        // A line that is neither a comment nor KEY=VALUE is no config.cfg the daemon wrote: not read.
+        if let Some(bad) = main.iter().flat_map(|t| t.lines()).find(|l| {
+            let l = l.split('#').next().unwrap_or("").trim();
+            !l.is_empty() && !l.contains('=')
+        }) {
+            return Err(ReadError::malformed(
+                IMEX_CONFIG,
+                format!("not KEY=VALUE: {bad:?}"),
+            ));
+        }
         for (key, value) in main.iter().flat_map(|t| t.lines()).filter_map(key_value) {
             match key {
                 "IMEX_NODE_CONFIG_FILE" if !value.is_empty() => config.node_file = value.into(),
