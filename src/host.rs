@@ -125,6 +125,11 @@ pub enum ReadErrorKind {
 }
 
 impl ReadError {
+    /// A file read whole whose contents are not the format its reader knows.
+    pub fn malformed(path: &str, why: impl Into<String>) -> Self {
+        Self::new(path, ReadErrorKind::Other(why.into()))
+    }
+
     fn new(path: &str, kind: ReadErrorKind) -> Self {
         ReadError {
             path: path.to_string(),

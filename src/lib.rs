@@ -2,6 +2,7 @@
 //! targets use it. Modules are crate-private unless one of those needs them (so dead code warns); the public
 //! ones are the binary's commands and CLI, the probe registry, and the parsers the fuzz targets drive.
 
+pub(crate) mod bounded_command;
 pub mod build_info;
 pub(crate) mod child;
 pub mod cli;
@@ -11,6 +12,7 @@ pub(crate) mod dynlib;
 pub mod exit;
 pub(crate) mod gds_p2pdma;
 pub(crate) mod gds_target;
+pub(crate) mod grace;
 pub mod host;
 /// Public for the `input_lines` fuzz target, which drives `input::for_each_line` with arbitrary bytes.
 pub mod input;
@@ -20,6 +22,7 @@ pub(crate) mod measure;
 pub(crate) mod model;
 pub mod nccl;
 pub(crate) mod nic_role;
+pub(crate) mod nvlink_domain;
 pub mod pair;
 pub(crate) mod presence;
 pub mod probe;

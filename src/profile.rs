@@ -163,6 +163,12 @@ pub struct Expect {
     pub nvlink: Option<bool>,
     /// Active NVLink links each GPU must have (H100/H200 SXM 18, A100 SXM 12).
     pub nvlinks_per_gpu: Option<u32>,
+    /// The node belongs to a multi-node NVLink domain (GB200/GB300 NVL72 trays): every GPU's fabric must name a
+    /// clique and a cluster, and IMEX is judged.
+    pub nvlink_domain: Option<bool>,
+    /// Speed of each active NVLink, GB/s as `nvidia-smi nvlink -s` prints it (NVLink5 53.125, NVLink4 26.562).
+    #[serde(default, deserialize_with = "checked_rate")]
+    pub nvlink_link_gbps: Option<f64>,
     pub rdma_device_count: Option<u32>,
     pub rdma_port_count: Option<u32>,
     pub rdma_link_layer: Option<LinkLayer>,

@@ -23,7 +23,10 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     ("reports and where they go", &["report"]),
     ("probes: one file per check", &["probes"]),
-    ("domain rules", &["presence", "nic_role", "gds_target"]),
+    (
+        "domain rules",
+        &["presence", "nic_role", "gds_target", "grace", "nvlink_domain"],
+    ),
     (
         "probe contract, NCCL log analysis, data movement",
         &["probe", "nccl", "measure"],
@@ -43,8 +46,8 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     ("kernel file parsers", &["sysfs"]),
     (
-        "host root, child processes, supervised tasks, exit codes",
-        &["host", "child", "tasks", "exit"],
+        "host root, child processes, bounded commands, supervised tasks, exit codes",
+        &["host", "child", "bounded_command", "tasks", "exit"],
     ),
     (
         "leaves",

@@ -77,6 +77,7 @@ impl Default for GpuFacts {
             nvlink: Some(NvLinkFacts {
                 links: vec![],
                 fabric: unread(),
+                quality: None,
             }),
         }
     }
@@ -145,10 +146,47 @@ pub struct NvLinkFacts {
     pub links: Vec<Answer<bool>>,
     /// `nvmlDeviceGetGpuFabricInfoV` (v2), else `nvmlDeviceGetGpuFabricInfo` (v1) on a driver without it.
     pub fabric: Answer<FabricInfo>,
+    /// NVLink5 per-link speed and error counters, read twice; `None` in recordings made before they were asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<LinkQuality>,
 }
 
-/// `nvmlGpuFabricInfo_v3_t` (or v2, v1): how far the fabric manager (NVSwitch systems) or the NVLink domain's controller
-/// (NVL72) got registering the GPU.
+/// Each active link's speed and counters (`nvmlDeviceGetFieldValues`, scope = link), read twice
+/// [`QUALITY_INTERVAL`] apart where the GPU reports them, so a climbing count is seen within one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkQuality {
+    pub first: Vec<LinkCounters>,
+    /// `None` when no counter was supported at the first read (NVLink4 and older answer NOT_SUPPORTED).
+    pub second: Option<Vec<LinkCounters>>,
+    /// Milliseconds between the two reads.
+    pub interval_ms: u64,
+}
+
+/// One link's readings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkCounters {
+    pub link: u32,
+    /// `NVML_FI_DEV_NVLINK_GET_SPEED`: MB/s (53125 on NVLink5, 26562 on NVLink4).
+    pub speed_mbps: Answer<u64>,
+    /// `NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS` / `_FAILED_EVENTS` (R570, NVLink5).
+    pub recoveries: Answer<u64>,
+    pub recoveries_failed: Answer<u64>,
+    /// `NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS`: errors left after FEC (FEC-corrected symbols are not read).
+    pub effective_errors: Answer<u64>,
+}
+
+impl LinkCounters {
+    fn any_counter(&self) -> bool {
+        self.recoveries.is_ok() || self.recoveries_failed.is_ok() || self.effective_errors.is_ok()
+    }
+}
+
+/// Time between the two counter reads: long enough for a link in trouble to retrain (a recovery takes
+/// milliseconds), short enough for the static set.
+pub const QUALITY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `nvmlGpuFabricInfo_v4_t` (or v3, v2, v1): how far the fabric manager (NVSwitch systems) or the NVLink
+/// domain's controller (NVL72) got registering the GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FabricInfo {
     /// The call that answered.
@@ -157,6 +195,7 @@ pub struct FabricInfo {
     pub state: u8,
     /// The registration's outcome (an `nvmlReturn_t` name; meaningful once completed).
     pub status: String,
+    /// v1–v3's `cliqueId`; from v4, the first unicast-pointer clique's id (what v3 reported), 0 without one.
     pub clique_id: u32,
     /// 32 hex digits; all zero outside a multi-node NVLink domain.
     pub cluster_uuid: String,
@@ -165,6 +204,31 @@ pub struct FabricInfo {
     /// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*`: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity; v3 only.
     #[serde(default)]
     pub health_summary: Option<u8>,
+    /// v4's clique list (type, id), sorted by type then id; `None` from v1–v3 and in recordings made before v4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cliques: Option<Vec<FabricClique>>,
+}
+
+/// `nvmlGpuFabricClique_v1_t`: one clique the GPU belongs to, per kind of access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricClique {
+    /// `NVML_GPU_FABRIC_CLIQUE_TYPE_*`.
+    pub kind: u8,
+    pub id: u32,
+}
+
+impl FabricClique {
+    /// NVML's clique types, in the order CUDA's `CUcliqueType` numbers them (NVML's values are not published
+    /// beside the names; the order is the one both headers list).
+    pub fn kind_name(&self) -> String {
+        match self.kind {
+            CLIQUE_UNICAST_POINTER => "unicast pointer".into(),
+            1 => "multicast pointer".into(),
+            2 => "unicast logical endpoint".into(),
+            3 => "multicast logical endpoint".into(),
+            other => format!("type {other}"),
+        }
+    }
 }
 
 pub const FABRIC_STATE_NOT_SUPPORTED: u8 = 0;
@@ -173,6 +237,12 @@ pub const FABRIC_STATE_IN_PROGRESS: u8 = 2;
 pub const FABRIC_STATE_COMPLETED: u8 = 3;
 pub const FABRIC_HEALTH_SUMMARY_UNHEALTHY: u8 = 2;
 pub const FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY: u8 = 3;
+/// `NVML_GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER`: the clique v3's `cliqueId` reported.
+const CLIQUE_UNICAST_POINTER: u8 = 0;
+/// Health-mask fields nvml-wrapper-sys 0.10 predates (R590 partition, R615 global fabric manager), from
+/// nvml.h and the kernel's `nvlink_inband_msg.h`: 2 bits each at 12 and 14.
+const HEALTH_SHIFT_PARTITION_ASSIGNED: u32 = 12;
+const HEALTH_SHIFT_GFM_STATE: u32 = 14;
 
 /// The health mask's fields (`nvml.h` NVML_GPU_FABRIC_HEALTH_MASK_*): `Some(true)` = the condition holds,
 /// `Some(false)` = it does not, `None` = the driver does not report it.
@@ -183,7 +253,11 @@ pub struct FabricHealth {
     pub route_unhealthy: Option<bool>,
     pub access_timeout_recovery: Option<bool>,
     /// Why the configuration is wrong (`Some(None)`: it is right).
-    pub incorrect_configuration: Option<Option<&'static str>>,
+    pub incorrect_configuration: Option<Option<String>>,
+    /// The fabric assigned the GPU a partition (R590+).
+    pub partition_assigned: Option<bool>,
+    /// The global fabric manager (NMX controller on NVL72) is connected (R615+).
+    pub gfm_connected: Option<bool>,
 }
 
 impl FabricInfo {
@@ -192,8 +266,8 @@ impl FabricInfo {
         use nvml_wrapper_sys::bindings as b;
         let mask = self.health_mask?;
         let field = |shift: u32, width: u32| (mask >> shift) & width;
-        // Each yes/no field: 0 not supported, 1 true, 2 false.
-        let yes_no = |shift, width| match field(shift, width) {
+        // Each 2-bit field: 0 not supported, 1 true (connected), 2 false (disconnected).
+        let yes_no = |shift| match field(shift, 3) {
             1 => Some(true),
             2 => Some(false),
             _ => None,
@@ -202,40 +276,31 @@ impl FabricInfo {
             b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION,
             b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_INCORRECT_CONFIGURATION,
         ) {
+            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NOT_SUPPORTED => None,
             b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE => Some(None),
-            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_SYSGUID => {
-                Some(Some("incorrect system GUID"))
-            }
-            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_CHASSIS_SN => {
-                Some(Some("incorrect chassis serial number"))
-            }
-            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NO_PARTITION => {
-                Some(Some("no partition assigned"))
-            }
-            b::NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INSUFFICIENT_NVLINKS => {
-                Some(Some("insufficient NVLinks"))
-            }
-            _ => None,
+            cause => Some(Some(incorrect_configuration_name(cause))),
         };
         Some(FabricHealth {
-            degraded_bandwidth: yes_no(
-                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW,
-                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW,
-            ),
-            route_recovery_in_progress: yes_no(
-                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY,
-                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_RECOVERY,
-            ),
-            route_unhealthy: yes_no(
-                b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY,
-                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY,
-            ),
+            degraded_bandwidth: yes_no(b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW),
+            route_recovery_in_progress: yes_no(b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY),
+            route_unhealthy: yes_no(b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY),
             access_timeout_recovery: yes_no(
                 b::NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY,
-                b::NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ACCESS_TIMEOUT_RECOVERY,
             ),
             incorrect_configuration: config,
+            partition_assigned: yes_no(HEALTH_SHIFT_PARTITION_ASSIGNED),
+            gfm_connected: yes_no(HEALTH_SHIFT_GFM_STATE),
         })
+    }
+
+    /// The cluster UUID is all zero: the GPU belongs to no multi-node NVLink domain (or was not placed in one).
+    pub fn zero_cluster(&self) -> bool {
+        self.cluster_uuid.chars().all(|c| c == '0')
+    }
+
+    /// The fabric names a domain for this GPU: a clique or a cluster UUID other than zero.
+    pub fn names_a_domain(&self) -> bool {
+        self.clique_id != 0 || !self.zero_cluster()
     }
 
     /// The v3 health summary in words, where the driver gives one.
@@ -258,6 +323,21 @@ impl FabricInfo {
             FABRIC_STATE_COMPLETED => "completed".into(),
             other => format!("unknown state {other}"),
         }
+    }
+}
+
+/// `NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_*` causes 2–8 (6, 7 from R590's nvml.h, 8 from the
+/// kernel's `nvlink_inband_msg.h`); a later cause is still a wrong configuration, named by its number.
+fn incorrect_configuration_name(cause: u32) -> String {
+    match cause {
+        2 => "incorrect system GUID".into(),
+        3 => "incorrect chassis serial number".into(),
+        4 => "no partition assigned".into(),
+        5 => "insufficient NVLinks".into(),
+        6 => "incompatible GPU firmware".into(),
+        7 => "invalid location".into(),
+        8 => "GPU state invalid".into(),
+        other => format!("cause {other}, unknown to this build"),
     }
 }
 
@@ -456,6 +536,7 @@ pub fn collect() -> NvmlFacts {
             }),
         }
     }
+    read_quality_again(&nvml, &devices, &mut gpus);
     let mut pairs = Vec::new();
     for (i, (a, da)) in devices.iter().enumerate() {
         for (b, db) in &devices[i + 1..] {
@@ -550,17 +631,142 @@ fn gpu_facts(nvml: &Nvml, index: u32, d: &Device<'_>) -> GpuFacts {
         bar1_used_bytes: bar1.map(|b| b.used),
         memory_total_bytes: ask("nvmlDeviceGetMemoryInfo", || d.memory_info()).map(|m| m.total),
         numa_node: ask("nvmlDeviceGetNumaNodeId", || d.numa_node_id()),
-        nvlink: Some(NvLinkFacts {
-            links: (0..MAX_NVLINKS)
-                .map(|link| {
-                    ask(&format!("nvmlDeviceGetNvLinkState(link {link})"), || {
-                        d.link_wrapper_for(link).is_active()
-                    })
-                })
-                .collect(),
-            fabric: fabric_info(nvml, d),
-        }),
+        nvlink: Some(nvlink_facts(nvml, d)),
     }
+}
+
+fn nvlink_facts(nvml: &Nvml, d: &Device<'_>) -> NvLinkFacts {
+    let links: Vec<Answer<bool>> = (0..MAX_NVLINKS)
+        .map(|link| {
+            ask(&format!("nvmlDeviceGetNvLinkState(link {link})"), || {
+                d.link_wrapper_for(link).is_active()
+            })
+        })
+        .collect();
+    let active: Vec<u32> = (0u32..)
+        .zip(&links)
+        .filter(|(_, a)| matches!(a, Ok(true)))
+        .map(|(l, _)| l)
+        .collect();
+    let quality = (!active.is_empty()).then(|| LinkQuality {
+        first: active.iter().map(|&l| link_counters(nvml, d, l)).collect(),
+        second: None,
+        interval_ms: QUALITY_INTERVAL.as_millis() as u64,
+    });
+    NvLinkFacts {
+        links,
+        fabric: fabric_info(nvml, d),
+        quality,
+    }
+}
+
+/// The second read of every GPU whose first read had a counter, [`QUALITY_INTERVAL`] after the first.
+fn read_quality_again(nvml: &Nvml, devices: &[(u32, Device<'_>)], gpus: &mut [GpuFacts]) {
+    let wants = |g: &GpuFacts| {
+        g.nvlink
+            .as_ref()
+            .and_then(|n| n.quality.as_ref())
+            .is_some_and(|q| q.first.iter().any(LinkCounters::any_counter))
+    };
+    if !gpus.iter().any(wants) {
+        return;
+    }
+    std::thread::sleep(QUALITY_INTERVAL);
+    for (index, d) in devices {
+        let Some(g) = gpus.iter_mut().find(|g| g.index == *index && wants(g)) else {
+            continue;
+        };
+        if let Some(q) = g.nvlink.as_mut().and_then(|n| n.quality.as_mut()) {
+            q.second = Some(
+                q.first
+                    .iter()
+                    .map(|c| link_counters(nvml, d, c.link))
+                    .collect(),
+            );
+        }
+    }
+}
+
+/// One link's fields through `nvmlDeviceGetFieldValues` with the link as scope (nvml-wrapper 0.13 sets no
+/// scope): each field's own return code is its answer.
+fn link_counters(nvml: &Nvml, d: &Device<'_>, link: u32) -> LinkCounters {
+    use nvml_wrapper_sys::bindings::{field_id as f, nvmlFieldValue_t};
+    const CALL: &str = "nvmlDeviceGetFieldValues";
+    let ids = [
+        f::NVML_FI_DEV_NVLINK_GET_SPEED,
+        f::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS,
+        f::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS,
+        f::NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS,
+    ];
+    let names = [
+        "NVLINK_GET_SPEED",
+        "NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS",
+        "NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS",
+        "NVLINK_COUNT_EFFECTIVE_ERRORS",
+    ];
+    let lib = nvml.lib();
+    let answers: Vec<Answer<u64>> = match &lib.nvmlDeviceGetFieldValues {
+        Err(e) => vec![Err(format!("{CALL}: {}", super::innermost_message(e))); ids.len()],
+        Ok(_) => {
+            let mut values: Vec<nvmlFieldValue_t> = ids
+                .iter()
+                .map(|&id| {
+                    // SAFETY: plain integers and a union of integers; all-zero is a valid value.
+                    let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+                    v.fieldId = id;
+                    v.scopeId = link;
+                    v
+                })
+                .collect();
+            breadcrumb(CALL);
+            // SAFETY: the symbol is present (checked above); the handle is live; `values` holds `len` structs.
+            let rc = unsafe {
+                lib.nvmlDeviceGetFieldValues(d.handle(), values.len() as i32, values.as_mut_ptr())
+            };
+            match nvml_wrapper::error::nvml_try(rc) {
+                Err(e) => vec![Err(text(CALL, e)); ids.len()],
+                Ok(()) => values
+                    .iter()
+                    .zip(names)
+                    .map(|(v, name)| field_value(v, &format!("{CALL}({name}, link {link})")))
+                    .collect(),
+            }
+        }
+    };
+    let mut it = answers.into_iter();
+    let mut next = || it.next().unwrap_or_else(|| Err(NOT_READ.to_string()));
+    LinkCounters {
+        link,
+        speed_mbps: next(),
+        recoveries: next(),
+        recoveries_failed: next(),
+        effective_errors: next(),
+    }
+}
+
+/// A field's own return code, then its value as an unsigned count.
+fn field_value(v: &nvml_wrapper_sys::bindings::nvmlFieldValue_t, call: &str) -> Answer<u64> {
+    use nvml_wrapper_sys::bindings as b;
+    nvml_wrapper::error::nvml_try(v.nvmlReturn).map_err(|e| text(call, e))?;
+    // SAFETY: the union member read is the one `valueType` names.
+    let value = unsafe {
+        match v.valueType {
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => u64::from(v.value.uiVal),
+            // c_ulong is u64 on both targets this tool builds for, u32 elsewhere.
+            #[allow(clippy::unnecessary_cast)]
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => v.value.ulVal as u64,
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => v.value.ullVal,
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => u64::from(v.value.usVal),
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG if v.value.sllVal >= 0 => {
+                v.value.sllVal as u64
+            }
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT if v.value.siVal >= 0 => {
+                v.value.siVal as u64
+            }
+            other => return Err(format!("{call}: value of type {other} is not a count")),
+        }
+    };
+    Ok(value)
 }
 
 /// `NVML_STRUCT_VERSION(name, n)`: the struct's size with the version in the top byte.
@@ -568,17 +774,105 @@ fn struct_version<T>(n: u32) -> u32 {
     std::mem::size_of::<T>() as u32 | (n << 24)
 }
 
-/// `nvmlDeviceGetGpuFabricInfoV` with the v3 struct (health summary), the v2 one where the driver refuses v3,
-/// else the v1 call (drivers before R535 lack the V call); none wrapped by nvml-wrapper 0.13. A driver with no
-/// fabric call answers FUNCTION_NOT_FOUND.
+/// `nvmlGpuFabricClique_v1_t` (nvml.h R615): not in nvml-wrapper-sys 0.10.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawFabricClique {
+    kind: u8,
+    id: u32,
+}
+
+/// Entries in v4's clique array (`NVML_GPU_FABRIC_CLIQUE_MAX`).
+const FABRIC_CLIQUE_MAX: usize = 64;
+
+/// `nvmlGpuFabricInfo_v4_t` (nvml.h R615): no version word; the call's name carries the version.
+#[repr(C)]
+struct RawFabricInfoV4 {
+    cluster_uuid: [u8; 16],
+    status: u32,
+    cliques: [RawFabricClique; FABRIC_CLIQUE_MAX],
+    num_cliques: u32,
+    state: u8,
+    health_mask: u32,
+    health_summary: u8,
+}
+
+type FabricInfoV4Fn = unsafe extern "C" fn(
+    nvml_wrapper_sys::bindings::nvmlDevice_t,
+    *mut RawFabricInfoV4,
+) -> nvml_wrapper_sys::bindings::nvmlReturn_t;
+
+const CALL_V4: &str = "nvmlDeviceGetGpuFabricInfo_v4";
+
+/// `nvmlDeviceGetGpuFabricInfo_v4` (R615+), looked up in the NVML nvml-wrapper already opened (RTLD_NOLOAD:
+/// never a second library): `None` on a driver without it or refusing it, so the caller falls back to v3.
+fn fabric_info_v4(d: &Device<'_>) -> Option<Answer<FabricInfo>> {
+    use libloading::os::unix::{Library as Lib, RTLD_NOW};
+    // SAFETY: RTLD_NOLOAD only returns the already-loaded library (no initialisers run again).
+    let lib = unsafe { Lib::open(Some("libnvidia-ml.so.1"), RTLD_NOW | libc::RTLD_NOLOAD) }.ok()?;
+    // SAFETY: the symbol's C signature is nvml.h's `nvmlReturn_t (nvmlDevice_t, nvmlGpuFabricInfo_v4_t *)`.
+    let call = unsafe { lib.get::<FabricInfoV4Fn>(CALL_V4.as_bytes()) }.ok()?;
+    // SAFETY: plain integers and bytes; all-zero is a valid value.
+    let mut v4: RawFabricInfoV4 = unsafe { std::mem::zeroed() };
+    breadcrumb(CALL_V4);
+    // SAFETY: the handle is live for `d`'s lifetime; one out-struct of the v4 layout; `lib` outlives the call.
+    let rc = unsafe { call(d.handle(), &mut v4) };
+    if let Err(e) = nvml_wrapper::error::nvml_try(rc) {
+        // Refused for this GPU or this struct: v3 answers the same question the older way.
+        return match e {
+            NvmlError::NotSupported
+            | NvmlError::InvalidArg
+            | NvmlError::FunctionNotFound
+            | NvmlError::Unknown => None,
+            e => Some(Err(text(CALL_V4, e))),
+        };
+    }
+    let cliques: Vec<FabricClique> = v4.cliques[..(v4.num_cliques as usize).min(FABRIC_CLIQUE_MAX)]
+        .iter()
+        .map(|c| FabricClique {
+            kind: c.kind,
+            id: c.id,
+        })
+        .collect();
+    Some(Ok(FabricInfo {
+        call: CALL_V4.to_string(),
+        state: v4.state,
+        status: return_name(v4.status).to_string(),
+        clique_id: legacy_clique(&cliques),
+        cluster_uuid: cluster_hex(v4.cluster_uuid),
+        health_mask: Some(v4.health_mask),
+        health_summary: Some(v4.health_summary),
+        cliques: Some(cliques),
+    }))
+}
+
+/// What v3 called `cliqueId`: the first unicast-pointer clique's id, else the first clique's, else 0.
+fn legacy_clique(cliques: &[FabricClique]) -> u32 {
+    cliques
+        .iter()
+        .find(|c| c.kind == CLIQUE_UNICAST_POINTER)
+        .or(cliques.first())
+        .map_or(0, |c| c.id)
+}
+
+fn cluster_hex(uuid: [u8; 16]) -> String {
+    uuid.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `nvmlDeviceGetGpuFabricInfo_v4` (clique list) where the driver has it, else `nvmlDeviceGetGpuFabricInfoV`
+/// with the v3 struct (health summary), the v2 one where the driver refuses v3, else the v1 call (drivers
+/// before R535 lack the V call); none wrapped by nvml-wrapper 0.13. A driver with no fabric call answers
+/// FUNCTION_NOT_FOUND.
 fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
     use nvml_wrapper_sys::bindings::{
         nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v3_t,
     };
     const CALL_V: &str = "nvmlDeviceGetGpuFabricInfoV";
     const CALL_V1: &str = "nvmlDeviceGetGpuFabricInfo";
+    if let Some(answer) = fabric_info_v4(d) {
+        return answer;
+    }
     let lib = nvml.lib();
-    let cluster = |uuid: [u8; 16]| uuid.iter().map(|b| format!("{b:02x}")).collect();
     if lib.nvmlDeviceGetGpuFabricInfoV.is_ok() {
         // SAFETY: plain integers and bytes; all-zero is a valid value.
         let mut v3: nvmlGpuFabricInfo_v3_t = unsafe { std::mem::zeroed() };
@@ -593,9 +887,10 @@ fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
                 state: v3.state,
                 status: return_name(v3.status).to_string(),
                 clique_id: v3.cliqueId,
-                cluster_uuid: cluster(v3.clusterUuid),
+                cluster_uuid: cluster_hex(v3.clusterUuid),
                 health_mask: Some(v3.healthMask),
                 health_summary: Some(v3.healthSummary),
+                cliques: None,
             });
         }
         // SAFETY: as above.
@@ -615,9 +910,10 @@ fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
             state: v2.state,
             status: return_name(v2.status).to_string(),
             clique_id: v2.cliqueId,
-            cluster_uuid: cluster(v2.clusterUuid),
+            cluster_uuid: cluster_hex(v2.clusterUuid),
             health_mask: Some(v2.healthMask),
             health_summary: None,
+            cliques: None,
         });
     }
     if let Err(e) = &lib.nvmlDeviceGetGpuFabricInfo {
@@ -637,9 +933,10 @@ fn fabric_info(nvml: &Nvml, d: &Device<'_>) -> Answer<FabricInfo> {
         state: v1.state,
         status: return_name(v1.status).to_string(),
         clique_id: v1.cliqueId,
-        cluster_uuid: cluster(v1.clusterUuid),
+        cluster_uuid: cluster_hex(v1.clusterUuid),
         health_mask: None,
         health_summary: None,
+        cliques: None,
     })
 }
 
@@ -832,6 +1129,7 @@ mod tests {
             cluster_uuid: "0".repeat(32),
             health_mask: mask,
             health_summary: None,
+            cliques: None,
         };
         assert_eq!(info(None).health(), None);
         assert_eq!(info(Some(0)).health(), Some(FabricHealth::default()));
@@ -845,11 +1143,90 @@ mod tests {
         assert_eq!(h.access_timeout_recovery, Some(false));
         assert_eq!(
             h.incorrect_configuration,
-            Some(Some("no partition assigned"))
+            Some(Some("no partition assigned".into()))
         );
         assert_eq!(
             info(Some(1 << 8)).health().unwrap().incorrect_configuration,
             Some(None)
         );
+        // Partition assigned no, global fabric manager disconnected (R590, R615 bits).
+        let h = info(Some(2 << 12 | 2 << 14)).health().unwrap();
+        assert_eq!(h.partition_assigned, Some(false));
+        assert_eq!(h.gfm_connected, Some(false));
+        let h = info(Some(1 << 12 | 1 << 14)).health().unwrap();
+        assert_eq!(
+            (h.partition_assigned, h.gfm_connected),
+            (Some(true), Some(true))
+        );
+    }
+
+    /// Every incorrect-configuration cause is a named failure, including the ones added after nvml.h 12.x and
+    /// one no header knows yet.
+    #[test]
+    fn every_incorrect_configuration_cause_is_named() {
+        for (cause, words) in [
+            (2, "system GUID"),
+            (3, "chassis serial number"),
+            (4, "no partition"),
+            (5, "insufficient NVLinks"),
+            (6, "incompatible GPU firmware"),
+            (7, "invalid location"),
+            (8, "GPU state invalid"),
+            (12, "cause 12"),
+        ] {
+            let info = FabricInfo {
+                health_mask: Some(cause << 8),
+                ..fabric_v4(vec![])
+            };
+            let why = info
+                .health()
+                .unwrap()
+                .incorrect_configuration
+                .unwrap()
+                .unwrap();
+            assert!(why.contains(words), "{cause}: {why}");
+        }
+    }
+
+    fn fabric_v4(cliques: Vec<FabricClique>) -> FabricInfo {
+        FabricInfo {
+            call: CALL_V4.into(),
+            state: FABRIC_STATE_COMPLETED,
+            status: "NVML_SUCCESS".into(),
+            clique_id: legacy_clique(&cliques),
+            cluster_uuid: "0".repeat(32),
+            health_mask: Some(0),
+            health_summary: Some(0),
+            cliques: Some(cliques),
+        }
+    }
+
+    /// nvml.h's C layout of `nvmlGpuFabricInfo_v4_t`: 16 + 4 + 64 × 8 + 4 + 1 (+3) + 4 + 1 (+3) bytes.
+    #[test]
+    fn fabric_v4_struct_matches_the_c_layout() {
+        assert_eq!(std::mem::size_of::<RawFabricClique>(), 8);
+        assert_eq!(std::mem::size_of::<RawFabricInfoV4>(), 548);
+        assert_eq!(std::mem::offset_of!(RawFabricInfoV4, num_cliques), 532);
+        assert_eq!(std::mem::offset_of!(RawFabricInfoV4, health_mask), 540);
+    }
+
+    /// v3's `cliqueId` is v4's first unicast-pointer clique; a v4 answer without one still names a clique.
+    #[test]
+    fn v4_cliques_give_the_legacy_clique_id() {
+        let c = |kind, id| FabricClique { kind, id };
+        assert_eq!(legacy_clique(&[c(0, 32766), c(1, 7), c(2, 9)]), 32766);
+        assert_eq!(legacy_clique(&[c(1, 7), c(2, 9)]), 7);
+        assert_eq!(legacy_clique(&[]), 0);
+        assert!(!fabric_v4(vec![]).names_a_domain());
+        assert!(fabric_v4(vec![c(0, 4026)]).names_a_domain());
+    }
+
+    /// Recordings made before v4 (no `cliques`) load with the list absent, not empty.
+    #[test]
+    fn recording_before_v4_has_no_clique_list() {
+        let mut v = serde_json::to_value(fabric_v4(vec![])).unwrap();
+        v.as_object_mut().unwrap().remove("cliques");
+        let back: FabricInfo = serde_json::from_value(v).unwrap();
+        assert_eq!(back.cliques, None);
     }
 }

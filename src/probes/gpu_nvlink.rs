@@ -9,6 +9,7 @@ use crate::dynlib::nvml::{
     FABRIC_HEALTH_SUMMARY_UNHEALTHY, FABRIC_STATE_COMPLETED, FABRIC_STATE_IN_PROGRESS,
     FABRIC_STATE_NOT_STARTED, FABRIC_STATE_NOT_SUPPORTED,
 };
+use crate::nvlink_domain;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Library, Measurement, Need, Probe, ProbeMeta,
     Status,
@@ -35,6 +36,15 @@ const FIX_HEALTH: &str =
     "`nvidia-smi -q` (Fabric → Health) and `nvidia-smi nvlink --status` show what is degraded; \
 reset the GPUs, then have the NVSwitch baseboard or NVLink switch trays serviced";
 const FIX_RECOVERY: &str = "the fabric is recovering on its own: re-run in a minute";
+const FIX_DOMAIN: &str = "`nvidia-smi -q` (Fabric: State Completed, Status Success, a CliqueId and ClusterUUID) \
+must place every GPU of the tray in the domain: check the NVLink switch trays' NMX controller and that this \
+tray is in a partition, then reset the GPUs (`nvidia-smi -r`) or reboot the tray; on a board meant to run \
+standalone, use a profile without `expect.nvlink_domain`";
+const FIX_PARTITION: &str =
+    "assign the tray's GPUs to an NVLink partition on the NMX controller (`nmx-c` / \
+NetQ partition commands), then reset the GPUs";
+const FIX_GFM: &str = "restore the global fabric manager: check the NMX controller on the NVLink switch trays \
+(NVL72) or `systemctl status nvidia-fabricmanager` (NVSwitch systems), and its connection to this tray";
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -45,8 +55,11 @@ const META: ProbeMeta = ProbeMeta {
     facts: &[&NVML],
     explain: Explain {
         reads: "NVML per GPU: nvmlDeviceGetNvLinkState for links 0..17 (NVML_NVLINK_MAX_LINKS), \
-                nvmlDeviceGetGpuFabricInfoV (v3: state, status, clique, cluster UUID, health mask and summary; \
-                v2 where the driver refuses v3) or nvmlDeviceGetGpuFabricInfo (v1) on drivers without it",
+                nvmlDeviceGetGpuFabricInfo_v4 (R615+: state, status, clique list, cluster UUID, health mask and \
+                summary), else nvmlDeviceGetGpuFabricInfoV (v3; v2 where the driver refuses v3) or \
+                nvmlDeviceGetGpuFabricInfo (v1) on drivers without it; whether the node is in a multi-node NVLink \
+                domain: the fabric answers, the GPU model, /etc/nvidia-imex/config.cfg and its node list, \
+                ComputeDomain CDI specs in /var/run/cdi and /etc/cdi, expect.nvlink_domain",
         why: "An NVLink down on one GPU, or an NVSwitch fabric the fabric manager never registered, leaves the GPU \
               on the bus and in nvidia-smi: NCCL then runs its rings over fewer links, or CUDA refuses to start \
               on the GPU ('system not yet initialized'), and the job fails or runs slow on that node only.",
@@ -56,6 +69,9 @@ const META: ProbeMeta = ProbeMeta {
             ("fabric registration in progress", FIX_IN_PROGRESS),
             ("fabric registration completed with an error", FIX_STATUS),
             ("fabric health: bandwidth degraded, route unhealthy, configuration incorrect", FIX_HEALTH),
+            ("in an NVLink domain: clique 0, zero cluster UUID, or fabric not supported", FIX_DOMAIN),
+            ("no partition assigned", FIX_PARTITION),
+            ("global fabric manager disconnected", FIX_GFM),
             ("NVML errors on a GPU", "reset the GPU (`nvidia-smi -r -i <gpu>`) or reboot; RMA if it recurs"),
         ],
     },
@@ -72,9 +88,18 @@ impl Probe for GpuNvlink {
             Ok(o) => o,
             Err(r) => return vec![*r],
         };
+        let domain = match nvlink_domain::evidence(
+            &obtained.value,
+            cx.profile.expect.nvlink_domain,
+            cx.host,
+        ) {
+            Ok(d) => d,
+            Err(e) => return vec![CheckResult::read_error(ID, &e)],
+        };
         judge(
             &obtained.value,
             cx.profile.expect.nvlinks_per_gpu,
+            domain.as_deref(),
             obtained.replayed,
         )
         .into_iter()
@@ -128,7 +153,13 @@ fn no_fabric(fabric: &Answer<FabricInfo>) -> bool {
     }
 }
 
-pub fn judge(facts: &NvmlFacts, expect_per_gpu: Option<u32>, replayed: bool) -> Vec<CheckResult> {
+/// `domain`: why the node is taken to be in a multi-node NVLink domain (`nvlink_domain::evidence`), where it is.
+pub fn judge(
+    facts: &NvmlFacts,
+    expect_per_gpu: Option<u32>,
+    domain: Option<&str>,
+    replayed: bool,
+) -> Vec<CheckResult> {
     if facts.gpus.iter().all(|g| g.nvlink.is_none()) {
         return vec![CheckResult::skip(
             ID,
@@ -154,12 +185,19 @@ pub fn judge(facts: &NvmlFacts, expect_per_gpu: Option<u32>, replayed: bool) -> 
                 .ok()
                 .and_then(|n| peers.get(n.as_str()))
                 .copied();
-            judge_gpu(g, expect_per_gpu, peer_most.unwrap_or(0), replayed).subject(subject(g))
+            judge_gpu(g, expect_per_gpu, peer_most.unwrap_or(0), domain, replayed)
+                .subject(subject(g))
         })
         .collect()
 }
 
-fn judge_gpu(g: &GpuFacts, expect: Option<u32>, peer_most: usize, replayed: bool) -> CheckResult {
+fn judge_gpu(
+    g: &GpuFacts,
+    expect: Option<u32>,
+    peer_most: usize,
+    domain: Option<&str>,
+    replayed: bool,
+) -> CheckResult {
     let Some(facts) = &g.nvlink else {
         return CheckResult::skip(ID, "NVLink and fabric answers not in this recording");
     };
@@ -186,7 +224,7 @@ fn judge_gpu(g: &GpuFacts, expect: Option<u32>, peer_most: usize, replayed: bool
         && links.denied.is_empty()
         && no_fabric(fabric)
     {
-        return judge_no_nvlink(g, expect, peer_most, &links, fabric);
+        return judge_no_nvlink(g, expect, peer_most, domain, &links, fabric);
     }
 
     let mut f = Findings::default();
@@ -242,8 +280,18 @@ fn judge_gpu(g: &GpuFacts, expect: Option<u32>, peer_most: usize, replayed: bool
         ),
         _ => {}
     }
-    if let Ok(info) = fabric {
-        judge_fabric(info, &mut f);
+    match fabric {
+        Ok(info) => judge_fabric(info, domain, &mut f),
+        // Link state alone never proves the fabric: ALI trains links whether or not the fabric is up.
+        Err(e) if nvml::fault(e) == nvml::Fault::Unsupported => {
+            if let Some(why) = domain {
+                f.fail(
+                    format!("NVLink fabric not reported by this driver, yet the node is in an NVLink domain ({why}): active links alone do not prove the fabric"),
+                    FIX_DOMAIN,
+                )
+            }
+        }
+        Err(_) => {}
     }
     let summary = format!(
         "GPU {}, {active} of {} NVLink links active, fabric {}",
@@ -261,10 +309,17 @@ fn judge_no_nvlink(
     g: &GpuFacts,
     expect: Option<u32>,
     peer_most: usize,
+    domain: Option<&str>,
     links: &Links,
     fabric: &Answer<FabricInfo>,
 ) -> CheckResult {
     let mut f = Findings::default();
+    if let Some(why) = domain {
+        f.fail(
+            format!("NVML reports no NVLink and no fabric on this GPU, yet the node is in an NVLink domain ({why})"),
+            FIX_DOMAIN,
+        );
+    }
     match expect {
         Some(want @ 1..) => f.fail(
             format!("NVML reports no NVLink on this GPU, the profile expects {want} active links"),
@@ -289,9 +344,17 @@ fn judge_no_nvlink(
     evidence(r, links, fabric)
 }
 
-fn judge_fabric(info: &FabricInfo, f: &mut Findings) {
+fn judge_fabric(info: &FabricInfo, domain: Option<&str>, f: &mut Findings) {
     match info.state {
-        FABRIC_STATE_NOT_SUPPORTED => return,
+        FABRIC_STATE_NOT_SUPPORTED => {
+            if let Some(why) = domain {
+                f.fail(
+                    format!("NVLink fabric not supported on this GPU, yet the node is in an NVLink domain ({why}): active links alone do not prove the fabric"),
+                    FIX_DOMAIN,
+                );
+            }
+            return;
+        }
         FABRIC_STATE_NOT_STARTED => {
             return f.fail(
                 "NVLink fabric registration not started: the fabric manager is not running or has not seen the GPU",
@@ -318,6 +381,9 @@ fn judge_fabric(info: &FabricInfo, f: &mut Findings) {
             )
         }
     }
+    if let Some(why) = domain {
+        judge_domain_membership(info, why, f);
+    }
     if let Some(s @ (FABRIC_HEALTH_SUMMARY_UNHEALTHY | FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)) =
         info.health_summary
     {
@@ -331,10 +397,19 @@ fn judge_fabric(info: &FabricInfo, f: &mut Findings) {
     if h.route_unhealthy == Some(true) {
         f.fail("NVLink fabric route unhealthy", FIX_HEALTH);
     }
-    if let Some(Some(why)) = h.incorrect_configuration {
+    if let Some(Some(why)) = &h.incorrect_configuration {
         f.fail(
             format!("NVLink fabric configuration incorrect: {why}"),
             FIX_HEALTH,
+        );
+    }
+    if h.partition_assigned == Some(false) {
+        f.fail("NVLink fabric assigned the GPU no partition", FIX_PARTITION);
+    }
+    if h.gfm_connected == Some(false) {
+        f.fail(
+            "NVLink global fabric manager disconnected (the NMX controller or fabric manager that routes the domain)",
+            FIX_GFM,
         );
     }
     if h.route_recovery_in_progress == Some(true) {
@@ -344,6 +419,31 @@ fn judge_fabric(info: &FabricInfo, f: &mut Findings) {
         f.warn(
             "NVLink fabric access-timeout recovery in progress",
             FIX_RECOVERY,
+        );
+    }
+}
+
+/// Inside a domain, a completed registration must place the GPU in a clique of a cluster (Azure/azhpc-images#506:
+/// clique 0 and a zero UUID passed a grep for `N/A`).
+fn judge_domain_membership(info: &FabricInfo, why: &str, f: &mut Findings) {
+    let mut missing = Vec::new();
+    if info.clique_id == 0 {
+        missing.push(match &info.cliques {
+            Some(c) if c.is_empty() => "no clique".to_string(),
+            _ => "clique 0".to_string(),
+        });
+    }
+    if info.zero_cluster() {
+        missing.push("a zero cluster UUID".to_string());
+    }
+    if !missing.is_empty() {
+        f.fail(
+            format!(
+                "NVLink fabric registration completed with {}, yet the node is in an NVLink domain ({why}): the GPU \
+                 shares no memory across the domain",
+                missing.join(" and ")
+            ),
+            FIX_DOMAIN,
         );
     }
 }
@@ -389,6 +489,13 @@ fn evidence(r: CheckResult, links: &Links, fabric: &Answer<FabricInfo>) -> Check
             }
             if let Some(summary) = info.health_summary_name() {
                 text.push_str(&format!(", health summary {summary}"));
+            }
+            if let Some(cliques) = &info.cliques {
+                let listed: Vec<String> = cliques
+                    .iter()
+                    .map(|c| format!("{} {}", c.kind_name(), c.id))
+                    .collect();
+                text.push_str(&format!(", cliques [{}]", listed.join(", ")));
             }
             r.evidence(&info.call, text)
         }
@@ -441,6 +548,7 @@ mod tests {
             cluster_uuid: "0".repeat(32),
             health_mask: mask,
             health_summary: None,
+            cliques: None,
         })
     }
 
@@ -449,7 +557,11 @@ mod tests {
             index,
             name: Ok("NVIDIA H100 80GB HBM3".into()),
             pci_bus_id: Ok(format!("0000:{:02x}:00.0", 0x18 + index)),
-            nvlink: Some(nvml::NvLinkFacts { links, fabric }),
+            nvlink: Some(nvml::NvLinkFacts {
+                links,
+                fabric,
+                quality: None,
+            }),
             ..GpuFacts::default()
         }
     }
@@ -481,7 +593,7 @@ mod tests {
     }
 
     fn statuses(facts: &NvmlFacts, expect: Option<u32>) -> Vec<Status> {
-        judge(facts, expect, false)
+        judge(facts, expect, None, false)
             .iter()
             .map(|r| r.status)
             .collect()
@@ -491,7 +603,7 @@ mod tests {
     fn hgx_with_every_link_active_and_fabric_completed_passes() {
         let facts = node((0..8).map(hgx_gpu).collect());
         for expect in [None, Some(18)] {
-            let results = judge(&facts, expect, false);
+            let results = judge(&facts, expect, None, false);
             assert!(
                 results.iter().all(|r| r.status == Status::Pass),
                 "{results:?}"
@@ -516,7 +628,7 @@ mod tests {
             Err("nvmlDeviceGetGpuFabricInfo: NVML_ERROR_FUNCTION_NOT_FOUND (this driver has neither ...)".into()),
         ] {
             let facts = node(vec![gpu(0, links.clone(), fabric)]);
-            let r = &judge(&facts, None, false)[0];
+            let r = &judge(&facts, None, None, false)[0];
             assert_eq!(r.status, Status::Skip, "{}", r.summary);
             assert!(r.summary.contains("no NVLink"), "{}", r.summary);
             // A profile that expects NVLinks fails it instead.
@@ -533,7 +645,7 @@ mod tests {
                 links[l] = Ok(false);
             }
             let facts = node(vec![hgx_gpu(0), g]);
-            let results = judge(&facts, None, false);
+            let results = judge(&facts, None, None, false);
             assert_eq!(results[0].status, Status::Pass);
             assert_eq!(results[1].status, Status::Fail, "{}", results[1].summary);
             assert!(
@@ -560,7 +672,7 @@ mod tests {
         let facts = node(vec![hgx_gpu(0), short.clone()]);
         assert_eq!(statuses(&facts, None), [Status::Pass, Status::Fail]);
         assert_eq!(statuses(&facts, Some(18)), [Status::Pass, Status::Fail]);
-        let r = &judge(&facts, Some(18), false)[1];
+        let r = &judge(&facts, Some(18), None, false)[1];
         assert!(
             r.summary
                 .contains("17 NVLink links on this GPU, the profile expects 18 active (link 17 not supported)"),
@@ -600,12 +712,12 @@ mod tests {
             ),
         ] {
             let g = gpu(0, active(18), fabric(state, status, Some(HEALTHY_MASK)));
-            let r = &judge(&node(vec![g]), Some(18), false)[0];
+            let r = &judge(&node(vec![g]), Some(18), None, false)[0];
             assert_eq!(r.status, Status::Fail, "{}", r.summary);
             assert!(r.summary.contains(words), "{}", r.summary);
         }
         let not_started = gpu(0, active(18), fabric(1, "NVML_SUCCESS", None));
-        let r = &judge(&node(vec![not_started]), None, false)[0];
+        let r = &judge(&node(vec![not_started]), None, None, false)[0];
         assert!(r
             .remediation
             .as_deref()
@@ -629,7 +741,7 @@ mod tests {
             (0, Status::Pass, "18 of 18"),
         ] {
             let g = gpu(0, active(18), fabric(3, "NVML_SUCCESS", Some(mask)));
-            let r = &judge(&node(vec![g]), None, false)[0];
+            let r = &judge(&node(vec![g]), None, None, false)[0];
             assert_eq!(r.status, want, "mask {mask:#x}: {}", r.summary);
             assert!(r.summary.contains(words), "{}", r.summary);
         }
@@ -648,7 +760,7 @@ mod tests {
             if let Ok(info) = &mut g.nvlink.as_mut().unwrap().fabric {
                 info.health_summary = Some(summary);
             }
-            let r = &judge(&node(vec![g]), None, false)[0];
+            let r = &judge(&node(vec![g]), None, None, false)[0];
             assert_eq!(r.status, want, "summary {summary}: {}", r.summary);
         }
     }
@@ -656,7 +768,7 @@ mod tests {
     #[test]
     fn driver_without_fabric_call_judges_links_and_says_fabric_not_reported() {
         let g = gpu(0, active(18), Err("nvmlDeviceGetGpuFabricInfo: NVML_ERROR_FUNCTION_NOT_FOUND (this driver has neither nvmlDeviceGetGpuFabricInfoV nor nvmlDeviceGetGpuFabricInfo: undefined symbol)".into()));
-        let r = &judge(&node(vec![g]), Some(18), false)[0];
+        let r = &judge(&node(vec![g]), Some(18), None, false)[0];
         assert_eq!(r.status, Status::Pass, "{}", r.summary);
         assert_eq!(
             r.summary,
@@ -681,7 +793,7 @@ mod tests {
             (fabric_error, unknown),
             (all_absent, lost),
         ] {
-            let r = &judge(&node(vec![g]), None, false)[0];
+            let r = &judge(&node(vec![g]), None, None, false)[0];
             assert_eq!(r.status, Status::Fail, "{}", r.summary);
             assert!(
                 r.summary.contains("GPU 2") && r.summary.contains(call),
@@ -703,7 +815,7 @@ mod tests {
             ),
             ..GpuFacts::default()
         };
-        let r = &judge(&node(vec![hgx_gpu(0), handle]), None, false)[1];
+        let r = &judge(&node(vec![hgx_gpu(0), handle]), None, None, false)[1];
         assert_eq!(r.status, Status::Fail, "{}", r.summary);
         assert!(r.summary.contains("GPU_IS_LOST"), "{}", r.summary);
     }
@@ -712,10 +824,228 @@ mod tests {
     fn recording_without_nvlink_answers_is_not_judged() {
         let mut g = hgx_gpu(0);
         g.nvlink = None;
-        let results = judge(&node(vec![g]), Some(18), false);
+        let results = judge(&node(vec![g]), Some(18), None, false);
         assert_eq!(results.len(), 1);
         assert_eq!(results[0].status, Status::Skip);
         assert!(results[0].summary.contains("predate"));
+    }
+
+    /// A GB200 NVL72 tray GPU as nccl#1769 shows it: clique 0x7ffe, a cluster UUID, mask 0xaa (four flags
+    /// FALSE, configuration not reported), from the v4 call with its clique list.
+    fn tray_gpu(index: u32) -> GpuFacts {
+        let mut g = gpu(index, active(18), fabric(3, "NVML_SUCCESS", Some(0xaa)));
+        g.name = Ok("NVIDIA GB200".into());
+        if let Ok(info) = &mut g.nvlink.as_mut().unwrap().fabric {
+            info.call = "nvmlDeviceGetGpuFabricInfo_v4".into();
+            info.clique_id = 0x7ffe;
+            info.cluster_uuid = "3143b15bc2cd192b28cc9b5473fb5b93".into();
+            info.health_summary = Some(1);
+            info.cliques = Some(vec![
+                nvml::FabricClique {
+                    kind: 0,
+                    id: 0x7ffe,
+                },
+                nvml::FabricClique {
+                    kind: 1,
+                    id: 0x7ffe,
+                },
+            ]);
+        }
+        g
+    }
+
+    fn with_fabric(mut g: GpuFacts, edit: impl FnOnce(&mut FabricInfo)) -> GpuFacts {
+        if let Ok(info) = &mut g.nvlink.as_mut().unwrap().fabric {
+            edit(info);
+        }
+        g
+    }
+
+    /// The node's own evidence, as `run` gathers it without a profile or IMEX files.
+    fn judged(gpus: Vec<GpuFacts>) -> Vec<CheckResult> {
+        let facts = node(gpus);
+        let domain = nvlink_domain::named_by_nvml(&facts)
+            .or_else(|| nvlink_domain::tray_gpu_with_fabric(&facts));
+        judge(&facts, Some(18), domain.as_deref(), false)
+    }
+
+    #[test]
+    fn tray_in_its_domain_passes_and_names_its_cliques() {
+        let results = judged((0..4).map(tray_gpu).collect());
+        for r in &results {
+            assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        }
+        let fabric = results[0]
+            .evidence
+            .iter()
+            .find(|e| e.starts_with("nvmlDeviceGetGpuFabricInfo_v4"))
+            .unwrap();
+        assert!(
+            fabric.contains("cliques [unicast pointer 32766, multicast pointer 32766]"),
+            "{fabric}"
+        );
+    }
+
+    /// Azure/azhpc-images#506 and its kin: completed, yet outside any clique or cluster. Each variant fails on
+    /// the tray whose other GPUs are in the domain, and on a tray where no GPU names it (the model does).
+    #[test]
+    fn domain_gpu_completed_without_clique_or_cluster_fails() {
+        type Edit = Box<dyn Fn(&mut FabricInfo)>;
+        let variants: Vec<(&str, Edit)> = vec![
+            ("clique 0", Box::new(|f| f.clique_id = 0)),
+            (
+                "zero cluster UUID",
+                Box::new(|f| f.cluster_uuid = "0".repeat(32)),
+            ),
+            (
+                "clique 0 and a zero cluster UUID",
+                Box::new(|f| {
+                    f.clique_id = 0;
+                    f.cluster_uuid = "0".repeat(32);
+                }),
+            ),
+            (
+                "no clique",
+                Box::new(|f| {
+                    f.clique_id = 0;
+                    f.cliques = Some(vec![]);
+                }),
+            ),
+            (
+                "NVML_ERROR_INSUFFICIENT_RESOURCES",
+                Box::new(|f| {
+                    f.status = "NVML_ERROR_INSUFFICIENT_RESOURCES".into();
+                    f.clique_id = 0;
+                    f.cluster_uuid = "0".repeat(32);
+                }),
+            ),
+        ];
+        for (words, edit) in &variants {
+            let bad = with_fabric(tray_gpu(2), edit);
+            let results = judged(vec![tray_gpu(0), tray_gpu(1), bad.clone(), tray_gpu(3)]);
+            assert_eq!(
+                results[2].status,
+                Status::Fail,
+                "{words}: {}",
+                results[2].summary
+            );
+            assert!(results[2].summary.contains(words), "{}", results[2].summary);
+            assert_eq!(results[0].status, Status::Pass);
+            // Every GPU of the tray the same: the GB200 model alone places it in a domain.
+            let all_bad = judged((0..4).map(|i| with_fabric(tray_gpu(i), edit)).collect());
+            assert!(
+                all_bad.iter().all(|r| r.status == Status::Fail),
+                "{words}: {all_bad:?}"
+            );
+        }
+    }
+
+    /// Dstack-TEE/dstack#1167: all 18 links Active at full speed while the fabric is down. Inside a domain a GPU
+    /// whose fabric is not supported, not reported, not started or in progress fails; a board used standalone
+    /// (leptonai/gpud#1108: GB200 reading not supported, clique 0) passes.
+    #[test]
+    fn active_links_never_prove_the_fabric_in_a_domain() {
+        let not_supported = |i| {
+            with_fabric(tray_gpu(i), |f| {
+                f.state = 0;
+                f.clique_id = 0;
+                f.cluster_uuid = "0".repeat(32);
+                f.cliques = Some(vec![]);
+            })
+        };
+        let unreported = |i| {
+            let mut g = tray_gpu(i);
+            g.nvlink.as_mut().unwrap().fabric = Err("nvmlDeviceGetGpuFabricInfo: NVML_ERROR_FUNCTION_NOT_FOUND (this driver has neither ...)".into());
+            g
+        };
+        for (what, g) in [
+            ("not supported", not_supported(1)),
+            ("not reported", unreported(1)),
+            ("not started", with_fabric(tray_gpu(1), |f| f.state = 1)),
+            ("in progress", with_fabric(tray_gpu(1), |f| f.state = 2)),
+        ] {
+            let results = judged(vec![tray_gpu(0), g]);
+            assert_eq!(
+                results[1].status,
+                Status::Fail,
+                "{what}: {}",
+                results[1].summary
+            );
+            assert!(
+                results[1].summary.contains("18 of 18"),
+                "{}",
+                results[1].summary
+            );
+        }
+        // The same answers on a standalone board: nothing places it in a domain.
+        for g in [not_supported(0), unreported(0)] {
+            let r = &judged(vec![g])[0];
+            assert_eq!(r.status, Status::Pass, "{}", r.summary);
+        }
+        // The profile says the tray is in a domain: a standalone-looking answer fails.
+        let facts = node(vec![not_supported(0)]);
+        let r = &judge(
+            &facts,
+            Some(18),
+            Some("the profile expects a multi-node NVLink domain"),
+            false,
+        )[0];
+        assert_eq!(r.status, Status::Fail, "{}", r.summary);
+    }
+
+    #[test]
+    fn partition_unassigned_or_global_fabric_manager_disconnected_fails() {
+        for (mask, words) in [
+            (0xaa | 2 << 12, "no partition"),
+            (
+                0xaa | 1 << 12 | 2 << 14,
+                "global fabric manager disconnected",
+            ),
+        ] {
+            let g = with_fabric(tray_gpu(0), |f| f.health_mask = Some(mask));
+            let r = &judged(vec![g])[0];
+            assert_eq!(r.status, Status::Fail, "{mask:#x}: {}", r.summary);
+            assert!(r.summary.contains(words), "{}", r.summary);
+        }
+        let connected = with_fabric(tray_gpu(0), |f| {
+            f.health_mask = Some(0xaa | 1 << 12 | 1 << 14)
+        });
+        assert_eq!(judged(vec![connected])[0].status, Status::Pass);
+    }
+
+    /// An HGX H100/B200 reads completed with clique 0 and a zero UUID (meta-pytorch/torchcomms#1385): healthy,
+    /// however many of its GPUs do.
+    #[test]
+    fn single_node_nvswitch_with_zero_clique_passes() {
+        let results = judged((0..8).map(hgx_gpu).collect());
+        assert!(
+            results.iter().all(|r| r.status == Status::Pass),
+            "{results:?}"
+        );
+    }
+
+    /// testdata/gen_nvlink_domain.py's trays through `run`: the domain found by the fabric answers alone.
+    #[test]
+    fn recorded_gb200_trays() {
+        use crate::probes::testing::run_on;
+        let statuses = |tree| -> Vec<Status> {
+            run_on(&GpuNvlink, tree, "generic")
+                .iter()
+                .map(|r| r.status)
+                .collect()
+        };
+        assert_eq!(statuses("gb200-tray"), [Status::Pass; 4]);
+        assert_eq!(statuses("gb200-standalone"), [Status::Pass; 4]);
+        let r = run_on(&GpuNvlink, "gb200-tray-clique0", "generic");
+        assert_eq!(
+            r.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [Status::Pass, Status::Pass, Status::Fail, Status::Pass]
+        );
+        assert!(
+            r[2].summary.contains("no clique and a zero cluster UUID"),
+            "{}",
+            r[2].summary
+        );
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod gpu_p2p;
 mod gpu_pcie;
 mod nccl_env;
 mod nccl_transport;
+mod nvlink_imex;
+mod nvlink_link_quality;
 mod pcie_acs;
 mod pcie_aer;
 mod pcie_iommu;
@@ -44,6 +46,8 @@ static ALL: &[&dyn Probe] = &[
     &gpu_bar1::GpuBar1,
     &gpu_p2p::GpuP2p,
     &gpu_nvlink::GpuNvlink,
+    &nvlink_imex::NvlinkImex,
+    &nvlink_link_quality::NvlinkLinkQuality,
     &gdr_kernel_path::GdrKernelPath,
     &gds_kernel_path::GdsKernelPath,
     &gds_config::GdsConfig,

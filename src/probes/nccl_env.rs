@@ -1,5 +1,6 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
+use crate::grace;
 use crate::host::{optional, Host, ReadError};
 use crate::nccl::conf::{self, ConfFile, Setting, Settings};
 use crate::nccl::env::IfList;
@@ -13,6 +14,7 @@ use crate::sysfs::infiniband::{
     read_port_numbers, CLASS_INFINIBAND,
 };
 use crate::sysfs::net::{read_interface_names, CLASS_NET};
+use crate::topology::{PciTree, Role};
 
 pub struct NcclEnv;
 
@@ -22,13 +24,15 @@ const GID_AUTO: i64 = -1;
 const HCA_VAR: &str = "NCCL_IB_HCA";
 const SOCKET_VAR: &str = "NCCL_SOCKET_IFNAME";
 const GID_VAR: &str = "NCCL_IB_GID_INDEX";
+/// NCCL 2.23+: GDR through a CPU-attached NIC when the GPU reaches the CPU over NVLink-C2C (default 1).
+const C2C_VAR: &str = "NCCL_NET_GDR_C2C";
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "No NCCL_* variable (environment or nccl.conf) disables IB/GDR or names devices, interfaces or GIDs this host lacks",
     explain: Explain {
         reads: "the environment of this process (NCCL_IB_DISABLE, NCCL_NET, NCCL_NET_GDR_LEVEL, NCCL_IB_GDR_LEVEL, \
-                NCCL_NET_GDR_READ, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX) merged as NCCL merges it with \
+                NCCL_NET_GDR_READ, NCCL_NET_GDR_C2C, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX) merged as NCCL merges it with \
                 $NCCL_CONF_FILE (2.23+) or $HOME/.nccl.conf and /etc/nccl.conf (the environment wins, then the user's \
                 file; first line per name), /sys/class/infiniband \
                 (devices, ports/<p>/link_layer, ports/<p>/gids/<n>, ports/<p>/gid_attrs/types/<n>), /sys/class/net",
@@ -38,6 +42,7 @@ const META: ProbeMeta = ProbeMeta {
         fixes: &[
             ("NCCL_IB_DISABLE=1 or NCCL_NET=Socket", "unset it in the job environment / image"),
             ("NCCL_NET_GDR_LEVEL=LOC or NCCL_NET_GDR_READ=0", "unset it (NCCL picks GDR by PCIe distance)"),
+            ("NCCL_NET_GDR_C2C=0 on a Grace node", "unset it (NCCL uses GDR over NVLink-C2C by default)"),
             ("NCCL_IB_HCA names devices absent here", "list devices from `ls /sys/class/infiniband` (prefix, `=exact`, `^exclude`, `:port`)"),
             ("NCCL_SOCKET_IFNAME matches no interface", "name interfaces from `ls /sys/class/net` (prefix, `=exact`, `^exclude`)"),
             ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
@@ -68,6 +73,8 @@ struct Facts {
     interfaces: Option<Result<Vec<String>, ReadError>>,
     /// For NCCL_IB_GID_INDEX: each port NCCL would use, and what it holds at that index.
     gid_slots: Vec<GidSlot>,
+    /// When NCCL_NET_GDR_C2C is set: whether a GPU on the bus reaches its CPU over NVLink-C2C (Grace).
+    c2c_gpus: Option<Result<bool, ReadError>>,
 }
 
 struct RdmaPorts {
@@ -119,12 +126,20 @@ impl Facts {
                 });
             }
         }
+        let c2c_gpus = settings.get(C2C_VAR).map(|_| {
+            PciTree::read(host).map(|t| {
+                t.with_role(Role::Gpu)
+                    .iter()
+                    .any(|&g| grace::c2c_attached(&t.nodes[g].attrs))
+            })
+        });
         Facts {
             settings,
             files,
             rdma,
             interfaces,
             gid_slots,
+            c2c_gpus,
         }
     }
 }
@@ -158,6 +173,7 @@ fn judge(expect: Option<NcclExpect>, facts: &Facts) -> Vec<CheckResult> {
     results.extend(ib_disable(s, &wants));
     results.extend(net_plugin(s, expect, &wants));
     results.extend(gdr_settings(s, &wants));
+    results.extend(gdr_c2c(s, facts, &wants));
     results.extend(ib_hca(s, facts, &wants));
     results.extend(socket_ifname(s, facts));
     results.extend(gid_index(s, facts));
@@ -384,6 +400,33 @@ fn gdr_settings(s: &Settings, wants: &Wants) -> Vec<CheckResult> {
         }
     }
     out
+}
+
+/// `NCCL_NET_GDR_C2C=0` on a Grace node turns off GPUDirect RDMA for every GPU: its NICs hang off the CPU,
+/// reached over C2C (before the variable, GDR was off on GH200/GB200: NVIDIA/nccl#1579). Elsewhere it changes
+/// nothing and is not judged.
+fn gdr_c2c(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
+    let setting = s.get(C2C_VAR)?;
+    let v = setting.value.trim();
+    if v != "0" {
+        return None;
+    }
+    match facts.c2c_gpus.as_ref()? {
+        Err(e) => Some(unreadable(C2C_VAR, e)),
+        Ok(false) => None,
+        Ok(true) => Some(
+            finding(
+                C2C_VAR,
+                severity(wants.gdr),
+                format!(
+                    "{C2C_VAR}={v} on a Grace node (GPUs on NVLink-C2C): its NICs sit on the CPU, so no GPU uses \
+                     GPUDirect RDMA (data staged through host memory)"
+                ),
+                setting,
+            )
+            .fix(setting.how_to_unset(C2C_VAR)),
+        ),
+    }
 }
 
 fn ib_hca(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
@@ -676,6 +719,31 @@ mod tests {
         let ok = [("NCCL_NET_GDR_LEVEL", "PHB"), ("NCCL_NET", "IB")];
         assert_eq!(
             statuses(&run(d.path(), &ok, Some(NcclExpect::Gdrdma))),
+            vec![(None, Status::Pass)]
+        );
+    }
+
+    /// NCCL_NET_GDR_C2C=0 turns GDR off on a Grace tray (testdata/hosts/gb200-tray) and nowhere else; any other
+    /// value is NCCL's default behaviour.
+    #[test]
+    fn gdr_c2c_off_is_judged_on_grace_only() {
+        let grace = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/gb200-tray");
+        let off = [(C2C_VAR, "0")];
+        let r = run(&grace, &off, Some(NcclExpect::IbGdrdma));
+        assert_eq!(statuses(&r), vec![(Some(C2C_VAR), Status::Fail)]);
+        assert!(r[0].summary.contains("Grace node"), "{}", r[0].summary);
+        assert_eq!(
+            statuses(&run(&grace, &off, None)),
+            vec![(Some(C2C_VAR), Status::Warn)]
+        );
+        assert_eq!(
+            statuses(&run(&grace, &[(C2C_VAR, "1")], Some(NcclExpect::IbGdrdma))),
+            vec![(None, Status::Pass)]
+        );
+        // An x86 HGX board: the variable changes nothing there.
+        let hgx = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/hgx-healthy");
+        assert_eq!(
+            statuses(&run(&hgx, &off, Some(NcclExpect::IbGdrdma))),
             vec![(None, Status::Pass)]
         );
     }

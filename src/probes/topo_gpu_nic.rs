@@ -1,6 +1,7 @@
 //! `topo.gpu_nic`: each GPU has an RDMA NIC close enough for GPUDirect RDMA (PIX or PXB, as `nvidia-smi topo -m`
 //! labels it).
 
+use crate::grace;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
 use crate::topology::PcieDistance;
@@ -19,6 +20,7 @@ const META: ProbeMeta = ProbeMeta {
     needs: &[Need::Gpu, Need::RdmaDevice],
     explain: Explain {
         reads: "canonical sysfs paths of /sys/bus/pci/devices/* (host bridge, root port and switch chain), numa_node, \
+                vendor/device (Grace-attached GPUs: GH200, GB200, GB300 reach their CPU over NVLink-C2C), \
                 /sys/class/infiniband/<dev>/device (which PCI function is which NIC)",
         why: "NCCL uses GPUDirect RDMA only when the NIC is within NCCL_NET_GDR_LEVEL of the GPU (PXB by default). \
               A GPU whose nearest NIC is across the host bridge, another root complex or the CPU interconnect \
@@ -86,8 +88,15 @@ fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
                 );
                 let subject = tree.subject(g);
                 let mut m = Measurement::new("nearest_nic_distance", distance as u8 as f64, "rank (0=PIX..4=SYS)");
+                // Grace: the NIC on the GPU's own CPU is reached over NVLink-C2C, the designed GDR path.
+                let across_c2c = grace::c2c_attached(&tree.nodes[g].attrs)
+                    && matches!(distance, PcieDistance::PHB | PcieDistance::NODE);
                 let mut r = if distance <= max {
                     CheckResult::pass(ID, format!("nearest RDMA NIC {nic_name} at {distance:?} ({numa})"))
+                } else if across_c2c {
+                    CheckResult::pass(ID, format!(
+                        "nearest RDMA NIC {nic_name} on this GPU's own Grace CPU, reached over NVLink-C2C ({distance:?} on the PCI tree, {numa}): NCCL uses GPUDirect RDMA there (NCCL_NET_GDR_C2C, on by default)"
+                    ))
                 } else {
                     CheckResult::new(
                         ID,
@@ -116,7 +125,7 @@ fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probes::testing::{run_on, verdicts};
+    use crate::probes::testing::{copy_scenario, run_on, verdicts};
 
     #[test]
     fn hgx_every_gpu_has_a_pix_nic() {
@@ -148,6 +157,52 @@ mod tests {
         let r = run_on(&TopoGpuNic, "nic-cross-socket", "hgx-h100-ib");
         assert_eq!(verdicts(&r).len(), 8);
         assert!(r.iter().all(|x| x.status == Status::Fail));
+    }
+
+    /// A GB200 tray (testdata/gen_nvlink_domain.py): every NIC on a Grace root port, so the PCI tree says NODE
+    /// for the NICs of the GPU's own Grace; over NVLink-C2C that is where GDR goes, so it passes under a
+    /// profile that fails anything past PXB.
+    #[test]
+    fn grace_tray_nics_across_c2c_pass() {
+        for profile in ["generic", "hgx-h100-ib"] {
+            let r = run_on(&TopoGpuNic, "gb200-tray", profile);
+            assert_eq!(r.len(), 4);
+            assert!(
+                r.iter().all(|x| x.status == Status::Pass),
+                "{profile}: {r:#?}"
+            );
+            assert!(r[2].summary.contains("mlx5_2 (0010:03:00.0) on this GPU's own Grace CPU, reached over NVLink-C2C (NODE"), "{}", r[2].summary);
+        }
+    }
+
+    /// The C2C rule is Grace's only: the same tree with x86-attached GPUs (H100 ids) still warns, and a Grace
+    /// GPU whose nearest NIC hangs off the other Grace (SYS) is not across C2C.
+    #[test]
+    fn c2c_rule_needs_a_grace_gpu_and_its_own_cpu() {
+        let d = copy_scenario("gb200-tray");
+        for gpu in [
+            "0008:01:00.0",
+            "0009:01:00.0",
+            "0018:01:00.0",
+            "0019:01:00.0",
+        ] {
+            let dir = d.path().join(format!("sys/bus/pci/devices/{gpu}/"));
+            std::fs::write(dir.join("device"), "0x2330\n").unwrap();
+        }
+        let r = crate::probes::testing::run_on_root(&TopoGpuNic, d.path(), "generic");
+        assert!(r.iter().all(|x| x.status == Status::Warn), "{r:#?}");
+        let d = copy_scenario("gb200-tray");
+        for nic in ["0000:03:00.0", "0002:03:00.0"] {
+            let dir = d.path().join(format!("sys/bus/pci/devices/{nic}/"));
+            std::fs::write(dir.join("numa_node"), "1\n").unwrap();
+        }
+        let r = crate::probes::testing::run_on_root(&TopoGpuNic, d.path(), "generic");
+        assert_eq!(
+            verdicts(&r).iter().map(|v| v.1).collect::<Vec<_>>(),
+            [Status::Warn, Status::Warn, Status::Pass, Status::Pass],
+            "{r:#?}"
+        );
+        assert!(r[0].summary.contains("is SYS"), "{}", r[0].summary);
     }
 
     #[test]

@@ -23,6 +23,8 @@ fn h200_snapshot_replays_what_the_machine_reported() {
         ("gpu.bar1", "0000:00:06.0", "pass"),
         ("gpu.p2p", "", "skip"),
         ("gpu.nvlink", "", "skip"),
+        ("nvlink.imex", "", "skip"),
+        ("nvlink.link_quality", "", "skip"),
         ("gdr.kernel_path", "", "skip"),
         ("gds.kernel_path", "", "warn"),
         ("gds.config", "/etc/cufile.json", "warn"),

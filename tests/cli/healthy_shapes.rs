@@ -20,6 +20,8 @@ const LIBRARY_ANSWERS: &[(&str, &[&str])] = &[
     ("gpu.bar1", &["nvml"]),
     ("gpu.p2p", &["nvml"]),
     ("gpu.nvlink", &["nvml"]),
+    ("nvlink.imex", &["nvml"]),
+    ("nvlink.link_quality", &["nvml"]),
     ("gpu.pcie", &["nvml", "nvml.pcie_under_load"]),
     ("gpu.copy_bandwidth", &["cuda.copy"]),
     ("gds.read", &["cufile.gds_read"]),
