@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::collective::variant::CollectiveMode;
 use crate::profile::NcclExpect;
 use crate::report::Format;
 
@@ -246,19 +247,6 @@ pub struct PairArgs {
     // Last: its "Report" heading would otherwise take in the flags after it.
     #[command(flatten)]
     pub report: ReportArgs,
-}
-
-/// What `collective` runs: the COMMAND as given, or variants of it that isolate one path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CollectiveMode {
-    /// The COMMAND as given, judged against the single-node or multi-node floor
-    Job,
-    /// One node, in turn: the COMMAND through the node's own NICs (SHM, P2P and NVLS off; the nic_loopback
-    /// floor), then over NVLink only (network off; the single_node floor), judged side by side
-    NicLoopback,
-    /// One communicator per local rank index (a rail each, nccl-tests' NCCL_TESTS_SPLIT="MOD <rails>"), each
-    /// judged against the per_rail floor
-    PerRail,
 }
 
 /// The built-in workloads of `collective`.

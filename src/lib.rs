@@ -2,6 +2,7 @@
 //! targets use it. Modules are crate-private unless one of those needs them (so dead code warns); the public
 //! ones are the binary's commands and CLI, the probe registry, and the parsers the fuzz targets drive.
 
+pub(crate) mod auto_profile;
 pub(crate) mod bounded_command;
 pub mod build_info;
 pub(crate) mod child;

@@ -15,8 +15,6 @@ use serde_yaml::{Mapping, Value};
 use crate::model::Limit;
 use crate::topology::PcieDistance;
 
-pub(crate) mod auto;
-
 /// Built-in profiles, in the order `profiles` lists them.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("generic", include_str!("../checks/generic.yaml")),

@@ -5,9 +5,21 @@
 
 use std::collections::BTreeMap;
 
-use crate::cli::CollectiveMode;
 use crate::model::{overall, CheckResult, Status};
 use crate::profile::NcclExpect;
+
+/// What `collective` runs: the COMMAND as given, or variants of it that isolate one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CollectiveMode {
+    /// The COMMAND as given, judged against the single-node or multi-node floor
+    Job,
+    /// One node, in turn: the COMMAND through the node's own NICs (SHM, P2P and NVLS off; the nic_loopback
+    /// floor), then over NVLink only (network off; the single_node floor), judged side by side
+    NicLoopback,
+    /// One communicator per local rank index (a rail each, nccl-tests' NCCL_TESTS_SPLIT="MOD <rails>"), each
+    /// judged against the per_rail floor
+    PerRail,
+}
 
 pub const ID_ISOLATION: &str = "collective.isolation";
 

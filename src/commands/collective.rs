@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context as _};
 
 use super::{seconds_flag, usage_error};
-use crate::cli::{CollectiveArgs, CollectiveMode, Workload};
+use crate::cli::{CollectiveArgs, Workload};
+use crate::collective::variant::CollectiveMode;
 use crate::collective::variant::{self, Variant};
 use crate::collective::{self, judge, launch};
 use crate::host::Host;
@@ -281,9 +282,9 @@ fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let name = if args.profile == crate::profile::auto::AUTO {
+    let name = if args.profile == crate::auto_profile::AUTO {
         let hca = std::env::var("NCCL_IB_HCA").ok();
-        crate::profile::auto::choose(&host, &ids, hca.as_deref())?.0
+        crate::auto_profile::choose(&host, &ids, hca.as_deref())?.0
     } else {
         args.profile.clone()
     };

@@ -4,15 +4,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::bail;
 
+use crate::auto_profile::{self, Selection};
 use crate::cli::RunArgs;
 use crate::host::Host;
 use crate::model::AnswerSource;
 use crate::probe::{Inputs, Probe};
-use crate::profile::{self, Profile};
+use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::recording::Answers;
 use crate::report::output::Delivery;
-use crate::report::{self, HostInfo, RunReport, Selection};
+use crate::report::{self, HostInfo, RunReport};
 use crate::runner::{self, RunInputs};
 
 /// Everything a run needs, resolved from flags; errors while building it are usage errors.
@@ -85,8 +86,8 @@ pub fn prepare(
         None => Host::live(),
     };
     let ids = crate::probes::ids();
-    let (profile, selection) = if profile == profile::auto::AUTO {
-        let (name, selection) = profile::auto::choose(&host, &ids, inputs.env("NCCL_IB_HCA"))?;
+    let (profile, selection) = if profile == auto_profile::AUTO {
+        let (name, selection) = auto_profile::choose(&host, &ids, inputs.env("NCCL_IB_HCA"))?;
         (crate::profile::load(&name, &ids)?, Some(selection))
     } else {
         (crate::profile::load(profile, &ids)?, None)

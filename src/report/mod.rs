@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auto_profile::Selection;
 use crate::host::Host;
 use crate::model::{AnswerSource, CheckResult, Measurement, Status};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
@@ -308,17 +309,6 @@ impl RunReport {
             ],
         )
     }
-}
-
-/// How `--profile auto` picked the profile, for every report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Selection {
-    /// What was asked for (`auto`).
-    pub requested: String,
-    /// What the host showed, and how each built-in profile compared.
-    pub reasons: Vec<String>,
-    /// Set when nothing matched and `generic` was used.
-    pub note: Option<String>,
 }
 
 /// `2026-12-01T14:31:42Z`.

@@ -14,13 +14,25 @@
 //! a host whose DMI does not show that cloud; Azure and Google do not put the VM size in DMI, so there the GPU
 //! and NIC shapes pick among the cloud's profiles. Absent or unknown DMI: the hardware match alone.
 
+use serde::{Deserialize, Serialize};
+
 use crate::host::Host;
 use crate::nic_role;
 use crate::profile::{self, LinkLayer, Profile, BUILTIN};
-use crate::report::Selection;
 use crate::sysfs::dmi::Dmi;
 use crate::sysfs::efa;
 use crate::topology::{PciTree, Role};
+
+/// How `--profile auto` picked the profile, for every report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Selection {
+    /// What was asked for (`auto`).
+    pub requested: String,
+    /// What the host showed, and how each built-in profile compared.
+    pub reasons: Vec<String>,
+    /// Set when nothing matched and `generic` was used.
+    pub note: Option<String>,
+}
 
 /// What `--profile` says to ask for this.
 pub const AUTO: &str = "auto";
