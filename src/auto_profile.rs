@@ -604,6 +604,7 @@ mod tests {
             role: nic_role::Assigned {
                 role,
                 why: "as the test places it".into(),
+                data_path: true,
             },
         }
     }

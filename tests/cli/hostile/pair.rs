@@ -197,11 +197,7 @@ fn token_files_others_may_read_or_that_are_not_small_files_are_refused() {
         let stderr = String::from_utf8_lossy(&run.out.stderr);
         assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
         assert!(stderr.contains(why), "{why}: {stderr}");
-        assert!(
-            run.elapsed < Duration::from_secs(3),
-            "{why}: {:?}",
-            run.elapsed
-        );
+        assert!(run.cpu < QUICK_CPU, "{why}: {:?} of CPU", run.cpu);
         unplant(&file);
     }
 
@@ -296,11 +292,7 @@ fn hostile_hostfiles_are_refused_at_once() {
         let stderr = String::from_utf8_lossy(&run.out.stderr);
         assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
         assert!(stderr.contains(why), "{why}: {stderr}");
-        assert!(
-            run.elapsed < Duration::from_secs(3),
-            "{why}: {:?}",
-            run.elapsed
-        );
+        assert!(run.cpu < QUICK_CPU, "{why}: {:?} of CPU", run.cpu);
         unplant(&file);
     }
 }
