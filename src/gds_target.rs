@@ -1,19 +1,19 @@
 //! Shared by `gds.config` and `gds.read` (not a probe): the directory under test, the filesystem and block
 //! device that hold it, whether GDS can serve that filesystem, and the udev record cuFile insists on.
 
+use std::path::Path;
+
 use crate::host::{Host, ReadError};
-use crate::probe::Inputs;
 use crate::sysfs::mountinfo::{self, Mount, SELF_MOUNTINFO};
 use crate::sysfs::udev::{self, BlockLookup};
 
-/// The directory `gds.read` writes its test file into when `--gds-dir` is not given (the runner's scratch
-/// directory lives under the system temp dir).
-pub fn target_dir(inputs: &Inputs) -> String {
-    if let Some(dir) = &inputs.gds_dir {
+/// The directory `gds.read` writes its test file into: `--gds-dir` when given, else `TMPDIR` when absolute (the
+/// runner's scratch directory lives under the system temp dir), else `/tmp`.
+pub fn target_dir(gds_dir: Option<&Path>, tmpdir: Option<&str>) -> String {
+    if let Some(dir) = gds_dir {
         return dir.to_string_lossy().into_owned();
     }
-    inputs
-        .env("TMPDIR")
+    tmpdir
         .filter(|d| d.starts_with('/'))
         .unwrap_or("/tmp")
         .to_string()
@@ -232,12 +232,13 @@ mod tests {
 
     #[test]
     fn target_dir_prefers_flag_then_tmpdir() {
-        let mut inputs = Inputs::default();
-        assert_eq!(target_dir(&inputs), "/tmp");
-        inputs.env.insert("TMPDIR".into(), "/scratch".into());
-        assert_eq!(target_dir(&inputs), "/scratch");
-        inputs.gds_dir = Some("/mnt/nvme".into());
-        assert_eq!(target_dir(&inputs), "/mnt/nvme");
+        assert_eq!(target_dir(None, None), "/tmp");
+        assert_eq!(target_dir(None, Some("relative")), "/tmp");
+        assert_eq!(target_dir(None, Some("/scratch")), "/scratch");
+        assert_eq!(
+            target_dir(Some(Path::new("/mnt/nvme")), Some("/scratch")),
+            "/mnt/nvme"
+        );
     }
 
     fn tree(with_udev: Option<&str>) -> (tempfile::TempDir, Host) {

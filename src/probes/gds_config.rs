@@ -102,7 +102,10 @@ impl Probe for GdsConfig {
             }
         }
         // Only where GDS is installed or expected: the target's mount and udev record judge nothing otherwise.
-        let target = gds_target::inspect(cx.host, &gds_target::target_dir(cx.inputs));
+        let target = gds_target::inspect(
+            cx.host,
+            &gds_target::target_dir(cx.inputs.gds_dir.as_deref(), cx.inputs.env("TMPDIR")),
+        );
         let real_path = cx.host.canonical(&path).ok().filter(|real| real != &path);
         vec![
             judge_config(&path, real_path.as_deref(), &config, &host, expect_gds),

@@ -66,7 +66,7 @@ impl Probe for GdsRead {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let dir = gds_target::target_dir(cx.inputs);
+        let dir = gds_target::target_dir(cx.inputs.gds_dir.as_deref(), cx.inputs.env("TMPDIR"));
         let subject = format!("{dir} -> GPU 0");
         let file_mib = cx
             .profile

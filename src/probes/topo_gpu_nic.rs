@@ -231,8 +231,8 @@ mod tests {
         }
     }
 
-    /// Grace trays: every NIC hangs off a Grace root port, so a GPU's rail is NODE; the profiles allow it
-    /// (NCCL's NET_GDR_C2C), the HGX default (PXB) would only warn.
+    /// Grace trays: every NIC hangs off a Grace root port, so a GPU's rail is NODE; the tray profiles allow it
+    /// (NCCL's NET_GDR_C2C), and without them the Grace rule (the NIC on the GPU's own CPU, over C2C) passes it.
     #[test]
     fn grace_tray_rails_across_the_grace_pass_their_profile() {
         for (tree, profile) in [
@@ -247,9 +247,13 @@ mod tests {
                     .all(|x| x.status == Status::Pass && x.summary.contains(" at NODE (")),
                 "{tree}: {r:#?}"
             );
-            assert!(run_on(&TopoGpuNic, tree, "generic")
-                .iter()
-                .all(|x| x.status == Status::Warn));
+            // Without the tray's profile the Grace rule holds: the NIC on the GPU's own Grace is its GDR path.
+            assert!(
+                run_on(&TopoGpuNic, tree, "generic")
+                    .iter()
+                    .all(|x| x.status == Status::Pass && x.summary.contains("over NVLink-C2C")),
+                "{tree}"
+            );
         }
     }
 }
