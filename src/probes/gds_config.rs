@@ -144,7 +144,15 @@ impl HostFacts {
         Ok(HostFacts {
             nvfs_loaded: nvfs.is_loaded() || nvfs_version.is_some(),
             p2pdma,
-            local_addrs: netaddr::read_local_addresses(cx.host),
+            // Read only where cufile.json lists addresses to check against them.
+            local_addrs: if config.is_some_and(|c| {
+                c.strings("properties.rdma_dev_addr_list")
+                    .is_some_and(|l| !l.is_empty())
+            }) {
+                netaddr::read_local_addresses(cx.host).map_err(unread)?
+            } else {
+                Default::default()
+            },
             evidence,
             env,
         })

@@ -21,6 +21,7 @@ use crate::probe::{
 };
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::mark_replayed;
+use crate::sysfs::netaddr;
 
 pub struct NvlinkImex;
 
@@ -144,9 +145,10 @@ impl Facts {
             return Ok(f);
         }
         f.daemon_pids = daemon_pids(host)?;
-        f.addresses = host::optional(host.read("/proc/net/fib_trie"))?
-            .map(|t| local_ipv4(&t))
-            .unwrap_or_default();
+        f.addresses = netaddr::read_local_ipv4(host)?
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
         f.hostname = host::optional(host.read("/proc/sys/kernel/hostname"))?;
         f.channel_major = host::optional(host.read("/proc/devices"))?
             .and_then(|t| char_major(&t, CHANNEL_DEVICE));
@@ -192,25 +194,6 @@ fn daemon_pids(host: &Host) -> Result<Vec<u32>, ReadError> {
     }
     pids.sort_unstable();
     Ok(pids)
-}
-
-/// The addresses `/proc/net/fib_trie` marks `/32 host LOCAL`: the IPv4 addresses this node owns.
-fn local_ipv4(fib_trie: &str) -> Vec<String> {
-    let mut last = None;
-    let mut out: Vec<String> = Vec::new();
-    for line in fib_trie.lines() {
-        let t = line.trim();
-        if let Some(ip) = t.strip_prefix("|-- ") {
-            last = Some(ip.trim().to_string());
-        } else if t.contains("host LOCAL") {
-            if let Some(ip) = last.take() {
-                if !out.contains(&ip) {
-                    out.push(ip);
-                }
-            }
-        }
-    }
-    out
 }
 
 /// A character device's major number from `/proc/devices`.
@@ -799,7 +782,13 @@ mod tests {
     #[test]
     fn local_addresses_and_channel_major_parse() {
         let fib = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     +-- 10.1.0.0/24 2 0 2\n        |-- 10.1.0.0\n           /24 link UNICAST\n        |-- 10.1.0.11\n           /32 host LOCAL\n  +-- 127.0.0.0/8 2 0 2\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n  |-- 10.1.0.11\n     /32 host LOCAL\n";
-        assert_eq!(local_ipv4(fib), ["10.1.0.11", "127.0.0.1"]);
+        assert_eq!(
+            crate::sysfs::netaddr::parse_fib_trie_local(fib)
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>(),
+            ["10.1.0.11", "127.0.0.1"]
+        );
         let devices = "Character devices:\n  1 mem\n195 nvidia\n234 nvidia-caps-imex-channels\n235 nvidia-caps\n\nBlock devices:\n234 nvidia-caps-imex-channels\n";
         assert_eq!(char_major(devices, CHANNEL_DEVICE), Some(234));
         assert_eq!(

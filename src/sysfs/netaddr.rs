@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::host::Host;
+use crate::host::{optional, Host, ReadError};
 
 pub const FIB_TRIE: &str = "/proc/net/fib_trie";
 pub const IF_INET6: &str = "/proc/net/if_inet6";
@@ -36,16 +36,29 @@ pub fn parse_if_inet6(text: &str) -> BTreeSet<Ipv6Addr> {
         .collect()
 }
 
-/// Every local address; files that cannot be read contribute nothing (the caller shows which were read).
-pub fn read_local_addresses(host: &Host) -> BTreeSet<IpAddr> {
-    let mut out: BTreeSet<IpAddr> = BTreeSet::new();
-    if let Ok(t) = host.read(FIB_TRIE) {
-        out.extend(parse_fib_trie_local(&t).into_iter().map(IpAddr::V4));
+/// This host's IPv4 addresses. A missing file (no IPv4 in this network namespace) is none; an unreadable one,
+/// or one that is not a FIB dump (no `Main:`/`Local:` table), is an error: an address list judged against
+/// nothing read would blame addresses the host has.
+pub fn read_local_ipv4(host: &Host) -> Result<BTreeSet<Ipv4Addr>, ReadError> {
+    let Some(text) = optional(host.read(FIB_TRIE))? else {
+        return Ok(BTreeSet::new());
+    };
+    let is_fib = text
+        .lines()
+        .any(|l| matches!(l.trim_end(), "Main:" | "Local:"));
+    if !text.trim().is_empty() && !is_fib {
+        return Err(ReadError::malformed(FIB_TRIE, "no Main: or Local: table"));
     }
-    if let Ok(t) = host.read(IF_INET6) {
+    Ok(parse_fib_trie_local(&text))
+}
+
+/// Every local address, IPv4 and IPv6 (see [`read_local_ipv4`]; a missing `if_inet6` is a host without IPv6).
+pub fn read_local_addresses(host: &Host) -> Result<BTreeSet<IpAddr>, ReadError> {
+    let mut out: BTreeSet<IpAddr> = read_local_ipv4(host)?.into_iter().map(IpAddr::V4).collect();
+    if let Some(t) = optional(host.read(IF_INET6))? {
         out.extend(parse_if_inet6(&t).into_iter().map(IpAddr::V6));
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -59,6 +72,40 @@ mod tests {
         assert_eq!(
             got.into_iter().collect::<Vec<_>>(),
             vec!["172.16.0.2".parse::<Ipv4Addr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn unreadable_or_foreign_fib_trie_is_an_error_and_a_missing_one_is_no_address() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proc/net")).unwrap();
+        let host = Host::at(d.path()).unwrap();
+        assert_eq!(read_local_addresses(&host), Ok(BTreeSet::new()));
+        for garbage in [
+            "garbage?\n",
+            "\u{0}\u{1}",
+            "|-- 10.0.0.5\n   /32 host LOCAL\n",
+        ] {
+            std::fs::write(d.path().join("proc/net/fib_trie"), garbage).unwrap();
+            let host = Host::at(d.path()).unwrap();
+            assert!(read_local_addresses(&host).is_err(), "{garbage:?}");
+        }
+        std::fs::write(
+            d.path().join("proc/net/fib_trie"),
+            "Main:\n  +-- 10.0.0.0/24 2 0 2\n     |-- 10.0.0.5\n        /32 host LOCAL\n",
+        )
+        .unwrap();
+        std::fs::create_dir(d.path().join("proc/net/if_inet6")).unwrap();
+        let host = Host::at(d.path()).unwrap();
+        assert!(read_local_addresses(&host).is_err(), "if_inet6 a directory");
+        std::fs::remove_dir(d.path().join("proc/net/if_inet6")).unwrap();
+        let host = Host::at(d.path()).unwrap();
+        assert_eq!(
+            read_local_addresses(&host)
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["10.0.0.5".parse::<IpAddr>().unwrap()]
         );
     }
 
