@@ -344,7 +344,7 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// A deadline in a job for a child process: sent as the time left until it, so the child's own clock can hold
 /// it (an `Instant` means nothing in another process).
-pub mod deadline {
+pub(crate) mod deadline {
     use std::time::{Duration, Instant};
 
     use serde::{Deserialize, Deserializer, Serializer};

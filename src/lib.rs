@@ -7,7 +7,7 @@ pub(crate) mod bounded_command;
 pub mod build_info;
 pub(crate) mod child;
 pub mod cli;
-pub mod collective;
+pub(crate) mod collective;
 pub mod commands;
 pub(crate) mod dynlib;
 pub mod exit;

@@ -3,12 +3,12 @@
 //! same); [`ranks`] attributes every NCCL line to its process and rank; the transport comes from the shared
 //! NCCL analysis (`crate::nccl`); [`judge`] turns it all into results in `run`'s report format.
 
-pub mod judge;
-pub mod launch;
-pub mod nccl_tests;
+pub(crate) mod judge;
+pub(crate) mod launch;
+pub(crate) mod nccl_tests;
 mod paths;
-pub mod ranks;
-pub mod variant;
+pub(crate) mod ranks;
+pub(crate) mod variant;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -191,8 +191,6 @@ pub struct Collected {
     pub tests: nccl_tests::TestOutput,
     pub ranks: ranks::RankMap,
     pub summary: Summary,
-    /// The logs read: the merged output first, then the per-process files.
-    pub logs: Vec<PathBuf>,
     /// Files matching the log pattern that are not logs (a FIFO, a link to a device), with why: not read.
     pub skipped: Vec<String>,
 }
@@ -248,7 +246,6 @@ pub fn collect(
         tests,
         ranks: map,
         summary,
-        logs,
         skipped,
     })
 }

@@ -107,7 +107,8 @@ impl RankMap {
         Self::default()
     }
 
-    /// Reads one log (a per-process NCCL_DEBUG_FILE, or the run's merged output) named `source`.
+    /// Reads one whole log named `source` (the tests' shorthand for feeding it line by line).
+    #[cfg(test)]
     pub fn read(&mut self, source: &str, text: &str) {
         for (i, raw) in text.lines().enumerate() {
             self.read_line(source, i as u64 + 1, raw);

@@ -2,8 +2,8 @@
 //! engine. `plan` is the pure planner, `measure` runs and judges one group's job, `report` renders the outcome,
 //! `topology` reads switch and clique groups, and `sim` is the stand-in fleet the benchmark and tests run on.
 
-pub mod measure;
+pub(crate) mod measure;
 pub mod plan;
-pub mod report;
+pub(crate) mod report;
 pub mod sim;
-pub mod topology;
+pub(crate) mod topology;

@@ -3,11 +3,11 @@
 //! data checks, the stage a run stopped at) that are recorded as vendor answers, so a replay judges the same
 //! numbers. Probes judge; nothing here decides a status.
 
-pub mod copy;
-pub mod cufile_read;
-pub mod efa_registration;
-pub mod gdr;
-pub mod memory;
-pub mod rc;
-pub mod rdma_loopback;
-pub mod rdma_pair;
+pub(crate) mod copy;
+pub(crate) mod cufile_read;
+pub(crate) mod efa_registration;
+pub(crate) mod gdr;
+pub(crate) mod memory;
+pub(crate) mod rc;
+pub(crate) mod rdma_loopback;
+pub(crate) mod rdma_pair;

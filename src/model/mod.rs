@@ -1,10 +1,10 @@
 //! The words every layer returns: statuses, results, limits and library identities. A leaf: nothing here
 //! imports from the rest of the crate, so probes, the runner, reporters and commands all build on it.
 
-pub mod library;
-pub mod limit;
-pub mod result;
-pub mod status;
+pub(crate) mod library;
+pub(crate) mod limit;
+pub(crate) mod result;
+pub(crate) mod status;
 
 pub use library::Library;
 pub use limit::Limit;

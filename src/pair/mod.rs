@@ -7,11 +7,11 @@
 //! `commands/pair.rs` keeps the flags and the wiring.
 
 pub mod child;
-pub mod inventory;
-pub mod judge;
-pub mod link;
+pub(crate) mod inventory;
+pub(crate) mod judge;
+pub(crate) mod link;
 pub mod ring;
-pub mod session;
-pub mod summary;
-pub mod supervise;
+pub(crate) mod session;
+pub(crate) mod summary;
+pub(crate) mod supervise;
 pub mod wire;

@@ -11,12 +11,12 @@ use crate::model::{AnswerSource, CheckResult, Measurement, Status};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 pub mod file;
-pub mod json;
-pub mod junit;
-pub mod npd;
-pub mod output;
-pub mod prometheus;
-pub mod table;
+pub(crate) mod json;
+pub(crate) mod junit;
+pub(crate) mod npd;
+pub(crate) mod output;
+pub(crate) mod prometheus;
+pub(crate) mod table;
 pub mod termination;
 
 /// Text from the host, a profile, a log or the command line as a terminal is to show it: every control

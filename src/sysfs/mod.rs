@@ -1,10 +1,10 @@
 //! Readers of kernel and driver files. Pure `parse_*(&str)` functions plus `read_*(&Host)` that do the I/O;
 //! no verdicts here. When two probes need the same file, its parser lives here exactly once.
 
-pub mod aer;
+pub(crate) mod aer;
 pub mod cufile_json;
-pub mod dmi;
-pub mod efa;
+pub(crate) mod dmi;
+pub(crate) mod efa;
 pub mod hypervisor;
 pub mod infiniband;
 pub mod iommu;

@@ -6,10 +6,10 @@
 
 use crate::host::Host;
 
-pub mod counters;
-pub mod device;
-pub mod gid;
-pub mod port;
+pub(crate) mod counters;
+pub(crate) mod device;
+pub(crate) mod gid;
+pub(crate) mod port;
 
 pub use counters::*;
 pub use device::*;
