@@ -140,12 +140,14 @@ def nvlink_management_vpd():
 
 def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, with_ena, driver="open",
         efa_driver="amzn", p2p="NVIDIA peermem", nv_peermem=True, unbound=(), ena_down=(), efa_counters=None,
-        libfabric=True, efa_missing=0, uptime=86231.52, nvlink_management=(), management_vpd=True):
+        libfabric=True, efa_missing=0, uptime=86231.52, nvlink_management=(), management_vpd=True,
+        driver_version=DRIVER_VERSION):
     """with_ena: EFA indices whose interface also carries an ENA function (the rest are EFA-only).
     efa_driver: "amzn" (out-of-tree, has a module version and the `p2p` attribute) or "intree".
     unbound: EFA indices whose function has no driver (and so no RDMA device). efa_missing: EFAs not yet there
     (late initialisation). nvlink_management: GPU indices under whose switch an NVLink switch management
-    ConnectX-7 sits (p6-b200: two, InfiniBand, `ibp<bus>s0f0`); management_vpd: its VPD readable (root)."""
+    ConnectX-7 sits (p6-b200: two, InfiniBand, `ibp<bus>s0f0`); management_vpd: its VPD readable (root).
+    driver_version: the NVIDIA driver (Blackwell needs R570 or later)."""
     t = g.Tree(name)
     write_dmi(t, "Amazon EC2", product, "Amazon EC2")
     gpus, efas, enas, managers = [], [], [], []
@@ -242,7 +244,7 @@ def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, 
         modules.append(("efa_nv_peermem", 16384, 0, "-", "OE", "1.2.3"))
     modules += [("nvidia_uvm", 4911104, 0, "-", taint, None),
                 ("nvidia", 54329344, 2 if nv_peermem else 1, "nvidia_uvm," + ("efa_nv_peermem," if nv_peermem else ""),
-                 taint, DRIVER_VERSION),
+                 taint, driver_version),
                 ("efa", 167936, 0, "-", "OE" if efa_driver == "amzn" else "",
                  "2.13.0g" if efa_driver == "amzn" else None),
                 ("ib_uverbs", 196608, 1, "efa,", "", None),
@@ -251,11 +253,11 @@ def aws(name, *, product, gpu_device, gpu_model, efa_device, efa_per_gpu, gbps, 
     if managers:
         modules += [("mlx5_ib", 483328, 0, "-", "", None), ("mlx5_core", 2506752, 1, "mlx5_ib,", "", None)]
     g.write_modules(t, modules)
-    t.write("/proc/driver/nvidia/version", g.NVRM_OPEN.replace(g.DRIVER_VERSION, DRIVER_VERSION) if driver == "open"
-            else g.NVRM_PROPRIETARY.replace(g.DRIVER_VERSION, DRIVER_VERSION), newline=False)
+    t.write("/proc/driver/nvidia/version", g.NVRM_OPEN.replace(g.DRIVER_VERSION, driver_version) if driver == "open"
+            else g.NVRM_PROPRIETARY.replace(g.DRIVER_VERSION, driver_version), newline=False)
     for i, gpu in enumerate(gpus):
         g.write_nvidia_gpu(t, gpu.bdf, gpu_model, 180 + i, "GPU-7e2a%04x-1b2c-4d3e-8f40-5a6b7c8d9e0f" % i,
-                           "96.00.99.00.01", i, DRIVER_VERSION)
+                           "96.00.99.00.01", i, driver_version)
     # Without the open module there is no DMA-BUF: GPU memory is registered through the peer path (ibv_reg_mr).
     write_answers(t, domains, [(gpus[i].bdf, d) for i, d in sorted(nearest.items())], provider=libfabric,
                   call="ibv_reg_dmabuf_mr" if driver == "open" else "ibv_reg_mr")
@@ -270,7 +272,7 @@ P5 = dict(product="p5.48xlarge", gpu_device=0x2330, gpu_model="NVIDIA H100 80GB 
           efa_per_gpu=4, gbps=100, with_ena=(0,), efa_driver="intree", p2p=None, nv_peermem=False)
 
 P6_B200 = dict(product="p6-b200.48xlarge", gpu_device=0x2901, gpu_model="NVIDIA B200", efa_device=0xEFA3,
-               efa_per_gpu=1, gbps=400, with_ena=(0,), nvlink_management=(3, 4))
+               efa_per_gpu=1, gbps=400, with_ena=(0,), nvlink_management=(3, 4), driver_version="570.133.20")
 
 
 def vm_node(name, *, dmi, gpu_device, gpu_model, nics, roce=False, extra_nics=0, an_vf=None):

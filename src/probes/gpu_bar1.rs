@@ -7,7 +7,7 @@ use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
 use crate::probes::shared::facts::NVML;
-use crate::probes::shared::gpu::{mark_replayed, mib, obtain_nvml, shown, subject};
+use crate::probes::shared::gpu::{judge_nvml, mib, shown, subject};
 
 pub struct GpuBar1;
 
@@ -41,21 +41,14 @@ impl Probe for GpuBar1 {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let obtained = match obtain_nvml(cx, ID) {
-            Ok(o) => o,
-            Err(r) => return vec![*r],
-        };
-        obtained
-            .value
-            .gpus
-            .iter()
-            .map(|g| {
-                mark_replayed(
-                    judge(g, cx.profile.expect.gpu_bar1_min_mib, obtained.replayed),
-                    obtained.replayed,
-                )
-            })
-            .collect()
+        judge_nvml(cx, ID, |facts, replayed| {
+            let min_mib = cx.profile.expect.gpu_bar1_min_mib;
+            facts
+                .gpus
+                .iter()
+                .map(|g| judge(g, min_mib, replayed))
+                .collect()
+        })
     }
 }
 

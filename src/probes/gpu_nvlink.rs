@@ -15,7 +15,7 @@ use crate::probe::{
     Status,
 };
 use crate::probes::shared::facts::NVML;
-use crate::probes::shared::gpu::{lost_fix, mark_replayed, obtain_nvml, shown, subject};
+use crate::probes::shared::gpu::{judge_nvml, lost_fix, shown, subject};
 
 pub struct GpuNvlink;
 
@@ -84,27 +84,13 @@ impl Probe for GpuNvlink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let obtained = match obtain_nvml(cx, ID) {
-            Ok(o) => o,
-            Err(r) => return vec![*r],
-        };
-        let domain = match nvlink_domain::evidence(
-            &obtained.value,
-            cx.profile.expect.nvlink_domain,
-            cx.host,
-        ) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        judge(
-            &obtained.value,
-            cx.profile.expect.nvlinks_per_gpu,
-            domain.as_deref(),
-            obtained.replayed,
-        )
-        .into_iter()
-        .map(|r| mark_replayed(r, obtained.replayed))
-        .collect()
+        judge_nvml(cx, ID, |facts, replayed| {
+            let expect = &cx.profile.expect;
+            match nvlink_domain::evidence(facts, expect.nvlink_domain, cx.host) {
+                Ok(domain) => judge(facts, expect.nvlinks_per_gpu, domain.as_deref(), replayed),
+                Err(e) => vec![CheckResult::read_error(ID, &e)],
+            }
+        })
     }
 }
 

@@ -5,7 +5,7 @@ use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
 use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Findings, Kind, Need, Probe, ProbeMeta};
 use crate::probes::shared::facts::NVML;
-use crate::probes::shared::gpu::{mark_replayed, obtain_nvml, shown};
+use crate::probes::shared::gpu::{judge_nvml, shown};
 
 pub struct GpuP2p;
 
@@ -45,14 +45,9 @@ impl Probe for GpuP2p {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let obtained = match obtain_nvml(cx, ID) {
-            Ok(o) => o,
-            Err(r) => return vec![*r],
-        };
-        judge(&obtained.value, cx.profile.expect.nvlink.unwrap_or(false))
-            .into_iter()
-            .map(|r| mark_replayed(r, obtained.replayed))
-            .collect()
+        judge_nvml(cx, ID, |facts, _| {
+            judge(facts, cx.profile.expect.nvlink.unwrap_or(false))
+        })
     }
 }
 

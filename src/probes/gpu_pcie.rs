@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::dynlib::cuda;
-use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample};
+use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample, NvmlFacts};
 use crate::host::Host;
 use crate::measure::copy::while_busy;
 use crate::probe::Library;
@@ -15,7 +15,7 @@ use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
 use crate::probes::shared::facts::NVML;
-use crate::probes::shared::gpu::{mark_replayed, obtain_nvml, shown, subject};
+use crate::probes::shared::gpu::{judge_nvml, shown, subject};
 use crate::profile::Profile;
 use crate::sysfs::pci_device::LinkAttrs;
 
@@ -71,43 +71,40 @@ impl Probe for GpuPcie {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let obtained = match obtain_nvml(cx, ID) {
-            Ok(o) => o,
-            Err(r) => return vec![*r],
-        };
-        let facts = &obtained.value;
-        let idle_sysfs: Vec<(String, LinkAttrs)> = facts
-            .gpus
-            .iter()
-            .filter_map(|g| g.pci_bus_id.clone().ok())
-            .map(|bdf| {
-                let attrs = LinkAttrs::read(cx.host, &bdf);
-                (bdf, attrs)
-            })
-            .collect();
-        let bdfs: Vec<String> = idle_sysfs.iter().map(|(b, _)| b.clone()).collect();
-        let under_load = match cx
-            .answers
-            .obtain(nvml::UNDER_LOAD_KEY, || sample_under_load(cx.host, &bdfs))
-        {
-            Ok(o) => o.value,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        facts
-            .gpus
-            .iter()
-            .map(|g| {
-                let sysfs = idle_sysfs
-                    .iter()
-                    .find(|(b, _)| Ok(b) == g.pci_bus_id.as_ref())
-                    .map(|(_, a)| a);
-                mark_replayed(
-                    judge(g, sysfs, &under_load, cx.profile, obtained.replayed),
-                    obtained.replayed,
-                )
-            })
-            .collect()
+        judge_nvml(cx, ID, |facts, replayed| judge_all(cx, facts, replayed))
     }
+}
+
+/// Every GPU's link: sysfs read idle, NVML and sysfs sampled under a copy load, then each judged.
+fn judge_all(cx: &Context<'_>, facts: &NvmlFacts, replayed: bool) -> Vec<CheckResult> {
+    let idle_sysfs: Vec<(String, LinkAttrs)> = facts
+        .gpus
+        .iter()
+        .filter_map(|g| g.pci_bus_id.clone().ok())
+        .map(|bdf| {
+            let attrs = LinkAttrs::read(cx.host, &bdf);
+            (bdf, attrs)
+        })
+        .collect();
+    let bdfs: Vec<String> = idle_sysfs.iter().map(|(b, _)| b.clone()).collect();
+    let under_load = match cx
+        .answers
+        .obtain(nvml::UNDER_LOAD_KEY, || sample_under_load(cx.host, &bdfs))
+    {
+        Ok(o) => o.value,
+        Err(e) => return vec![CheckResult::error(ID, e)],
+    };
+    facts
+        .gpus
+        .iter()
+        .map(|g| {
+            let sysfs = idle_sysfs
+                .iter()
+                .find(|(b, _)| Ok(b) == g.pci_bus_id.as_ref())
+                .map(|(_, a)| a);
+            judge(g, sysfs, &under_load, cx.profile, replayed)
+        })
+        .collect()
 }
 
 /// Runs a copy loop on every GPU the CUDA driver lists and reads NVML and sysfs meanwhile.

@@ -9,7 +9,7 @@ use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Library, Need, Probe, ProbeMeta,
 };
 use crate::probes::shared::facts::NVML;
-use crate::probes::shared::gpu::{mark_replayed, obtain_nvml, subject};
+use crate::probes::shared::gpu::{judge_nvml, subject};
 
 pub struct NvlinkLinkQuality;
 
@@ -49,25 +49,21 @@ impl Probe for NvlinkLinkQuality {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let obtained = match obtain_nvml(cx, ID) {
-            Ok(o) => o,
-            Err(r) => return vec![*r],
-        };
-        let want = cx.profile.expect.nvlink_link_gbps;
-        let results: Vec<CheckResult> = obtained
-            .value
-            .gpus
-            .iter()
-            .filter_map(|g| judge_gpu(g, want))
-            .map(|r| mark_replayed(r, obtained.replayed))
-            .collect();
-        if results.is_empty() {
-            return vec![CheckResult::skip(
-                ID,
-                "no active NVLink with quality answers (no NVLink, or a recording made before they were asked)",
-            )];
-        }
-        results
+        judge_nvml(cx, ID, |facts, _| {
+            let want = cx.profile.expect.nvlink_link_gbps;
+            let results: Vec<CheckResult> = facts
+                .gpus
+                .iter()
+                .filter_map(|g| judge_gpu(g, want))
+                .collect();
+            if results.is_empty() {
+                return vec![CheckResult::skip(
+                    ID,
+                    "no active NVLink with quality answers (no NVLink, or a recording made before they were asked)",
+                )];
+            }
+            results
+        })
     }
 }
 

@@ -35,6 +35,22 @@ pub fn obtain_nvml(cx: &Context<'_>, id: &str) -> Result<Obtained<NvmlFacts>, Bo
     Err(Box::new(mark_replayed(verdict, obtained.replayed)))
 }
 
+/// What most GPU probes do with NVML: judge its facts (told whether they were replayed), or return the one
+/// result [`obtain_nvml`] gives when there are none; every result carries the replay note when replayed.
+pub fn judge_nvml(
+    cx: &Context<'_>,
+    id: &str,
+    judge: impl FnOnce(&NvmlFacts, bool) -> Vec<CheckResult>,
+) -> Vec<CheckResult> {
+    match obtain_nvml(cx, id) {
+        Ok(o) => judge(&o.value, o.replayed)
+            .into_iter()
+            .map(|r| mark_replayed(r, o.replayed))
+            .collect(),
+        Err(r) => vec![*r],
+    }
+}
+
 /// The GPUs, their driver and what it lists (`presence.rs`).
 pub fn gpu_survey(cx: &Context<'_>) -> Survey {
     Survey::read(cx.host, Stack::Gpu)
