@@ -104,14 +104,10 @@ fn ring_report(dir: &Path, rank: usize) -> PathBuf {
 /// Puts a hostile report at a path; what its error must say.
 type Plant = (fn(&Path), &'static str);
 
-/// `--summarize` read a report to its end, whatever it was: a link to /dev/zero reached 16.8 GB. Each hostile
-/// report is named unreadable, quickly and in bounded memory, and the good ones are still summarized.
-#[test]
-fn hostile_reports_are_named_unreadable_and_the_rest_summarized() {
-    let dir = tempfile::tempdir().unwrap();
-    let good = [ring_report(dir.path(), 0), ring_report(dir.path(), 2)];
-    let bad = dir.path().join("1.json");
-    let plant: [Plant; 4] = [
+/// What a careless or hostile user names as an input file, each with the words its refusal must use: a FIFO, a
+/// link to a device, a 100 MiB sparse file (`too_large`: how the reader's limit is named) and a directory.
+fn hostile_files(too_large: &'static str) -> [Plant; 4] {
+    [
         (|p| mkfifo(p), "is a FIFO"),
         (
             |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
@@ -124,10 +120,20 @@ fn hostile_reports_are_named_unreadable_and_the_rest_summarized() {
                     .set_len(100 << 20)
                     .unwrap()
             },
-            "larger than 16 MiB",
+            too_large,
         ),
         (|p| std::fs::create_dir(p).unwrap(), "is a directory"),
-    ];
+    ]
+}
+
+/// `--summarize` read a report to its end, whatever it was: a link to /dev/zero reached 16.8 GB. Each hostile
+/// report is named unreadable, quickly and in bounded memory, and the good ones are still summarized.
+#[test]
+fn hostile_reports_are_named_unreadable_and_the_rest_summarized() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = [ring_report(dir.path(), 0), ring_report(dir.path(), 2)];
+    let bad = dir.path().join("1.json");
+    let plant = hostile_files("larger than 16 MiB");
     for (make, why) in plant {
         make(&bad);
         let run = bounded(
@@ -255,23 +261,7 @@ fn the_slurm_job_id_token_is_named_no_secret() {
 fn hostile_hostfiles_are_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("hosts");
-    let plant: [Plant; 4] = [
-        (|p| mkfifo(p), "is a FIFO"),
-        (
-            |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
-            "is a character device",
-        ),
-        (
-            |p| {
-                std::fs::File::create(p)
-                    .unwrap()
-                    .set_len(100 << 20)
-                    .unwrap()
-            },
-            "larger than 1 MiB",
-        ),
-        (|p| std::fs::create_dir(p).unwrap(), "is a directory"),
-    ];
+    let plant = hostile_files("larger than 1 MiB");
     for (make, why) in plant {
         make(&file);
         let run = bounded(
