@@ -390,9 +390,12 @@ impl Style {
     };
 }
 
+/// The widest label of a `label   value` line that [`fit`] keeps beside its value.
+const MAX_LABEL: usize = 24;
+
 /// Text re-wrapped so that no line is wider than `width` characters: a long line continues at its own
-/// indentation (a list item `- …` two columns further in, under its text). Lines that fit are left alone
-/// (tables that were laid out for the width already).
+/// indentation (a list item `- …` two columns further in, under its text; a `label   value` line under its
+/// value). Lines that fit are left alone (tables that were laid out for the width already).
 pub fn fit(text: &str, width: u16) -> String {
     let width = usize::from(width.max(table::MIN_WIDTH));
     let mut out = String::with_capacity(text.len());
@@ -402,14 +405,27 @@ pub fn fit(text: &str, width: u16) -> String {
             out.push('\n');
             continue;
         }
-        let indent = line.len() - line.trim_start().len();
-        let item = line.trim_start().starts_with("- ");
-        let hang = (indent + if item { 2 } else { 0 }).min(width / 2);
-        for (i, part) in table::wrap(line.trim_start(), width - indent, width - hang)
-            .iter()
-            .enumerate()
-        {
-            out.push_str(&" ".repeat(if i == 0 { indent } else { hang }));
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        // `label   value`: the label and its padding stay, the value wraps in its own column.
+        let (head, text) = match body.find("  ") {
+            Some(gap) if gap <= MAX_LABEL => {
+                let value_at = gap + body[gap..].len() - body[gap..].trim_start().len();
+                body.split_at(value_at)
+            }
+            _ => ("", body),
+        };
+        let lead = indent + head.chars().count();
+        let item = head.is_empty() && text.starts_with("- ");
+        let hang = (lead + if item { 2 } else { 0 }).min(width / 2);
+        let first = width.saturating_sub(lead).max(width / 2);
+        for (i, part) in table::wrap(text, first, width - hang).iter().enumerate() {
+            if i == 0 {
+                out.push_str(&line[..indent]);
+                out.push_str(head);
+            } else {
+                out.push_str(&" ".repeat(hang));
+            }
             out.push_str(part);
             out.push('\n');
         }
@@ -429,6 +445,33 @@ pub fn render(format: Format, report: &RunReport, style: Style) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fit_keeps_labels_and_hangs_under_the_value_or_the_item() {
+        let long = "word ".repeat(30);
+        let fitted = super::fit(
+            &format!(
+                "expected       {long}\n  - {long}\nshort  line\nnet devices    {long}\n{long}"
+            ),
+            60,
+        );
+        let lines: Vec<&str> = fitted.lines().collect();
+        assert!(lines[0].starts_with("expected       word"), "{fitted}");
+        assert!(lines[1].starts_with("               word"), "{fitted}");
+        let item = lines.iter().position(|l| l.starts_with("  - ")).unwrap();
+        assert!(lines[item + 1].starts_with("    word"), "{fitted}");
+        assert!(lines.contains(&"short  line"), "{fitted}");
+        let net = lines
+            .iter()
+            .position(|l| l.starts_with("net devices    word"))
+            .unwrap();
+        assert!(
+            lines[net + 1].starts_with("               word"),
+            "{fitted}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 60), "{fitted}");
+        assert!(lines.last().unwrap().starts_with("word"), "{fitted}");
+    }
+
     use super::*;
 
     #[test]
