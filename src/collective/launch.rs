@@ -223,9 +223,9 @@ fn job_processes(marker: &str) -> Vec<(libc::pid_t, String)> {
         .filter(|&pid| pid != me)
         .filter_map(|pid| {
             let (name, state) = proc_stat(pid)?;
+            // A zombie is left to its waiter: it may be another child of this process (a concurrent job's, a
+            // thread's `Command`), whose exit status reaping here would steal.
             if state == 'Z' {
-                // SAFETY: reaps it when it is our child; ECHILD otherwise.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
                 return None;
             }
             let environ = std::fs::File::open(format!("/proc/{pid}/environ")).ok();
@@ -281,6 +281,25 @@ mod tests {
             output,
             timeout,
         })
+    }
+
+    /// Looking for a job's survivors never reaps another child of this process: two jobs at once (isolate's
+    /// groups, parallel tests) each get their own exit status. A zombie child of this process that is not the
+    /// job's is left for its own `wait`.
+    #[test]
+    fn looking_for_survivors_leaves_other_children_to_their_waiters() {
+        for code in [0, 7, 42] {
+            let mut other = std::process::Command::new("sh")
+                .args(["-c", &format!("exit {code}")])
+                .spawn()
+                .unwrap();
+            let pid = other.id() as libc::pid_t;
+            while proc_stat(pid).is_some_and(|(_, state)| state != 'Z') {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(job_processes("no-such-marker").is_empty());
+            assert_eq!(other.wait().unwrap().code(), Some(code));
+        }
     }
 
     #[test]
