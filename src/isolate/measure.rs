@@ -1,8 +1,8 @@
-//! The pluggable measure: one COMMAND template per group, its placeholders filled in, started in a process group
-//! of its own tied to this process (ended with SIGTERM, then SIGKILL 5 s later, at `--test-timeout` or on
-//! SIGTERM/SIGINT), all groups of a round at once; judged by its exit code and the fabric-preflight JSON report it
-//! wrote (`collective`, `pair`). `collective`'s launcher is not used: it makes this process the subreaper of one
-//! job at a time, and reaping one job's orphans would take another's exit status.
+//! The pluggable measure: one COMMAND template per group, its placeholders filled in, started through
+//! `collective`'s launcher (a process group of its own tied to this process, ended with SIGTERM, then SIGKILL 5 s
+//! later, at `--test-timeout` or on SIGTERM/SIGINT; what it leaves running outside its group found by its marker,
+//! ended and named), all groups of a round at once; judged by its exit code and the fabric-preflight JSON report
+//! it wrote (`collective`, `pair`).
 //!
 //! Placeholders, replaced inside any argument: `{nodes}` (comma-separated), `{count}`, `{hostfile}` (a file with
 //! one node per line, for `mpirun --hostfile`), `{report}` (where the job must write its JSON report) and
@@ -14,12 +14,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::child::{own_group_tied_to_parent, signal_group};
+use crate::collective::launch::{self, Ending, Launch};
 use crate::input;
-
-/// How long a job's group has after SIGTERM (srun and mpirun pass it on to their ranks) before SIGKILL.
-const GRACE: Duration = Duration::from_secs(5);
-const POLL: Duration = Duration::from_millis(20);
 
 /// At most this much of a group's JSON report is read.
 const MAX_REPORT: u64 = 16 << 20;
@@ -112,13 +108,25 @@ pub fn run_one(
     }
     let argv = expand(template, nodes, test, &files);
     let started = std::time::Instant::now();
-    let (exited_0, ending) = match start(&argv, &files.log) {
-        Err(why) => (false, format!("not started: {why}")),
-        Ok(mut child) => {
-            let ending = bounded_wait(&mut child, timeout);
-            (ending == "exit 0", ending)
-        }
+    // collective's launcher: the job in a group of its own, ended at the timeout or on SIGTERM/SIGINT, and what
+    // it left running outside its group found by its marker and ended (safe for groups run side by side).
+    let ran = launch::run(&Launch {
+        argv: &argv,
+        env: &[],
+        output: &files.log,
+        timeout,
+    });
+    let mut ending = match &ran.ending {
+        Ending::Exited(code) => format!("exit {code}"),
+        Ending::Signaled(signal) => format!("killed by signal {signal}"),
+        Ending::TimedOut => format!("timed out after {} s", timeout.as_secs()),
+        Ending::Interrupted(signal) => format!("interrupted ({signal})"),
+        Ending::NotStarted(why) => format!("not started: {why}"),
     };
+    if !ran.survivors.is_empty() {
+        ending.push_str(&format!(", left running: {}", ran.survivors.join(", ")));
+    }
+    let exited_0 = ran.ending == Ending::Exited(0) && ran.survivors.is_empty();
     let report = input::read_text(&files.report, MAX_REPORT)
         .map_err(|e| format!("no report at {} ({e})", files.report.display()))
         .and_then(|text| {
@@ -128,58 +136,6 @@ pub fn run_one(
     let mut measured = judge(exited_0, &ending, report, floor);
     measured.duration_ms = started.elapsed().as_millis() as u64;
     measured
-}
-
-/// Starts the job in a group of its own, its stdout and stderr into `log`.
-fn start(argv: &[OsString], log: &Path) -> Result<std::process::Child, String> {
-    let (program, args) = argv.split_first().ok_or("no COMMAND")?;
-    let out =
-        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut command = std::process::Command::new(program);
-    command
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    own_group_tied_to_parent(&mut command);
-    command
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", program.to_string_lossy()))
-}
-
-/// Waits for the job until `timeout` or SIGTERM/SIGINT, then ends its group; how it ended, in words.
-fn bounded_wait(child: &mut std::process::Child, timeout: Duration) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let started = std::time::Instant::now();
-    let pid = child.id() as libc::pid_t;
-    let stop = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                return match (status.code(), status.signal()) {
-                    (Some(code), _) => format!("exit {code}"),
-                    (_, signal) => format!("killed by signal {}", signal.unwrap_or(0)),
-                };
-            }
-            Ok(None) => {}
-            Err(e) => break format!("could not be waited for ({e})"),
-        }
-        if let Some(signal) = crate::interrupt::requested() {
-            break format!("interrupted ({signal})");
-        }
-        if started.elapsed() >= timeout {
-            break format!("timed out after {} s", timeout.as_secs());
-        }
-        std::thread::sleep(POLL);
-    };
-    signal_group(pid, libc::SIGTERM);
-    let grace = std::time::Instant::now();
-    while grace.elapsed() < GRACE && matches!(child.try_wait(), Ok(None)) {
-        std::thread::sleep(POLL);
-    }
-    signal_group(pid, libc::SIGKILL);
-    let _ = child.wait();
-    stop
 }
 
 /// The verdict on one group: it passes only when the job exited 0, its report was read and passes, and its
