@@ -93,6 +93,8 @@ struct Facts {
     /// The Ethernet ports carrying traffic (not disabled by design), each with its role and what was read
     /// behind it (or the read that failed).
     ports: Vec<(PortAttrs, Assigned, Result<Kind, ReadError>)>,
+    /// The Ethernet ports whose role could not be decided, with what was not read.
+    unplaced: Vec<(PortAttrs, Vec<String>)>,
     /// The roles, read only where an Ethernet port is there to judge (they rest on the PCI tree).
     roles: Option<Ports>,
 }
@@ -132,6 +134,7 @@ impl Facts {
             survey,
             devices_listed: !devices.is_empty(),
             ports: Vec::new(),
+            unplaced: Vec::new(),
             roles: None,
         };
         if !devices
@@ -143,6 +146,13 @@ impl Facts {
         }
         let roles = nic_role::read(host, nccl_ib_hca, rails)?;
         for (dev, ports) in &roles.devices {
+            for (p, usage) in ports {
+                if let Use::Unplaced(unread) = usage {
+                    if p.is_ethernet() {
+                        facts.unplaced.push((p.clone(), unread.clone()));
+                    }
+                }
+            }
             // Ports disabled by design carry no traffic: rdma.link says so.
             let ethernet: Vec<(&PortAttrs, &Assigned)> = ports
                 .iter()
@@ -249,6 +259,13 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     if let Some(r) = facts.survey.as_ref().and_then(|s| s.gate(ID, false)) {
         return vec![r];
     }
+    let unplaced = facts
+        .unplaced
+        .iter()
+        .map(|(port, unread)| nic_role::unplaced(ID, port, unread));
+    if facts.ports.is_empty() && !facts.unplaced.is_empty() {
+        return unplaced.collect();
+    }
     if facts.ports.is_empty() {
         let why = if !facts.devices_listed {
             "no RDMA device".to_string()
@@ -283,6 +300,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             }
             Err(e) => CheckResult::read_error(ID, e).subject(port.subject()),
         })
+        .chain(unplaced)
         .collect()
 }
 
