@@ -311,7 +311,7 @@ fn judge_port(
     expect: &Expect,
     assigned: &Assigned,
 ) -> CheckResult {
-    let mut r = judge_roce(port, facts, expect)
+    let mut r = judge_roce(port, facts, expect, assigned.role == Role::Storage)
         .role(assigned.role.as_str())
         .note(assigned.evidence());
     if assigned.role == Role::Storage && r.status == Status::Fail {
@@ -321,7 +321,8 @@ fn judge_port(
     r
 }
 
-fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResult {
+/// `storage`: the port is a storage/frontend port, whose failures warn (an unread reading still errors).
+fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: bool) -> CheckResult {
     let subject = port.subject();
     let mut evidence = facts.evidence.clone();
     let Some(gid) = chosen_gid(&facts.gids) else {
@@ -405,6 +406,7 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
         }
     }
     let ifname = facts.netdev.as_ref().map(|n| n.name.as_str());
+    let softened = storage && f.soften(Status::Fail, Status::Warn);
 
     let nccl = format!("NCCL_IB_GID_INDEX={}", gid.index);
     let summary = match f.status() {
@@ -417,6 +419,11 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
             ifname.unwrap_or("?")
         ),
         _ => format!("{} ({nccl})", f.deciding()),
+    };
+    let summary = if softened {
+        format!("storage port: {summary}")
+    } else {
+        summary
     };
     let mut r = f.apply(CheckResult::pass(ID, summary)).subject(subject);
     r.measurements = measurements;
