@@ -151,8 +151,17 @@ impl Facts {
         for (device, attrs) in &devices {
             let before = ports.len();
             for (p, usage) in attrs {
-                let nic_role::Use::Role(role) = usage else {
-                    continue;
+                let role = match usage {
+                    nic_role::Use::Role(role) => role,
+                    nic_role::Use::DisabledByDesign => continue,
+                    // A rail taken for storage (or the reverse) would pick another machine's profile.
+                    nic_role::Use::Unplaced(unread) => {
+                        return Err(format!(
+                            "the role of {device}/{} could not be decided: {}",
+                            p.port,
+                            unread.join("; ")
+                        ))
+                    }
                 };
                 ports.push(Port {
                     name: format!("{device}/{}", p.port),

@@ -16,6 +16,12 @@
 //!    topology search prefers) are compute; a port that is no GPU's nearest is storage. Where the profile names
 //!    a rail count and more ports than that are nearest to some GPU, the nearest ones are kept.
 //! 4. Otherwise every port is compute.
+//!
+//! A fact a rule rests on that is there but cannot be read is an error naming the file, never another role: a
+//! device's sign (its link layer, model, netdev's master) fails [`read`]; a PCI function that could be a GPU, a
+//! NIC or a port between them (its class or NUMA node unread) leaves each port whose placement it could change
+//! without a role ([`Use::Unplaced`], naming the files), and its checks report an error rather than judge it by
+//! the other role's expectations (a compute rail read as storage has its down link only warned about).
 
 use crate::host::{optional, Host, ReadError};
 use crate::nccl::env::IfList;
@@ -58,7 +64,7 @@ pub struct PortRef {
 }
 
 /// What a device shows, beyond where it sits on PCIe, that tells a rail from a front-end or management port.
-/// A sign that cannot be read is absent: it only ever takes a port out of the rails, never puts one in.
+/// A sign that is missing is absent; one that is there but cannot be read is the error ([`read`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Signs {
     /// The port's link layer (`InfiniBand`, `Ethernet`; `Unknown` on EFA).
@@ -96,6 +102,25 @@ pub enum Use {
     /// Disabled while a sibling port of its device carries data ([`disabled_by_design`]): not judged.
     DisabledByDesign,
     Role(Assigned),
+    /// No role: what decides it could not be read (`path = reason` each). Its checks report an error
+    /// ([`unplaced`]), never judge it as either role.
+    Unplaced(Vec<String>),
+}
+
+/// A port's role, or the facts that decide it and could not be read (`path = reason` each).
+pub type Placed = Result<Assigned, Vec<String>>;
+
+/// The error a role-aware check `id` reports for a port without a role ([`Use::Unplaced`]).
+pub fn unplaced(id: &str, port: &PortAttrs, unread: &[String]) -> CheckResult {
+    let mut r = CheckResult::error(
+        id,
+        "role unknown: what decides whether it is a compute rail or a storage/frontend port could not be read",
+    )
+    .subject(port.subject());
+    for line in unread {
+        r = r.note(line.clone());
+    }
+    r.fix("check the files named above (run as root if access is denied); set NCCL_IB_HCA to name the rails without them")
 }
 
 /// Every RDMA port with its use, grouped by device in natural order (see [`Ports`]): the ports as
@@ -123,7 +148,7 @@ pub fn read(
                     device: dev.clone(),
                     port: p.port,
                     bdf: bdf.clone(),
-                    signs: device.of_port(p),
+                    signs: device.of_port(p)?,
                 });
             }
         }
@@ -139,7 +164,10 @@ pub fn read(
                     let usage = if off.next().unwrap_or(false) {
                         Use::DisabledByDesign
                     } else {
-                        Use::Role(roles.next().expect("one role per port judged"))
+                        match roles.next().expect("one role per port judged") {
+                            Ok(a) => Use::Role(a),
+                            Err(unread) => Use::Unplaced(unread),
+                        }
                     };
                     (p, usage)
                 })
@@ -154,18 +182,22 @@ pub fn read(
 }
 
 /// The devices whose every port is a management port (see [`Assigned::data_path`]), read as [`read`] reads
-/// them without `NCCL_IB_HCA`: the transfer checks (`rdma.loopback`, `gdr.loopback`) leave them alone.
+/// them without `NCCL_IB_HCA`: the transfer checks (`rdma.loopback`, `gdr.loopback`) leave them alone. A device
+/// with a port of unknown role is not one of them.
 pub fn management_devices(host: &Host) -> Result<Vec<(String, String)>, ReadError> {
     let ports = read(host, None, None)?;
     Ok(ports
         .devices
         .iter()
         .filter_map(|(dev, ports)| {
+            if ports.iter().any(|(_, u)| matches!(u, Use::Unplaced(_))) {
+                return None;
+            }
             let roles: Vec<&Assigned> = ports
                 .iter()
                 .filter_map(|(_, u)| match u {
                     Use::Role(a) => Some(a),
-                    Use::DisabledByDesign => None,
+                    Use::DisabledByDesign | Use::Unplaced(_) => None,
                 })
                 .collect();
             let first = roles.first()?;
@@ -250,14 +282,16 @@ impl DeviceSigns {
         })
     }
 
-    fn of_port(&self, port: &PortAttrs) -> Signs {
-        Signs {
-            link_layer: port.link_layer.as_ref().ok().cloned(),
+    /// A link layer that is there and cannot be read, or is no link layer, is the error: another kind than
+    /// the rails' would make a rail a front-end port.
+    fn of_port(&self, port: &PortAttrs) -> Result<Signs, ReadError> {
+        Ok(Signs {
+            link_layer: port.link_layer_sign()?.map(str::to_string),
             model: self.model.clone(),
             efa: self.efa,
             netvsc: self.netvsc.clone(),
             bond: self.bond,
-        }
+        })
     }
 }
 
@@ -283,28 +317,29 @@ impl Ports {
     }
 }
 
-/// The role of each of `ports`, in their order. `nccl_ib_hca` is the variable's value where set; `rails` the
-/// profile's count of compute ports; `tree` the PCI tree where it could be read.
+/// The role of each of `ports`, in their order, or what decides it and could not be read. `nccl_ib_hca` is the
+/// variable's value where set; `rails` the profile's count of compute ports; `tree` the PCI tree where it could
+/// be read.
 pub fn assign(
     ports: &[PortRef],
     nccl_ib_hca: Option<&str>,
     rails: Option<u32>,
     tree: Option<&PciTree>,
-) -> Vec<Assigned> {
+) -> Vec<Placed> {
     if let Some(value) = nccl_ib_hca.filter(|v| !v.trim().is_empty()) {
         let list = IfList::parse(value);
         return ports
             .iter()
             .map(|p| {
                 let keeps = list.keeps(&p.device, Some(p.port));
-                Assigned {
+                Ok(Assigned {
                     role: if keeps { Role::Compute } else { Role::Storage },
                     why: format!(
                         "NCCL_IB_HCA={value} {} it",
                         if keeps { "keeps" } else { "leaves out" }
                     ),
                     data_path: true,
-                }
+                })
             })
             .collect();
     }
@@ -320,13 +355,20 @@ pub fn assign(
         .unwrap_or_else(|| {
             candidates
                 .iter()
-                .map(|_| compute("no GPU to place rails by, and NCCL_IB_HCA unset: every port"))
+                .map(|_| {
+                    Ok(compute(
+                        "no GPU to place rails by, and NCCL_IB_HCA unset: every port",
+                    ))
+                })
                 .collect()
         })
         .into_iter();
     fronts
         .into_iter()
-        .map(|f| f.unwrap_or_else(|| placed.next().expect("one role per candidate")))
+        .map(|f| match f {
+            Some(a) => Ok(a),
+            None => placed.next().expect("one role per candidate"),
+        })
         .collect()
 }
 
@@ -439,12 +481,19 @@ fn odd_one_out(
     }
 }
 
-/// Rule 2; `None` where the tree shows no GPU.
-fn by_placement(ports: &[PortRef], rails: Option<u32>, tree: &PciTree) -> Option<Vec<Assigned>> {
+/// Rule 3; `None` where the tree shows no GPU. Where a function that could be a GPU, a NIC or a port between
+/// them could not be read, a port placement leaves storage (it may be that GPU's nearest) or that is not on the
+/// tree though it has a PCI function has no role: the unread functions are named.
+fn by_placement(ports: &[PortRef], rails: Option<u32>, tree: &PciTree) -> Option<Vec<Placed>> {
     let gpus = tree.with_role(PciRole::Gpu);
     if gpus.is_empty() {
         return None;
     }
+    let unread: Vec<String> = tree
+        .unread_of(GPU_NIC_PATHS)
+        .into_iter()
+        .map(|u| u.line.clone())
+        .collect();
     let functions: Vec<Option<usize>> = ports
         .iter()
         .map(|p| p.bdf.as_deref().and_then(|b| tree.find(b)))
@@ -481,18 +530,29 @@ fn by_placement(ports: &[PortRef], rails: Option<u32>, tree: &PciTree) -> Option
     let keep = rails.map_or(candidates.len(), |n| candidates.len().min(n as usize));
     let kept = &candidates[..keep];
     let assigned = (0..ports.len())
-        .map(|i| match (nearest_of[i], functions[i]) {
-            (Some((d, gpu)), _) if kept.contains(&i) => compute(format!(
-                "nearest RDMA port of {} ({d:?})",
-                tree.subject(gpu)
-            )),
-            (Some((d, gpu)), _) => storage(format!(
-                "nearest port of {} ({d:?}), but the profile's {} rail(s) are nearer",
-                tree.subject(gpu),
-                rails.unwrap_or_default()
-            )),
-            (None, Some(_)) => storage("no GPU has it as its nearest RDMA port"),
-            (None, None) => compute("not on the PCI tree (a software device): judged as a rail"),
+        .map(|i| {
+            let a = match (nearest_of[i], functions[i]) {
+                (Some((d, gpu)), _) if kept.contains(&i) => compute(format!(
+                    "nearest RDMA port of {} ({d:?})",
+                    tree.subject(gpu)
+                )),
+                (Some((d, gpu)), _) => storage(format!(
+                    "nearest port of {} ({d:?}), but the profile's {} rail(s) are nearer",
+                    tree.subject(gpu),
+                    rails.unwrap_or_default()
+                )),
+                (None, Some(_)) => storage("no GPU has it as its nearest RDMA port"),
+                (None, None) => {
+                    compute("not on the PCI tree (a software device): judged as a rail")
+                }
+            };
+            let unplaced =
+                a.role == Role::Storage || (functions[i].is_none() && ports[i].bdf.is_some());
+            if unplaced && !unread.is_empty() {
+                Err(unread.clone())
+            } else {
+                Ok(a)
+            }
         })
         .collect();
     Some(assigned)
@@ -520,6 +580,7 @@ fn is_disabled(port: &PortAttrs) -> bool {
 mod tests {
     use super::*;
     use crate::host::Host;
+    use crate::probes::testing::damaged_copy;
     use std::path::Path;
 
     fn tree(scenario: &str) -> PciTree {
@@ -557,6 +618,19 @@ mod tests {
         (t, ports)
     }
 
+    /// [`assign`]'s roles where every fact was read.
+    fn placed(
+        ports: &[PortRef],
+        nccl_ib_hca: Option<&str>,
+        rails: Option<u32>,
+        tree: Option<&PciTree>,
+    ) -> Vec<Assigned> {
+        assign(ports, nccl_ib_hca, rails, tree)
+            .into_iter()
+            .map(|p| p.expect("every fact read"))
+            .collect()
+    }
+
     fn roles(assigned: &[Assigned]) -> Vec<&'static str> {
         assigned.iter().map(|a| a.role.as_str()).collect()
     }
@@ -566,13 +640,13 @@ mod tests {
         let (t, ports) = bond_node();
         assert_eq!(ports.last().unwrap().device, "mlx5_bond_0");
         for rails in [None, Some(8)] {
-            let a = assign(&ports, None, rails, Some(&t));
+            let a = placed(&ports, None, rails, Some(&t));
             assert_eq!(roles(&a)[..8], ["compute"; 8]);
             assert_eq!(a[8].role, Role::Storage, "{a:?}");
             assert_eq!(a[0].why, "nearest RDMA port of GPU0 0000:18:00.0 (PIX)");
         }
         // A rail count below the nearest ports keeps the nearest ones, in name order.
-        let a = assign(&ports, None, Some(4), Some(&t));
+        let a = placed(&ports, None, Some(4), Some(&t));
         assert_eq!(
             roles(&a)[..5],
             ["compute", "compute", "compute", "compute", "storage"]
@@ -595,23 +669,23 @@ mod tests {
             ("mlx5", Role::Compute),
             ("mlx5_bond_0:1", Role::Compute),
         ] {
-            let a = assign(&ports, Some(hca), Some(8), Some(&t));
+            let a = placed(&ports, Some(hca), Some(8), Some(&t));
             assert_eq!(a[8].role, bond, "{hca}");
             assert!(
                 a[8].why.starts_with(&format!("NCCL_IB_HCA={hca} ")),
                 "{a:?}"
             );
         }
-        let a = assign(&ports, Some("mlx5_bond_0:2"), None, Some(&t));
+        let a = placed(&ports, Some("mlx5_bond_0:2"), None, Some(&t));
         assert!(a.iter().all(|a| a.role == Role::Storage), "{a:?}");
     }
 
     #[test]
     fn without_gpus_every_port_is_compute() {
         let t = tree("rxe-vm");
-        let a = assign(&[port("rxe0", None)], None, Some(8), Some(&t));
+        let a = placed(&[port("rxe0", None)], None, Some(8), Some(&t));
         assert_eq!(roles(&a), ["compute"]);
-        let a = assign(&[port("rxe0", None)], None, None, None);
+        let a = placed(&[port("rxe0", None)], None, None, None);
         assert_eq!(roles(&a), ["compute"]);
     }
 
@@ -634,6 +708,7 @@ mod tests {
                 ports.into_iter().filter_map(move |(_, u)| match u {
                     Use::Role(a) => Some((dev.clone(), a.role, a.data_path, a.why)),
                     Use::DisabledByDesign => None,
+                    Use::Unplaced(unread) => panic!("{dev}: unplaced: {unread:?}"),
                 })
             })
             .collect()
@@ -773,7 +848,7 @@ mod tests {
             vec![ib("a", "MT4129"), signed("b", "Ethernet", "MT4129", false)],
         ];
         for ports in cases {
-            let a = assign(&ports, None, None, None);
+            let a = placed(&ports, None, None, None);
             assert!(
                 a.iter().all(|a| a.role == Role::Compute && a.data_path),
                 "{a:?}"
@@ -796,7 +871,132 @@ mod tests {
             })
             .collect();
         assert_eq!(ports.len(), 8);
-        let a = assign(&ports, None, None, Some(&t));
+        let a = placed(&ports, None, None, Some(&t));
         assert!(a.iter().all(|a| a.role == Role::Compute), "{a:?}");
+    }
+
+    /// Each port's use as [`read`] gives it, by `dev/port`.
+    fn uses(root: &Path, nccl_ib_hca: Option<&str>, rails: Option<u32>) -> Vec<(String, Use)> {
+        read(&Host::at(root).unwrap(), nccl_ib_hca, rails)
+            .unwrap()
+            .devices
+            .into_iter()
+            .flat_map(|(dev, ports)| {
+                ports
+                    .into_iter()
+                    .map(move |(p, u)| (format!("{dev}/{}", p.port), u))
+            })
+            .collect()
+    }
+
+    /// The ports without a role, each with the first file named.
+    fn unplaced_ports(uses: &[(String, Use)]) -> Vec<(&str, &str)> {
+        uses.iter()
+            .filter_map(|(p, u)| match u {
+                Use::Unplaced(unread) => Some((p.as_str(), unread[0].as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const BOND_GPU0: &str = "/sys/bus/pci/devices/0000:18:00.0";
+
+    /// Reproduced (issue 31's Blackwell trees, the damage sweep): a GPU whose `class` or `numa_node` could not
+    /// be read was no GPU, so its rail was "no GPU's nearest port", a storage port whose down link only warned.
+    /// Now every port placement would make storage (the GPU may be its) has no role, naming the file; the rails
+    /// of the GPUs read keep theirs, the bond its front-end role, and NCCL_IB_HCA still decides without the
+    /// tree.
+    #[test]
+    fn an_unread_gpu_class_or_numa_node_leaves_the_ports_it_could_own_unplaced() {
+        for (file, text) in [
+            ("class", None),
+            ("class", Some("garbage?\n")),
+            ("numa_node", None),
+            ("numa_node", Some("garbage?\n")),
+        ] {
+            let path = format!("{BOND_GPU0}/{file}");
+            let dir = damaged_copy("h100-ib-bond0-storage", &path, text);
+            let all = uses(dir.path(), None, Some(8));
+            let unplaced = unplaced_ports(&all);
+            assert!(!unplaced.is_empty(), "{file} {text:?}: {all:#?}");
+            assert!(
+                unplaced.iter().any(|(p, _)| *p == "mlx5_0/1"),
+                "{file} {text:?}: GPU0's rail: {unplaced:?}"
+            );
+            for (port, line) in &unplaced {
+                assert!(
+                    line.contains(&format!("0000:18:00.0/{file}")),
+                    "{port}: {line}"
+                );
+            }
+            // No port is storage by placement; the bond still is by its kind, which no GPU changes.
+            for (port, u) in &all {
+                if let Use::Role(a) = u {
+                    assert!(
+                        a.role == Role::Compute
+                            || (port == "mlx5_bond_0/1"
+                                && a.why.contains("beside 8 InfiniBand rails")),
+                        "{port}: {a:?}"
+                    );
+                }
+            }
+            let by_hca = uses(
+                dir.path(),
+                Some("=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"),
+                Some(8),
+            );
+            assert!(unplaced_ports(&by_hca).is_empty(), "{by_hca:#?}");
+        }
+    }
+
+    /// A NIC whose own function could not be read is not "a software device judged as a rail": its place is
+    /// unknown.
+    #[test]
+    fn an_unread_nic_function_leaves_its_port_unplaced() {
+        let dir = damaged_copy(
+            "h100-ib-bond0-storage",
+            "/sys/bus/pci/devices/0000:19:00.0/class",
+            None,
+        );
+        let all = uses(dir.path(), None, Some(8));
+        let unplaced = unplaced_ports(&all);
+        assert!(
+            unplaced
+                .iter()
+                .any(|(p, l)| *p == "mlx5_0/1" && l.contains("0000:19:00.0/class")),
+            "{all:#?}"
+        );
+    }
+
+    /// A port's link layer that could not be read, or holds no link layer the kernel writes, is the error
+    /// naming it: garbage would be another kind than the rails' ("link layer garbage? beside 8 InfiniBand
+    /// rails": a storage port).
+    #[test]
+    fn an_unread_link_layer_is_an_error_naming_it() {
+        for (dev, text) in [
+            ("mlx5_3", None),
+            ("mlx5_3", Some("garbage?\n")),
+            ("mlx5_bond_0", None),
+            ("mlx5_bond_0", Some("garbage?\n")),
+        ] {
+            let path = format!("/sys/class/infiniband/{dev}/ports/1/link_layer");
+            let dir = damaged_copy("ib-class-only-bond", &path, text);
+            let Err(e) = read(&Host::at(dir.path()).unwrap(), None, Some(8)) else {
+                panic!("{dev} {text:?}: read");
+            };
+            assert!(
+                e.path.ends_with(&format!("{dev}/ports/1/link_layer")),
+                "{e:?}"
+            );
+        }
+        // The same port seen by the rule alone: no link layer sign, no error.
+        let missing = PortAttrs {
+            link_layer: Err(ReadError {
+                path: "link_layer".into(),
+                kind: crate::host::ReadErrorKind::NotFound,
+            }),
+            ..crate::sysfs::infiniband::read_port(&host("ib-class-only-bond"), "mlx5_3", 1)
+        };
+        assert_eq!(missing.link_layer_sign(), Ok(None));
     }
 }

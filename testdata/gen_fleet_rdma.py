@@ -178,7 +178,8 @@ def h100_bond(name):
 STORAGE_BUSES = ((0x50, 0), (0xD0, 1))
 
 
-def dgx_storage(name):
+def dgx_storage(name, storage_down=None):
+    """storage_down: index (0, 1) of a storage port that is down (its netdev down, its GIDs kept)."""
     extra, storage = [], []
     for bus, numa in STORAGE_BUSES:
         rp = root_port(bus, numa)
@@ -191,13 +192,65 @@ def dgx_storage(name):
         for k, nic in enumerate(storage):
             index = 8 + k
             ifname = "enp%ds0np0" % (STORAGE_BUSES[k][0] + 1)
-            netdev(t, nic.path, ifname, 9000, address="94:6d:ae:cd:e8:%02x" % index, speed=200000)
+            down = storage_down == k
+            netdev(t, nic.path, ifname, 9000, address="94:6d:ae:cd:e8:%02x" % index, speed=200000,
+                   operstate="down" if down else "up")
+            state = {"state": "1: DOWN", "phys_state": "3: Disabled"} if down else ACTIVE
             rdma_device(t, nic.path, "mlx5_%d" % index, uverbs.take(), fw_ver="28.39.1002", hca_type="MT4129",
                         board_id="MT_0000000838", guid="946d:ae03:00cd:e8%02x" % index,
                         ports={1: port(rate="200 Gb/sec (4X HDR)", link_layer="Ethernet",
-                                       gids=roce_gids(index, ifname), **ACTIVE)})
+                                       gids=roce_gids(index, ifname), **state)})
 
     return hgx_node(name, extra=extra, rdma=rdma)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The DGX-style node reading WekaFS through GPUDirect Storage (issue 31 section 9): cufile.json's
+# fs.weka.rdma_dev_addr_list names the client addresses of the RDMA NICs cuFile reaches the filesystem through
+# (cuFile's documented format: IP address strings). The storage ports carry 10.0.8.1 and 10.0.9.1 (their RoCE
+# GIDs, gen_hosts.roce_gids); the management NIC eno1 carries 10.0.7.1 (no RDMA). Shapes re-enacted: the GDS
+# configuration guide's fs.weka section and WekaFS's mount (type wekafs, source the backend's filesystem).
+
+WEKA_MOUNT = "24 22 0:52 / /mnt/weka rw,relatime shared:7 - wekafs weka-backend/default rw,relatime"
+
+CUFILE_WEKA = """{
+    "logging": { "dir": "/var/log/cufile", "level": "ERROR" },
+    "properties": { "allow_compat_mode": false, "rdma_dev_addr_list": [] },
+    "fs": {
+        "weka": {
+            // the client addresses of the RDMA NICs that reach the WekaFS backends
+            "rdma_dev_addr_list": [%s]
+        }
+    }
+}
+"""
+
+
+def fib_trie(addresses):
+    """/proc/net/fib_trie with each address LOCAL (one /24 per address, as the storage subnets are)."""
+    main = ["Main:", "  +-- 0.0.0.0/0 3 0 5"]
+    local = ["Local:"]
+    for a in addresses:
+        net = a.rsplit(".", 1)[0] + ".0"
+        main += ["     +-- %s/24 2 0 2" % net, "        |-- %s" % net, "           /24 link UNICAST",
+                 "        |-- %s" % a, "           /32 host LOCAL"]
+        local += ["  |-- %s" % a, "     /32 host LOCAL"]
+    return "\n".join(main + ["  +-- 127.0.0.0/8 2 0 2", "     |-- 127.0.0.1", "        /32 host LOCAL"] + local)
+
+
+def dgx_weka(listed, *, mounted=True, storage_down=None):
+    """listed: the addresses in fs.weka.rdma_dev_addr_list."""
+    def build(name):
+        t = dgx_storage(name, storage_down=storage_down)
+        netdev(t, "/sys/devices/pci0000:00/0000:00:1f.6", "eno1", 1500, address="3c:ec:ef:10:07:01", speed=1000)
+        t.write("/proc/net/fib_trie", fib_trie(["10.0.7.1", "10.0.8.1", "10.0.9.1"]))
+        mounts = "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro"
+        if mounted:
+            mounts += "\n" + WEKA_MOUNT
+        t.write("/proc/self/mountinfo", mounts)
+        t.write("/etc/cufile.json", CUFILE_WEKA % ", ".join('"%s"' % a for a in listed), newline=False)
+        return t
+    return build
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -319,6 +372,10 @@ def irdma_mixed(name):
 SCENARIOS = {
     "h100-ib-bond0-storage": h100_bond,
     "dgx-ib-storage-eth": dgx_storage,
+    "dgx-gds-weka": dgx_weka(["10.0.8.1", "10.0.9.1"]),
+    "dgx-gds-weka-addr-no-rdma": dgx_weka(["10.0.8.1", "10.0.7.1", "10.0.6.1"]),
+    "dgx-gds-weka-addr-port-down": dgx_weka(["10.0.8.1", "10.0.9.1"], storage_down=1),
+    "dgx-gds-weka-not-mounted": dgx_weka(["10.0.6.1"], mounted=False),
     "cx8-multiplane-roce": cx8_multiplane,
     "iwarp-i40iw": iwarp_i40iw,
     "irdma-iwarp-roce": irdma_mixed,

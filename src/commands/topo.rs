@@ -30,6 +30,7 @@ pub fn port_roles(host: &Host) -> PortRoles {
                     let role = match usage {
                         Use::DisabledByDesign => "disabled",
                         Use::Role(a) => a.role.as_str(),
+                        Use::Unplaced(_) => "unknown",
                     };
                     (p.port, role)
                 })

@@ -169,6 +169,19 @@ impl Findings {
         self.add(Status::Error, format!("{what} not read ({why})"), "");
     }
 
+    /// Problems of status `from` take status `to` instead (a storage port's failures warn), so that a problem
+    /// of a status between them (an unread reading's error) decides; whether any was changed.
+    pub fn soften(&mut self, from: Status, to: Status) -> bool {
+        let mut changed = false;
+        for (s, _) in &mut self.problems {
+            if *s == from {
+                *s = to;
+                changed = true;
+            }
+        }
+        changed
+    }
+
     /// The worst problem's status; pass when none was found.
     pub fn status(&self) -> Status {
         worst(self.problems.iter().map(|(s, _)| *s))

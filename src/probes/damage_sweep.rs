@@ -294,17 +294,6 @@ fn writable_copy(tree: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, root)
 }
 
-/// Known gaps, left out until fixed (tree, profile, check). `nic_role` places rails by the GPUs: a GPU whose
-/// `class` or `numa_node` is damaged leaves its rail "no GPU's nearest", a storage port, so a rail that failed
-/// under another machine's profile (Ethernet rails under `hgx-h100-ib`, a rail down) passes as storage; the run
-/// still errors on the unread function, but the port's own verdict turns PASS. Issue 31's Blackwell trees show it.
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[
-    ("blackwell-no-profile", "hgx-h100-ib", "rdma.link"),
-    ("hgx-b200-ib-rail-down", "hgx-h100-ib", "rdma.link"),
-    ("hgx-b300-cx8-rail-down", "hgx-h100-ib", "rdma.link"),
-    ("gb200-tray-ib-rail-down", "hgx-h100-ib", "rdma.link"),
-];
-
 /// `DAMAGE_TREES=hgx-healthy,h200-gds cargo test --lib damage_sweep` limits the sweep to those trees.
 #[test]
 fn every_probe_meets_each_file_it_reads_damaged() {
@@ -323,9 +312,6 @@ fn every_probe_meets_each_file_it_reads_damaged() {
         for profile_name in ["generic", "hgx-h100-ib"] {
             let profile = crate::profile::load(profile_name, &crate::probes::ids()).unwrap();
             for probe in crate::probes::all() {
-                if KNOWN_GAPS.contains(&(tree.as_str(), profile_name, probe.id())) {
-                    continue;
-                }
                 let clean = run(*probe, &root, &profile, scratch.path());
                 // Nothing to lose: damage cannot make an all-error result any worse.
                 if clean.results.iter().all(|r| r.status == Status::Error) {

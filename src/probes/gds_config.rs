@@ -8,7 +8,9 @@ use crate::gds_target::{self, FsSupport, Target, TargetError};
 use crate::host::{optional, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Findings, Need, Probe, ProbeMeta, Status};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
+use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
+use crate::sysfs::mountinfo;
 use crate::sysfs::netaddr::{self, FIB_TRIE, IF_INET6};
 use crate::sysfs::nvfs::NVFS_VERSION;
 use crate::sysfs::stable;
@@ -44,6 +46,20 @@ const ENV_OVERRIDES: &[&str] = &[
     "CUFILE_LOGFILE_PATH",
 ];
 
+/// cuFile's per-filesystem client address lists: the key under `fs` and the mounts (GDS-capable, as
+/// [`gds_target::classify`] tells them) it serves.
+const FS_LISTS: &[(&str, &[&str])] = &[
+    ("weka", &["wekafs"]),
+    ("lustre", &["lustre"]),
+    ("nfs", &["nfs", "nfs4"]),
+    ("gpfs", &["gpfs"]),
+    ("beegfs", &["beegfs"]),
+];
+
+const FIX_FS_LIST: &str =
+    "list in fs.<fs>.rdma_dev_addr_list the IP addresses of this node's RDMA NICs that \
+reach the filesystem (`ip -br addr`, `rdma link`), each on an ACTIVE port whose netdev is up";
+
 const FIX_NVFS: &str = "install and load nvidia-fs (`nvidia-fs-dkms` / `nvidia-gds` matching the driver, then \
 `modprobe nvidia_fs`), or on an open kernel module with CONFIG_PCI_P2PDMA and NVMe set `\"use_pci_p2pdma\": true`; \
 set `\"allow_compat_mode\": false` on nodes that must never silently fall back";
@@ -57,16 +73,22 @@ const META: ProbeMeta = ProbeMeta {
                 /sys/module/nvidia_fs, /proc/driver/nvidia-fs/version, /proc/driver/nvidia/version (open module?), \
                 /boot/config-<release> (CONFIG_PCI_P2PDMA), /sys/module/nvme, /proc/net/fib_trie and \
                 /proc/net/if_inet6 (local addresses), /proc/self/mountinfo (filesystem of --gds-dir or $TMPDIR \
-                or /tmp), /run/udev/data/b<major>:<minor>",
+                or /tmp; mounted GDS filesystems), /run/udev/data/b<major>:<minor>; where a mounted filesystem's \
+                fs.<fs>.rdma_dev_addr_list names addresses: the RDMA ports' GID tables \
+                (/sys/class/infiniband/<dev>/ports/<n>/{gids,gid_attrs/ndevs}/<i>, state, phys_state), their \
+                netdevs' operstate, IPoIB netdevs (/sys/class/infiniband/<dev>/device/net)",
         why: "With allow_compat_mode and no nvidia-fs, cuFile silently reads through host bounce buffers and \
               gdsio still labels the run GPU-direct. cuFile also refuses every file (5027, \"file descriptor is \
               not registered\") when the udev record of the block device lacks ID_FS_USAGE — the normal state \
               in a container without /run/udev. RDMA filesystems ignore rdma_dev_addr_list entries no \
-              interface has.",
+              interface has; fs.<fs>.rdma_dev_addr_list names the client addresses cuFile uses to reach a mounted \
+              RDMA filesystem (WekaFS, Lustre, NFS over RDMA, GPFS, BeeGFS), and an address no RDMA NIC of this \
+              node carries, or one on a port that is down, sends no I/O over RDMA.",
         fixes: &[
             ("compat mode: no nvidia-fs", FIX_NVFS),
             ("use_pci_p2pdma without its prerequisites", gds_p2pdma::FIX),
             ("rdma_dev_addr_list names an address no interface has", "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names"),
+            ("fs.<fs>.rdma_dev_addr_list: an address on no RDMA NIC, on a down port, or the list empty", FIX_FS_LIST),
             ("udev record missing", "containers: `-v /run/udev:/run/udev:ro`; hosts without udev: create /run/udev/data/b<maj>:<min> with E:ID_FS_USAGE=filesystem"),
             ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
         ],
@@ -120,6 +142,8 @@ struct HostFacts {
     /// The PCI P2PDMA path (`gds_p2pdma`), read as gds.kernel_path reads it.
     p2pdma: P2pdma,
     local_addrs: std::collections::BTreeSet<IpAddr>,
+    /// The per-filesystem address lists' facts (none without a parsed cufile.json).
+    fs: FsFacts,
     evidence: Vec<String>,
     env: Vec<(String, String)>,
 }
@@ -141,18 +165,24 @@ impl HostFacts {
             .iter()
             .filter_map(|k| cx.inputs.env(k).map(|v| (k.to_string(), v.to_string())))
             .collect();
+        let fs = match config {
+            Some(c) => FsFacts::read(cx.host, c).map_err(unread)?,
+            None => FsFacts::default(),
+        };
         Ok(HostFacts {
             nvfs_loaded: nvfs.is_loaded() || nvfs_version.is_some(),
             p2pdma,
             // Read only where cufile.json lists addresses to check against them.
-            local_addrs: if config.is_some_and(|c| {
-                c.strings("properties.rdma_dev_addr_list")
-                    .is_some_and(|l| !l.is_empty())
-            }) {
+            local_addrs: if fs.listed
+                || config.is_some_and(|c| {
+                    c.strings("properties.rdma_dev_addr_list")
+                        .is_some_and(|l| !l.is_empty())
+                }) {
                 netaddr::read_local_addresses(cx.host).map_err(unread)?
             } else {
                 Default::default()
             },
+            fs,
             evidence,
             env,
         })
@@ -164,6 +194,203 @@ impl HostFacts {
             .find(|(k, _)| k == key)
             .map(|(_, v)| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
     }
+}
+
+/// What the per-filesystem address lists ([`FS_LISTS`]) are judged against.
+#[derive(Default)]
+struct FsFacts {
+    /// The GDS-capable mounts of each list's filesystem: (key under `fs`, mount points).
+    mounted: Vec<(&'static str, Vec<String>)>,
+    /// A mounted filesystem's list names addresses: the RDMA facts below were read.
+    listed: bool,
+    /// The addresses the RDMA ports' GID tables carry, each with its port and why it is not up (none when up).
+    rdma: Vec<(infiniband::GidAddr, Option<String>)>,
+    /// Netdevs of RDMA devices with an InfiniBand port (IPoIB): an address on one shows in no GID table.
+    ipoib: Vec<String>,
+}
+
+impl FsFacts {
+    fn read(host: &crate::host::Host, config: &CufileConfig) -> Result<FsFacts, ReadError> {
+        let mounts = mountinfo::read_mounts_strict(host)?;
+        let mut facts = FsFacts::default();
+        // The addresses the mounted filesystems' lists name: only their ports' state is read.
+        let mut listed: Vec<IpAddr> = Vec::new();
+        for (key, types) in FS_LISTS {
+            let points: Vec<String> = mounts
+                .iter()
+                .filter(|m| types.contains(&m.fs_type.as_str()))
+                .filter(|m| gds_target::classify(m) == FsSupport::Distributed)
+                .map(|m| m.mount_point.clone())
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            listed.extend(
+                config
+                    .get(&fs_list_key(key))
+                    .and_then(|v| v.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str()?.parse::<IpAddr>().ok()),
+            );
+            facts.listed |= config
+                .get(&fs_list_key(key))
+                .and_then(|v| v.as_array())
+                .is_some_and(|l| !l.is_empty());
+            facts.mounted.push((key, points));
+        }
+        if !facts.listed {
+            return Ok(facts);
+        }
+        for (dev, ports) in infiniband::read_all_ports(host)? {
+            let ids: Vec<(String, u32)> = ports.iter().map(|p| (dev.clone(), p.port)).collect();
+            for addr in infiniband::read_gid_addresses(host, &ids)? {
+                if !listed.contains(&addr.ip) {
+                    continue;
+                }
+                let p = ports
+                    .iter()
+                    .find(|p| p.port == addr.port)
+                    .expect("a port listed");
+                let mut down = (!(p.is_active() && p.is_link_up())).then(|| {
+                    format!(
+                        "port {}",
+                        p.evidence()
+                            .iter()
+                            .take(2)
+                            .map(|(_, v)| v.clone())
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                    )
+                });
+                if let (None, Some(n)) = (&down, &addr.ndev) {
+                    let state = crate::sysfs::net::read_operstate(host, n)?;
+                    if state.trim() != "up" {
+                        down = Some(format!("netdev {n} operstate {}", state.trim()));
+                    }
+                }
+                facts.rdma.push((addr, down));
+            }
+            if ports.iter().any(|p| p.is_infiniband()) {
+                let dir = format!("{}/device/net", infiniband::device_dir(&dev));
+                facts
+                    .ipoib
+                    .extend(optional(host.read_dir(&dir))?.unwrap_or_default());
+            }
+        }
+        Ok(facts)
+    }
+}
+
+fn fs_list_key(fs: &str) -> String {
+    format!("fs.{fs}.rdma_dev_addr_list")
+}
+
+/// The per-filesystem address lists ([`FS_LISTS`]): each judged only where its filesystem is mounted. An
+/// address no RDMA NIC carries, or on a port or netdev that is down, fails; an empty or unset list beside the
+/// mounted filesystem warns (cuFile is given no client RDMA address for it); a value that is not a list of
+/// strings is named with its key. Returns the evidence lines.
+fn judge_fs_lists(
+    config: &CufileConfig,
+    host: &HostFacts,
+    findings: &mut Findings,
+) -> Vec<(String, String)> {
+    let mut evidence = Vec::new();
+    for (fs, types) in FS_LISTS {
+        let key = fs_list_key(fs);
+        let value = config.get(&key);
+        let mounted = host.fs.mounted.iter().find(|(k, _)| k == fs);
+        let list: Option<Result<Vec<&str>, String>> = value.map(|v| match v.as_array() {
+            Some(items) => items
+                .iter()
+                .map(|i| i.as_str().ok_or_else(|| v.to_string()))
+                .collect(),
+            None => Err(v.to_string()),
+        });
+        let Some((_, points)) = mounted else {
+            if let Some(v) = value {
+                evidence.push((
+                    format!("cufile.json [{key}]"),
+                    format!("{v} (not judged: no {} mounted)", types.join("/")),
+                ));
+            }
+            if let Some(Err(v)) = &list {
+                findings.warn(
+                    format!("{key} is not a list of address strings: {v}"),
+                    FIX_FS_LIST,
+                );
+            }
+            continue;
+        };
+        let at = points.join(", ");
+        evidence.push((
+            format!("cufile.json [{key}]"),
+            format!(
+                "{} ({} mounted at {at})",
+                value.map_or("<unset>".to_string(), |v| v.to_string()),
+                types.join("/")
+            ),
+        ));
+        let addrs = match list {
+            Some(Err(v)) => {
+                findings.fail(
+                    format!("{key} is not a list of address strings: {v}"),
+                    FIX_FS_LIST,
+                );
+                continue;
+            }
+            Some(Ok(a)) if !a.is_empty() => a,
+            _ => {
+                findings.warn(
+                    format!(
+                        "{key} is {} while {fs} is mounted at {at}: cuFile is given no client RDMA address for it",
+                        if value.is_some() { "empty" } else { "unset" }
+                    ),
+                    FIX_FS_LIST,
+                );
+                continue;
+            }
+        };
+        for a in addrs {
+            let Ok(ip) = a.parse::<IpAddr>() else {
+                findings.fail(format!("{key}: {a} is not an IP address"), FIX_FS_LIST);
+                continue;
+            };
+            let on: Vec<&(infiniband::GidAddr, Option<String>)> =
+                host.fs.rdma.iter().filter(|(g, _)| g.ip == ip).collect();
+            let name = |g: &infiniband::GidAddr| match &g.ndev {
+                Some(n) => format!("{}/{} ({n})", g.device, g.port),
+                None => format!("{}/{}", g.device, g.port),
+            };
+            if let Some((g, _)) = on.iter().find(|(_, down)| down.is_none()) {
+                evidence.push((format!("{key} {a}"), format!("on {}, up", name(g))));
+            } else if let Some((g, Some(why))) = on.first() {
+                findings.fail(
+                    format!("{key}: {a} is on {}, which is down ({why})", name(g)),
+                    FIX_FS_LIST,
+                );
+            } else if !host.local_addrs.contains(&ip) {
+                findings.fail(
+                    format!("{key}: {a}: no interface of this node has it"),
+                    FIX_FS_LIST,
+                );
+            } else if !host.fs.ipoib.is_empty() {
+                findings.warn(
+                    format!(
+                        "{key}: {a} is on no RoCE port; IPoIB netdevs ({}) may carry it, which procfs does not tell",
+                        host.fs.ipoib.join(", ")
+                    ),
+                    FIX_FS_LIST,
+                );
+            } else {
+                findings.fail(
+                    format!("{key}: {a} is on an interface without RDMA (no RDMA port's GID table has it)"),
+                    FIX_FS_LIST,
+                );
+            }
+        }
+    }
+    evidence
 }
 
 /// `real_path`: where `path` leads, when it is a link.
@@ -265,6 +492,7 @@ fn judge_config(
             "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names",
         );
     }
+    let fs_evidence = judge_fs_lists(config, host, &mut findings);
 
     let summary = if findings.status() == Status::Pass {
         format!(
@@ -294,7 +522,10 @@ fn judge_config(
     for (k, v) in &host.env {
         r = r.evidence(&format!("env {k}"), v);
     }
-    if !addrs.is_empty() {
+    for (k, v) in fs_evidence {
+        r = r.evidence(&k, v);
+    }
+    if !addrs.is_empty() || host.fs.listed {
         r = r.evidence(
             &format!("{FIB_TRIE} + {IF_INET6} (local addresses)"),
             host.local_addrs
@@ -541,5 +772,115 @@ mod tests {
         let r = run(d.path(), Profile::default(), Inputs::default());
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].status, Status::Skip);
+    }
+
+    /// Issue 31 §9: `fs.<fs>.rdma_dev_addr_list` judged where its filesystem is mounted (the recorded WekaFS
+    /// trees of gen_fleet_rdma.py): addresses on up RDMA ports pass; an address on an interface without RDMA
+    /// or on none fails naming it; one on a down port fails naming the port; unmounted, the list is not judged.
+    #[test]
+    fn per_filesystem_address_lists_are_judged_where_mounted() {
+        use crate::probes::testing::run_on;
+        let r = run_on(&GdsConfig, "dgx-gds-weka", "hgx-h100-ib");
+        assert_eq!(r[0].status, Status::Pass, "{:#?}", r[0]);
+        assert!(
+            r[0].evidence
+                .iter()
+                .any(|e| e.contains("10.0.9.1 = on mlx5_9/1 (enp209s0np0), up")),
+            "{:#?}",
+            r[0].evidence
+        );
+        for (tree, named) in [
+            (
+                "dgx-gds-weka-addr-no-rdma",
+                &[
+                    "10.0.7.1 is on an interface without RDMA",
+                    "10.0.6.1: no interface of this node has it",
+                ][..],
+            ),
+            (
+                "dgx-gds-weka-addr-port-down",
+                &["10.0.9.1 is on mlx5_9/1 (enp209s0np0), which is down"][..],
+            ),
+        ] {
+            let r = run_on(&GdsConfig, tree, "hgx-h100-ib");
+            assert_eq!(r[0].status, Status::Fail, "{tree}: {:#?}", r[0]);
+            for n in named {
+                assert!(r[0].summary.contains(n), "{tree}: {}", r[0].summary);
+            }
+            assert!(r[0]
+                .remediation
+                .as_deref()
+                .unwrap()
+                .contains("fs.<fs>.rdma_dev_addr_list"));
+        }
+        let r = run_on(&GdsConfig, "dgx-gds-weka-not-mounted", "hgx-h100-ib");
+        assert_eq!(r[0].status, Status::Pass, "{:#?}", r[0]);
+        assert!(
+            r[0].evidence
+                .iter()
+                .any(|e| e.contains("(not judged: no wekafs mounted)")),
+            "{:#?}",
+            r[0].evidence
+        );
+    }
+
+    /// An empty or unset list beside a mounted RDMA filesystem warns; a value that is not a list of strings is
+    /// named with its key (a failure where mounted, a warning where not), never a panic.
+    #[test]
+    fn per_filesystem_lists_empty_unset_or_malformed() {
+        let nfs = "30 22 0:60 / /mnt/nfs rw - nfs4 10.0.0.9:/export rw,vers=4.2,proto=rdma\n";
+        for (fs_json, mounts, status, says) in [
+            (
+                "\"weka\": {\"rdma_dev_addr_list\": []}",
+                "24 22 0:52 / /mnt/weka rw - wekafs w/default rw\n",
+                Status::Warn,
+                "fs.weka.rdma_dev_addr_list is empty while weka is mounted",
+            ),
+            (
+                "\"weka\": {}",
+                "24 22 0:52 / /mnt/weka rw - wekafs w/default rw\n",
+                Status::Warn,
+                "fs.weka.rdma_dev_addr_list is unset while weka is mounted",
+            ),
+            (
+                "\"nfs\": {\"rdma_dev_addr_list\": \"10.0.0.1\"}",
+                nfs,
+                Status::Fail,
+                "fs.nfs.rdma_dev_addr_list is not a list of address strings: \"10.0.0.1\"",
+            ),
+            (
+                "\"lustre\": {\"rdma_dev_addr_list\": [1, null]}",
+                "",
+                Status::Warn,
+                "fs.lustre.rdma_dev_addr_list is not a list of address strings: [1,null]",
+            ),
+            (
+                "\"gpfs\": {\"rdma_dev_addr_list\": [\"mlx5_0\"]}",
+                "24 22 0:52 / /gpfs rw - gpfs gpfs0 rw\n",
+                Status::Fail,
+                "fs.gpfs.rdma_dev_addr_list: mlx5_0 is not an IP address",
+            ),
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            h200(
+                d.path(),
+                &format!(
+                    "{{\"properties\": {{\"allow_compat_mode\": true}}, \"fs\": {{{fs_json}}}}}"
+                ),
+            );
+            std::fs::write(
+                d.path().join("proc/self/mountinfo"),
+                format!("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n{mounts}"),
+            )
+            .unwrap();
+            std::fs::write(
+                d.path().join("proc/modules"),
+                "nvidia_fs 262144 0 - Live 0x0 (OE)\nnvidia 1 - - Live 0x0 (O)\n",
+            )
+            .unwrap();
+            let r = run(d.path(), Profile::default(), Inputs::default());
+            assert_eq!(r[0].status, status, "{fs_json}: {:#?}", r[0]);
+            assert!(r[0].summary.contains(says), "{fs_json}: {}", r[0].summary);
+        }
     }
 }

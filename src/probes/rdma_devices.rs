@@ -311,20 +311,21 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
     facts.survey.completed(ID, results)
 }
 
-/// Devices whose every port in use is a storage/frontend port.
+/// Devices whose every port in use is a storage/frontend port (a port of unknown role is not).
 fn storage_devices(roles: &Ports) -> Vec<String> {
     roles
         .devices
         .iter()
         .filter(|(_, ports)| {
-            let roles: Vec<Role> = ports
+            let roles: Vec<Option<Role>> = ports
                 .iter()
                 .filter_map(|(_, usage)| match usage {
-                    Use::Role(a) => Some(a.role),
+                    Use::Role(a) => Some(Some(a.role)),
+                    Use::Unplaced(_) => Some(None),
                     Use::DisabledByDesign => None,
                 })
                 .collect();
-            !roles.is_empty() && roles.iter().all(|r| *r == Role::Storage)
+            !roles.is_empty() && roles.iter().all(|r| *r == Some(Role::Storage))
         })
         .map(|(dev, _)| dev.clone())
         .collect()

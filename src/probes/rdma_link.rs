@@ -134,6 +134,8 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     };
     let mut ports: Vec<(Option<String>, &PortAttrs, &Assigned)> = Vec::new();
     let mut off_by_design = Vec::new();
+    // Ports whose role could not be decided: an error each, counted in neither role.
+    let mut unplaced = Vec::new();
     for (dev, dev_ports) in &facts.ports.devices {
         let disabled: Vec<&PortAttrs> = dev_ports
             .iter()
@@ -144,10 +146,16 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             off_by_design.push(disabled_ports(dev, dev_ports, &disabled));
         }
         for (p, usage) in dev_ports {
-            if let Use::Role(role) = usage {
-                ports.push((model_of(dev), p, role));
+            match usage {
+                Use::Role(role) => ports.push((model_of(dev), p, role)),
+                Use::Unplaced(unread) => unplaced.push(nic_role::unplaced(ID, p, unread)),
+                Use::DisabledByDesign => {}
             }
         }
+    }
+    if ports.is_empty() && !unplaced.is_empty() {
+        unplaced.extend(off_by_design);
+        return unplaced;
     }
     if ports.is_empty() {
         let r = match expect.rdma_port_count {
@@ -182,6 +190,8 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             assigned,
         ));
     }
+    let unknown = unplaced.len();
+    results.extend(unplaced);
     results.extend(off_by_design);
 
     for (role, want) in [
@@ -195,10 +205,11 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             .map(|(_, p, _)| *p)
             .collect();
         let active = of_role.iter().filter(|p| p.is_active()).count() as u32;
-        let status = if active < n {
-            Status::Fail
-        } else {
-            Status::Pass
+        // Too few, but a port of unknown role may be one of them: the count is not known.
+        let status = match active < n {
+            true if unknown > 0 => Status::Error,
+            true => Status::Fail,
+            false => Status::Pass,
         };
         let mut m = Measurement::new(
             &format!("active_{}_ports", role.as_str()),
@@ -212,9 +223,14 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                 ID,
                 status,
                 format!(
-                    "{active} of {} {} port(s) ACTIVE, the profile expects {n}",
+                    "{active} of {} {} port(s) ACTIVE, the profile expects {n}{}",
                     of_role.len(),
-                    role.as_str()
+                    role.as_str(),
+                    if status == Status::Error {
+                        format!("; {unknown} port(s) of unknown role not counted")
+                    } else {
+                        String::new()
+                    }
                 ),
             )
             .measure(m),
@@ -494,5 +510,41 @@ mod tests {
     fn h200_without_rdma_skips() {
         let r = run_on(&RdmaLink, "h200-vm-no-rdma", "generic");
         assert_eq!(r[0].status, Status::Skip);
+    }
+
+    /// Reproduced (issue 31's Blackwell trees, the damage sweep): GPU7's `class` or `numa_node` unread, its
+    /// down rail `mlx5_5` was "no GPU's nearest port", a storage port, and passed under `hgx-h100-ib`. Its role
+    /// is now unknown: an error naming the file, and the count of compute ports unknown with it.
+    #[test]
+    fn a_rail_whose_gpu_was_not_read_is_an_error_not_a_storage_port() {
+        let clean = run_on(&RdmaLink, "hgx-b200-ib-rail-down", "hgx-h100-ib");
+        let down = |r: &[CheckResult]| {
+            r.iter()
+                .find(|x| x.subject.as_deref() == Some("mlx5_5/1"))
+                .cloned()
+                .expect("mlx5_5/1")
+        };
+        assert_eq!(down(&clean).status, Status::Fail, "{clean:#?}");
+        for (file, text) in [
+            ("class", None),
+            ("class", Some("garbage?\n")),
+            ("numa_node", None),
+            ("numa_node", Some("7x\n")),
+        ] {
+            let dir = crate::probes::testing::damaged_copy(
+                "hgx-b200-ib-rail-down",
+                &format!("/sys/bus/pci/devices/0000:ac:00.0/{file}"),
+                text,
+            );
+            let r = crate::probes::testing::run_on_root(&RdmaLink, dir.path(), "hgx-h100-ib");
+            let port = down(&r);
+            assert_eq!(port.status, Status::Error, "{file} {text:?}: {port:#?}");
+            assert!(
+                port.evidence
+                    .iter()
+                    .any(|e| e.contains(&format!("0000:ac:00.0/{file}"))),
+                "{port:#?}"
+            );
+        }
     }
 }

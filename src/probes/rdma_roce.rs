@@ -93,6 +93,8 @@ struct Facts {
     /// The Ethernet ports carrying traffic (not disabled by design), each with its role and what was read
     /// behind it (or the read that failed).
     ports: Vec<(PortAttrs, Assigned, Result<Kind, ReadError>)>,
+    /// The Ethernet ports whose role could not be decided, with what was not read.
+    unplaced: Vec<(PortAttrs, Vec<String>)>,
     /// The roles, read only where an Ethernet port is there to judge (they rest on the PCI tree).
     roles: Option<Ports>,
 }
@@ -132,6 +134,7 @@ impl Facts {
             survey,
             devices_listed: !devices.is_empty(),
             ports: Vec::new(),
+            unplaced: Vec::new(),
             roles: None,
         };
         if !devices
@@ -143,6 +146,13 @@ impl Facts {
         }
         let roles = nic_role::read(host, nccl_ib_hca, rails)?;
         for (dev, ports) in &roles.devices {
+            for (p, usage) in ports {
+                if let Use::Unplaced(unread) = usage {
+                    if p.is_ethernet() {
+                        facts.unplaced.push((p.clone(), unread.clone()));
+                    }
+                }
+            }
             // Ports disabled by design carry no traffic: rdma.link says so.
             let ethernet: Vec<(&PortAttrs, &Assigned)> = ports
                 .iter()
@@ -249,6 +259,13 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     if let Some(r) = facts.survey.as_ref().and_then(|s| s.gate(ID, false)) {
         return vec![r];
     }
+    let unplaced = facts
+        .unplaced
+        .iter()
+        .map(|(port, unread)| nic_role::unplaced(ID, port, unread));
+    if facts.ports.is_empty() && !facts.unplaced.is_empty() {
+        return unplaced.collect();
+    }
     if facts.ports.is_empty() {
         let why = if !facts.devices_listed {
             "no RDMA device".to_string()
@@ -283,6 +300,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             }
             Err(e) => CheckResult::read_error(ID, e).subject(port.subject()),
         })
+        .chain(unplaced)
         .collect()
 }
 
@@ -293,7 +311,7 @@ fn judge_port(
     expect: &Expect,
     assigned: &Assigned,
 ) -> CheckResult {
-    let mut r = judge_roce(port, facts, expect)
+    let mut r = judge_roce(port, facts, expect, assigned.role == Role::Storage)
         .role(assigned.role.as_str())
         .note(assigned.evidence());
     if assigned.role == Role::Storage && r.status == Status::Fail {
@@ -303,7 +321,8 @@ fn judge_port(
     r
 }
 
-fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResult {
+/// `storage`: the port is a storage/frontend port, whose failures warn (an unread reading still errors).
+fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: bool) -> CheckResult {
     let subject = port.subject();
     let mut evidence = facts.evidence.clone();
     let Some(gid) = chosen_gid(&facts.gids) else {
@@ -387,6 +406,7 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
         }
     }
     let ifname = facts.netdev.as_ref().map(|n| n.name.as_str());
+    let softened = storage && f.soften(Status::Fail, Status::Warn);
 
     let nccl = format!("NCCL_IB_GID_INDEX={}", gid.index);
     let summary = match f.status() {
@@ -399,6 +419,11 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect) -> CheckResu
             ifname.unwrap_or("?")
         ),
         _ => format!("{} ({nccl})", f.deciding()),
+    };
+    let summary = if softened {
+        format!("storage port: {summary}")
+    } else {
+        summary
     };
     let mut r = f.apply(CheckResult::pass(ID, summary)).subject(subject);
     r.measurements = measurements;

@@ -66,3 +66,21 @@ pub fn copy_scenario(scenario: &str) -> tempfile::TempDir {
     assert!(status.success());
     dir
 }
+
+/// A copy of `scenario` with host file `path` made unreadable (a symlink to itself: ELOOP, for root too) or,
+/// with `text`, holding it instead.
+pub fn damaged_copy(scenario: &str, path: &str, text: Option<&str>) -> tempfile::TempDir {
+    let dir = copy_scenario(scenario);
+    let real = crate::host::Host::at(dir.path())
+        .expect("tree")
+        .resolve(path)
+        .expect("path in the tree");
+    std::fs::remove_file(&real).expect("a file");
+    match text {
+        Some(t) => std::fs::write(&real, t).expect("written"),
+        None => {
+            std::os::unix::fs::symlink(real.file_name().expect("a name"), &real).expect("linked")
+        }
+    }
+    dir
+}

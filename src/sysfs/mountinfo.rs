@@ -98,6 +98,24 @@ pub fn read_mounts(host: &Host) -> Result<Vec<Mount>, ReadError> {
     host.read(SELF_MOUNTINFO).map(|t| parse_mountinfo(&t))
 }
 
+/// The mount table where it is the thing judged (which filesystems are mounted at all): a line that is not a
+/// mountinfo line is the error, never a mount quietly absent.
+pub fn read_mounts_strict(host: &Host) -> Result<Vec<Mount>, ReadError> {
+    let text = host.read(SELF_MOUNTINFO)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            parse_line(l).ok_or_else(|| {
+                ReadError::malformed(
+                    SELF_MOUNTINFO,
+                    format!("line {} is not a mountinfo line: {l:?}", i + 1),
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,7 @@
 //! GIDs (`ports/<n>/gids/<i>`, `gid_attrs/{types,ndevs}/<i>`): the addresses RoCE and IB traffic use.
 
+use std::net::{IpAddr, Ipv6Addr};
+
 use super::port_dir;
 use crate::host::{Host, ReadError, ReadErrorKind};
 
@@ -202,4 +204,45 @@ mod tests {
         );
         assert_eq!(parse_gid(""), None);
     }
+}
+
+/// An IP address in a port's GID table (RoCE derives a GID from each address of the port's netdev), with the
+/// netdev that carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GidAddr {
+    pub ip: IpAddr,
+    pub device: String,
+    pub port: u32,
+    pub ndev: Option<String>,
+}
+
+/// The IP addresses the GID tables of `ports` (`(device, port)`) carry: IPv4-mapped GIDs as IPv4, other
+/// non-link-local GIDs as IPv6. A slot that cannot be read is the error (it may hold the address looked for).
+pub fn read_gid_addresses(host: &Host, ports: &[(String, u32)]) -> Result<Vec<GidAddr>, ReadError> {
+    let mut out: Vec<GidAddr> = Vec::new();
+    for (dev, port) in ports {
+        for i in read_gid_indices(host, dev, *port)? {
+            let Some(gid) = read_gid(host, dev, *port, i)? else {
+                continue;
+            };
+            let Some(raw) = parse_gid_bytes(&gid).filter(|_| !gid_is_link_local(&gid)) else {
+                continue;
+            };
+            let v6 = Ipv6Addr::from(raw);
+            let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
+            if out
+                .iter()
+                .any(|a| a.ip == ip && &a.device == dev && a.port == *port)
+            {
+                continue;
+            }
+            out.push(GidAddr {
+                ip,
+                device: dev.clone(),
+                port: *port,
+                ndev: read_gid_ndev(host, dev, *port, i)?.map(|n| n.trim().to_string()),
+            });
+        }
+    }
+    Ok(out)
 }

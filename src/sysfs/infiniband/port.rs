@@ -55,6 +55,9 @@ pub fn parse_lid(text: &str) -> Option<u32> {
     u32::from_str_radix(text.trim().strip_prefix("0x")?, 16).ok()
 }
 
+/// The link layers the kernel writes (`Unknown` on EFA).
+pub const LINK_LAYERS: &[&str] = &["InfiniBand", "Ethernet", "Unknown"];
+
 /// One port's state as read; each field keeps the raw text for evidence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortAttrs {
@@ -107,9 +110,7 @@ impl PortAttrs {
                 parse_numbered(t).is_some()
             }),
             ("rate", &self.rate, |t| parse_rate(t).is_some()),
-            ("link_layer", &self.link_layer, |t| {
-                ["InfiniBand", "Ethernet", "Unknown"].contains(&t)
-            }),
+            ("link_layer", &self.link_layer, |t| LINK_LAYERS.contains(&t)),
             ("lid", &self.lid, |t| parse_lid(t).is_some()),
             ("sm_lid", &self.sm_lid, |t| parse_lid(t).is_some()),
         ];
@@ -125,6 +126,20 @@ impl PortAttrs {
                 }),
                 Ok(_) => None,
             })
+    }
+
+    /// The link layer as a sign of the port's kind: None where the file is missing (no sign); an error where it
+    /// is there but cannot be read or holds no link layer the kernel writes.
+    pub fn link_layer_sign(&self) -> Result<Option<&str>, ReadError> {
+        match &self.link_layer {
+            Ok(t) if LINK_LAYERS.contains(&t.as_str()) => Ok(Some(t)),
+            Ok(t) => Err(ReadError {
+                path: format!("{}/link_layer", port_dir(&self.device, self.port)),
+                kind: ReadErrorKind::Other(format!("not a link layer the kernel writes: {t:?}")),
+            }),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.clone()),
+        }
     }
 
     /// `(path, value or reason)` for every attribute, in a fixed order.
