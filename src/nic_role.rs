@@ -315,6 +315,13 @@ impl Ports {
             None => results,
         }
     }
+
+    /// Every PCI function that could decide a port's role was read: a count of storage ports can be trusted.
+    pub fn fully_placed(&self) -> bool {
+        self.placed_on
+            .as_ref()
+            .is_none_or(|tree| tree.unread_of(GPU_NIC_PATHS).is_empty())
+    }
 }
 
 /// The role of each of `ports`, in their order, or what decides it and could not be read. `nccl_ib_hca` is the

@@ -265,9 +265,11 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
             "find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it",
         ),
         Some(n) if count > n => {
+            // Storage devices explain the surplus only where every function that places a port was read.
             let storage = facts
                 .roles
                 .as_ref()
+                .filter(|roles| roles.fully_placed())
                 .map(storage_devices)
                 .unwrap_or_default();
             if count - storage.len() as u32 == n {
