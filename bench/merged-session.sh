@@ -6,12 +6,7 @@
 set -u
 BIN=$(readlink -f "$1"); OUT=$(readlink -f "$2")
 mkdir -p "$OUT"; cd "$(dirname "$0")/.."
-step() { # name command...: run it, keep its output and exit code, never stop the session
-  local name=$1; shift; local t0; t0=$(date +%s%N)
-  echo "== $name" >&2
-  "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
-  printf '%-28s exit %-3s %6d ms\n' "$name" "$rc" $(( ($(date +%s%N) - t0) / 1000000 )) | tee -a "$OUT/summary.txt" >&2
-}
+. bench/lib.sh
 { "$BIN" --version; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,pci.bus_id --format=csv; } > "$OUT/machine.txt" 2>&1
 step run-default "$BIN" run --color never
 step run-auto-json "$BIN" run --profile auto --format json

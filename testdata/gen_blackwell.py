@@ -271,6 +271,12 @@ def segment_root(domain, numa, link=GEN5_X16):
     return bridge("%04x:00:00.0" % domain, GRACE_RP[0], GRACE_RP[1], link, g.ROOT_PORT, GRACE_CPUS, numa)
 
 
+def grace_bf3(rp, domain, numa):
+    """A Grace tray's BlueField-3: its two 400GbE PFs on segment `domain`'s root port (front end, storage)."""
+    return [rp.add(dev("%04x:01:00.%d" % (domain, fn), 0x15B3, 0xA2DC, 0x020000, GEN5_X16, g.ENDPOINT, GRACE_CPUS,
+                       numa, subsystem=(0x15B3, 0x0051))) for fn in (0, 1)]
+
+
 def gb200_tray(name, *, fabric="ib", rail_down=None):
     """Four GB200 GPUs, four rails (ConnectX-7 NDR InfiniBand, or Spectrum-X: the same NICs' 400GbE RoCE ports
     on segments of their own), one BlueField-3 per Grace with its ports bonded (front end, storage)."""
@@ -294,8 +300,7 @@ def gb200_tray(name, *, fabric="ib", rail_down=None):
                                     0x020700 if fabric == "ib" else 0x020000, GEN5_X16, g.ENDPOINT, GRACE_CPUS, numa,
                                     subsystem=(0x15B3, 0x0041))))
         else:
-            bf3.append([rp.add(dev("%04x:01:00.%d" % (domain, fn), 0x15B3, 0xA2DC, 0x020000, GEN5_X16, g.ENDPOINT,
-                                   GRACE_CPUS, numa, subsystem=(0x15B3, 0x0051))) for fn in (0, 1)])
+            bf3.append(grace_bf3(rp, domain, numa))
         roots.append(("pci%04x:00" % domain, rp))
     for hb, root in roots:
         g.place(t, hb, root)
@@ -350,8 +355,7 @@ def gb300_tray(name, *, gpu_link=None):
         roots.append(("pci%04x:00" % nic_seg, rp))
     for domain, numa in ((0x0006, 0), (0x0016, 1)):
         rp = segment_root(domain, numa)
-        bf3.append([rp.add(dev("%04x:01:00.%d" % (domain, fn), 0x15B3, 0xA2DC, 0x020000, GEN5_X16, g.ENDPOINT,
-                               GRACE_CPUS, numa, subsystem=(0x15B3, 0x0051))) for fn in (0, 1)])
+        bf3.append(grace_bf3(rp, domain, numa))
         roots.append(("pci%04x:00" % domain, rp))
     for hb, root in roots:
         g.place(t, hb, root)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{bounded, mkfifo, HANG_LIMIT, QUICK_CPU};
+use super::{bounded, mkfifo, Bounded, HANG_LIMIT, QUICK_CPU};
 use crate::pair::{finish, free_port, pair};
 use crate::util::*;
 
@@ -103,6 +103,14 @@ fn ring_report(dir: &Path, rank: usize) -> PathBuf {
 
 /// Puts a hostile report at a path; what its error must say.
 type Plant = (fn(&Path), &'static str);
+
+/// A usage error naming `why`, given before any work: in well under a second of CPU.
+fn assert_refused_at_once(run: &Bounded, why: &str) {
+    let stderr = String::from_utf8_lossy(&run.out.stderr);
+    assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
+    assert!(stderr.contains(why), "{why}: {stderr}");
+    assert!(run.cpu < QUICK_CPU, "{why}: {:?} of CPU", run.cpu);
+}
 
 /// What a careless or hostile user names as an input file, each with the words its refusal must use: a FIFO, a
 /// link to a device, a 100 MiB sparse file (`too_large`: how the reader's limit is named) and a directory.
@@ -200,10 +208,7 @@ fn token_files_others_may_read_or_that_are_not_small_files_are_refused() {
                 .arg(&file),
             Duration::from_secs(10),
         );
-        let stderr = String::from_utf8_lossy(&run.out.stderr);
-        assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
-        assert!(stderr.contains(why), "{why}: {stderr}");
-        assert!(run.cpu < QUICK_CPU, "{why}: {:?} of CPU", run.cpu);
+        assert_refused_at_once(&run, why);
         unplant(&file);
     }
 
@@ -279,10 +284,7 @@ fn hostile_hostfiles_are_refused_at_once() {
                 .env("OMPI_COMM_WORLD_RANK", "0"),
             Duration::from_secs(10),
         );
-        let stderr = String::from_utf8_lossy(&run.out.stderr);
-        assert_eq!(code(&run.out), Exit::USAGE, "{why}: {stderr}");
-        assert!(stderr.contains(why), "{why}: {stderr}");
-        assert!(run.cpu < QUICK_CPU, "{why}: {:?} of CPU", run.cpu);
+        assert_refused_at_once(&run, why);
         unplant(&file);
     }
 }
