@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# presence-live.sh: on a healthy GPU machine, the presence rule (src/presence.rs) and the CUDA loader's entry-point
+# presence-live.sh: on a healthy GPU machine, the presence rule (src/rules/presence.rs) and the CUDA loader's entry-point
 # fallback must change no verdict: every library check runs live and none reports a presence problem (hardware
 # without its driver, a library that cannot be loaded, fails or lists nothing, no GPU exposed). Prints each
 # result and the CUDA entry points the driver exports; exits 1 on a presence verdict, 2 on a usage error.

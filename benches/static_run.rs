@@ -11,7 +11,7 @@ use fabric_preflight::commands::run::{execute, prepare};
 use fabric_preflight::commands::topo::{port_roles, render_table};
 use fabric_preflight::host::Host;
 use fabric_preflight::probe::{Inputs, Kind};
-use fabric_preflight::topology::PciTree;
+use fabric_preflight::rules::topology::PciTree;
 
 const RUNS: usize = 30;
 /// Issue 18's target: the full static run, end to end, in at most this share of the reference's time.

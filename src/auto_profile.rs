@@ -17,11 +17,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
-use crate::nic_role;
 use crate::profile::{self, LinkLayer, Profile, BUILTIN};
+use crate::rules::nic_role;
+use crate::rules::topology::{PciTree, Role};
 use crate::sysfs::dmi::Dmi;
 use crate::sysfs::efa;
-use crate::topology::{PciTree, Role};
 
 /// How `--profile auto` picked the profile, for every report.
 #[derive(Debug, Clone, Serialize, Deserialize)]

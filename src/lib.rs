@@ -11,9 +11,6 @@ pub(crate) mod collective;
 pub mod commands;
 pub(crate) mod dynlib;
 pub mod exit;
-pub(crate) mod gds_p2pdma;
-pub(crate) mod gds_target;
-pub(crate) mod grace;
 pub mod host;
 /// Public for the `input_lines` fuzz target, which drives `input::for_each_line` with arbitrary bytes.
 pub mod input;
@@ -22,22 +19,18 @@ pub mod isolate;
 pub(crate) mod measure;
 pub(crate) mod model;
 pub mod nccl;
-pub(crate) mod nic_role;
-pub(crate) mod nvlink_domain;
 pub mod pair;
-pub(crate) mod presence;
 pub mod probe;
 pub mod probes;
 pub mod profile;
 pub(crate) mod progress;
-pub(crate) mod rdma_transport;
 pub(crate) mod recording;
 pub mod report;
+/// Public for the `static_run` bench, which builds a `rules::topology::PciTree`.
+pub mod rules;
 pub mod runner;
 pub mod sysfs;
 pub(crate) mod tasks;
-pub mod topology;
-pub(crate) mod transfer_verdict;
 pub(crate) mod version;
 
 /// The CUDA driver entry points this tool resolves: the integration tests build stand-in libraries exporting them.

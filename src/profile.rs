@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
 use crate::model::Limit;
-use crate::topology::PcieDistance;
+use crate::rules::topology::PcieDistance;
 
 /// Built-in profiles, in the order `profiles` lists them.
 pub const BUILTIN: &[(&str, &str)] = &[

@@ -17,7 +17,7 @@ use crate::child::fmt_secs;
 use crate::model::{CheckResult, Limit, Measurement, Status};
 use crate::nccl::{self, Judgement, Summary, Verdict};
 use crate::profile::{BusbwLimits, NcclExpect};
-use crate::topology::{nearest, PciTree, PcieDistance, Role};
+use crate::rules::topology::{nearest, PciTree, PcieDistance, Role};
 
 pub const ID_COMMAND: &str = "collective.command";
 pub const ID_BUSBW: &str = "collective.busbw";

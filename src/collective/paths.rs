@@ -14,7 +14,7 @@ use super::ranks::short_host;
 use crate::model::{CheckResult, Status};
 use crate::nccl::line::NetFamily;
 use crate::nccl::{self, Verdict};
-use crate::topology::{PciTree, Role};
+use crate::rules::topology::{PciTree, Role};
 
 /// The NIC loopback's data path: proven RDMA (GPUDirect RDMA where expected) on every rail NIC NCCL listed.
 /// Socket is a failure that says the node has no NIC to loop through; P2P/SHM channels mean the loopback's

@@ -18,8 +18,8 @@ use crate::model::CheckResult;
 use crate::profile::{NcclExpect, Profile};
 use crate::report::output::Delivery;
 use crate::report::{HostInfo, RunReport};
+use crate::rules::topology::PciTree;
 use crate::sysfs::kernel::{read_release, HOSTNAME};
-use crate::topology::PciTree;
 
 /// Modification times are compared with the start minus this, for filesystems with coarse timestamps.
 const MTIME_SLACK: Duration = Duration::from_secs(2);
@@ -312,7 +312,7 @@ fn prepare(args: &CollectiveArgs) -> anyhow::Result<Plan> {
         (CollectiveMode::PerRail, Some(n)) => n,
         (CollectiveMode::PerRail, None) => {
             let gpus = PciTree::read(&host)
-                .map(|t| t.with_role(crate::topology::Role::Gpu).len())
+                .map(|t| t.with_role(crate::rules::topology::Role::Gpu).len())
                 .unwrap_or(0);
             if gpus == 0 {
                 bail!("--mode per-rail needs --rails N (GPUs per node): no GPU on this host's PCI bus to count");

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use crate::cli::{TopoArgs, ViewFormat};
 use crate::exit::Exit;
 use crate::host::Host;
-use crate::nic_role::{self, Use};
-use crate::topology::{numa_label, PathLink, PciTree, Role};
+use crate::rules::nic_role::{self, Use};
+use crate::rules::topology::{numa_label, PathLink, PciTree, Role};
 
 /// Each RDMA device's ports with their role (`compute`, `storage`, `disabled` by design), by device name; or
 /// why the roles could not be read.

@@ -479,8 +479,8 @@ pub fn pattern_from(slot: usize, len: usize) -> Vec<u8> {
 
 impl Outcome {
     /// The numbers the shared leg rule judges.
-    pub fn numbers(&self, verified: bool) -> crate::transfer_verdict::LegNumbers {
-        crate::transfer_verdict::LegNumbers {
+    pub fn numbers(&self, verified: bool) -> crate::rules::transfer_verdict::LegNumbers {
+        crate::rules::transfer_verdict::LegNumbers {
             write_gbps: self.write.gbps,
             read_gbps: self.read.gbps,
             writes: self.write.transfers,

@@ -103,8 +103,8 @@ pub struct PairOutcome {
 
 impl PairOutcome {
     /// The numbers the shared leg rule judges.
-    pub fn numbers(&self) -> crate::transfer_verdict::LegNumbers {
-        crate::transfer_verdict::LegNumbers {
+    pub fn numbers(&self) -> crate::rules::transfer_verdict::LegNumbers {
+        crate::rules::transfer_verdict::LegNumbers {
             write_gbps: self.write_gbps,
             read_gbps: self.read_gbps,
             writes: self.writes,

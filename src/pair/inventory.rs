@@ -12,11 +12,11 @@ use crate::model::Library;
 use crate::model::{CheckResult, Status};
 use crate::pair::judge::ID_RDMA;
 use crate::pair::wire::{PortInfo, PortMemory};
-use crate::presence::{Stack, Survey};
 use crate::recording::Answers;
+use crate::rules::presence::{Stack, Survey};
+use crate::rules::topology::{nearest, PciTree, PcieDistance};
+use crate::rules::transfer_verdict::LinkRate;
 use crate::sysfs::infiniband;
-use crate::topology::{nearest, PciTree, PcieDistance};
-use crate::transfer_verdict::LinkRate;
 
 /// This node's testable ports, or why there are none.
 #[derive(Debug, Serialize, Deserialize)]

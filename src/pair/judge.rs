@@ -9,7 +9,9 @@ use crate::measure::rc::{Failure, Registration};
 use crate::measure::rdma_pair::PairOutcome;
 use crate::model::{worst, CheckResult, Limit, Measurement, Status};
 use crate::pair::wire::PortMemory;
-use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
+use crate::rules::transfer_verdict::{
+    gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile,
+};
 
 pub const ID_HANDSHAKE: &str = "pair.handshake";
 pub const ID_RDMA: &str = "pair.rdma";
@@ -66,7 +68,7 @@ struct LegPart {
     /// Passed every rule but the deadline's (what the culprit comparison uses).
     healthy: bool,
     /// What it measured, where it ran to the end.
-    numbers: Option<crate::transfer_verdict::LegNumbers>,
+    numbers: Option<crate::rules::transfer_verdict::LegNumbers>,
     /// Not run, or ended by the peer going away: it says nothing about the path (no culprit from it).
     cut_off: bool,
     clause: String,
@@ -169,7 +171,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
     let v = judge_leg(&numbers, j.rate, &rule, true);
     // What the culprit comparison uses: every rule but the deadline's (a cut phase says nothing about the path,
     // and the GPU leg, run second, is the one a tight deadline cuts).
-    let uncut = crate::transfer_verdict::LegNumbers {
+    let uncut = crate::rules::transfer_verdict::LegNumbers {
         cut_short: false,
         ..numbers
     };

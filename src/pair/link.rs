@@ -14,7 +14,7 @@ use crate::pair::judge::{self, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::session::{self, Local, Peer};
 use crate::pair::supervise::Tally;
 use crate::pair::wire::{NoPorts, PortInfo, VERSION};
-use crate::transfer_verdict::LinkRate;
+use crate::rules::transfer_verdict::LinkRate;
 
 /// Which end of the link this node is.
 pub enum Side {

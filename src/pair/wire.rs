@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::measure::rdma_pair::Sync;
-use crate::transfer_verdict::LinkRate;
+use crate::rules::transfer_verdict::LinkRate;
 
 pub const MAGIC: [u8; 4] = *b"FPPR";
 /// Bumped on any incompatible change; both ends must speak the same one. 2: ports announce their memory,

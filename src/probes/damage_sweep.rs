@@ -19,7 +19,7 @@ use crate::pair::inventory::GpuSource;
 use crate::probe::{CheckResult, Context, Inputs, Probe, Status};
 use crate::profile::Profile;
 use crate::recording::{Answers, ANSWERS_FILE};
-use crate::transfer_verdict::LinkRate;
+use crate::rules::transfer_verdict::LinkRate;
 
 /// How one file or directory is damaged.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -455,9 +455,9 @@ fn pairs_port_survey_meets_each_file_it_reads_damaged() {
                 // A function that cannot be a NIC changes no offer: the presence survey pair stands on names
                 // it as not read, and the ports offered are the clean ones.
                 let named = damaged == clean
-                    && crate::presence::Survey::read(
+                    && crate::rules::presence::Survey::read(
                         &Host::at(&root).unwrap(),
-                        crate::presence::Stack::Rdma,
+                        crate::rules::presence::Stack::Rdma,
                     )
                     .evidence
                     .iter()

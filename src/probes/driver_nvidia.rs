@@ -1,9 +1,9 @@
 //! `driver.nvidia`: the NVIDIA kernel driver is loaded, which flavour, which version, which GPUs it sees.
 
 use crate::host::{Host, ReadError};
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Findings, Need, Probe, ProbeMeta};
 use crate::profile::Expect;
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::modules::{ModuleState, Modules};
 use crate::sysfs::nvidia::{self, DriverGpu, DriverVersion, NVIDIA_GPUS, NVIDIA_VERSION};
 use crate::sysfs::stable;

@@ -6,10 +6,10 @@
 
 use crate::measure::efa_registration::{self, GpuRegistration};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
+use crate::rules::topology::PciTree;
 use crate::sysfs::efa::{self, EfaFunction};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, DriverAndKernel};
-use crate::topology::PciTree;
 
 pub struct EfaGdr;
 
@@ -117,7 +117,7 @@ impl Probe for EfaGdr {
         }];
         out.extend(registrations.iter().map(judge_registration));
         // A function the tree could not read may have moved which EFA is nearest.
-        tree.completed(ID, crate::topology::GPU_NIC_PATHS, out)
+        tree.completed(ID, crate::rules::topology::GPU_NIC_PATHS, out)
     }
 }
 
@@ -213,10 +213,10 @@ fn nearest_efas(
                 .iter()
                 .map(|(e, _)| {
                     tree.distance_between(&bdf, e)
-                        .unwrap_or(crate::topology::PcieDistance::SYS)
+                        .unwrap_or(crate::rules::topology::PcieDistance::SYS)
                 })
                 .collect();
-            crate::topology::nearest(&distances).map(|i| (bdf, efas[i].1.to_string()))
+            crate::rules::topology::nearest(&distances).map(|i| (bdf, efas[i].1.to_string()))
         })
         .collect()
 }

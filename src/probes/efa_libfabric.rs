@@ -5,8 +5,8 @@
 use crate::dynlib::fabric::{self, Query};
 use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::EFA_OFFERS;
+use crate::rules::topology::{PciTree, Role};
 use crate::sysfs::efa;
-use crate::topology::{PciTree, Role};
 
 pub struct EfaLibfabric;
 
@@ -74,7 +74,7 @@ impl Probe for EfaLibfabric {
             r = r.note("libfabric's answers replayed from the recording");
         }
         // An unread function may be a GPU: whether FI_HMEM was due is then not known.
-        tree.completed(ID, crate::topology::GPUS, vec![r])
+        tree.completed(ID, crate::rules::topology::GPUS, vec![r])
     }
 }
 

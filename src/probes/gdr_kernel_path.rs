@@ -2,9 +2,9 @@
 //! amzn efa driver's own peer path).
 
 use crate::host::{optional, Host, ReadError};
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::efa;
 use crate::sysfs::infiniband::{read_device_names, CLASS_INFINIBAND};
 use crate::sysfs::modules::{ModuleState, Modules};

@@ -11,16 +11,18 @@ use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::{worst, Limit};
-use crate::presence::{Stack, Survey};
 use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::VERBS_DEVICES;
 use crate::probes::shared::gpu::gpu_survey;
+use crate::rules::presence::{Stack, Survey};
+use crate::rules::topology::PcieDistance;
+use crate::rules::topology::{nearest, PciTree, GPU_NIC_PATHS};
+use crate::rules::transfer_verdict::{
+    gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile,
+};
 use crate::sysfs::infiniband::{self, PortAttrs};
 use crate::sysfs::nvidia;
-use crate::topology::PcieDistance;
-use crate::topology::{nearest, PciTree, GPU_NIC_PATHS};
-use crate::transfer_verdict::{gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile};
 
 pub struct GdrLoopback;
 

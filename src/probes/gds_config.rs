@@ -3,10 +3,10 @@
 
 use std::net::IpAddr;
 
-use crate::gds_p2pdma::{self, P2pdma};
-use crate::gds_target::{self, FsSupport, Target, TargetError};
 use crate::host::{optional, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Findings, Need, Probe, ProbeMeta, Status};
+use crate::rules::gds_p2pdma::{self, P2pdma};
+use crate::rules::gds_target::{self, FsSupport, Target, TargetError};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;

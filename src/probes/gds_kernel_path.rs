@@ -1,10 +1,10 @@
 //! `gds.kernel_path`: the GPUDirect Storage kernel driver (nvidia_fs) is loaded, or cuFile's PCI P2PDMA path,
 //! which needs none, is ready (`gds_p2pdma`, as gds.config reads it).
 
-use crate::gds_p2pdma::P2pdma;
 use crate::host::{optional, Host, ReadError};
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::rules::gds_p2pdma::P2pdma;
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
 use crate::sysfs::modules::{ModuleState, Modules};
 use crate::sysfs::nvfs::{self, NVFS_DEVCOUNT, NVFS_STATS, NVFS_VERSION};

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::dynlib::cufile;
 use crate::dynlib::LibError;
-use crate::gds_target::{self, FsSupport, Target};
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
 use crate::model::Limit;
 use crate::probe::Library;
@@ -14,6 +13,7 @@ use crate::probe::{
     CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
 use crate::probes::shared::gpu::{expects_gpus, gpu_survey, mark_replayed};
+use crate::rules::gds_target::{self, FsSupport, Target};
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvfs::NVFS_STATS;
 

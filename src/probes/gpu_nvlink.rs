@@ -9,13 +9,13 @@ use crate::dynlib::nvml::{
     FABRIC_HEALTH_SUMMARY_UNHEALTHY, FABRIC_STATE_COMPLETED, FABRIC_STATE_IN_PROGRESS,
     FABRIC_STATE_NOT_STARTED, FABRIC_STATE_NOT_SUPPORTED,
 };
-use crate::nvlink_domain;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Library, Measurement, Need, Probe, ProbeMeta,
     Status,
 };
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::{judge_nvml, lost_fix, shown, subject};
+use crate::rules::nvlink_domain;
 
 pub struct GpuNvlink;
 

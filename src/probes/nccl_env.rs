@@ -1,6 +1,5 @@
 //! `nccl.env`: NCCL variables in this environment that silently change the transport.
 
-use crate::grace;
 use crate::host::{optional, Host, ReadError};
 use crate::nccl::conf::{self, ConfFile, Setting, Settings};
 use crate::nccl::env::IfList;
@@ -9,12 +8,13 @@ use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
 use crate::probe::{CheckResult, Context, Explain, Inputs, Probe, ProbeMeta, Status};
 use crate::profile::NcclExpect;
+use crate::rules::grace;
+use crate::rules::topology::{PciTree, Role};
 use crate::sysfs::infiniband::{
     gid_path, gid_type_path, read_device_names, read_gid, read_gid_type, read_port,
     read_port_numbers, CLASS_INFINIBAND,
 };
 use crate::sysfs::net::{read_interface_names, CLASS_NET};
-use crate::topology::{PciTree, Role};
 
 pub struct NcclEnv;
 

@@ -15,12 +15,12 @@ use serde::Deserialize;
 use crate::bounded_command::{self, CommandAnswer};
 use crate::dynlib::nvml::NvmlFacts;
 use crate::host::{self, Host, ReadError};
-use crate::nvlink_domain::{self, ImexConfig};
 use crate::probe::{
     AnswerSource, CheckResult, Context, Explain, Findings, Kind, Library, Probe, ProbeMeta,
 };
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::mark_replayed;
+use crate::rules::nvlink_domain::{self, ImexConfig};
 use crate::sysfs::netaddr;
 
 pub struct NvlinkImex;

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use crate::host::{Host, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::rules::topology::{PciTree, Role, DATA_PATHS};
 use crate::sysfs::hypervisor::{self, Hypervisor};
 use crate::sysfs::pci_config::{read_config, ConfigReadError, ConfigSpace};
-use crate::topology::{PciTree, Role, DATA_PATHS};
 
 pub struct PcieAcs;
 
@@ -278,7 +278,7 @@ mod tests {
         let (g, n) = (tree.with_role(Role::Gpu)[0], tree.rdma_nics()[0]);
         assert_eq!(
             tree.distance(g, n),
-            crate::topology::PcieDistance::PIX,
+            crate::rules::topology::PcieDistance::PIX,
             "port roles inferred from the tree when config space is hidden"
         );
         let r = crate::probes::testing::run_on_root(&PcieAcs, dir.path(), "generic");

@@ -4,8 +4,8 @@
 use crate::host::{Host, ReadError};
 use crate::model::{worst, Limit};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
+use crate::rules::topology::{PciTree, Role, DATA_PATHS};
 use crate::sysfs::aer::{self, Counts, Severity, ROOT_PORT_TOTALS};
-use crate::topology::{PciTree, Role, DATA_PATHS};
 
 pub struct PcieAer;
 

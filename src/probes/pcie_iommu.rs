@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use crate::host::{Host, ReadError};
 use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta};
 use crate::profile::{Expect, IommuExpect};
+use crate::rules::topology::{PciTree, Role, DATA_ENDPOINTS};
 use crate::sysfs::iommu::{iommu_parameters, read_groups, IommuGroup, IOMMU_GROUPS, PROC_CMDLINE};
-use crate::topology::{PciTree, Role, DATA_ENDPOINTS};
 
 pub struct PcieIommu;
 

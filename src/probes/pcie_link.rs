@@ -3,8 +3,8 @@
 
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta};
 use crate::profile::Expect;
+use crate::rules::topology::{PathLink, PciTree, Role, DATA_PATHS};
 use crate::sysfs::pci::{device_dir, Link};
-use crate::topology::{PathLink, PciTree, Role, DATA_PATHS};
 
 pub struct PcieLink;
 

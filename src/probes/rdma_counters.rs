@@ -4,8 +4,8 @@
 
 use crate::host::{Host, ReadError};
 use crate::model::{worst, Limit};
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::{
     counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
 };

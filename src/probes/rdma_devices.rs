@@ -2,10 +2,10 @@
 //! them (the uverbs character device exists under /dev/infiniband).
 
 use crate::host::{Host, ReadError};
-use crate::nic_role::{self, Ports, Role, Use};
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
 use crate::profile::Expect;
+use crate::rules::nic_role::{self, Ports, Role, Use};
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::{
     self, read_device, read_device_names, read_uverbs_map, RdmaDevice, UverbsMap, CLASS_INFINIBAND,
     DEV_INFINIBAND,

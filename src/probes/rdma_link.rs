@@ -2,12 +2,12 @@
 //! on InfiniBand; compute rails and storage/frontend ports each by their own expectations (`nic_role`).
 
 use crate::host::{Host, ReadError};
-use crate::nic_role::{self, Assigned, Ports, Role, Use};
-use crate::presence::{Stack, Survey};
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Measurement, Need, Probe, ProbeMeta, Status,
 };
 use crate::profile::{Expect, LinkLayer};
+use crate::rules::nic_role::{self, Assigned, Ports, Role, Use};
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::{device_dir, parse_lid, read_hca_type, PortAttrs, CLASS_INFINIBAND};
 
 pub struct RdmaLink;

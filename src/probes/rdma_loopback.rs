@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::Limit;
-use crate::presence::{Stack, Survey};
 use crate::probe::Library;
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::VERBS_DEVICES;
+use crate::rules::presence::{Stack, Survey};
+use crate::rules::transfer_verdict::{gbps_text, judge_leg, LegRule, LinkRate, Percentile};
 use crate::sysfs::infiniband::{self, PortAttrs};
-use crate::transfer_verdict::{gbps_text, judge_leg, LegRule, LinkRate, Percentile};
 
 pub struct RdmaLoopback;
 

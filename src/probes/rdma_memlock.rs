@@ -2,9 +2,9 @@
 
 use crate::host::Host;
 use crate::measure::rdma_loopback::HOST_LOOPBACK;
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
+use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::read_device_names;
 
 pub struct RdmaMemlock;

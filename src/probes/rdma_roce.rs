@@ -2,13 +2,13 @@
 //! profile wants; reports the GID index NCCL should use.
 
 use crate::host::{Host, ReadError};
-use crate::nic_role::{self, Assigned, Ports, Role, Use};
-use crate::presence::{Stack, Survey};
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Measurement, Need, Probe, ProbeMeta, Status,
 };
 use crate::profile::Expect;
-use crate::rdma_transport::{self, Transport};
+use crate::rules::nic_role::{self, Assigned, Ports, Role, Use};
+use crate::rules::presence::{Stack, Survey};
+use crate::rules::rdma_transport::{self, Transport};
 use crate::sysfs::infiniband::{
     device_bdf, device_dir, gid_ipv4, gid_is_link_local, port_dir, read_all_ports, read_gid,
     read_gid_indices, read_gid_ndev, read_gid_type, read_node_type, PortAttrs,

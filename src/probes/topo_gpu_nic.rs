@@ -1,11 +1,11 @@
 //! `topo.gpu_nic`: each GPU has an RDMA NIC close enough for GPUDirect RDMA (PIX or PXB, as `nvidia-smi topo -m`
 //! labels it).
 
-use crate::grace;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
-use crate::topology::PcieDistance;
-use crate::topology::{numa_label, PciTree, Role, GPU_NIC_PATHS};
+use crate::rules::grace;
+use crate::rules::topology::PcieDistance;
+use crate::rules::topology::{numa_label, PciTree, Role, GPU_NIC_PATHS};
 
 pub struct TopoGpuNic;
 

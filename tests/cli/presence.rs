@@ -1,4 +1,4 @@
-//! The presence rule (`src/presence.rs`) for every check that calls a run-time-loaded library: hardware on the
+//! The presence rule (`src/rules/presence.rs`) for every check that calls a run-time-loaded library: hardware on the
 //! PCI bus × kernel driver × user-space library → one verdict. Stand-in libraries are C shims compiled at test
 //! time and found through `LD_LIBRARY_PATH`, the binary's real loading path (see `faults.rs`); the hardware and
 //! the driver come from the recorded `hgx-healthy` tree, edited per state.

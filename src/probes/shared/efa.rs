@@ -3,8 +3,8 @@
 
 use crate::host::Host;
 use crate::probe::CheckResult;
+use crate::rules::topology::PciTree;
 use crate::sysfs::efa;
-use crate::topology::PciTree;
 
 /// An EFA may be on this host: one is in the PCI tree (shared with the static probes, so nothing is read
 /// twice), or part of the tree could not be read. Where not, EFA's libraries are left alone: libfabric would

@@ -7,8 +7,8 @@ use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
 use crate::probe::Library;
 use crate::recording::Obtained;
 
-use crate::presence::{Stack, Survey};
 use crate::probe::{CheckResult, Context};
+use crate::rules::presence::{Stack, Survey};
 
 /// Note added to results built from recorded answers.
 pub const REPLAYED_NOTE: &str =

@@ -3,7 +3,7 @@
 use super::efa::no_rc;
 use crate::host::{Host, ReadError};
 use crate::model::CheckResult;
-use crate::nic_role;
+use crate::rules::nic_role;
 use crate::sysfs::efa;
 
 /// The devices a transfer check leaves alone, and the results that say so: EFA (the efa driver refuses RC

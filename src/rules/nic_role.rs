@@ -26,10 +26,10 @@
 use crate::host::{optional, Host, ReadError};
 use crate::nccl::env::IfList;
 use crate::probe::CheckResult;
+use crate::rules::topology::PcieDistance;
+use crate::rules::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
 use crate::sysfs::infiniband::{self, natural_cmp, parse_numbered, PortAttrs};
 use crate::sysfs::net::CLASS_NET;
-use crate::topology::PcieDistance;
-use crate::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
 
 /// Hyper-V's synthetic NIC driver: an accelerated-networking VF's netdev is enslaved to its interface.
 const NETVSC_DRIVER: &str = "hv_netvsc";

@@ -18,11 +18,11 @@ use crate::dynlib::{verbs, ErrorKind, LibError};
 use crate::host::{optional, Host, ReadResult};
 use crate::model::{CheckResult, Library, Status};
 use crate::recording::Answers;
+use crate::rules::topology::{PciTree, Role, GPUS, NICS};
 use crate::sysfs::infiniband;
 use crate::sysfs::modules::Modules;
 use crate::sysfs::nvidia::{self, NVIDIA_GPUS, NVIDIA_VERSION};
 use crate::sysfs::pci_ids;
-use crate::topology::{PciTree, Role, GPUS, NICS};
 
 /// Which hardware and driver a check stands on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
