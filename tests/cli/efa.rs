@@ -2,7 +2,6 @@
 //! auto` from DMI, and libfabric / libefa / libibverbs stand-ins compiled at test time (tests/standins/).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -17,27 +16,6 @@ const EFA_CHECKS: &str = "efa.devices,efa.link,efa.counters,efa.libfabric,efa.gd
 const NOT_THE_TREE: &str =
     "--skip=rdma.memlock,gpu.inventory,gpu.bar1,gpu.p2p,gpu.pcie,gpu.copy_bandwidth,\
 gds.read,rdma.loopback,gdr.loopback";
-
-fn copy_tree(scenario: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", host(scenario).display()))
-        .arg(dir.path())
-        .status()
-        .expect("cp runs");
-    assert!(status.success());
-    dir
-}
-
-fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
 
 fn failures(report: &Value) -> Vec<String> {
     report["checks"]
@@ -175,7 +153,7 @@ fn broken_efa_variants_are_named() {
 }
 
 fn with_dmi(scenario: &str, product: Option<&str>) -> tempfile::TempDir {
-    let dir = copy_tree(scenario);
+    let dir = copy_scenario(scenario);
     let dmi = dir.path().join("sys/class/dmi/id");
     match product {
         Some(p) => std::fs::write(dmi.join("product_name"), format!("{p}\n")).unwrap(),
@@ -249,7 +227,7 @@ fn auto_falls_back_to_the_hardware_match() {
 
 /// aws-p5en without its recorded answers, so libfabric and libefa are asked live (the stand-ins).
 fn live_p5en() -> tempfile::TempDir {
-    let dir = copy_tree("aws-p5en");
+    let dir = copy_scenario("aws-p5en");
     std::fs::remove_file(dir.path().join("vendor-answers.json")).unwrap();
     dir
 }

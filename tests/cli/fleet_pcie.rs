@@ -32,15 +32,6 @@ fn break_pci(root: &Path, bdf: &str, attr: &str) {
     std::fs::create_dir(&p).unwrap();
 }
 
-fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
-
 /// The result of `id` whose subject starts with `subject`.
 fn of<'a>(report: &'a Value, id: &str, subject: &str) -> &'a Value {
     results(report, id)

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{code, copy_scenario, host, json_out, preflight, Schema};
+use crate::util::{code, copy_scenario, host, json_out, preflight, results, Schema};
 
 const RDMA: &str = "rdma.devices,rdma.link,rdma.roce,rdma.counters";
 
@@ -22,15 +22,6 @@ fn run(root: &Path, profile: &str, only: &str, env: &[(&str, &str)]) -> (u8, Val
         .output()
         .expect("binary runs");
     (code(&out), json_out(Schema::Run, &out))
-}
-
-fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
 }
 
 /// The result of `id` for `subject`.

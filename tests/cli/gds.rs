@@ -14,15 +14,6 @@ fn run(root: &str, profile: &str) -> (u8, Value) {
     run_json(&host(root), profile, &["--only", GDS, "--gds-dir", &dir])
 }
 
-fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
-
 #[test]
 fn h200_before_udev_fix_names_the_missing_record_everywhere() {
     let (_, report) = run("h200-gds", "generic");

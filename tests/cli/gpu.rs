@@ -5,18 +5,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{self, host, preflight, result_of, run_json, verdicts};
+use crate::util::{self, host, preflight, result_of, results, run_json, verdicts};
 
 const GPU_CHECKS: &str = "gpu.inventory,gpu.pcie,gpu.bar1,gpu.p2p,gpu.copy_bandwidth";
-
-fn checks_of<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
 
 fn measurement(check: &Value, name: &str) -> Option<(f64, bool)> {
     check["measurements"]
@@ -92,7 +83,7 @@ fn eight_gpu_recording_replays_p2p_matrix_links_and_copies() {
     // GPU 6 of the recording trained at x8: the one failure.
     assert_eq!(code, util::Exit::CHECK_FAILED);
 
-    let inventory = checks_of(&report, "gpu.inventory");
+    let inventory = results(&report, "gpu.inventory");
     assert_eq!(inventory.len(), 9, "node + 8 GPUs");
     assert!(
         inventory.iter().all(|c| c["status"] == "pass"),
@@ -100,7 +91,7 @@ fn eight_gpu_recording_replays_p2p_matrix_links_and_copies() {
     );
     assert_eq!(measurement(inventory[0], "gpu_count"), Some((8.0, true)));
 
-    let p2p = checks_of(&report, "gpu.p2p");
+    let p2p = results(&report, "gpu.p2p");
     assert_eq!(p2p.len(), 28, "every unordered pair of 8 GPUs");
     assert!(p2p.iter().all(|c| c["status"] == "pass"));
     assert_eq!(p2p[0]["subject"], "GPU0 0000:18:00.0 <-> GPU1 0000:2a:00.0");
@@ -114,7 +105,7 @@ fn eight_gpu_recording_replays_p2p_matrix_links_and_copies() {
         .contains("topology NODE"));
     assert!(p2p[3]["summary"].as_str().unwrap().contains("topology SYS"));
 
-    let pcie = checks_of(&report, "gpu.pcie");
+    let pcie = results(&report, "gpu.pcie");
     assert_eq!(pcie.len(), 8);
     let failed: Vec<&str> = pcie
         .iter()
@@ -127,7 +118,7 @@ fn eight_gpu_recording_replays_p2p_matrix_links_and_copies() {
         .unwrap()
         .starts_with("Gen5 x16 under load (max Gen5 x16, idle Gen1 x16)"));
 
-    let copies = checks_of(&report, "gpu.copy_bandwidth");
+    let copies = results(&report, "gpu.copy_bandwidth");
     assert_eq!(copies.len(), 8 + 56, "8 GPUs and every ordered pair");
     assert!(copies.iter().all(|c| c["status"] == "pass"), "{copies:?}");
     let (h2d, replayed) = measurement(copies[0], "h2d_bandwidth").unwrap();
@@ -150,7 +141,7 @@ fn nvlink_profile_fails_a_pair_without_nvlink() {
     answers["nvml"]["pairs"][0]["nvlink"] = serde_json::json!({"Ok": "not supported"});
     std::fs::write(dir.path().join("vendor-answers.json"), answers.to_string()).unwrap();
     let (_, report) = run_json(dir.path(), "hgx-h100-ib", &["--only", "gpu.p2p"]);
-    let p2p = checks_of(&report, "gpu.p2p");
+    let p2p = results(&report, "gpu.p2p");
     assert_eq!(p2p[0]["status"], "fail");
     assert!(p2p[0]["summary"]
         .as_str()
@@ -206,7 +197,7 @@ fn h200_snapshot_replays_the_real_machine() {
         &["--only", &format!("driver.nvidia,{GPU_CHECKS}")],
     );
     assert_eq!(code, 0, "{report}");
-    let inventory = checks_of(&report, "gpu.inventory");
+    let inventory = results(&report, "gpu.inventory");
     assert_eq!(
         inventory[0]["summary"],
         "1 GPU(s), driver 580.159.04, CUDA 13.0"

@@ -94,15 +94,6 @@ pub(crate) fn finish(child: Child) -> (u8, Value, Output) {
     (code(&out), report, out)
 }
 
-fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
-
 fn files_report(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

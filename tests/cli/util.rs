@@ -188,6 +188,16 @@ pub fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// Every result of check `id` in a `run` report.
+pub fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"] == id)
+        .collect()
+}
+
 /// A writable copy of `testdata/hosts/<scenario>` (symlinks kept), for tests that change a file or two.
 pub fn copy_scenario(scenario: &str) -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
