@@ -565,7 +565,9 @@ fn isolate_with_pair_names_vm_c_dropping_roce() {
     assert_eq!(c["verdict"], "culprit_node", "{c:#}");
     let reason = c["reason"].as_str().unwrap();
     assert!(
-        reason.contains("r1t0") && reason.contains("r4t0"),
+        reason.starts_with("failed in r1t0")
+            && reason.contains("failed with two of the group's own: in r3t0")
+            && reason.contains("and in r4t0"),
         "{reason}"
     );
     // Each failing group failed on its ring: the summary's exit and verdict, vm-c's links failing.

@@ -73,9 +73,14 @@ pub struct Test {
 /// What the search concluded about one node, with the tests that decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Failed with a known-good node it had not been tested with (`confirmed`), after `failed`; where every
-    /// known-good node was in `failed`, with the second of them it was tried with.
-    CulpritNode { failed: TestRef, confirmed: TestRef },
+    /// Failed with a known-good node it had not been tested with (`confirmed`), after `failed`. `inside`: where
+    /// no known-good node was outside `failed`, its failure with one of that group's own before `confirmed`
+    /// (with another of them): one alone cannot tell the node from the link between the two.
+    CulpritNode {
+        failed: TestRef,
+        confirmed: TestRef,
+        inside: Option<TestRef>,
+    },
     /// Passed with others, failed with `peer` alone (`failed`): the link or switch between them.
     CulpritLink { peer: NodeId, failed: TestRef },
     /// In a failure (`failed`) the search could not pin on a node or link.
@@ -136,7 +141,7 @@ pub struct Planner {
     known: Vec<Known>,
     first_pass: Vec<Option<TestRef>>,
     last_fail: Vec<Option<TestRef>>,
-    confirmed: Vec<Option<(TestRef, TestRef)>>,
+    confirmed: Vec<Option<(TestRef, TestRef, Option<TestRef>)>>,
     links: Vec<(NodeId, NodeId, TestRef)>,
     unexplained: Vec<Option<(TestRef, &'static str)>>,
     screening: Vec<Vec<NodeId>>,
@@ -615,7 +620,8 @@ impl Planner {
                             // Failed with a node outside the failing group, or with a second one inside it.
                             (false, f) if outside || f.is_some() => {
                                 self.known[suspect] = Known::Bad;
-                                self.confirmed[suspect] = Some((observed.at, at));
+                                self.confirmed[suspect] =
+                                    Some((observed.at, at, f.map(|(_, first, _)| first)));
                             }
                             (false, _) if passed_inside => self.links.push((suspect, partner, at)),
                             (true, Some((failed_with, failed_at, _))) => {
@@ -758,8 +764,12 @@ impl Planner {
     pub fn verdicts(&self) -> Vec<Verdict> {
         (0..self.known.len())
             .map(|m| {
-                if let Some((failed, confirmed)) = self.confirmed[m] {
-                    return Verdict::CulpritNode { failed, confirmed };
+                if let Some((failed, confirmed, inside)) = self.confirmed[m] {
+                    return Verdict::CulpritNode {
+                        failed,
+                        confirmed,
+                        inside,
+                    };
                 }
                 if let Some(&(a, b, failed)) =
                     self.links.iter().find(|(a, b, _)| *a == m || *b == m)
@@ -977,6 +987,15 @@ mod tests {
             .all(|v| matches!(v, Verdict::Healthy { .. })));
         // Screen, split, then the two confirmations (they share the suspect, so one a round).
         assert_eq!((out.rounds, out.tests), (4, 4));
+        let at = |round| Some(TestRef { round, index: 0 });
+        assert_eq!(
+            out.verdicts[2],
+            Verdict::CulpritNode {
+                failed: TestRef { round: 1, index: 0 },
+                confirmed: TestRef { round: 4, index: 0 },
+                inside: at(3),
+            }
+        );
         for (a, b) in [(0, 2), (1, 2)] {
             let v = verdicts(FaultMap {
                 link: Some((a, b)),
