@@ -8,7 +8,10 @@
 //!    nodes and leaves the fault in the other half (one faulty node per failing group: NVCRE's OR model).
 //! 3. **Confirm** the last suspect with a known-good node it was not tested with. Only a failing confirmation
 //!    names a culprit node; a passing one means the OR model was wrong here, and the group last seen failing is
-//!    tested again in two halves at once (**Halves**), assuming nothing.
+//!    tested again in two halves at once (**Halves**), assuming nothing. Where every known-good node was in the
+//!    failing group (a fleet of one screening group, e.g. three nodes), the suspect is confirmed with those, one
+//!    at a time: failing with two of them names the node, failing with one and passing with another names the
+//!    link between the suspect and the one it failed with.
 //! 4. **Cross-boundary probes**: when both halves pass but the whole failed, the fault lies between them (a link
 //!    or switch): parts of one side are tested with parts of the other until one node of each side remains, the
 //!    culprit link; when no probe fails the failure was not reproduced, and its nodes stay unconfirmed suspects.
@@ -70,8 +73,14 @@ pub struct Test {
 /// What the search concluded about one node, with the tests that decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Failed with a known-good node it had not been tested with (`confirmed`), after `failed`.
-    CulpritNode { failed: TestRef, confirmed: TestRef },
+    /// Failed with a known-good node it had not been tested with (`confirmed`), after `failed`. `inside`: where
+    /// no known-good node was outside `failed`, its failure with one of that group's own before `confirmed`
+    /// (with another of them): one alone cannot tell the node from the link between the two.
+    CulpritNode {
+        failed: TestRef,
+        confirmed: TestRef,
+        inside: Option<TestRef>,
+    },
     /// Passed with others, failed with `peer` alone (`failed`): the link or switch between them.
     CulpritLink { peer: NodeId, failed: TestRef },
     /// In a failure (`failed`) the search could not pin on a node or link.
@@ -99,9 +108,12 @@ struct Failed {
 #[derive(Debug, Clone)]
 enum Case {
     /// One of `suspects` is at fault, by the OR model; `observed` is the group last seen failing on this trail.
+    /// `inside`: confirmations of the last suspect with known-good nodes of `observed` itself (partner, test,
+    /// passed), each inconclusive alone (the link between the two fails the same way).
     Narrow {
         suspects: Vec<NodeId>,
         observed: Failed,
+        inside: Vec<(NodeId, TestRef, bool)>,
     },
     /// `failed` failed as a whole: both halves are tested at once.
     Halves { failed: Failed },
@@ -129,7 +141,7 @@ pub struct Planner {
     known: Vec<Known>,
     first_pass: Vec<Option<TestRef>>,
     last_fail: Vec<Option<TestRef>>,
-    confirmed: Vec<Option<(TestRef, TestRef)>>,
+    confirmed: Vec<Option<(TestRef, TestRef, Option<TestRef>)>>,
     links: Vec<(NodeId, NodeId, TestRef)>,
     unexplained: Vec<Option<(TestRef, &'static str)>>,
     screening: Vec<Vec<NodeId>>,
@@ -240,6 +252,11 @@ impl Pads<'_> {
             i += 1;
         }
         None
+    }
+
+    /// Whether any known-good node outside `avoid` exists, free this round or not.
+    fn exists(&self, avoid: &[NodeId]) -> bool {
+        (0..self.known.len()).any(|i| self.known[i] == Known::Good && !avoid.contains(&i))
     }
 
     fn free(&self, nodes: &[NodeId]) -> bool {
@@ -353,9 +370,24 @@ impl Planner {
         };
         for (case_index, case) in self.cases.iter().enumerate() {
             match case {
-                Case::Narrow { suspects, observed } if suspects.len() == 1 => {
-                    // Confirmation: with a known-good node that was not in the failing group.
-                    if let Some(partner) = pads.take(&observed.members) {
+                Case::Narrow {
+                    suspects,
+                    observed,
+                    inside,
+                } if suspects.len() == 1 => {
+                    // Confirmation: with a known-good node that was not in the failing group; where none exists,
+                    // with one of that group not yet tried.
+                    let partner = if pads.exists(&observed.members) {
+                        pads.take(&observed.members)
+                    } else {
+                        let tried: Vec<NodeId> = suspects
+                            .iter()
+                            .copied()
+                            .chain(inside.iter().map(|c| c.0))
+                            .collect();
+                        pads.take(&tried)
+                    };
+                    if let Some(partner) = partner {
                         pads.mark(suspects, true);
                         push(
                             vec![suspects[0], partner],
@@ -527,6 +559,7 @@ impl Planner {
                             Case::Narrow {
                                 suspects,
                                 observed: failed(),
+                                inside: Vec::new(),
                             }
                         });
                     }
@@ -556,12 +589,17 @@ impl Planner {
                 .collect()
         };
         match case {
-            Case::Narrow { observed, .. } => {
+            Case::Narrow {
+                suspects,
+                observed,
+                mut inside,
+            } => {
                 let (at, test, ok, role) = results[0];
                 match role {
                     Role::Split { rest, .. } if ok => self.cases.push(Case::Narrow {
                         suspects: rest.clone(),
                         observed,
+                        inside: Vec::new(),
                     }),
                     // The untested half joins the sweep (it is in no case now).
                     Role::Split { .. } => self.cases.push(Case::Narrow {
@@ -570,14 +608,41 @@ impl Planner {
                             members: test.members.clone(),
                             at,
                         },
+                        inside: Vec::new(),
                     }),
-                    Role::Confirm { .. } if !ok => {
+                    Role::Confirm { .. } => {
                         let suspect = core(test)[0];
-                        self.known[suspect] = Known::Bad;
-                        self.confirmed[suspect] = Some((observed.at, at));
+                        let partner = test.padding[0];
+                        let outside = !observed.members.contains(&partner);
+                        let failed_inside = inside.iter().find(|c| !c.2).copied();
+                        let passed_inside = inside.iter().any(|c| c.2);
+                        match (ok, failed_inside) {
+                            // Failed with a node outside the failing group, or with a second one inside it.
+                            (false, f) if outside || f.is_some() => {
+                                self.known[suspect] = Known::Bad;
+                                self.confirmed[suspect] =
+                                    Some((observed.at, at, f.map(|(_, first, _)| first)));
+                            }
+                            (false, _) if passed_inside => self.links.push((suspect, partner, at)),
+                            (true, Some((failed_with, failed_at, _))) => {
+                                self.links.push((suspect, failed_with, failed_at))
+                            }
+                            // Inconclusive alone: try the next node of the failing group, if any is left.
+                            _ if !outside
+                                && self.untried_inside(suspect, &observed, &inside, partner) =>
+                            {
+                                inside.push((partner, at, ok));
+                                self.cases.push(Case::Narrow {
+                                    suspects,
+                                    observed,
+                                    inside,
+                                });
+                            }
+                            // Passed with a known-good node: the OR model was wrong here; test the failing
+                            // group's halves without assuming.
+                            _ => self.cases.push(Case::Halves { failed: observed }),
+                        }
                     }
-                    // Passed with a known-good node: the OR model was wrong here; test the failing group's
-                    // halves without assuming.
                     _ => self.cases.push(Case::Halves { failed: observed }),
                 }
             }
@@ -593,6 +658,7 @@ impl Planner {
                         Case::Narrow {
                             suspects: side,
                             observed,
+                            inside: Vec::new(),
                         }
                     } else {
                         Case::Halves {
@@ -644,6 +710,20 @@ impl Planner {
         }
     }
 
+    /// Whether a known-good node of `observed` is left to confirm `suspect` with, beside `partner` and those in
+    /// `inside`.
+    fn untried_inside(
+        &self,
+        suspect: NodeId,
+        observed: &Failed,
+        inside: &[(NodeId, TestRef, bool)],
+        partner: NodeId,
+    ) -> bool {
+        observed.members.iter().any(|&m| {
+            m != suspect && m != partner && self.is_good(m) && !inside.iter().any(|c| c.0 == m)
+        })
+    }
+
     /// `x` and `y` each passed, `failed` (holding both) failed: a link when each side is one node, else probes.
     fn cross(&mut self, x: Vec<NodeId>, y: Vec<NodeId>, failed: Failed) {
         if let ([a], [b]) = (x.as_slice(), y.as_slice()) {
@@ -684,8 +764,12 @@ impl Planner {
     pub fn verdicts(&self) -> Vec<Verdict> {
         (0..self.known.len())
             .map(|m| {
-                if let Some((failed, confirmed)) = self.confirmed[m] {
-                    return Verdict::CulpritNode { failed, confirmed };
+                if let Some((failed, confirmed, inside)) = self.confirmed[m] {
+                    return Verdict::CulpritNode {
+                        failed,
+                        confirmed,
+                        inside,
+                    };
                 }
                 if let Some(&(a, b, failed)) =
                     self.links.iter().find(|(a, b, _)| *a == m || *b == m)
@@ -880,6 +964,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Three nodes make one screening group, so no known-good node is ever outside the failing group: the
+    /// suspect is confirmed with the group's own known-good nodes, one at a time. The last node of the group (the
+    /// one a split leaves for last) is named exactly, and a link to it as a link; a fault in the split's tested
+    /// half finds no known-good node to pad with, and nobody is named.
+    #[test]
+    fn three_nodes_name_the_last_one_or_its_link_exactly() {
+        let verdicts = |faults: FaultMap| sim::run(3, &[], &faults).verdicts;
+        let out = sim::run(
+            3,
+            &[],
+            &FaultMap {
+                bad: vec![2],
+                ..FaultMap::default()
+            },
+        );
+        assert_eq!(culprits(&out.verdicts), vec![2], "{:?}", out.verdicts);
+        assert!(out.verdicts[..2]
+            .iter()
+            .all(|v| matches!(v, Verdict::Healthy { .. })));
+        // Screen, split, then the two confirmations (they share the suspect, so one a round).
+        assert_eq!((out.rounds, out.tests), (4, 4));
+        let at = |round| Some(TestRef { round, index: 0 });
+        assert_eq!(
+            out.verdicts[2],
+            Verdict::CulpritNode {
+                failed: TestRef { round: 1, index: 0 },
+                confirmed: TestRef { round: 4, index: 0 },
+                inside: at(3),
+            }
+        );
+        for (a, b) in [(0, 2), (1, 2)] {
+            let v = verdicts(FaultMap {
+                link: Some((a, b)),
+                ..FaultMap::default()
+            });
+            assert!(culprits(&v).is_empty(), "{a}-{b}: {v:?}");
+            assert!(
+                matches!(v[b], Verdict::CulpritLink { peer, .. } if peer == a),
+                "{a}-{b}: {v:?}"
+            );
+            assert!(
+                matches!(v[a], Verdict::CulpritLink { peer, .. } if peer == b),
+                "{a}-{b}: {v:?}"
+            );
+            let other = 1 - a;
+            assert!(matches!(v[other], Verdict::Healthy { .. }), "{v:?}");
+        }
+        for bad in [0, 1] {
+            let v = verdicts(FaultMap {
+                bad: vec![bad],
+                ..FaultMap::default()
+            });
+            assert!(
+                v.iter().all(|v| matches!(v, Verdict::Unconfirmed { .. })),
+                "{bad}: {v:?}"
+            );
+        }
+        assert!(verdicts(FaultMap::default())
+            .iter()
+            .all(|v| matches!(v, Verdict::Healthy { .. })));
     }
 
     #[test]

@@ -156,9 +156,23 @@ impl IsolateReport {
             .enumerate()
             .map(|(m, v)| {
                 let reason = match v {
-                    Verdict::CulpritNode { failed, confirmed } => format!(
+                    Verdict::CulpritNode {
+                        failed,
+                        confirmed,
+                        inside: None,
+                    } => format!(
                         "failed in {}; confirmed against a known-good node in {}",
                         shown(*failed),
+                        shown(*confirmed)
+                    ),
+                    Verdict::CulpritNode {
+                        failed,
+                        confirmed,
+                        inside: Some(first),
+                    } => format!(
+                        "failed in {}; no known-good node was outside that group, and it failed with two of the group's own: in {} and in {}",
+                        shown(*failed),
+                        shown(*first),
                         shown(*confirmed)
                     ),
                     Verdict::CulpritLink { peer, failed } => format!(

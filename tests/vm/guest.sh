@@ -3,7 +3,8 @@
 # eth0, then runs the scenario of its role and writes every report under /out, which goes back to the host as a
 # tar on /dev/vda.
 #   All three (vm-a, vm-b, vm-c) first run `pair --ring` together: healthy by hand, healthy from Slurm's
-#   variables, then with vm-c dropping the RoCE traffic that reaches it.
+#   variables, then with vm-c dropping the RoCE traffic that reaches it. Then vm-a runs `isolate` over the
+#   three with `pair` as its measure, healthy and with vm-c dropping RoCE again; vm-b and vm-c serve its rings.
 #   VM a: the node under test: runs fabric-preflight healthy, records a snapshot, then applies faults live.
 #   VM b: its peer: serves ibv_rc_pingpong so real RDMA traffic crosses the link, runs fabric-preflight once,
 #   then `pair --memory gpu` with VM c through the CUDA stand-in.
@@ -84,19 +85,52 @@ pair_run ring-hand --ring --peers vm-a,vm-b,vm-c --rank "$RANK" --port 18600 --t
     export SLURM_PROCID=$RANK SLURM_NTASKS=3 SLURM_JOB_NODELIST='vm[1-3]' SLURM_JOB_ID=4242 SLURM_STEP_ID=0
     pair_run ring-slurm --ring --port 18601 --timeout 120
 )
-# A fabric fault on one node: RoCE v2 (UDP 4791) toward vm-c is dropped where it enters vm-c, as by a switch port
-# with a bad ACL or VLAN, while TCP (the handshake) still passes. The senders hear nothing back and exhaust their
-# retries, as on a real fabric. (Dropping on vm-c's egress instead is no fabric fault: a packet refused by its own
-# qdisc comes back to rxe as a send error, and rxe 6.1 kept retrying it until the kernel reported a soft lockup
-# of vm-c's vCPU and the run hung to its watchdog.) vm-c's two links must fail and
-# vm-a <-> vm-b must still pass. iproute2's tc by path: busybox's shell prefers its own applet, which lacks clsact.
-if [ "$ROLE" = c ]; then
-    /usr/sbin/tc qdisc add dev eth0 clsact &&
-        /usr/sbin/tc filter add dev eth0 ingress protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff action drop ||
-        say "tc RoCE drop FAILED"
-fi
+# A fabric fault on one node: RoCE v2 toward vm-c is dropped where it enters vm-c (tests/vm/roce-drop.sh). vm-c's
+# two links must fail and vm-a <-> vm-b must still pass.
+[ "$ROLE" = c ] && { /opt/isolate/roce-drop.sh on || say "RoCE drop FAILED"; }
 pair_run ring-fault --ring --peers vm-a,vm-b,vm-c --rank "$RANK" --port 18602 --token vm-ring-fault --timeout 120
-[ "$ROLE" = c ] && /usr/sbin/tc qdisc del dev eth0 clsact
+[ "$ROLE" = c ] && /opt/isolate/roce-drop.sh off
+
+# isolate_run NAME BASE: `fabric-preflight isolate` over the three VMs, `pair` as its measure
+# (tests/vm/pair-group.sh, rings from port BASE on): the report into /out/NAME.json, its exit status into
+# /out/NAME.exit, the table into /out/NAME.txt, each group's reports and output into /out/NAME-work.
+isolate_run() {
+    name=$1
+    say "BEGIN $name: fabric-preflight isolate, pair as the measure"
+    fabric-preflight isolate --nodes vm-a,vm-b,vm-c --test-timeout 120 --work-dir "/tmp/$name" \
+        --output "json=/tmp/$name.json" -- /opt/isolate/pair-group.sh '{nodes}' '{report}' '{test}' "$2" vm-isolate \
+        >"/out/$name.txt" 2>&1
+    echo $? >"/out/$name.exit"
+    cat "/out/$name.txt"
+    cp "/tmp/$name.json" "/out/$name.json" 2>/dev/null
+    cp -r "/tmp/$name" "/out/$name-work"
+    say "END $name exit $(cat "/out/$name.exit")"
+}
+# ask NODE REQUEST: one request to NODE's tests/vm/pair-serve.sh; prints its answer.
+ask() { echo "$2" | nc "$1" 7000; }
+
+# Fault isolation: vm-a runs `isolate` over the three, healthy, then with vm-c dropping the RoCE that reaches it;
+# each group's ring is started on its nodes through tests/vm/pair-serve.sh behind busybox nc, which vm-b and vm-c
+# serve until vm-a says it is done.
+if [ "$ROLE" = a ]; then
+    for node in vm-b vm-c; do
+        i=0
+        until [ "$(ask $node hello)" = ok ] || [ $i -ge 300 ]; do sleep 0.2; i=$((i + 1)); done
+    done
+    isolate_run isolate-healthy 19000
+    [ "$(ask vm-c 'fault on')" = ok ] || say "vm-c: RoCE drop FAILED"
+    isolate_run isolate-fault 19400
+    [ "$(ask vm-c 'fault off')" = ok ] || say "vm-c: RoCE drop not removed"
+    ask vm-b done >/dev/null
+    ask vm-c done >/dev/null
+else
+    nc -ll -p 7000 -e /opt/isolate/pair-serve.sh 2>>/out/isolate-serve.log &
+    serve=$!
+    i=0
+    while [ ! -f /tmp/isolate-done ] && [ $i -lt 1500 ]; do sleep 0.2; i=$((i + 1)); done
+    kill $serve
+    say "isolate phase over (served $(grep -c '^pair-serve: .* exit' /out/isolate-serve.log) ring ends)"
+fi
 
 # gpu_legs connect|listen: `pair --memory gpu` between vm-b (connects) and vm-c (listens) through the CUDA
 # stand-in, once with its DMA-BUF export refused (as the proprietary driver refuses it: ibv_reg_mr on the

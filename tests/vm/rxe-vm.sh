@@ -2,7 +2,9 @@
 # rxe-vm.sh: boots three QEMU VMs (vm-a, vm-b, vm-c) running Debian 12's own kernel with a real soft-RoCE device
 # (rdma_rxe) each, on one L2 segment of unicast UDP links on 127.0.0.1, runs fabric-preflight inside them
 # (tests/vm/guest.sh) and unpacks what the guests wrote into OUT (default target/rxe-vm/out): OUT/a, OUT/b, OUT/c,
-# one JSON report per run, plus OUT/ring-summary.* (`pair --summarize` over the three nodes' faulted ring).
+# one JSON report per run, plus OUT/ring-summary.* (`pair --summarize` over the three nodes' faulted ring), and
+# OUT/a/isolate-{healthy,fault}.json (`isolate` over the three, `pair` as the measure) with each group's reports
+# in OUT/a/isolate-*-work.
 # tests/rxe_vm.rs asserts on them; `.ci/stages/50-rxe-vm.sh` runs both.
 #
 # Needs (installed by the CI stage): qemu-system-x86, busybox-static, rdma-core, ibverbs-providers,
@@ -106,6 +108,10 @@ mkdir -p "$IRD/opt/cuda-standin"
 cc -shared -fPIC -O2 -o "$IRD/opt/cuda-standin/libcuda.so.1" "$REPO/tests/vm/cuda-standin.c" ||
     die "cannot compile tests/vm/cuda-standin.c (install gcc libc6-dev)"
 cp "$REPO/tests/vm/guest.sh" "$IRD/init"
+# isolate's measure (pair-group.sh on vm-a, pair-serve.sh on every node) and the RoCE-dropping fault.
+mkdir -p "$IRD/opt/isolate"
+cp "$REPO"/tests/vm/{pair-group,pair-serve,roce-drop}.sh "$IRD/opt/isolate/"
+chmod +x "$IRD"/opt/isolate/*.sh
 chmod +x "$IRD/init"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n' >"$IRD/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$IRD/etc/group"
