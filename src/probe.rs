@@ -17,6 +17,15 @@ impl CheckResult {
     pub fn read_error(id: &str, err: &ReadError) -> Self {
         Self::error(id, err.to_string()).evidence(&err.path, err.reason())
     }
+
+    /// A probe's results, or the read error of the first input it could not read: lets a probe read its inputs
+    /// with `?`.
+    pub fn or_read_error(
+        id: &str,
+        results: Result<Vec<CheckResult>, ReadError>,
+    ) -> Vec<CheckResult> {
+        results.unwrap_or_else(|e| vec![Self::read_error(id, &e)])
+    }
 }
 
 /// What a probe needs from the node; shown by `list` and `explain`. The probe itself decides what to do when

@@ -4,6 +4,7 @@
 //! (`hw_counters/`): `cmds_err`, `no_completion_cmds` and every `*_err`. An EFA whose directories hold none of
 //! them is not called healthy: nothing was judged, and it says so.
 
+use crate::host::ReadError;
 use crate::model::{worst, Limit};
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, EfaCounter};
@@ -38,27 +39,32 @@ impl Probe for EfaCounters {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match efa::read_rdma_devices(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if devices.is_empty() {
-            return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
-        }
-        let limit = cx
-            .profile
-            .thresholds
-            .rdma_error_count
-            .unwrap_or_default()
-            .or(DEFAULT_LIMIT);
-        devices
-            .iter()
-            .map(|d| match efa::read_error_counters(cx.host, d) {
-                Ok(c) => judge(&c, &limit).subject(d.clone()),
-                Err(e) => CheckResult::read_error(ID, &e).subject(d.clone()),
-            })
-            .collect()
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let devices = efa::read_rdma_devices(cx.host)?;
+    if devices.is_empty() {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no EFA RDMA device on this host",
+        )]);
+    }
+    let limit = cx
+        .profile
+        .thresholds
+        .rdma_error_count
+        .unwrap_or_default()
+        .or(DEFAULT_LIMIT);
+    Ok(devices
+        .iter()
+        .map(|d| match efa::read_error_counters(cx.host, d) {
+            Ok(c) => judge(&c, &limit).subject(d.clone()),
+            Err(e) => CheckResult::read_error(ID, &e).subject(d.clone()),
+        })
+        .collect())
 }
 
 pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {

@@ -4,6 +4,7 @@
 //! some EFAs up late). Whether each RDMA device opens through `/dev/infiniband/uverbsN` is `rdma.devices`'.
 
 use crate::dynlib::efa::{load_libefa, Loaded, LIBEFA, LIBEFA_KEY};
+use crate::host::ReadError;
 use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::LIBEFA_LOADED;
 use crate::sysfs::efa::{self, EfaFunction};
@@ -51,25 +52,27 @@ impl Probe for EfaDevices {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let libefa = if functions.is_empty() {
-            None
-        } else {
-            match cx.answers.obtain(LIBEFA_KEY, load_libefa) {
-                Ok(o) => Some(o.value),
-                Err(e) => return vec![CheckResult::error(ID, e)],
-            }
-        };
-        let expected = cx.profile.expect.efa_device_count;
-        // Read only where it changes the words: a count short of the profile's.
-        let uptime = expected
-            .filter(|&want| (functions.len() as u32) < want)
-            .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
-        vec![judge(&functions, libefa.as_ref(), uptime, expected)]
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let functions = efa::read_functions(cx.host)?;
+    let libefa = if functions.is_empty() {
+        None
+    } else {
+        match cx.answers.obtain(LIBEFA_KEY, load_libefa) {
+            Ok(o) => Some(o.value),
+            Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+        }
+    };
+    let expected = cx.profile.expect.efa_device_count;
+    // Read only where it changes the words: a count short of the profile's.
+    let uptime = expected
+        .filter(|&want| (functions.len() as u32) < want)
+        .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
+    Ok(vec![judge(&functions, libefa.as_ref(), uptime, expected)])
 }
 
 fn uptime_text(secs: f64) -> String {

@@ -4,6 +4,7 @@
 //! GPU memory registered on the protection domain of each GPU's nearest EFA, the registration step
 //! `gdr.loopback` does. EFA has no RC queue pairs, so the loopback's transfers do not run here.
 
+use crate::host::ReadError;
 use crate::measure::efa_registration::{self, GpuRegistration};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::rules::topology::PciTree;
@@ -45,80 +46,76 @@ impl Probe for EfaGdr {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if functions.iter().all(|f| f.rdma_devices.is_empty()) {
-            return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
-        }
-        let gpus = match nvidia::read_driver_gpus(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if gpus.is_empty() {
-            return vec![CheckResult::skip(ID, "no NVIDIA GPU listed by the driver")];
-        }
-        let modules = Modules::read(cx.host);
-        let state = |name: &str| {
-            modules
-                .as_ref()
-                .map_err(Clone::clone)
-                .and_then(|m| m.state(cx.host, name))
-        };
-        let (efa_module, peermem) = match (state("efa"), state(efa::NV_PEERMEM_MODULE)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let nv = match DriverAndKernel::read(cx.host) {
-            Ok(n) => n,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let mut evidence = Vec::new();
-        let peer_attribute = match efa::first_peer_attribute(cx.host, &functions) {
-            Ok(Some((path, a))) => {
-                evidence.push(format!("{path} = {:?}", a.1));
-                Some(a)
-            }
-            Ok(None) => None,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let paths = Paths {
-            amzn_driver: efa_module.version.clone(),
-            peer_attribute,
-            nv_peermem: peermem.is_loaded(),
-            dmabuf: nv.open_module() && nv.kernel_at_least((5, 12)),
-        };
-        evidence.extend(efa_module.evidence());
-        evidence.extend(peermem.evidence());
-        evidence.extend(nv.evidence());
-        let path = judge_path(&paths);
-        if path.status != Status::Pass {
-            let mut r = path;
-            r.evidence.splice(0..0, evidence);
-            return vec![r];
-        }
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let jobs = nearest_efas(&tree, &functions, &gpus);
-        let registrations = match cx
-            .answers
-            .obtain(REGISTRATION_KEY, || efa_registration::register_each(&jobs))
-        {
-            Ok(o) => o.value,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let mut out = vec![{
-            let mut r = path;
-            r.evidence.splice(0..0, evidence);
-            r
-        }];
-        out.extend(registrations.iter().map(judge_registration));
-        // A function the tree could not read may have moved which EFA is nearest.
-        tree.completed(ID, crate::rules::topology::GPU_NIC_PATHS, out)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let functions = efa::read_functions(cx.host)?;
+    if functions.iter().all(|f| f.rdma_devices.is_empty()) {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no EFA RDMA device on this host",
+        )]);
+    }
+    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    if gpus.is_empty() {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no NVIDIA GPU listed by the driver",
+        )]);
+    }
+    let modules = Modules::read(cx.host);
+    let state = |name: &str| {
+        modules
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|m| m.state(cx.host, name))
+    };
+    let efa_module = state("efa")?;
+    let peermem = state(efa::NV_PEERMEM_MODULE)?;
+    let nv = DriverAndKernel::read(cx.host)?;
+    let mut evidence = Vec::new();
+    let peer_attribute = match efa::first_peer_attribute(cx.host, &functions)? {
+        Some((path, a)) => {
+            evidence.push(format!("{path} = {:?}", a.1));
+            Some(a)
+        }
+        None => None,
+    };
+    let paths = Paths {
+        amzn_driver: efa_module.version.clone(),
+        peer_attribute,
+        nv_peermem: peermem.is_loaded(),
+        dmabuf: nv.open_module() && nv.kernel_at_least((5, 12)),
+    };
+    evidence.extend(efa_module.evidence());
+    evidence.extend(peermem.evidence());
+    evidence.extend(nv.evidence());
+    let path = judge_path(&paths);
+    if path.status != Status::Pass {
+        let mut r = path;
+        r.evidence.splice(0..0, evidence);
+        return Ok(vec![r]);
+    }
+    let tree = PciTree::read(cx.host)?;
+    let jobs = nearest_efas(&tree, &functions, &gpus);
+    let registrations = match cx
+        .answers
+        .obtain(REGISTRATION_KEY, || efa_registration::register_each(&jobs))
+    {
+        Ok(o) => o.value,
+        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+    };
+    let mut out = vec![{
+        let mut r = path;
+        r.evidence.splice(0..0, evidence);
+        r
+    }];
+    out.extend(registrations.iter().map(judge_registration));
+    // A function the tree could not read may have moved which EFA is nearest.
+    Ok(tree.completed(ID, crate::rules::topology::GPU_NIC_PATHS, out))
 }
 
 /// What the node offers for GPU memory on EFA.

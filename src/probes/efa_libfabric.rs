@@ -3,6 +3,7 @@
 //! EFA. No provider on a node whose EFAs are present means NCCL falls back to TCP sockets.
 
 use crate::dynlib::fabric::{self, Query};
+use crate::host::ReadError;
 use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::EFA_OFFERS;
 use crate::rules::topology::{PciTree, Role};
@@ -46,36 +47,35 @@ impl Probe for EfaLibfabric {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let devices: Vec<String> = functions
-            .iter()
-            .flat_map(|f| f.rdma_devices.clone())
-            .collect();
-        if functions.is_empty() {
-            return vec![CheckResult::skip(ID, "no EFA on this host")];
-        }
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let gpus = !tree.with_role(Role::Gpu).is_empty();
-        let obtained = match cx
-            .answers
-            .obtain(fabric::EFA_QUERY_KEY, || fabric::query_efa(true))
-        {
-            Ok(o) => o,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let mut r = judge(&obtained.value, &devices, gpus);
-        if obtained.replayed {
-            r = r.note("libfabric's answers replayed from the recording");
-        }
-        // An unread function may be a GPU: whether FI_HMEM was due is then not known.
-        tree.completed(ID, crate::rules::topology::GPUS, vec![r])
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let functions = efa::read_functions(cx.host)?;
+    let devices: Vec<String> = functions
+        .iter()
+        .flat_map(|f| f.rdma_devices.clone())
+        .collect();
+    if functions.is_empty() {
+        return Ok(vec![CheckResult::skip(ID, "no EFA on this host")]);
+    }
+    let tree = PciTree::read(cx.host)?;
+    let gpus = !tree.with_role(Role::Gpu).is_empty();
+    let obtained = match cx
+        .answers
+        .obtain(fabric::EFA_QUERY_KEY, || fabric::query_efa(true))
+    {
+        Ok(o) => o,
+        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+    };
+    let mut r = judge(&obtained.value, &devices, gpus);
+    if obtained.replayed {
+        r = r.note("libfabric's answers replayed from the recording");
+    }
+    // An unread function may be a GPU: whether FI_HMEM was due is then not known.
+    Ok(tree.completed(ID, crate::rules::topology::GPUS, vec![r]))
 }
 
 /// `gpus`: NVIDIA GPUs are on the bus, so FI_HMEM is due.

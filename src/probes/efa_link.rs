@@ -4,6 +4,7 @@
 //! and `carrier` are the link; an EFA-only interface has no link signal beyond its counters and traffic, and
 //! this says so. The rate is judged only where the driver reports the device's own link speed.
 
+use crate::host::ReadError;
 use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta, Status};
 use crate::sysfs::efa::{self, mac_text, EfaPort};
 
@@ -38,23 +39,29 @@ impl Probe for EfaLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match efa::read_rdma_devices(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if devices.is_empty() {
-            return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
-        }
-        let netdevs = match efa::read_netdev_macs(cx.host) {
-            Ok(n) => n,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let ports: Vec<EfaPort> = devices
-            .iter()
-            .map(|d| efa::read_port(cx.host, d, &netdevs.macs))
-            .collect();
-        judge(&ports, &netdevs.unreadable, cx.profile.expect.efa_link_gbps)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let devices = efa::read_rdma_devices(cx.host)?;
+    if devices.is_empty() {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no EFA RDMA device on this host",
+        )]);
+    }
+    let netdevs = efa::read_netdev_macs(cx.host)?;
+    let ports: Vec<EfaPort> = devices
+        .iter()
+        .map(|d| efa::read_port(cx.host, d, &netdevs.macs))
+        .collect();
+    Ok(judge(
+        &ports,
+        &netdevs.unreadable,
+        cx.profile.expect.efa_link_gbps,
+    ))
 }
 
 /// One result per paired EFA, one for the EFA-only ones together. An EFA whose pair cannot be told (its GID

@@ -49,10 +49,10 @@ impl Probe for GdrKernelPath {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
-        match Facts::read(cx.host) {
-            Ok(facts) => vec![judge(&facts, &cx.profile.expect)],
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host).map(|facts| vec![judge(&facts, &cx.profile.expect)]),
+        )
     }
 }
 

@@ -45,10 +45,10 @@ impl Probe for GdsKernelPath {
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
         let cufile = cufile_json::config_path(cx.inputs.env(cufile_json::ENV_PATH));
-        match Facts::read(cx.host, cufile) {
-            Ok(facts) => judge(&facts, cx.profile.expect.gds),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host, cufile).map(|facts| judge(&facts, cx.profile.expect.gds)),
+        )
     }
 }
 

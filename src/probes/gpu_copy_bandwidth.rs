@@ -70,47 +70,49 @@ impl Probe for GpuCopyBandwidth {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let locality = match read_gpu_locality(cx.host) {
-            Ok(l) => l,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let plan = CopyPlan {
-            bytes: COPY_BYTES,
-            peer_bytes: PEER_BYTES,
-            reps: REPS,
-            warmup: WARMUP,
-            deadline: cx.deadline.checked_sub(TEARDOWN).unwrap_or(cx.deadline),
-            cpus_for: locality
-                .iter()
-                .filter_map(|l| l.cpus.clone().map(|c| (l.bdf.clone(), c)))
-                .collect(),
-        };
-        let obtained = match cx
-            .answers
-            .obtain(copy::ANSWERS_KEY, || copy::measure(&plan))
-        {
-            Ok(o) => o,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let facts = &obtained.value;
-        let presence = match &facts.cuda_error {
-            Some(e) => Some(gpu_survey(cx).library_failed(ID, e, expects_gpus(cx))),
-            None if facts.gpus.is_empty() => Some(gpu_survey(cx).library_lists_none(
-                ID,
-                Library::Cuda,
-                "cuDeviceGetCount",
-                expects_gpus(cx),
-            )),
-            None => None,
-        };
-        if let Some(r) = presence {
-            return vec![mark_replayed(r, obtained.replayed)];
-        }
-        judge(facts, cx.profile, &locality, obtained.replayed)
-            .into_iter()
-            .map(|r| mark_replayed(r, obtained.replayed))
-            .collect()
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let locality = read_gpu_locality(cx.host)?;
+    let plan = CopyPlan {
+        bytes: COPY_BYTES,
+        peer_bytes: PEER_BYTES,
+        reps: REPS,
+        warmup: WARMUP,
+        deadline: cx.deadline.checked_sub(TEARDOWN).unwrap_or(cx.deadline),
+        cpus_for: locality
+            .iter()
+            .filter_map(|l| l.cpus.clone().map(|c| (l.bdf.clone(), c)))
+            .collect(),
+    };
+    let obtained = match cx
+        .answers
+        .obtain(copy::ANSWERS_KEY, || copy::measure(&plan))
+    {
+        Ok(o) => o,
+        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+    };
+    let facts = &obtained.value;
+    let presence = match &facts.cuda_error {
+        Some(e) => Some(gpu_survey(cx).library_failed(ID, e, expects_gpus(cx))),
+        None if facts.gpus.is_empty() => Some(gpu_survey(cx).library_lists_none(
+            ID,
+            Library::Cuda,
+            "cuDeviceGetCount",
+            expects_gpus(cx),
+        )),
+        None => None,
+    };
+    if let Some(r) = presence {
+        return Ok(vec![mark_replayed(r, obtained.replayed)]);
+    }
+    Ok(judge(facts, cx.profile, &locality, obtained.replayed)
+        .into_iter()
+        .map(|r| mark_replayed(r, obtained.replayed))
+        .collect())
 }
 
 /// Where an NVIDIA GPU's host memory should come from, per sysfs.

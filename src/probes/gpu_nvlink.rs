@@ -86,10 +86,12 @@ impl Probe for GpuNvlink {
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         judge_nvml(cx, ID, |facts, replayed| {
             let expect = &cx.profile.expect;
-            match nvlink_domain::evidence(facts, expect.nvlink_domain, cx.host) {
-                Ok(domain) => judge(facts, expect.nvlinks_per_gpu, domain.as_deref(), replayed),
-                Err(e) => vec![CheckResult::read_error(ID, &e)],
-            }
+            CheckResult::or_read_error(
+                ID,
+                nvlink_domain::evidence(facts, expect.nvlink_domain, cx.host).map(|domain| {
+                    judge(facts, expect.nvlinks_per_gpu, domain.as_deref(), replayed)
+                }),
+            )
         })
     }
 }

@@ -96,14 +96,16 @@ impl Probe for NvlinkImex {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let nvml = cx.answers.obtain(NVML.key, crate::dynlib::nvml::collect);
-        let replayed = nvml.as_ref().is_ok_and(|o| o.replayed);
-        let facts = match Facts::read(cx, nvml.ok().map(|o| o.value).as_ref()) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        vec![mark_replayed(judge(&facts), replayed)]
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let nvml = cx.answers.obtain(NVML.key, crate::dynlib::nvml::collect);
+    let replayed = nvml.as_ref().is_ok_and(|o| o.replayed);
+    let facts = Facts::read(cx, nvml.ok().map(|o| o.value).as_ref())?;
+    Ok(vec![mark_replayed(judge(&facts), replayed)])
 }
 
 /// One channel device file.

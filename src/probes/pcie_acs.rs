@@ -39,13 +39,15 @@ impl Probe for PcieAcs {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let facts = Facts::read(cx.host, &tree);
-        tree.completed(ID, DATA_PATHS, judge(&tree, &facts))
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    let facts = Facts::read(cx.host, &tree);
+    Ok(tree.completed(ID, DATA_PATHS, judge(&tree, &facts)))
 }
 
 /// What the check reads beyond the PCIe tree, before it judges.

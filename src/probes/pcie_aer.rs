@@ -53,60 +53,62 @@ impl Probe for PcieAer {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let functions = on_data_paths(&tree);
-        if functions.is_empty() {
-            let nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
-            return vec![tree.nothing_found(ID, DATA_PATHS, nothing)];
-        }
-        let read: Vec<(usize, FunctionAer)> = functions
-            .into_iter()
-            .map(|i| (i, FunctionAer::read(cx.host, &tree, i)))
-            .collect();
-        if read.iter().all(|(_, f)| f.is_absent()) {
-            let r = CheckResult::skip(
-                ID,
-                format!(
-                    "no AER counters on any of the {} function(s) on the GPU, NIC and NVMe paths (kernel without CONFIG_PCIEAER, booted with pci=noaer, or firmware-first error handling): PCIe errors are not judged",
-                    read.len()
-                ),
-            )
-            .evidence(
-                &format!("{}/{}/aer_dev_fatal", crate::sysfs::pci::PCI_DEVICES, tree.nodes[read[0].0].bdf),
-                "<missing>",
-            );
-            return tree.completed(ID, DATA_PATHS, vec![r]);
-        }
-        let uptime = read_uptime_hours(cx.host);
-        let limit = cx
-            .profile
-            .thresholds
-            .pcie_aer_correctable_per_hour
-            .unwrap_or_default()
-            .or(CORRECTABLE_PER_HOUR);
-        let (absent, reporting): (Vec<_>, Vec<_>) = read.iter().partition(|(_, f)| f.is_absent());
-        let mut results: Vec<CheckResult> = reporting
-            .iter()
-            .map(|(i, f)| judge(f, &uptime, &limit).subject(tree.subject(*i)))
-            .collect();
-        // Functions without the AER capability (or whose kernel hides it), named once.
-        if !absent.is_empty() {
-            let names: Vec<String> = absent.iter().map(|(i, _)| tree.subject(*i)).collect();
-            let mut r = CheckResult::skip(
-                ID,
-                format!(
-                    "{} function(s) on the data paths report no AER counters: their PCIe errors are not judged",
-                    absent.len()
-                ),
-            );
-            r.evidence = names;
-            results.push(r);
-        }
-        tree.completed(ID, DATA_PATHS, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    let functions = on_data_paths(&tree);
+    if functions.is_empty() {
+        let nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
+        return Ok(vec![tree.nothing_found(ID, DATA_PATHS, nothing)]);
+    }
+    let read: Vec<(usize, FunctionAer)> = functions
+        .into_iter()
+        .map(|i| (i, FunctionAer::read(cx.host, &tree, i)))
+        .collect();
+    if read.iter().all(|(_, f)| f.is_absent()) {
+        let r = CheckResult::skip(
+            ID,
+            format!(
+                "no AER counters on any of the {} function(s) on the GPU, NIC and NVMe paths (kernel without CONFIG_PCIEAER, booted with pci=noaer, or firmware-first error handling): PCIe errors are not judged",
+                read.len()
+            ),
+        )
+        .evidence(
+            &format!("{}/{}/aer_dev_fatal", crate::sysfs::pci::PCI_DEVICES, tree.nodes[read[0].0].bdf),
+            "<missing>",
+        );
+        return Ok(tree.completed(ID, DATA_PATHS, vec![r]));
+    }
+    let uptime = read_uptime_hours(cx.host);
+    let limit = cx
+        .profile
+        .thresholds
+        .pcie_aer_correctable_per_hour
+        .unwrap_or_default()
+        .or(CORRECTABLE_PER_HOUR);
+    let (absent, reporting): (Vec<_>, Vec<_>) = read.iter().partition(|(_, f)| f.is_absent());
+    let mut results: Vec<CheckResult> = reporting
+        .iter()
+        .map(|(i, f)| judge(f, &uptime, &limit).subject(tree.subject(*i)))
+        .collect();
+    // Functions without the AER capability (or whose kernel hides it), named once.
+    if !absent.is_empty() {
+        let names: Vec<String> = absent.iter().map(|(i, _)| tree.subject(*i)).collect();
+        let mut r = CheckResult::skip(
+            ID,
+            format!(
+                "{} function(s) on the data paths report no AER counters: their PCIe errors are not judged",
+                absent.len()
+            ),
+        );
+        r.evidence = names;
+        results.push(r);
+    }
+    Ok(tree.completed(ID, DATA_PATHS, results))
 }
 
 /// The GPUs, RDMA NICs and NVMe drives and every bridge above them, each once, in the tree's order.

@@ -36,10 +36,10 @@ impl Probe for PcieIommu {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &cx.profile.expect),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host).map(|facts| judge(&facts, &cx.profile.expect)),
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! `pcie.link`: every GPU, RDMA NIC and NVMe drive, and every link on its path to the root port, runs at the speed
 //! and width both ends of that link support.
 
+use crate::host::ReadError;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta};
 use crate::profile::Expect;
 use crate::rules::topology::{PathLink, PciTree, Role, DATA_PATHS};
@@ -39,33 +40,34 @@ impl Probe for PcieLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let devices: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
-            .into_iter()
-            .flat_map(|role| tree.with_role(role))
-            .collect();
-        if devices.is_empty() {
-            let mut nothing =
-                CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
-            // A plain Ethernet function (virtio-net under soft-RoCE, a management port) carries no GPU data
-            // path: name it, so "nothing judged" is not read as "no NIC seen".
-            for node in tree.nodes.iter().filter(|n| n.attrs.is_network()) {
-                nothing = nothing.note(format!(
-                    "{} network function {:04x}:{:04x} not judged: no RDMA device on it",
-                    node.bdf, node.attrs.vendor, node.attrs.device
-                ));
-            }
-            return vec![tree.nothing_found(ID, DATA_PATHS, nothing)];
-        }
-        let results: Vec<CheckResult> = devices
-            .into_iter()
-            .map(|i| judge_device(&tree, i, &cx.profile.expect))
-            .collect();
-        tree.completed(ID, DATA_PATHS, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    let devices: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
+        .into_iter()
+        .flat_map(|role| tree.with_role(role))
+        .collect();
+    if devices.is_empty() {
+        let mut nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
+        // A plain Ethernet function (virtio-net under soft-RoCE, a management port) carries no GPU data
+        // path: name it, so "nothing judged" is not read as "no NIC seen".
+        for node in tree.nodes.iter().filter(|n| n.attrs.is_network()) {
+            nothing = nothing.note(format!(
+                "{} network function {:04x}:{:04x} not judged: no RDMA device on it",
+                node.bdf, node.attrs.vendor, node.attrs.device
+            ));
+        }
+        return Ok(vec![tree.nothing_found(ID, DATA_PATHS, nothing)]);
+    }
+    let results: Vec<CheckResult> = devices
+        .into_iter()
+        .map(|i| judge_device(&tree, i, &cx.profile.expect))
+        .collect();
+    Ok(tree.completed(ID, DATA_PATHS, results))
 }
 
 fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {

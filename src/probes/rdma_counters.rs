@@ -76,10 +76,7 @@ impl Probe for RdmaCounters {
             .thresholds
             .rdma_error_count
             .unwrap_or(DEFAULT_LIMIT);
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &limit),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(ID, Facts::read(cx.host).map(|facts| judge(&facts, &limit)))
     }
 }
 

@@ -45,16 +45,17 @@ impl Probe for RdmaDevices {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect = &cx.profile.expect;
-        match Facts::read(cx.host, cx.inputs.env("NCCL_IB_HCA"), expect) {
-            Ok(facts) => {
+        let facts = Facts::read(cx.host, cx.inputs.env("NCCL_IB_HCA"), expect);
+        CheckResult::or_read_error(
+            ID,
+            facts.map(|facts| {
                 let results = judge(&facts, expect.rdma_device_count);
                 match &facts.roles {
                     Some(roles) => roles.completed(ID, results),
                     None => results,
                 }
-            }
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+            }),
+        )
     }
 }
 

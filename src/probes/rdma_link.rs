@@ -44,14 +44,15 @@ impl Probe for RdmaLink {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect = &cx.profile.expect;
-        match Facts::read(
-            cx.host,
-            cx.inputs.env("NCCL_IB_HCA"),
-            expect.rdma_port_count,
-        ) {
-            Ok(facts) => facts.ports.completed(ID, judge(&facts, expect)),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(
+                cx.host,
+                cx.inputs.env("NCCL_IB_HCA"),
+                expect.rdma_port_count,
+            )
+            .map(|facts| facts.ports.completed(ID, judge(&facts, expect))),
+        )
     }
 }
 

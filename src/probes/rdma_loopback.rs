@@ -6,6 +6,7 @@
 use super::shared::set_aside::SetAside;
 use std::time::{Duration, Instant};
 
+use crate::host::ReadError;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::Limit;
@@ -56,113 +57,105 @@ impl Probe for RdmaLoopback {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        // A measuring check: it goes on with the devices the driver did take (rdma.devices names the others).
-        let expected = cx.profile.expect.rdma_device_count.is_some_and(|n| n > 0);
-        let rdma = Survey::read(cx.host, Stack::Rdma);
-        if let Some(r) = rdma.gate_if_unusable(ID, expected) {
-            return vec![r];
-        }
-        // EFA and management devices are left alone, before libibverbs is asked anything.
-        let aside = match SetAside::read(ID, cx.host, &rdma.driver_devices) {
-            Ok(a) => a,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if aside.covers(&rdma.driver_devices) {
-            return rdma.completed(ID, aside.results);
-        }
-        let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expected) {
-            Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
-            Err(r) => return vec![*r],
-        };
-        let all_ports = match infiniband::read_all_ports(cx.host) {
-            Ok(p) => p,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        // A device without a PCI function is software (its rate a placeholder, not judged); one whose `device`
-        // link cannot be resolved is not known to be software.
-        let mut ports: Vec<(PortAttrs, bool)> = Vec::new();
-        for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
-            let software = match infiniband::device_bdf(cx.host, &d) {
-                Ok(bdf) => bdf.is_none(),
-                Err(e) => return vec![CheckResult::read_error(ID, &e)],
-            };
-            ports.extend(dev_ports.into_iter().map(|p| (p, software)));
-        }
-        let active: Vec<&(PortAttrs, bool)> = ports.iter().filter(|(p, _)| p.is_active()).collect();
-        if active.is_empty() {
-            let mut r = CheckResult::fail(
-                ID,
-                format!(
-                    "{} RDMA port(s), none ACTIVE: no RDMA transfer is possible",
-                    ports.len()
-                ),
-            )
-            .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)");
-            for (p, _) in &ports {
-                for (k, v) in p.evidence().into_iter().take(2) {
-                    r = r.evidence(&k, v);
-                }
-            }
-            return vec![r];
-        }
-        // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
-        let targets: Vec<Option<PortTarget>> = match active
-            .iter()
-            .map(|(p, _)| PortTarget::of(cx.host, p))
-            .collect()
-        {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
-        let deadline = cx.deadline;
-        let obtained = cx
-            .answers
-            .obtain(LOOPBACK_KEY, || run_ports(&jobs, deadline));
-        let (runs, replayed) = match obtained {
-            Ok(o) => (o.value, o.replayed),
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let pct = cx
-            .profile
-            .thresholds
-            .rdma_bandwidth_pct_of_link
-            .unwrap_or_default()
-            .or(PORT_RATE_PCT);
-        let mut runs = runs.into_iter();
-        let results = active
-            .iter()
-            .zip(targets)
-            .map(|((port, software), target)| {
-                let mut r = match (target, runs.next()) {
-                    (Some(_), Some(leg)) => {
-                        judge(&leg, LinkRate::of_port(port, *software), &pct, replayed)
-                    }
-                    (Some(_), None) => {
-                        CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
-                    }
-                    (None, _) => CheckResult::fail(
-                        ID,
-                        "RoCE port without a RoCE v2 GID: queue pairs cannot be addressed",
-                    )
-                    .fix("give the netdev an IP address and bring it up (see rdma.roce)"),
-                };
-                r.subject = Some(port.subject());
-                let mut ev: Vec<String> = port
-                    .evidence()
-                    .into_iter()
-                    .map(|(k, v)| format!("{k} = {v}"))
-                    .collect();
-                ev.append(&mut r.evidence);
-                r.evidence = ev;
-                r
-            })
-            .collect();
-        let mut results: Vec<CheckResult> = results;
-        results.extend(aside.results);
-        // The survey's gap (bus or module table unread) stays an error beside the measured ports.
-        rdma.completed(ID, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    // A measuring check: it goes on with the devices the driver did take (rdma.devices names the others).
+    let expected = cx.profile.expect.rdma_device_count.is_some_and(|n| n > 0);
+    let rdma = Survey::read(cx.host, Stack::Rdma);
+    if let Some(r) = rdma.gate_if_unusable(ID, expected) {
+        return Ok(vec![r]);
+    }
+    // EFA and management devices are left alone, before libibverbs is asked anything.
+    let aside = SetAside::read(ID, cx.host, &rdma.driver_devices)?;
+    if aside.covers(&rdma.driver_devices) {
+        return Ok(rdma.completed(ID, aside.results));
+    }
+    let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expected) {
+        Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
+        Err(r) => return Ok(vec![*r]),
+    };
+    let all_ports = infiniband::read_all_ports(cx.host)?;
+    // A device without a PCI function is software (its rate a placeholder, not judged); one whose `device`
+    // link cannot be resolved is not known to be software.
+    let mut ports: Vec<(PortAttrs, bool)> = Vec::new();
+    for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
+        let software = infiniband::device_bdf(cx.host, &d)?.is_none();
+        ports.extend(dev_ports.into_iter().map(|p| (p, software)));
+    }
+    let active: Vec<&(PortAttrs, bool)> = ports.iter().filter(|(p, _)| p.is_active()).collect();
+    if active.is_empty() {
+        let mut r = CheckResult::fail(
+            ID,
+            format!(
+                "{} RDMA port(s), none ACTIVE: no RDMA transfer is possible",
+                ports.len()
+            ),
+        )
+        .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)");
+        for (p, _) in &ports {
+            for (k, v) in p.evidence().into_iter().take(2) {
+                r = r.evidence(&k, v);
+            }
+        }
+        return Ok(vec![r]);
+    }
+    // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
+    let targets: Vec<Option<PortTarget>> = active
+        .iter()
+        .map(|(p, _)| PortTarget::of(cx.host, p))
+        .collect::<Result<_, _>>()?;
+    let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
+    let deadline = cx.deadline;
+    let obtained = cx
+        .answers
+        .obtain(LOOPBACK_KEY, || run_ports(&jobs, deadline));
+    let (runs, replayed) = match obtained {
+        Ok(o) => (o.value, o.replayed),
+        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+    };
+    let pct = cx
+        .profile
+        .thresholds
+        .rdma_bandwidth_pct_of_link
+        .unwrap_or_default()
+        .or(PORT_RATE_PCT);
+    let mut runs = runs.into_iter();
+    let results = active
+        .iter()
+        .zip(targets)
+        .map(|((port, software), target)| {
+            let mut r = match (target, runs.next()) {
+                (Some(_), Some(leg)) => {
+                    judge(&leg, LinkRate::of_port(port, *software), &pct, replayed)
+                }
+                (Some(_), None) => {
+                    CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
+                }
+                (None, _) => CheckResult::fail(
+                    ID,
+                    "RoCE port without a RoCE v2 GID: queue pairs cannot be addressed",
+                )
+                .fix("give the netdev an IP address and bring it up (see rdma.roce)"),
+            };
+            r.subject = Some(port.subject());
+            let mut ev: Vec<String> = port
+                .evidence()
+                .into_iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            ev.append(&mut r.evidence);
+            r.evidence = ev;
+            r
+        })
+        .collect();
+    let mut results: Vec<CheckResult> = results;
+    results.extend(aside.results);
+    // The survey's gap (bus or module table unread) stays an error beside the measured ports.
+    Ok(rdma.completed(ID, results))
 }
 
 /// Ports one after the other (two loopbacks never share a link), each with an equal share of the time left.

@@ -1,6 +1,6 @@
 //! `rdma.memlock`: this process may lock enough memory to register RDMA buffers.
 
-use crate::host::Host;
+use crate::host::{Host, ReadError};
 use crate::measure::rdma_loopback::HOST_LOOPBACK;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
@@ -39,29 +39,31 @@ impl Probe for RdmaMemlock {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let (soft, hard) = match memlock_limits() {
-            Ok(l) => l,
-            Err(e) => {
-                return vec![CheckResult::error(
-                    ID,
-                    format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"),
-                )]
-            }
-        };
-        let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
-        // Whether RDMA devices exist decides between a skip and a verdict: an unreadable list is no answer.
-        let has_rdma = match read_device_names(cx.host) {
-            Ok(d) => !d.is_empty(),
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let r = judge(
-            Limits { soft, hard },
-            cap_ipc_lock,
-            has_rdma,
-            &cx.profile.expect,
-        );
-        vec![skip_only_if_absent(r, cx.host)]
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let (soft, hard) = match memlock_limits() {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(vec![CheckResult::error(
+                ID,
+                format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"),
+            )])
+        }
+    };
+    let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
+    // Whether RDMA devices exist decides between a skip and a verdict: an unreadable list is no answer.
+    let has_rdma = !read_device_names(cx.host)?.is_empty();
+    let r = judge(
+        Limits { soft, hard },
+        cap_ipc_lock,
+        has_rdma,
+        &cx.profile.expect,
+    );
+    Ok(vec![skip_only_if_absent(r, cx.host)])
 }
 
 /// A SKIP for "no RDMA device" stands only where the PCI bus shows none either: a NIC whose driver is missing

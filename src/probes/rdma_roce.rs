@@ -68,20 +68,21 @@ impl Probe for RdmaRoce {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect = &cx.profile.expect;
-        match Facts::read(
+        let facts = Facts::read(
             cx.host,
             cx.inputs.env("NCCL_IB_HCA"),
             expect.rdma_port_count,
-        ) {
-            Ok(facts) => {
+        );
+        CheckResult::or_read_error(
+            ID,
+            facts.map(|facts| {
                 let results = judge(&facts, expect);
                 match &facts.roles {
                     Some(roles) => roles.completed(ID, results),
                     None => results,
                 }
-            }
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+            }),
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! `topo.gpu_nic`: each GPU has an RDMA NIC close enough for GPUDirect RDMA (PIX or PXB, as `nvidia-smi topo -m`
 //! labels it).
 
+use crate::host::ReadError;
 use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
 use crate::profile::Expect;
 use crate::rules::grace;
@@ -39,12 +40,14 @@ impl Probe for TopoGpuNic {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        tree.completed(ID, GPU_NIC_PATHS, judge(&tree, &cx.profile.expect))
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    Ok(tree.completed(ID, GPU_NIC_PATHS, judge(&tree, &cx.profile.expect)))
 }
 
 fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
