@@ -6,7 +6,10 @@
 
 use crate::host::ReadError;
 use crate::measure::efa_registration::{self, GpuRegistration};
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Kind, Need, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::rules::topology::PciTree;
 use crate::sysfs::efa::{self, EfaFunction};
 use crate::sysfs::modules::Modules;
@@ -21,6 +24,19 @@ pub const REGISTRATION_KEY: &str = "verbs.efa_gdr_registration";
 const FIX: &str = "use the open NVIDIA kernel module (DMA-BUF, kernel >= 5.12; `nvidia-smi -q | grep -i 'open'`), or \
 with AWS's out-of-tree efa driver load `efa_nv_peermem` (aws-efa-installer) so its `p2p` attribute names the \
 provider; then check `dmesg | grep -i 'efa.*peer'`";
+
+const NO_PATH: FindingCode = FindingCode {
+    code: "EFA401",
+    title: "no GPUDirect RDMA path on EFA",
+    explanation: "Neither DMA-BUF (the open NVIDIA module) nor the efa driver's peer path (its p2p/gdr attribute, efa_nv_peermem) is there: NCCL stages every transfer through host memory. Use the open NVIDIA kernel module, or load efa_nv_peermem.",
+    step: Some(Remedy::LoadModule),
+};
+const REGISTRATION_FAILED: FindingCode = FindingCode {
+    code: "EFA402",
+    title: "GPU memory registration on an EFA failed",
+    explanation: "Registering GPU memory on the EFA's protection domain failed at the named stage: the GPUDirect path the driver offers does not work. See dmesg; load nvidia_peermem/efa_nv_peermem or use DMA-BUF.",
+    step: Some(Remedy::LoadModule),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -37,6 +53,10 @@ const META: ProbeMeta = ProbeMeta {
               path: a module file or attribute says only that it may.",
         fixes: &[("no GPUDirect path on EFA, or the registration refused", FIX)],
     },
+    findings: &[
+        &NO_PATH,
+        &REGISTRATION_FAILED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -57,14 +77,16 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         return Ok(vec![CheckResult::skip(
             ID,
             "no EFA RDMA device on this host",
-        )]);
+        )
+        .code(&common::ABSENT)]);
     }
     let gpus = nvidia::read_driver_gpus(cx.host)?;
     if gpus.is_empty() {
         return Ok(vec![CheckResult::skip(
             ID,
             "no NVIDIA GPU listed by the driver",
-        )]);
+        )
+        .code(&common::ABSENT)]);
     }
     let modules = Modules::read(cx.host);
     let state = |name: &str| {
@@ -106,7 +128,11 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         .obtain(REGISTRATION_KEY, || efa_registration::register_each(&jobs))
     {
         Ok(o) => o.value,
-        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
     };
     let mut out = vec![{
         let mut r = path;
@@ -159,7 +185,7 @@ pub fn judge_path(p: &Paths) -> CheckResult {
                  {attr}, efa_nv_peermem not loaded; NCCL stages through host memory"
             ),
         )
-        .fix(FIX);
+        .fix(FIX).code(&NO_PATH);
     }
     CheckResult::pass(ID, format!("{driver}: {}", found.join(" and ")))
 }
@@ -189,7 +215,8 @@ fn judge_registration(reg: &GpuRegistration) -> CheckResult {
             ),
         )
         .subject(subject)
-        .fix(FIX),
+        .fix(FIX)
+        .code(&REGISTRATION_FAILED),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::{worst, Limit};
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::VERBS_DEVICES;
 use crate::probes::shared::gpu::gpu_survey;
@@ -43,6 +43,49 @@ const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DM
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
 const FIX_LINK: &str = "check rdma.link (rate, state), the cable and the firmware";
 
+const GPU_EXPECTED: FindingCode = FindingCode {
+    code: "GDR101",
+    title: "the profile expects GPUDirect RDMA but the driver lists no GPU",
+    explanation: "No NVIDIA GPU is listed by the driver, while the profile expects GPUDirect RDMA (`expect.gdr`): the GPUs are missing or their driver is not loaded (see gpu.inventory).",
+    step: Some(Remedy::ServiceRma),
+};
+const NONE_ACTIVE: FindingCode = FindingCode {
+    code: "GDR102",
+    title: "RDMA devices are present but no port is ACTIVE",
+    explanation: "Nothing can be looped back: bring a port up (cable; a subnet manager for InfiniBand). A failure where the profile expects GPUDirect RDMA, else a warning.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_GID: FindingCode = FindingCode {
+    code: "GDR103",
+    title: "the port nearest a GPU is RoCE without a RoCE v2 GID: nothing was measured",
+    explanation: "RDMA CM needs a RoCE v2 GID to address the port: give its netdev an IP address and bring it up (rdma.roce).",
+    step: Some(Remedy::Reconfigure),
+};
+const GPU_PATH_SHORT: FindingCode = FindingCode {
+    code: "GDR104",
+    title: "GPU memory is slow or fails through the NIC while host memory is fast: the GPUDirect path",
+    explanation: "The same port moves host memory at speed but GPU memory slower, or not at all: the GPUDirect RDMA path is at fault (nvidia_peermem or DMA-BUF, the PCIe placement of GPU and NIC, ACS or the IOMMU). See gdr.kernel_path, topo.gpu_nic, pcie.acs, pcie.iommu.",
+    step: Some(Remedy::LoadModule),
+};
+const LINK_SHORT: FindingCode = FindingCode {
+    code: "GDR105",
+    title: "both GPU and host memory loopbacks fall short: the port or the link",
+    explanation: "Host memory is slow or corrupt too, so the port or its link is at fault, not the GPU path: see rdma.link and rdma.counters, then the cable and the NIC.",
+    step: Some(Remedy::ServiceRma),
+};
+const HOST_LEG_FAILED: FindingCode = FindingCode {
+    code: "GDR106",
+    title: "the host-memory loopback failed too: nothing to compare with",
+    explanation: "The control transfer through host memory failed as well: check the port, rdma-core and memlock (rdma.memlock).",
+    step: Some(Remedy::Reconfigure),
+};
+const SHORT: FindingCode = FindingCode {
+    code: "GDR107",
+    title: "the GPU loopback fell short of its limits",
+    explanation: "Bandwidth below the share of the link rate or latency above the limit, without a culprit the comparison names (the summary says which).",
+    step: Some(Remedy::ServiceRma),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "GPUDirect RDMA loopback per GPU and nearest port: WRITE/READ Gb/s and SEND latency, GPU and host memory side by side",
@@ -69,6 +112,16 @@ const META: ProbeMeta = ProbeMeta {
             ("no RDMA device", "install the HCA driver (mlx5_core/mlx5_ib) and rdma-core; in containers pass /dev/infiniband"),
         ],
     },
+    findings: &[
+        &GPU_EXPECTED,
+        &NONE_ACTIVE,
+        &NO_GID,
+        &GPU_PATH_SHORT,
+        &LINK_SHORT,
+        &HOST_LEG_FAILED,
+        &SHORT,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for GdrLoopback {
@@ -120,7 +173,12 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
             ID,
             absent,
             "no NVIDIA GPU listed by the driver: nothing to loop back through",
-        );
+        )
+        .code(if absent == Status::Fail {
+            &GPU_EXPECTED
+        } else {
+            &common::ABSENT
+        });
         r.evidence = evidence;
         return Ok(vec![r]);
     }
@@ -141,7 +199,7 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
     }
     if ports.is_empty() {
         let mut r = CheckResult::new(ID, absent.max(Status::Warn), "RDMA devices present but no port is ACTIVE")
-            .fix("bring a port up (cable, subnet manager for IB: `systemctl start opensm` or the fabric's SM)");
+            .fix("bring a port up (cable, subnet manager for IB: `systemctl start opensm` or the fabric's SM)").code(&NONE_ACTIVE);
         r.evidence = evidence;
         return Ok(vec![r]);
     }
@@ -158,7 +216,11 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, PLAN, deadline));
     let (runs, replayed) = match obtained {
         Ok(o) => (o.value, o.replayed),
-        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
     };
     let pct = cx
         .profile
@@ -183,7 +245,8 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
                     &lat,
                     replayed,
                 ),
-                None => CheckResult::error(ID, "the recording holds fewer loopback runs than GPUs"),
+                None => CheckResult::error(ID, "the recording holds fewer loopback runs than GPUs")
+                    .code(&common::RECORDING_SHORT),
             };
             r.subject = Some(format!(
                 "GPU {} <-> {}/{}",
@@ -254,7 +317,7 @@ fn pair_gpus(
                         port.subject()
                     ),
                 )
-                .fix("give the netdev an IP address and bring it up (see rdma.roce)");
+                .fix("give the netdev an IP address and bring it up (see rdma.roce)").code(&NO_GID);
                 r.subject = Some(format!("GPU {gpu} <-> {}", port.subject()));
                 Err(Box::new(r))
             }
@@ -365,7 +428,12 @@ pub fn judge(
     if status != Status::Pass {
         r.remediation = fix.map(str::to_string);
     }
-    r
+    r.code(match culprit {
+        Some(Culprit::GpuDirectPath) => &GPU_PATH_SHORT,
+        Some(Culprit::Link(_)) => &LINK_SHORT,
+        Some(Culprit::HostLegFailed) => &HOST_LEG_FAILED,
+        None => &SHORT,
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 
 use crate::host::{Host, ReadError};
 use crate::model::{worst, Limit};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::rules::topology::{PciTree, Role, DATA_PATHS};
 use crate::sysfs::aer::{self, Counts, Severity, ROOT_PORT_TOTALS};
 
@@ -27,6 +30,31 @@ const FIX_CORRECTABLE: &str =
     "watch the rate (`dmesg | grep -i 'corrected error'`, or read the counter again later); \
 reseat the device and its riser/cable, and replace the riser or cable if the rate keeps rising";
 
+const UNCORRECTABLE: FindingCode = FindingCode {
+    code: "PCI101",
+    title: "fatal or non-fatal (uncorrectable) AER errors on a data-path PCIe function",
+    explanation: "The function's AER counters (aer_dev_fatal, aer_dev_nonfatal) are not zero since boot: transactions were lost on a GPU, NIC or NVMe link. Check dmesg for the error source; reseat, then service the card or riser if they recur.",
+    step: Some(Remedy::ServiceRma),
+};
+const UNCORRECTABLE_BELOW: FindingCode = FindingCode {
+    code: "PCI102",
+    title: "a root port counts uncorrectable AER errors reported from below",
+    explanation: "The root port's aer_rootport_total_err_fatal/nonfatal count errors from a device below it on a data path. Check dmesg for which device; reseat, then service it if they recur.",
+    step: Some(Remedy::ServiceRma),
+};
+const CORRECTED_RATE: FindingCode = FindingCode {
+    code: "PCI103",
+    title: "corrected AER errors above the rate since boot",
+    explanation: "Corrected errors (replays, bad TLPs) an hour since boot above the limit (`thresholds.pcie_aer_correctable_per_hour`): a marginal link that costs bandwidth and precedes uncorrectable errors. Reseat the card or cable.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_AER: FindingCode = FindingCode {
+    code: "PCI104",
+    title: "no AER counters: PCIe errors are not judged",
+    explanation: "A skip: the kernel exposes no AER counters for the functions (CONFIG_PCIEAER off, pci=noaer, or firmware-first error handling).",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "PCIe AER counters of GPUs, RDMA NICs, NVMe drives and the bridges above them: no fatal or non-fatal error",
@@ -44,6 +72,12 @@ const META: ProbeMeta = ProbeMeta {
             ("no AER counters", "build the kernel with CONFIG_PCIEAER=y (every distribution kernel has it) and do not boot with `pci=noaer`; firmware-first platforms (`HEST` in ACPI) report through the BMC's event log instead"),
         ],
     },
+    findings: &[
+        &UNCORRECTABLE,
+        &UNCORRECTABLE_BELOW,
+        &CORRECTED_RATE,
+        &NO_AER,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -62,7 +96,8 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
     let tree = PciTree::read(cx.host)?;
     let functions = on_data_paths(&tree);
     if functions.is_empty() {
-        let nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
+        let nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus")
+            .code(&common::ABSENT);
         return Ok(vec![tree.nothing_found(ID, DATA_PATHS, nothing)]);
     }
     let read: Vec<(usize, FunctionAer)> = functions
@@ -80,7 +115,7 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         .evidence(
             &format!("{}/{}/aer_dev_fatal", crate::sysfs::pci::PCI_DEVICES, tree.nodes[read[0].0].bdf),
             "<missing>",
-        );
+        ).code(&NO_AER);
         return Ok(tree.completed(ID, DATA_PATHS, vec![r]));
     }
     let uptime = read_uptime_hours(cx.host);
@@ -104,7 +139,7 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
                 "{} function(s) on the data paths report no AER counters: their PCIe errors are not judged",
                 absent.len()
             ),
-        );
+        ).code(&NO_AER);
         r.evidence = names;
         results.push(r);
     }
@@ -183,27 +218,30 @@ fn read_uptime_hours(host: &Host) -> Result<f64, String> {
 
 /// One function's verdict: unreadable → error; fatal or non-fatal → fail; corrected above the rate → warn.
 fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckResult {
-    let mut problems: Vec<(Status, String)> = Vec::new();
+    let mut problems: Vec<(Status, String, &'static FindingCode)> = Vec::new();
     let mut evidence = Vec::new();
     let mut measurements = Vec::new();
     let mut fixes: Vec<&str> = Vec::new();
     // Under an hour since boot, a handful of errors is not yet a rate.
     let hours = uptime.as_ref().map(|h| h.max(1.0)).unwrap_or(1.0);
-    let mut correctable = |what: String, count: u64, problems: &mut Vec<(Status, String)>| {
-        let rate = count as f64 / hours;
-        measurements
-            .push(Measurement::new("aer_correctable_per_hour", rate, "per hour").judged_by(limit));
-        let status = limit.judge_max(rate);
-        if status != Status::Pass {
-            problems.push((
-                status,
-                format!("{what}: {rate:.1} corrected error(s) an hour since boot"),
-            ));
-            true
-        } else {
-            false
-        }
-    };
+    let mut correctable =
+        |what: String, count: u64, problems: &mut Vec<(Status, String, &'static FindingCode)>| {
+            let rate = count as f64 / hours;
+            measurements.push(
+                Measurement::new("aer_correctable_per_hour", rate, "per hour").judged_by(limit),
+            );
+            let status = limit.judge_max(rate);
+            if status != Status::Pass {
+                problems.push((
+                    status,
+                    format!("{what}: {rate:.1} corrected error(s) an hour since boot"),
+                    &CORRECTED_RATE,
+                ));
+                true
+            } else {
+                false
+            }
+        };
     let mut any = false;
     for (severity, file) in &f.files {
         let path = format!("{}/{}", f.dir, severity.file());
@@ -212,6 +250,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                 problems.push((
                     Status::Error,
                     format!("cannot read {} = {}", e.path, e.reason()),
+                    &common::UNREAD,
                 ));
                 evidence.push(format!("{} = {}", e.path, e.reason()));
             }
@@ -231,7 +270,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                 );
                 match severity {
                     Severity::Fatal | Severity::NonFatal => {
-                        problems.push((Status::Fail, what));
+                        problems.push((Status::Fail, what, &UNCORRECTABLE));
                         fixes.push(FIX_UNCORRECTABLE);
                     }
                     Severity::Correctable => {
@@ -250,6 +289,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                 problems.push((
                     Status::Error,
                     format!("cannot read {} = {}", e.path, e.reason()),
+                    &common::UNREAD,
                 ));
                 evidence.push(format!("{} = {}", e.path, e.reason()));
             }
@@ -270,7 +310,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                         fixes.push(FIX_CORRECTABLE);
                     }
                 } else {
-                    problems.push((Status::Fail, what));
+                    problems.push((Status::Fail, what, &UNCORRECTABLE_BELOW));
                     fixes.push(FIX_UNCORRECTABLE);
                 }
             }
@@ -280,17 +320,22 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
         Ok(h) => evidence.push(format!("{UPTIME} = {h:.1} h")),
         Err(why) => evidence.push(format!("{UPTIME} = {why} (rate judged as if up one hour)")),
     }
-    let status = worst(problems.iter().map(|(s, _)| *s));
+    let status = worst(problems.iter().map(|(s, ..)| *s));
     let mut r = if problems.is_empty() && !any {
-        CheckResult::skip(ID, "no AER counters on this function")
+        CheckResult::skip(ID, "no AER counters on this function").code(&NO_AER)
     } else if problems.is_empty() {
         CheckResult::pass(
             ID,
             "no fatal or non-fatal AER error; corrected errors within the rate",
         )
     } else {
-        let texts: Vec<&str> = problems.iter().map(|(_, p)| p.as_str()).collect();
-        CheckResult::new(ID, status, texts.join("; "))
+        let texts: Vec<&str> = problems.iter().map(|(_, p, _)| p.as_str()).collect();
+        let mut r = CheckResult::new(ID, status, texts.join("; "));
+        problems.sort_by_key(|(s, ..)| std::cmp::Reverse(*s));
+        for (status, text, code) in problems {
+            r = r.finding(code, status, text);
+        }
+        r
     };
     fixes.sort_unstable();
     fixes.dedup();

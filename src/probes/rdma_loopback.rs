@@ -10,7 +10,7 @@ use crate::host::ReadError;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::Limit;
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::VERBS_DEVICES;
 use crate::rules::presence::{Stack, Survey};
@@ -22,6 +22,31 @@ pub struct RdmaLoopback;
 const ID: &str = "rdma.loopback";
 const LOOPBACK_KEY: &str = "verbs.rdma_loopback";
 const PLAN: Plan = rdma_loopback::HOST_LOOPBACK;
+
+const NONE_ACTIVE: FindingCode = FindingCode {
+    code: "RDM501",
+    title: "RDMA devices are present but no port is ACTIVE: no transfer is possible",
+    explanation: "Every RDMA port is down: bring one up (netdev up and carrier for RoCE; cable and subnet manager for InfiniBand). rdma.link names each port's state.",
+    step: Some(Remedy::ServiceRma),
+};
+const LEG_FAILED: FindingCode = FindingCode {
+    code: "RDM502",
+    title: "the loopback transfer failed at a stage (open, register, connect, transfer)",
+    explanation: "A queue pair over the port could not be set up or a transfer failed; the summary names the stage and the library's answer. Memory registration failures point at memlock (rdma.memlock); the rest at the port's state, GID and MTU (rdma.link, rdma.roce), then the cable and firmware.",
+    step: Some(Remedy::Reconfigure),
+};
+const SHORT: FindingCode = FindingCode {
+    code: "RDM503",
+    title: "the loopback fell short: bandwidth below the link's share, latency above the limit, or data not intact",
+    explanation: "WRITE and READ through the port's own loopback moved less than `thresholds.rdma_bandwidth_pct_of_link` of its rate, SEND/RECV latency exceeded the limit, or a transfer's data did not arrive intact (the summary says which). A degraded link, cable or NIC.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_GID: FindingCode = FindingCode {
+    code: "RDM504",
+    title: "a RoCE port without a RoCE v2 GID: its queue pairs cannot be addressed",
+    explanation: "RDMA CM needs a RoCE v2 GID to address the port: give its netdev an IP address and bring it up (rdma.roce).",
+    step: Some(Remedy::Reconfigure),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -49,6 +74,13 @@ const META: ProbeMeta = ProbeMeta {
             ("data mismatch", "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"),
         ],
     },
+    findings: &[
+        &NONE_ACTIVE,
+        &LEG_FAILED,
+        &SHORT,
+        &NO_GID,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for RdmaLoopback {
@@ -95,7 +127,7 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
                 ports.len()
             ),
         )
-        .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)");
+        .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)").code(&NONE_ACTIVE);
         for (p, _) in &ports {
             for (k, v) in p.evidence().into_iter().take(2) {
                 r = r.evidence(&k, v);
@@ -115,7 +147,11 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
         .obtain(LOOPBACK_KEY, || run_ports(&jobs, deadline));
     let (runs, replayed) = match obtained {
         Ok(o) => (o.value, o.replayed),
-        Err(e) => return Ok(vec![CheckResult::error(ID, e)]),
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
     };
     let pct = cx
         .profile
@@ -134,12 +170,14 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
                 }
                 (Some(_), None) => {
                     CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
+                        .code(&common::RECORDING_SHORT)
                 }
                 (None, _) => CheckResult::fail(
                     ID,
                     "RoCE port without a RoCE v2 GID: queue pairs cannot be addressed",
                 )
-                .fix("give the netdev an IP address and bring it up (see rdma.roce)"),
+                .fix("give the netdev an IP address and bring it up (see rdma.roce)")
+                .code(&NO_GID),
             };
             r.subject = Some(port.subject());
             let mut ev: Vec<String> = port
@@ -184,7 +222,7 @@ pub fn judge(leg: &Leg, rate: LinkRate, pct: &Limit, replayed: bool) -> CheckRes
                     "raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK (see rdma.memlock)"
                 } else {
                     "check rdma.link and rdma.roce for this port (state, GID, MTU), then the cable and the firmware"
-                });
+                }).code(&LEG_FAILED);
             for line in refused {
                 r = r.note(line.clone());
             }
@@ -219,7 +257,8 @@ pub fn judge(leg: &Leg, rate: LinkRate, pct: &Limit, replayed: bool) -> CheckRes
                 format!(" — {}", v.problems.join("; "))
             }
         ),
-    );
+    )
+    .code(&SHORT);
     r.measurements = v.measurements;
     for note in v.notes {
         r = r.note(note);

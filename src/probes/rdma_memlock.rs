@@ -2,7 +2,10 @@
 
 use crate::host::{Host, ReadError};
 use crate::measure::rdma_loopback::HOST_LOOPBACK;
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::profile::Expect;
 use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::read_device_names;
@@ -19,6 +22,31 @@ const FIX: &str = "raise the limit for the workload: `ulimit -l unlimited` / `Li
 `--ulimit memlock=-1:-1` (Docker) / `* - memlock unlimited` in /etc/security/limits.conf; or grant CAP_IPC_LOCK \
 (Kubernetes: securityContext.capabilities.add: [IPC_LOCK])";
 
+const BELOW_ONE_REGISTRATION: FindingCode = FindingCode {
+    code: "RDM401",
+    title: "memlock is below one registration and CAP_IPC_LOCK is not set",
+    explanation: "RLIMIT_MEMLOCK is smaller than the memory one RDMA registration pins: ibv_reg_mr fails and RDMA cannot run. Raise the limit (`ulimit -l unlimited`, systemd LimitMEMLOCK, Kubernetes/containerd defaults) or grant CAP_IPC_LOCK.",
+    step: Some(Remedy::Reconfigure),
+};
+const NOT_UNLIMITED: FindingCode = FindingCode {
+    code: "RDM402",
+    title: "memlock is limited and the profile requires unlimited",
+    explanation: "The profile requires an unlimited memlock (`expect.memlock_unlimited`) and CAP_IPC_LOCK is not set. Raise the limit or grant CAP_IPC_LOCK.",
+    step: Some(Remedy::Reconfigure),
+};
+const BELOW_MINIMUM: FindingCode = FindingCode {
+    code: "RDM403",
+    title: "memlock is below what NCCL's registrations need",
+    explanation: "Without CAP_IPC_LOCK a memlock below the minimum makes NCCL's registrations run out and fall back to sockets. A failure where the profile cares, else a warning.",
+    step: Some(Remedy::Reconfigure),
+};
+const GETRLIMIT_FAILED: FindingCode = FindingCode {
+    code: "RDM404",
+    title: "getrlimit(RLIMIT_MEMLOCK) failed",
+    explanation: "An error: the limit could not be read.",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "RLIMIT_MEMLOCK and CAP_IPC_LOCK of this process allow RDMA memory registration",
@@ -30,6 +58,12 @@ const META: ProbeMeta = ProbeMeta {
               TCP sockets.",
         fixes: &[("memlock limit too low and no CAP_IPC_LOCK", FIX)],
     },
+    findings: &[
+        &BELOW_ONE_REGISTRATION,
+        &NOT_UNLIMITED,
+        &BELOW_MINIMUM,
+        &GETRLIMIT_FAILED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -51,7 +85,8 @@ fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
             return Ok(vec![CheckResult::error(
                 ID,
                 format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"),
-            )])
+            )
+            .code(&GETRLIMIT_FAILED)])
         }
     };
     let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
@@ -154,7 +189,7 @@ pub fn judge(
                 "no RDMA device, so memlock does not limit anything here ({})",
                 show(soft)
             ),
-        ),
+        ).code(&common::ABSENT),
         Some(bytes) if bytes < HOST_LOOPBACK.region_bytes() as u64 => CheckResult::fail(
             ID,
             format!(
@@ -164,7 +199,7 @@ pub fn judge(
                 size_text(HOST_LOOPBACK.region_bytes() as u64)
             ),
         )
-        .fix(FIX),
+        .fix(FIX).code(&BELOW_ONE_REGISTRATION),
         Some(_) if expect.memlock_unlimited == Some(true) => CheckResult::fail(
             ID,
             format!(
@@ -172,16 +207,16 @@ pub fn judge(
                 show(soft)
             ),
         )
-        .fix(FIX),
+        .fix(FIX).code(&NOT_UNLIMITED),
         Some(bytes) if bytes < min_mib * 1024 * 1024 => {
             let summary = format!(
                 "memlock {} without CAP_IPC_LOCK, below {min_mib} MiB: NCCL's registrations run out and it falls back to sockets",
                 show(soft)
             );
             if profile_cares {
-                CheckResult::fail(ID, summary).fix(FIX)
+                CheckResult::fail(ID, summary).fix(FIX).code(&BELOW_MINIMUM)
             } else {
-                CheckResult::warn(ID, summary).fix(FIX)
+                CheckResult::warn(ID, summary).fix(FIX).code(&BELOW_MINIMUM)
             }
         }
         Some(_) => CheckResult::pass(
