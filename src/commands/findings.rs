@@ -44,7 +44,7 @@ pub fn registry() -> Vec<Registered> {
 
 /// The codes the engines outside `probes/` declare, by the check id their results carry.
 fn engines() -> impl Iterator<Item = (&'static str, &'static [&'static FindingCode])> {
-    std::iter::empty()
+    crate::collective::judge::FINDINGS.iter().copied()
 }
 
 /// The codes a result of `check` may carry: the common ones and its own.
