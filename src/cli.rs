@@ -27,10 +27,11 @@ pub enum Cmd {
     Run(RunArgs),
     /// Every check id, what it verifies and what it needs
     List,
-    /// What a check reads, why it matters, and how to fix what it reports
+    /// What a check reads, why it matters, and how to fix what it reports; what a finding code means and
+    /// which remediation step fixes it; without an argument, every finding code
     Explain {
-        /// Check id, e.g. gdr.kernel_path
-        id: String,
+        /// Check id (e.g. gdr.kernel_path) or finding code (e.g. GDR001)
+        id: Option<String>,
     },
     /// Built-in profiles and what each expects
     Profiles,

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
         Cmd::FactsChild => return ExitCode::from(facts::child_main(probes::fact_source) as u8),
         Cmd::Run(args) => commands::run::main(args),
         Cmd::List => commands::list::main(),
-        Cmd::Explain { id } => commands::list::explain(&id),
+        Cmd::Explain { id } => commands::list::explain(id.as_deref()),
         Cmd::Profiles => commands::list::profiles(),
         Cmd::Topo(args) => commands::topo::main(args),
         Cmd::Nccl(args) => commands::nccl::main(args),

@@ -8,14 +8,29 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::host::{Host, ReadError};
-pub use crate::model::{AnswerSource, CheckResult, Findings, Library, Measurement, Status};
+pub use crate::model::finding::common;
+pub use crate::model::{
+    AnswerSource, CheckResult, Environment, FindingCode, Findings, Library, Measurement, Remedy,
+    Status,
+};
 use crate::profile::{CheckSettings, Profile};
 use crate::recording::Answers;
 
 impl CheckResult {
     /// An unreadable input: `error` with the path and the reason as evidence.
     pub fn read_error(id: &str, err: &ReadError) -> Self {
-        Self::error(id, err.to_string()).evidence(&err.path, err.reason())
+        Self::error(id, err.to_string())
+            .evidence(&err.path, err.reason())
+            .code(&common::UNREAD)
+    }
+
+    /// A probe's results, or the read error of the first input it could not read: lets a probe read its inputs
+    /// with `?`.
+    pub fn or_read_error(
+        id: &str,
+        results: Result<Vec<CheckResult>, ReadError>,
+    ) -> Vec<CheckResult> {
+        results.unwrap_or_else(|e| vec![Self::read_error(id, &e)])
     }
 }
 
@@ -128,6 +143,10 @@ pub struct ProbeMeta {
     /// Deadline when the profile sets none.
     pub timeout: Duration,
     pub explain: Explain,
+    /// Every finding it can report besides the [`common`] ones: the codes its results carry.
+    pub findings: &'static [&'static FindingCode],
+    /// Where its verdict means something. Shown by `list` and `explain`; verdicts do not change on it.
+    pub meaningful: &'static [Environment],
 }
 
 /// One vendor library's answers that probes judge (NVML's GPUs, links and peers; the devices libibverbs
@@ -160,6 +179,8 @@ impl ProbeMeta {
             why: "",
             fixes: &[],
         },
+        findings: &[],
+        meaningful: &Environment::ALL,
     };
 }
 

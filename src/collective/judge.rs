@@ -14,7 +14,7 @@ use super::paths;
 use super::ranks::{short_host, Process, RankMap};
 use super::variant::Variant;
 use crate::child::fmt_secs;
-use crate::model::{CheckResult, Limit, Measurement, Status};
+use crate::model::{CheckResult, FindingCode, Limit, Measurement, Remedy, Status};
 use crate::nccl::{self, Judgement, Summary, Verdict};
 use crate::profile::{BusbwLimits, NcclExpect};
 use crate::rules::topology::{nearest, PciTree, PcieDistance, Role};
@@ -26,6 +26,191 @@ pub const ID_TRANSPORT: &str = "collective.transport";
 pub const ID_ERRORS: &str = "collective.errors";
 pub const ID_RANKS: &str = "collective.ranks";
 pub const ID_RAILS: &str = "collective.rails";
+
+const COMMAND_LEFT_PROCESSES: FindingCode = FindingCode {
+    code: "COL001",
+    title: "the COMMAND exited 0 but left processes running outside its process group",
+    explanation: "Something the job started daemonized (setsid, a double fork) and would have outlived it; fabric-preflight ended it. Stop it in the job, so that the node is left as it was found.",
+    step: Some(Remedy::Reconfigure),
+};
+const COMMAND_NOT_STARTED: FindingCode = FindingCode {
+    code: "COL002",
+    title: "the COMMAND did not start",
+    explanation:
+        "The launcher or benchmark could not be executed: give it by its path, or put it on PATH.",
+    step: Some(Remedy::Reconfigure),
+};
+const COMMAND_FAILED: FindingCode = FindingCode {
+    code: "COL003",
+    title: "the COMMAND failed, hung or was interrupted",
+    explanation: "It exited non-zero, died of a signal, was still running at --timeout (a hang: each rank's last NCCL line names where it stopped) or was interrupted. The first rank to fail is the one to look at: `fabric-preflight run` and `pair` on its node.",
+    step: None,
+};
+const NO_TABLE: FindingCode = FindingCode {
+    code: "COL101",
+    title: "the COMMAND printed no nccl-tests result table: no bandwidth was measured",
+    explanation: "A bandwidth never measured is never a pass: run an nccl-tests benchmark or `--workload torch` as the COMMAND.",
+    step: Some(Remedy::Reconfigure),
+};
+const UNNAMED: FindingCode = FindingCode {
+    code: "COL102",
+    title: "the collective could not be named, so its bandwidth is not judged",
+    explanation: "Which floor applies depends on the collective: name it with --collective.",
+    step: Some(Remedy::Reconfigure),
+};
+const SIZE_NOT_JUDGED: FindingCode = FindingCode {
+    code: "COL103",
+    title: "bandwidth at smaller sizes is shown, not judged",
+    explanation: "A skip: the profile judges the largest size only.",
+    step: None,
+};
+const BUSBW_LOW: FindingCode = FindingCode {
+    code: "COL104",
+    title: "bus bandwidth below the profile's floor",
+    explanation: "busbw at the largest size is below `thresholds.nccl_busbw_gbytes_per_sec.<collective>.<scope>` (a warning below 128 MiB, where bandwidth has not levelled off). Look at the transport and rails results, then run `fabric-preflight run` and `pair` on the nodes.",
+    step: Some(Remedy::ServiceRma),
+};
+const BUSBW_UNJUDGED: FindingCode = FindingCode {
+    code: "COL105",
+    title: "bus bandwidth measured but the profile sets no floor for it",
+    explanation:
+        "A warning: a number judged against nothing is never a pass. Set the floor in the profile.",
+    step: Some(Remedy::Reconfigure),
+};
+const DATA_NO_TABLE: FindingCode = FindingCode {
+    code: "COL201",
+    title: "no result table: no element was checked",
+    explanation:
+        "An error: without nccl-tests' table nothing says whether the data arrived intact.",
+    step: None,
+};
+const DATA_CORRUPTED: FindingCode = FindingCode {
+    code: "COL202",
+    title: "the collective corrupted data (#wrong or out-of-bounds values)",
+    explanation: "Corruption without an error is a hardware fault until shown otherwise: run `fabric-preflight run` on every node (PCIe AER, GPU row remaps, NIC counters), then bisect the nodes with smaller jobs.",
+    step: Some(Remedy::ServiceRma),
+};
+const DATA_UNCHECKED: FindingCode = FindingCode {
+    code: "COL203",
+    title: "results were not checked (nccl-tests -c 0)",
+    explanation: "#wrong is N/A: drop `-c 0` so that every result is checked.",
+    step: Some(Remedy::Reconfigure),
+};
+const SINGLE_NODE: FindingCode = FindingCode {
+    code: "COL301",
+    title: "single node, no NET channel: the expected transport does not apply",
+    explanation:
+        "A skip: the expectation applies to traffic through the NICs; run across nodes to judge it.",
+    step: None,
+};
+const TRANSPORT_NOT_MET: FindingCode = FindingCode {
+    code: "COL302",
+    title: "NCCL carried the data over another transport than expected",
+    explanation: "Sockets where RDMA was expected, or no GPUDirect RDMA where GDR was: the fix quotes NCCL's own advice. See nccl.env, gdr.kernel_path and rdma.link on the nodes.",
+    step: Some(Remedy::Reconfigure),
+};
+const TRANSPORT_UNPROVEN: FindingCode = FindingCode {
+    code: "COL303",
+    title: "the data path cannot be proven from the NCCL logs",
+    explanation: "An error: the logs lack the channel lines (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET) or disagree.",
+    step: None,
+};
+const NCCL_FAILED: FindingCode = FindingCode {
+    code: "COL401",
+    title: "NCCL reported a failure",
+    explanation: "NCCL logged a fatal error (or nccl-tests a failure line): the summary quotes the first. Read it and the rank's log.",
+    step: Some(Remedy::Reconfigure),
+};
+const TEST_FAILURES: FindingCode = FindingCode {
+    code: "COL402",
+    title: "nccl-tests printed failure lines",
+    explanation: "The benchmark itself reported failures: the summary quotes the first.",
+    step: Some(Remedy::Reconfigure),
+};
+const RECOVERY_UNKNOWN: FindingCode = FindingCode {
+    code: "COL403",
+    title: "whether NCCL recovered from its errors cannot be told",
+    explanation: "An error: NCCL logged errors and the logs do not show whether it recovered.",
+    step: None,
+};
+const NO_NCCL_LINE: FindingCode = FindingCode {
+    code: "COL501",
+    title: "no NCCL line from any rank",
+    explanation: "NCCL did not log, or the COMMAND ran no NCCL: check that the launcher passes NCCL_DEBUG and NCCL_DEBUG_FILE to the ranks.",
+    step: Some(Remedy::Reconfigure),
+};
+const RANKS_SILENT: FindingCode = FindingCode {
+    code: "COL502",
+    title: "some ranks printed no NCCL line",
+    explanation: "A completed run lost their logs (a launcher that does not pass the environment, or output not forwarded): a warning. A run that did not complete: these ranks are the first to look at (an error).",
+    step: Some(Remedy::Reconfigure),
+};
+const INIT_INCOMPLETE: FindingCode = FindingCode {
+    code: "COL503",
+    title: "processes never completed NCCL init",
+    explanation: "An error: ranks that stopped before `Init COMPLETE` wait for a peer or a NIC.",
+    step: None,
+};
+const NO_NET: FindingCode = FindingCode {
+    code: "COL601",
+    title: "no RDMA NET channel from this host's ranks: nothing to align",
+    explanation: "A skip: the rail map applies to ranks that send through NICs.",
+    step: None,
+};
+const TREE_UNREAD: FindingCode = FindingCode {
+    code: "COL602",
+    title: "this host's PCI tree could not be read: the rail map cannot be checked",
+    explanation: "A skip: which NIC is nearest each GPU is unknown.",
+    step: None,
+};
+const RAILS_CROSSED: FindingCode = FindingCode {
+    code: "COL603",
+    title: "ranks send through a NIC other than the one nearest their GPU",
+    explanation: "A topology-misaligned NCCL_IB_HCA or GPU binding costs about 29% of all-reduce bandwidth: leave NCCL_IB_HCA unset or list the NICs in GPU order; check the launcher's GPU binding.",
+    step: Some(Remedy::Reconfigure),
+};
+const RANKS_UNPLACED: FindingCode = FindingCode {
+    code: "COL604",
+    title: "none of this host's ranks could be placed on its PCI tree",
+    explanation: "A skip: the GPU bus ids are not in the log.",
+    step: None,
+};
+
+/// Every finding this file's results can carry, by check id (gathered by `commands::findings`).
+pub const FINDINGS: &[(&str, &[&FindingCode])] = &[
+    (
+        ID_COMMAND,
+        &[
+            &COMMAND_LEFT_PROCESSES,
+            &COMMAND_NOT_STARTED,
+            &COMMAND_FAILED,
+        ],
+    ),
+    (
+        ID_BUSBW,
+        &[
+            &NO_TABLE,
+            &UNNAMED,
+            &SIZE_NOT_JUDGED,
+            &BUSBW_LOW,
+            &BUSBW_UNJUDGED,
+        ],
+    ),
+    (ID_DATA, &[&DATA_NO_TABLE, &DATA_CORRUPTED, &DATA_UNCHECKED]),
+    (
+        ID_TRANSPORT,
+        &[&SINGLE_NODE, &TRANSPORT_NOT_MET, &TRANSPORT_UNPROVEN],
+    ),
+    (
+        ID_ERRORS,
+        &[&NCCL_FAILED, &TEST_FAILURES, &RECOVERY_UNKNOWN],
+    ),
+    (ID_RANKS, &[&NO_NCCL_LINE, &RANKS_SILENT, &INIT_INCOMPLETE]),
+    (
+        ID_RAILS,
+        &[&NO_NET, &TREE_UNREAD, &RAILS_CROSSED, &RANKS_UNPLACED],
+    ),
+];
 
 /// Below this size a collective is latency-bound; at or above [`PLATEAU_BYTES`] its bus bandwidth has reached
 /// what the links give (nccl-tests' plots flatten from a few hundred MiB on NVLink and NDR).
@@ -99,6 +284,8 @@ fn command(f: &Facts<'_>) -> CheckResult {
         CheckResult::new(ID_COMMAND, status, summary)
             .evidence("command", f.command)
             .evidence("output", f.output)
+            .code(&COMMAND_LEFT_PROCESSES)
+            .code(&COMMAND_NOT_STARTED)
     };
     let left = (!f.ran.survivors.is_empty()).then(|| {
         format!(
@@ -149,7 +336,7 @@ fn command(f: &Facts<'_>) -> CheckResult {
             if let Some(left) = &left {
                 summary = format!("{summary}; {left}");
             }
-            let mut r = base(Status::Error, summary);
+            let mut r = base(Status::Error, summary).code(&COMMAND_FAILED);
             for line in rank_lines(f.ranks) {
                 r = r.evidence(&line.0, line.1);
             }
@@ -327,7 +514,7 @@ pub(super) fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
         )
         .subject(collective)
         .evidence("output", f.output)
-        .fix("run an nccl-tests benchmark (`all_reduce_perf -b 8M -e 4G -f 2 -g 1`) or `--workload torch` as the COMMAND")];
+        .fix("run an nccl-tests benchmark (`all_reduce_perf -b 8M -e 4G -f 2 -g 1`) or `--workload torch` as the COMMAND").code(&NO_TABLE)];
     };
     if named.is_none() {
         // Which floor applies depends on the collective: a number judged against none is never a pass.
@@ -345,7 +532,7 @@ pub(super) fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
         .fix(format!(
             "name it: --collective {}",
             BusbwLimits::COLLECTIVES.join("|")
-        ))];
+        )).code(&UNNAMED)];
     }
     let scope = f.variant.scope(multi_node(f));
     let limit = floor(f, &collective, scope);
@@ -369,7 +556,7 @@ pub(super) fn busbw(f: &Facts<'_>) -> Vec<CheckResult> {
                     format!("busbw up to {best:.2} GB/s over {} size(s), {sizes} (shown, not judged: the profile judges the largest size)", rows.len()),
                 )
                 .subject(subject)
-                .measure(Measurement::new("busbw", best, "GB/s"))
+                .measure(Measurement::new("busbw", best, "GB/s")).code(&SIZE_NOT_JUDGED)
             }
         })
         .collect()
@@ -428,6 +615,11 @@ pub(super) fn judged_busbw(
         );
     }
     let mut r = CheckResult::new(ID_BUSBW, status, summary)
+        .code(if limit.is_empty() {
+            &BUSBW_UNJUDGED
+        } else {
+            &BUSBW_LOW
+        })
         .subject(subject)
         .measure(Measurement::new("busbw", value, "GB/s").judged_by(&limit))
         .evidence(
@@ -489,7 +681,8 @@ fn limit_text(limit: &Limit) -> String {
 
 fn data(f: &Facts<'_>) -> CheckResult {
     if f.tests.rows.is_empty() {
-        return CheckResult::error(ID_DATA, "no result table: no element was checked");
+        return CheckResult::error(ID_DATA, "no result table: no element was checked")
+            .code(&DATA_NO_TABLE);
     }
     let mut wrong_sizes = Vec::new();
     let mut checked = 0;
@@ -518,7 +711,7 @@ fn data(f: &Facts<'_>) -> CheckResult {
         let mut r = CheckResult::fail(
             ID_DATA,
             format!("{wrong_total} wrong element(s) in the results (#wrong), out of bounds values {oob}: the collective corrupted data"),
-        );
+        ).code(&DATA_CORRUPTED);
         for w in wrong_sizes.iter().take(16) {
             r = r.evidence("#wrong", w);
         }
@@ -532,7 +725,8 @@ fn data(f: &Facts<'_>) -> CheckResult {
             ID_DATA,
             "results were not checked (#wrong is N/A: nccl-tests -c 0)",
         )
-        .fix("drop `-c 0` so that every result is checked");
+        .fix("drop `-c 0` so that every result is checked")
+        .code(&DATA_UNCHECKED);
     }
     CheckResult::pass(
         ID_DATA,
@@ -554,7 +748,7 @@ fn transport(f: &Facts<'_>) -> CheckResult {
                     },
                     nccl::expect_name(f.expect)
                 ),
-            ),
+            ).code(&SINGLE_NODE),
         );
     }
     with_transport_evidence(f, judged_transport(f))
@@ -580,7 +774,8 @@ pub(super) fn judged_transport(f: &Facts<'_>) -> CheckResult {
                     "NCCL carried the data over {}{measured}: {why}",
                     s.verdict_named()
                 ),
-            );
+            )
+            .code(&TRANSPORT_NOT_MET);
             if let Some(fix) = nccl::advice(s.verdict).or_else(|| nccl::advice(Verdict::Socket)) {
                 r = r.fix(fix);
             }
@@ -589,6 +784,7 @@ pub(super) fn judged_transport(f: &Facts<'_>) -> CheckResult {
         Judgement::Undetermined(why) => {
             CheckResult::error(ID_TRANSPORT, format!("cannot prove the data path: {why}"))
                 .fix(nccl::advice(Verdict::Undetermined).unwrap_or_default())
+                .code(&TRANSPORT_UNPROVEN)
         }
     }
 }
@@ -664,15 +860,15 @@ fn errors(f: &Facts<'_>) -> CheckResult {
         )
     };
     let mut r = match (nccl::judge_errors(s), failures.first()) {
-        (Judgement::NotMet(why), _) => CheckResult::fail(ID_ERRORS, why),
+        (Judgement::NotMet(why), _) => CheckResult::fail(ID_ERRORS, why).code(&NCCL_FAILED),
         (_, Some(first)) => CheckResult::fail(
             ID_ERRORS,
             format!("{} nccl-tests failure line(s), first: {first}", failures.len()),
-        ),
+        ).code(&TEST_FAILURES),
         (Judgement::Undetermined(why), None) => CheckResult::error(
             ID_ERRORS,
             format!("cannot tell whether NCCL recovered: {why}"),
-        ),
+        ).code(&RECOVERY_UNKNOWN),
         (Judgement::Met, None) => CheckResult::pass(
             ID_ERRORS,
             match s.recovered_errors_total {
@@ -731,7 +927,7 @@ fn ranks(f: &Facts<'_>) -> CheckResult {
     }
     let mut r = if procs.is_empty() {
         CheckResult::error(ID_RANKS, "no NCCL line from any rank: NCCL did not log (or the COMMAND ran no NCCL)")
-            .fix("check that the launcher passes NCCL_DEBUG and NCCL_DEBUG_FILE to the ranks (Open MPI: `mpirun -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x NCCL_DEBUG_FILE`)")
+            .fix("check that the launcher passes NCCL_DEBUG and NCCL_DEBUG_FILE to the ranks (Open MPI: `mpirun -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x NCCL_DEBUG_FILE`)").code(&NO_NCCL_LINE)
     } else if !missing.is_empty() {
         let status = if completed(f.ran) {
             Status::Warn
@@ -748,6 +944,7 @@ fn ranks(f: &Facts<'_>) -> CheckResult {
             status,
             format!("{} printed no NCCL line: {why}", missing.join(", ")),
         )
+        .code(&RANKS_SILENT)
     } else if not_init > 0 && !completed(f.ran) {
         CheckResult::error(
             ID_RANKS,
@@ -756,6 +953,7 @@ fn ranks(f: &Facts<'_>) -> CheckResult {
                 procs.len()
             ),
         )
+        .code(&INIT_INCOMPLETE)
     } else {
         CheckResult::pass(
             ID_RANKS,
@@ -791,13 +989,14 @@ fn rails(f: &Facts<'_>) -> CheckResult {
                 "no RDMA NET channel from this host's ranks ({me}: {} process(es) in the log): nothing to align",
                 local.len()
             ),
-        );
+        ).code(&NO_NET);
     }
     let Some(tree) = f.tree else {
         return CheckResult::skip(
             ID_RAILS,
             "this host's PCI tree could not be read: the rail map cannot be checked",
-        );
+        )
+        .code(&TREE_UNREAD);
     };
     let nics = tree.rdma_nics();
     let mut crossing = Vec::new();
@@ -865,9 +1064,9 @@ fn rails(f: &Facts<'_>) -> CheckResult {
         CheckResult::warn(ID_RAILS, format!("{}: {MISALIGNED_COST}", crossing.join("; "))).fix(
             "leave NCCL_IB_HCA unset (NCCL picks each GPU's nearest NIC) or list the NICs in GPU order; check the \
              launcher's GPU binding (`--gpus-per-task`, CUDA_VISIBLE_DEVICES) against `fabric-preflight topo`",
-        )
+        ).code(&RAILS_CROSSED)
     } else if unplaced == with_net.len() {
-        CheckResult::skip(ID_RAILS, "none of this host's ranks could be placed on its PCI tree (GPU bus ids not in the log)")
+        CheckResult::skip(ID_RAILS, "none of this host's ranks could be placed on its PCI tree (GPU bus ids not in the log)").code(&RANKS_UNPLACED)
     } else {
         CheckResult::pass(
             ID_RAILS,

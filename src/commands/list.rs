@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use anyhow::bail;
 
 use crate::exit::Exit;
-use crate::probe::Kind;
+use crate::probe::{Environment, Kind};
 use crate::profile::{self, BUILTIN};
 
 pub fn main() -> anyhow::Result<u8> {
@@ -14,16 +14,30 @@ pub fn main() -> anyhow::Result<u8> {
     table.load_style(comfy_table::presets::NOTHING);
     table.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
     table.set_width(crate::report::output::terminal_width());
-    table.set_header(["CHECK", "VERIFIES", "NEEDS"]);
+    table.set_header(["CHECK", "VERIFIES", "NEEDS", "MEANINGFUL ON"]);
     for p in crate::probes::all() {
         let needs: Vec<&str> = p.needs().iter().map(|n| n.as_str()).collect();
-        table.add_row([p.id(), p.title(), &needs.join(", ")]);
+        table.add_row([
+            p.id(),
+            p.title(),
+            &needs.join(", "),
+            &environments(p.meta().meaningful),
+        ]);
     }
     let _ = writeln!(out, "{table}");
     Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
-pub fn explain(id: &str) -> anyhow::Result<u8> {
+/// `explain CHECK`, `explain CODE`, or `explain` alone: every finding code.
+pub fn explain(arg: Option<&str>) -> anyhow::Result<u8> {
+    match arg {
+        None => super::findings::list(),
+        Some(code) if super::findings::looks_like_code(code) => super::findings::explain(code),
+        Some(id) => explain_check(id),
+    }
+}
+
+fn explain_check(id: &str) -> anyhow::Result<u8> {
     let mut out = String::new();
     let Some(p) = crate::probes::find(id) else {
         bail!("unknown check id `{id}` (see `fabric-preflight list`)");
@@ -60,6 +74,19 @@ pub fn explain(id: &str) -> anyhow::Result<u8> {
     for (failure, fix) in e.fixes {
         let _ = writeln!(out, "  - {failure}\n      fix: {}", one_line(fix));
     }
+    let _ = writeln!(
+        out,
+        "\nMeaningful on: {}",
+        environments(p.meta().meaningful)
+    );
+    let codes = p.meta().findings;
+    if !codes.is_empty() {
+        let _ = writeln!(out, "\nFinding codes (`fabric-preflight explain CODE`):");
+        for c in codes {
+            let step = c.step.map_or("-", |s| s.as_str());
+            let _ = writeln!(out, "  {}  {step:<15}  {}", c.code, c.title);
+        }
+    }
     Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
@@ -88,12 +115,18 @@ pub fn profiles() -> anyhow::Result<u8> {
     Ok(super::emit(&fitted(&out), Exit::OK))
 }
 
+/// `bare_metal, cloud_vm, container`.
+fn environments(list: &[Environment]) -> String {
+    let names: Vec<&str> = list.iter().map(|e| e.as_str()).collect();
+    names.join(", ")
+}
+
 /// Collapses the whitespace of multi-line string literals; [`fitted`] wraps to the terminal.
-fn one_line(text: &str) -> String {
+pub(super) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The text wrapped to the terminal's width.
-fn fitted(text: &str) -> String {
+pub(super) fn fitted(text: &str) -> String {
     crate::report::fit(text, crate::report::output::terminal_width())
 }

@@ -2,6 +2,7 @@
 
 pub mod collective;
 pub mod docs;
+pub mod findings;
 pub mod isolate;
 pub mod list;
 pub mod nccl;

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::finding::{common, Finding, FindingCode};
 use super::limit::Limit;
 use super::status::{worst, AnswerSource, Status};
 
@@ -50,6 +51,13 @@ impl Measurement {
     }
 }
 
+/// One `key = value` evidence line as data (JSON's `evidence_values`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EvidenceValue<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+}
+
 /// One verdict about one subject (a port, a GPU, a PCIe device, or the node when `subject` is empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
@@ -70,6 +78,9 @@ pub struct CheckResult {
     /// files alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library_answers: Option<AnswerSource>,
+    /// The coded findings that decided a result other than pass, worst first where several did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
 }
 
 impl CheckResult {
@@ -85,6 +96,7 @@ impl CheckResult {
             remediation: None,
             duration_ms: 0,
             library_answers: None,
+            findings: Vec::new(),
         }
     }
 
@@ -132,7 +144,68 @@ impl CheckResult {
     }
 
     pub fn fix(mut self, remediation: impl Into<String>) -> Self {
-        self.remediation = Some(remediation.into());
+        let remediation = remediation.into();
+        for f in self.findings.iter_mut().filter(|f| f.fix.is_none()) {
+            f.fix = Some(remediation.clone()).filter(|r| !r.is_empty());
+        }
+        self.remediation = Some(remediation);
+        self
+    }
+
+    /// One of several things this result judged, coded with its own status and words (a fix given later joins
+    /// it); findings are added worst first.
+    pub fn finding(
+        mut self,
+        code: &FindingCode,
+        status: Status,
+        message: impl Into<String>,
+    ) -> Self {
+        let fix = self.remediation.clone();
+        self.findings.push(Finding::new(code, status, message, fix));
+        self
+    }
+
+    /// The code of what decided this result: a finding with its status, summary and fix (a fix given later
+    /// joins it too). A pass needs none: on one this does nothing, so a site whose status is computed codes it
+    /// once.
+    pub fn code(mut self, code: &FindingCode) -> Self {
+        if self.status == Status::Pass {
+            return self;
+        }
+        let finding = Finding::new(
+            code,
+            self.status,
+            self.summary.clone(),
+            self.remediation.clone(),
+        );
+        self.findings.push(finding);
+        self
+    }
+
+    /// The code of the finding that decided the status: the first finding of the result's status.
+    pub fn deciding_code(&self) -> Option<&str> {
+        self.findings
+            .iter()
+            .find(|f| f.status == self.status)
+            .map(|f| f.code.as_str())
+    }
+
+    /// The `key = value` evidence lines as pairs, in order; free-form notes are left out.
+    pub fn evidence_values(&self) -> Vec<EvidenceValue<'_>> {
+        self.evidence
+            .iter()
+            .filter_map(|line| line.split_once(" = "))
+            .map(|(key, value)| EvidenceValue { key, value })
+            .collect()
+    }
+
+    /// The status, and that of every finding that had the old one: a result whose verdict is changed after it
+    /// was coded (a storage port's failure that only warns) keeps its findings in step.
+    pub fn restatus(mut self, status: Status) -> Self {
+        for f in self.findings.iter_mut().filter(|f| f.status == self.status) {
+            f.status = status;
+        }
+        self.status = status;
         self
     }
 }
@@ -140,8 +213,37 @@ impl CheckResult {
 /// Problems found while judging one subject; the worst decides the status.
 #[derive(Debug, Default)]
 pub struct Findings {
-    problems: Vec<(Status, String)>,
+    problems: Vec<Problem>,
     fixes: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Problem {
+    status: Status,
+    text: String,
+    fix: String,
+    code: Option<&'static FindingCode>,
+}
+
+/// The next problem of a [`Findings`] with its code: `findings.coded(&CODE).fail(problem, fix)`.
+pub struct Coded<'a> {
+    findings: &'a mut Findings,
+    code: &'static FindingCode,
+}
+
+impl Coded<'_> {
+    pub fn fail(self, problem: impl Into<String>, fix: impl Into<String>) {
+        self.add(Status::Fail, problem, fix);
+    }
+
+    pub fn warn(self, problem: impl Into<String>, fix: impl Into<String>) {
+        self.add(Status::Warn, problem, fix);
+    }
+
+    pub fn add(self, status: Status, problem: impl Into<String>, fix: impl Into<String>) {
+        self.findings
+            .push(status, problem.into(), fix.into(), Some(self.code));
+    }
 }
 
 impl Findings {
@@ -154,42 +256,63 @@ impl Findings {
     }
 
     pub fn add(&mut self, status: Status, problem: impl Into<String>, fix: impl Into<String>) {
+        self.push(status, problem.into(), fix.into(), None);
+    }
+
+    /// The next problem's code, which the report carries and `explain CODE` documents.
+    pub fn coded(&mut self, code: &'static FindingCode) -> Coded<'_> {
+        Coded {
+            findings: self,
+            code,
+        }
+    }
+
+    fn push(
+        &mut self,
+        status: Status,
+        text: String,
+        fix: String,
+        code: Option<&'static FindingCode>,
+    ) {
         if status == Status::Pass {
             return;
         }
-        self.problems.push((status, problem.into()));
-        let fix = fix.into();
         if !fix.is_empty() && !self.fixes.contains(&fix) {
-            self.fixes.push(fix);
+            self.fixes.push(fix.clone());
         }
+        self.problems.push(Problem {
+            status,
+            text,
+            fix,
+            code,
+        });
     }
 
     /// A reading the verdict rests on that could not be taken: an error, so the check never passes without it.
     pub fn unread(&mut self, what: &str, why: impl std::fmt::Display) {
-        self.add(Status::Error, format!("{what} not read ({why})"), "");
+        self.coded(&common::UNREAD)
+            .add(Status::Error, format!("{what} not read ({why})"), "");
     }
 
     /// Problems of status `from` take status `to` instead (a storage port's failures warn), so that a problem
     /// of a status between them (an unread reading's error) decides; whether any was changed.
     pub fn soften(&mut self, from: Status, to: Status) -> bool {
         let mut changed = false;
-        for (s, _) in &mut self.problems {
-            if *s == from {
-                *s = to;
-                changed = true;
-            }
+        for p in self.problems.iter_mut().filter(|p| p.status == from) {
+            p.status = to;
+            changed = true;
         }
         changed
     }
 
     /// The worst problem's status; pass when none was found.
     pub fn status(&self) -> Status {
-        worst(self.problems.iter().map(|(s, _)| *s))
+        worst(self.problems.iter().map(|p| p.status))
     }
 
     /// Every problem in the order found, joined by `; `.
     pub fn listed(&self) -> String {
-        let texts: Vec<&str> = self.problems.iter().map(|(_, p)| p.as_str()).collect();
+        let texts: Vec<&str> = self.problems.iter().map(|p| p.text.as_str()).collect();
         texts.join("; ")
     }
 
@@ -200,18 +323,28 @@ impl Findings {
         let texts: Vec<&str> = self
             .problems
             .iter()
-            .filter(|(s, _)| *s == status)
-            .map(|(_, p)| p.as_str())
+            .filter(|p| p.status == status)
+            .map(|p| p.text.as_str())
             .collect();
         texts.join("; ")
     }
 
-    /// `r` with the worst status and every fix (each once), when something was found; `r` unchanged otherwise.
+    /// `r` with the worst status, every fix (each once) and every coded problem as a finding (worst first),
+    /// when something was found; `r` unchanged otherwise.
     pub fn apply(self, mut r: CheckResult) -> CheckResult {
         if self.problems.is_empty() {
             return r;
         }
         r.status = self.status();
+        let mut coded: Vec<&Problem> = self.problems.iter().filter(|p| p.code.is_some()).collect();
+        coded.sort_by_key(|p| std::cmp::Reverse(p.status));
+        for p in coded {
+            if let Some(code) = p.code {
+                let fix = Some(p.fix.clone());
+                r.findings
+                    .push(Finding::new(code, p.status, p.text.clone(), fix));
+            }
+        }
         if self.fixes.is_empty() {
             r
         } else {

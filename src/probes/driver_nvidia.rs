@@ -1,7 +1,9 @@
 //! `driver.nvidia`: the NVIDIA kernel driver is loaded, which flavour, which version, which GPUs it sees.
 
 use crate::host::{Host, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Findings, Need, Probe, ProbeMeta};
+use crate::probe::{
+    CheckResult, Context, Explain, FindingCode, Findings, Need, Probe, ProbeMeta, Remedy,
+};
 use crate::profile::Expect;
 use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::modules::{ModuleState, Modules};
@@ -12,6 +14,62 @@ use crate::version::compare_versions;
 pub struct DriverNvidia;
 
 const ID: &str = "driver.nvidia";
+
+const NOT_LOADED: FindingCode = FindingCode {
+    code: "DRV001",
+    title: "the NVIDIA kernel driver is not loaded, yet GPUs are listed",
+    explanation: "/proc/driver/nvidia/version is missing while the driver lists GPUs: a driver half loaded or unloaded under its users. Install and load it: `modprobe nvidia nvidia_uvm`.",
+    step: Some(Remedy::LoadModule),
+};
+const NOT_LIVE: FindingCode = FindingCode {
+    code: "DRV002",
+    title: "the nvidia module is not Live",
+    explanation: "/proc/modules shows the nvidia module loading, unloading or failed: `modprobe nvidia`; `dmesg | grep -i nvrm` says why.",
+    step: Some(Remedy::LoadModule),
+};
+const NO_UVM: FindingCode = FindingCode {
+    code: "DRV003",
+    title: "nvidia_uvm is not loaded: CUDA cannot start",
+    explanation: "CUDA needs the unified memory module: `modprobe nvidia_uvm` (nvidia-persistenced or nvidia-modprobe load it at boot).",
+    step: Some(Remedy::LoadModule),
+};
+const VERSION_MISMATCH: FindingCode = FindingCode {
+    code: "DRV004",
+    title: "the loaded module's version differs from the driver's procfs version",
+    explanation: "/sys/module/nvidia/version and /proc/driver/nvidia/version disagree: a driver upgraded without a reboot, whose user-space libraries no longer match the module. Reboot.",
+    step: Some(Remedy::Reboot),
+};
+const TOO_OLD: FindingCode = FindingCode {
+    code: "DRV005",
+    title: "the driver is older than the profile requires",
+    explanation:
+        "The loaded driver's version is below `expect.driver_min`: upgrade the NVIDIA driver.",
+    step: Some(Remedy::Reconfigure),
+};
+const VERSION_UNRECOGNISED: FindingCode = FindingCode {
+    code: "DRV006",
+    title: "/proc/driver/nvidia/version is not recognised",
+    explanation: "The driver's version file does not read as an NVIDIA driver's: its flavour and version are unknown.",
+    step: None,
+};
+const GPUS_NOT_TAKEN: FindingCode = FindingCode {
+    code: "DRV007",
+    title: "GPUs on the PCI bus that the driver has not taken",
+    explanation: "The driver lists fewer GPUs than the bus holds: an unsupported GPU, a vfio-pci binding, or a GPU that failed to initialise (`dmesg | grep -i nvrm`). Reset it; replace it if it fails again.",
+    step: Some(Remedy::ResetGpu),
+};
+const GPU_EXCLUDED: FindingCode = FindingCode {
+    code: "DRV008",
+    title: "a GPU is excluded by the driver",
+    explanation: "The driver marked the GPU excluded after an Xid: reset it (`nvidia-smi -r`), replace it if it recurs.",
+    step: Some(Remedy::ResetGpu),
+};
+const TOO_FEW_GPUS: FindingCode = FindingCode {
+    code: "DRV009",
+    title: "the driver lists fewer GPUs than the profile expects",
+    explanation: "A GPU is missing from the driver (fallen off the bus, or never enumerated): `dmesg | grep -i 'fallen off\\|NVRM'`.",
+    step: Some(Remedy::ServiceRma),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -30,6 +88,17 @@ const META: ProbeMeta = ProbeMeta {
             ("fewer GPUs than expected", "a GPU fell off the bus: `dmesg | grep -i 'fallen off'`, reseat or RMA"),
         ],
     },
+    findings: &[
+        &NOT_LOADED,
+        &NOT_LIVE,
+        &NO_UVM,
+        &VERSION_MISMATCH,
+        &TOO_OLD,
+        &VERSION_UNRECOGNISED,
+        &GPUS_NOT_TAKEN,
+        &GPU_EXCLUDED,
+        &TOO_FEW_GPUS,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -40,10 +109,10 @@ impl Probe for DriverNvidia {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &cx.profile.expect),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host).map(|facts| judge(&facts, &cx.profile.expect)),
+        )
     }
 }
 
@@ -97,6 +166,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     let Some(Driver { version, gpus }) = driver else {
         let r = survey.gate(ID, expects_gpus).unwrap_or_else(|| {
             CheckResult::fail(ID, "NVIDIA kernel driver not loaded, yet it lists GPUs")
+                .code(&NOT_LOADED)
         });
         return vec![r
             .evidence(NVIDIA_VERSION, "<missing>")
@@ -109,13 +179,13 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
         evidence.extend(m.evidence());
     }
     if !nvidia.is_loaded() {
-        f.fail(
+        f.coded(&NOT_LIVE).fail(
             "nvidia module not Live",
             "`modprobe nvidia`; check `dmesg | grep -i nvrm`",
         );
     }
     if !uvm.is_loaded() {
-        f.fail(
+        f.coded(&NO_UVM).fail(
             "nvidia_uvm not loaded (CUDA cannot start)",
             "`modprobe nvidia_uvm`",
         );
@@ -125,7 +195,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             evidence.push(format!("{NVIDIA_VERSION} = {}", v.nvrm_line));
             if let Some(sys) = &nvidia.version {
                 if sys != &v.version {
-                    f.warn(
+                    f.coded(&VERSION_MISMATCH).warn(
                         format!(
                             "/sys/module/nvidia/version {sys} differs from procfs {}",
                             v.version
@@ -136,7 +206,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             }
             if let Some(min) = &expect.driver_min_version {
                 if compare_versions(&v.version, min).is_lt() {
-                    f.fail(
+                    f.coded(&TOO_OLD).fail(
                         format!("driver {} older than required {min}", v.version),
                         format!("upgrade the NVIDIA driver to {min} or later"),
                     );
@@ -153,12 +223,13 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                 "{NVIDIA_VERSION} = {}",
                 text.lines().next().unwrap_or("")
             ));
-            f.fail("unrecognised /proc/driver/nvidia/version", "");
+            f.coded(&VERSION_UNRECOGNISED)
+                .fail("unrecognised /proc/driver/nvidia/version", "");
             "driver version unknown".into()
         }
     };
     if !survey.unbound.is_empty() {
-        f.fail(
+        f.coded(&GPUS_NOT_TAKEN).fail(
             format!(
                 "GPU(s) on the PCI bus that the driver has not taken: {}",
                 survey.unbound.join(", ")
@@ -179,7 +250,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             }
         ));
         if g.excluded {
-            f.fail(
+            f.coded(&GPU_EXCLUDED).fail(
                 format!("GPU {} excluded by the driver", g.bdf),
                 "check `dmesg` for the Xid that excluded the GPU; reset or replace it",
             );
@@ -187,7 +258,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
     }
     if let Some(want) = expect.gpu_count {
         if (gpus.len() as u32) < want {
-            f.fail(
+            f.coded(&TOO_FEW_GPUS).fail(
                 format!("driver lists {} GPUs, profile expects {want}", gpus.len()),
                 "a GPU is missing from the driver: `dmesg | grep -i 'fallen off\\|NVRM'`",
             );

@@ -4,8 +4,12 @@
 //! (`hw_counters/`): `cmds_err`, `no_completion_cmds` and every `*_err`. An EFA whose directories hold none of
 //! them is not called healthy: nothing was judged, and it says so.
 
+use crate::host::ReadError;
 use crate::model::{worst, Limit};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::sysfs::efa::{self, EfaCounter};
 
 pub struct EfaCounters;
@@ -19,6 +23,20 @@ const FIX: &str = "work-request errors and SRD events count since the driver loa
 at peers or the fabric path (AWS support with the instance id), `cmds_err` / `no_completion_cmds` at the device \
 (stop/start the instance moves it to other hardware)";
 
+const RAISED: FindingCode = FindingCode {
+    code: "EFA201",
+    title: "EFA error counters raised",
+    explanation: "The efa driver's hw_counters count errors (rdma read/write errors, retransmits over the limit): a failing interface. Stop and start the instance to move to other hardware if they grow.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_COUNTERS: FindingCode = FindingCode {
+    code: "EFA202",
+    title: "no EFA error counter under hw_counters/",
+    explanation:
+        "A skip: an efa driver without statistics exposes no error counter, so nothing is judged.",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "AWS EFA error counters (work-request errors, SRD retransmit/unresponsive/impaired events, admin command errors) within limits",
@@ -29,6 +47,10 @@ const META: ProbeMeta = ProbeMeta {
               signal. AWS's own node agent watches the same names.",
         fixes: &[("EFA error counters above the limit", FIX)],
     },
+    findings: &[
+        &RAISED,
+        &NO_COUNTERS,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -38,27 +60,33 @@ impl Probe for EfaCounters {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match efa::read_rdma_devices(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if devices.is_empty() {
-            return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
-        }
-        let limit = cx
-            .profile
-            .thresholds
-            .rdma_error_count
-            .unwrap_or_default()
-            .or(DEFAULT_LIMIT);
-        devices
-            .iter()
-            .map(|d| match efa::read_error_counters(cx.host, d) {
-                Ok(c) => judge(&c, &limit).subject(d.clone()),
-                Err(e) => CheckResult::read_error(ID, &e).subject(d.clone()),
-            })
-            .collect()
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let devices = efa::read_rdma_devices(cx.host)?;
+    if devices.is_empty() {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no EFA RDMA device on this host",
+        )
+        .code(&common::ABSENT)]);
+    }
+    let limit = cx
+        .profile
+        .thresholds
+        .rdma_error_count
+        .unwrap_or_default()
+        .or(DEFAULT_LIMIT);
+    Ok(devices
+        .iter()
+        .map(|d| match efa::read_error_counters(cx.host, d) {
+            Ok(c) => judge(&c, &limit).subject(d.clone()),
+            Err(e) => CheckResult::read_error(ID, &e).subject(d.clone()),
+        })
+        .collect())
 }
 
 pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {
@@ -66,7 +94,7 @@ pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {
         return CheckResult::skip(
             ID,
             "no EFA error counter found under hw_counters/: nothing judged (an efa driver without statistics)",
-        );
+        ).code(&NO_COUNTERS);
     }
     let mut statuses = Vec::new();
     let mut raised = Vec::new();
@@ -101,6 +129,7 @@ pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {
                 unread.join(", ")
             ),
         )
+        .code(&common::UNREAD)
     } else if status == Status::Pass {
         CheckResult::pass(ID, format!("{} error counters at zero", counters.len()))
     } else {
@@ -110,6 +139,7 @@ pub fn judge(counters: &[EfaCounter], limit: &Limit) -> CheckResult {
             format!("error counters raised: {}", raised.join(", ")),
         )
         .fix(FIX)
+        .code(&RAISED)
     };
     r.evidence = evidence;
     r.measurements = measurements;

@@ -4,7 +4,11 @@
 //! some EFAs up late). Whether each RDMA device opens through `/dev/infiniband/uverbsN` is `rdma.devices`'.
 
 use crate::dynlib::efa::{load_libefa, Loaded, LIBEFA, LIBEFA_KEY};
-use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
+use crate::host::ReadError;
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Kind, Library, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::probes::shared::facts::LIBEFA_LOADED;
 use crate::sysfs::efa::{self, EfaFunction};
 
@@ -22,6 +26,44 @@ const FIX_LIBEFA: &str =
 libibverbs with libefa); in a container, mount libefa.so.1 and /etc/libibverbs.d beside libibverbs";
 const FIX_COUNT: &str = "attach the instance type's full set of EFA interfaces at launch (network cards × \
 `InterfaceType=efa` or `efa-only`); after a reboot give late EFAs a few minutes, then check `dmesg | grep -i efa`";
+
+const EXPECTED_NONE: FindingCode = FindingCode {
+    code: "EFA001",
+    title: "no EFA on the PCI bus while the profile expects some",
+    explanation: "The instance shows no EFA function (1d0f:efa0..efa4) but the profile expects `expect.efa_device_count`: the instance was launched without EFA interfaces, or on a type without them. Attach them at launch.",
+    step: Some(Remedy::ServiceRma),
+};
+const UNBOUND: FindingCode = FindingCode {
+    code: "EFA002",
+    title: "EFAs on the PCI bus without the efa driver",
+    explanation: "EFA functions are on the bus but the efa kernel module is not bound to them: load it (`modprobe efa`; the AWS EFA installer ships it).",
+    step: Some(Remedy::LoadModule),
+};
+const NO_RDMA_DEVICE: FindingCode = FindingCode {
+    code: "EFA003",
+    title: "EFAs bound to efa registered no RDMA device",
+    explanation: "The efa driver is bound but registered no RDMA device: ib_core/ib_uverbs missing or the driver failed to initialise (dmesg). Reload it.",
+    step: Some(Remedy::LoadModule),
+};
+const LIBEFA_MISSING: FindingCode = FindingCode {
+    code: "EFA004",
+    title: "the efa driver is bound but libefa cannot be loaded",
+    explanation: "The user-space provider (rdma-core's libefa) cannot be loaded: install rdma-core from the AWS EFA installer, or mount it into the container.",
+    step: Some(Remedy::Reconfigure),
+};
+const TOO_FEW: FindingCode = FindingCode {
+    code: "EFA005",
+    title: "fewer EFA devices than the profile expects",
+    explanation: "Fewer EFAs than `expect.efa_device_count` for this instance type: interfaces were not attached, or failed. Stop and start the instance, or attach the missing interfaces.",
+    step: Some(Remedy::ServiceRma),
+};
+const TOO_MANY: FindingCode = FindingCode {
+    code: "EFA006",
+    title: "more EFA devices than the profile expects",
+    explanation:
+        "More EFAs than the profile expects: the profile may be written for another instance type.",
+    step: Some(Remedy::Reconfigure),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -42,6 +84,14 @@ const META: ProbeMeta = ProbeMeta {
             ("fewer EFAs than the profile expects", FIX_COUNT),
         ],
     },
+    findings: &[
+        &EXPECTED_NONE,
+        &UNBOUND,
+        &NO_RDMA_DEVICE,
+        &LIBEFA_MISSING,
+        &TOO_FEW,
+        &TOO_MANY,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -51,25 +101,31 @@ impl Probe for EfaDevices {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let libefa = if functions.is_empty() {
-            None
-        } else {
-            match cx.answers.obtain(LIBEFA_KEY, load_libefa) {
-                Ok(o) => Some(o.value),
-                Err(e) => return vec![CheckResult::error(ID, e)],
-            }
-        };
-        let expected = cx.profile.expect.efa_device_count;
-        // Read only where it changes the words: a count short of the profile's.
-        let uptime = expected
-            .filter(|&want| (functions.len() as u32) < want)
-            .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
-        vec![judge(&functions, libefa.as_ref(), uptime, expected)]
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let functions = efa::read_functions(cx.host)?;
+    let libefa = if functions.is_empty() {
+        None
+    } else {
+        match cx.answers.obtain(LIBEFA_KEY, load_libefa) {
+            Ok(o) => Some(o.value),
+            Err(e) => {
+                return Ok(vec![
+                    CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+                ])
+            }
+        }
+    };
+    let expected = cx.profile.expect.efa_device_count;
+    // Read only where it changes the words: a count short of the profile's.
+    let uptime = expected
+        .filter(|&want| (functions.len() as u32) < want)
+        .map(|_| efa::read_uptime(cx.host).map_err(|e| e.to_string()));
+    Ok(vec![judge(&functions, libefa.as_ref(), uptime, expected)])
 }
 
 fn uptime_text(secs: f64) -> String {
@@ -140,11 +196,13 @@ pub fn judge(
                     late_note()
                 ),
             )
-            .fix(FIX_COUNT),
+            .fix(FIX_COUNT)
+            .code(&EXPECTED_NONE),
             _ => CheckResult::skip(
                 ID,
                 "no EFA on this host (no 1d0f:efa0..efa4 function on the PCI bus)",
-            ),
+            )
+            .code(&common::ABSENT),
         });
     }
     let unbound: Vec<String> = functions
@@ -165,7 +223,8 @@ pub fn judge(
                     unbound.join(", ")
                 ),
             )
-            .fix(FIX_DRIVER),
+            .fix(FIX_DRIVER)
+            .code(&UNBOUND),
         );
     }
     let silent: Vec<&str> = functions
@@ -183,7 +242,7 @@ pub fn judge(
                     silent.join(", ")
                 ),
             )
-            .fix("see `dmesg | grep -i efa` (device init or admin queue errors); reload with `modprobe -r efa && modprobe efa`"),
+            .fix("see `dmesg | grep -i efa` (device init or admin queue errors); reload with `modprobe -r efa && modprobe efa`").code(&NO_RDMA_DEVICE),
         );
     }
     if let Some(Loaded(Err(e))) = libefa {
@@ -192,7 +251,8 @@ pub fn judge(
                 ID,
                 format!("the efa driver is bound but {LIBEFA} cannot be loaded: {e}"),
             )
-            .fix(FIX_LIBEFA),
+            .fix(FIX_LIBEFA)
+            .code(&LIBEFA_MISSING),
         );
     }
     let n = functions.len();
@@ -213,12 +273,12 @@ pub fn judge(
                     late_note()
                 ),
             )
-            .fix(FIX_COUNT),
+            .fix(FIX_COUNT).code(&TOO_FEW),
         ),
         Some(want) if (n as u32) > want => with(CheckResult::warn(
             ID,
             format!("{n} EFA device(s), more than the {want} the profile expects: is this the instance type the profile is for?"),
-        )),
+        ).code(&TOO_MANY)),
         _ => with(CheckResult::new(
             ID,
             Status::Pass,

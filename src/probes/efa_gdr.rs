@@ -4,8 +4,12 @@
 //! GPU memory registered on the protection domain of each GPU's nearest EFA, the registration step
 //! `gdr.loopback` does. EFA has no RC queue pairs, so the loopback's transfers do not run here.
 
+use crate::host::ReadError;
 use crate::measure::efa_registration::{self, GpuRegistration};
-use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Kind, Need, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::rules::topology::PciTree;
 use crate::sysfs::efa::{self, EfaFunction};
 use crate::sysfs::modules::Modules;
@@ -20,6 +24,19 @@ pub const REGISTRATION_KEY: &str = "verbs.efa_gdr_registration";
 const FIX: &str = "use the open NVIDIA kernel module (DMA-BUF, kernel >= 5.12; `nvidia-smi -q | grep -i 'open'`), or \
 with AWS's out-of-tree efa driver load `efa_nv_peermem` (aws-efa-installer) so its `p2p` attribute names the \
 provider; then check `dmesg | grep -i 'efa.*peer'`";
+
+const NO_PATH: FindingCode = FindingCode {
+    code: "EFA401",
+    title: "no GPUDirect RDMA path on EFA",
+    explanation: "Neither DMA-BUF (the open NVIDIA module) nor the efa driver's peer path (its p2p/gdr attribute, efa_nv_peermem) is there: NCCL stages every transfer through host memory. Use the open NVIDIA kernel module, or load efa_nv_peermem.",
+    step: Some(Remedy::LoadModule),
+};
+const REGISTRATION_FAILED: FindingCode = FindingCode {
+    code: "EFA402",
+    title: "GPU memory registration on an EFA failed",
+    explanation: "Registering GPU memory on the EFA's protection domain failed at the named stage: the GPUDirect path the driver offers does not work. See dmesg; load nvidia_peermem/efa_nv_peermem or use DMA-BUF.",
+    step: Some(Remedy::LoadModule),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -36,6 +53,10 @@ const META: ProbeMeta = ProbeMeta {
               path: a module file or attribute says only that it may.",
         fixes: &[("no GPUDirect path on EFA, or the registration refused", FIX)],
     },
+    findings: &[
+        &NO_PATH,
+        &REGISTRATION_FAILED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -45,80 +66,82 @@ impl Probe for EfaGdr {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if functions.iter().all(|f| f.rdma_devices.is_empty()) {
-            return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
-        }
-        let gpus = match nvidia::read_driver_gpus(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if gpus.is_empty() {
-            return vec![CheckResult::skip(ID, "no NVIDIA GPU listed by the driver")];
-        }
-        let modules = Modules::read(cx.host);
-        let state = |name: &str| {
-            modules
-                .as_ref()
-                .map_err(Clone::clone)
-                .and_then(|m| m.state(cx.host, name))
-        };
-        let (efa_module, peermem) = match (state("efa"), state(efa::NV_PEERMEM_MODULE)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let nv = match DriverAndKernel::read(cx.host) {
-            Ok(n) => n,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let mut evidence = Vec::new();
-        let peer_attribute = match efa::first_peer_attribute(cx.host, &functions) {
-            Ok(Some((path, a))) => {
-                evidence.push(format!("{path} = {:?}", a.1));
-                Some(a)
-            }
-            Ok(None) => None,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let paths = Paths {
-            amzn_driver: efa_module.version.clone(),
-            peer_attribute,
-            nv_peermem: peermem.is_loaded(),
-            dmabuf: nv.open_module() && nv.kernel_at_least((5, 12)),
-        };
-        evidence.extend(efa_module.evidence());
-        evidence.extend(peermem.evidence());
-        evidence.extend(nv.evidence());
-        let path = judge_path(&paths);
-        if path.status != Status::Pass {
-            let mut r = path;
-            r.evidence.splice(0..0, evidence);
-            return vec![r];
-        }
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let jobs = nearest_efas(&tree, &functions, &gpus);
-        let registrations = match cx
-            .answers
-            .obtain(REGISTRATION_KEY, || efa_registration::register_each(&jobs))
-        {
-            Ok(o) => o.value,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let mut out = vec![{
-            let mut r = path;
-            r.evidence.splice(0..0, evidence);
-            r
-        }];
-        out.extend(registrations.iter().map(judge_registration));
-        // A function the tree could not read may have moved which EFA is nearest.
-        tree.completed(ID, crate::rules::topology::GPU_NIC_PATHS, out)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let functions = efa::read_functions(cx.host)?;
+    if functions.iter().all(|f| f.rdma_devices.is_empty()) {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no EFA RDMA device on this host",
+        )
+        .code(&common::ABSENT)]);
+    }
+    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    if gpus.is_empty() {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no NVIDIA GPU listed by the driver",
+        )
+        .code(&common::ABSENT)]);
+    }
+    let modules = Modules::read(cx.host);
+    let state = |name: &str| {
+        modules
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|m| m.state(cx.host, name))
+    };
+    let efa_module = state("efa")?;
+    let peermem = state(efa::NV_PEERMEM_MODULE)?;
+    let nv = DriverAndKernel::read(cx.host)?;
+    let mut evidence = Vec::new();
+    let peer_attribute = match efa::first_peer_attribute(cx.host, &functions)? {
+        Some((path, a)) => {
+            evidence.push(format!("{path} = {:?}", a.1));
+            Some(a)
+        }
+        None => None,
+    };
+    let paths = Paths {
+        amzn_driver: efa_module.version.clone(),
+        peer_attribute,
+        nv_peermem: peermem.is_loaded(),
+        dmabuf: nv.open_module() && nv.kernel_at_least((5, 12)),
+    };
+    evidence.extend(efa_module.evidence());
+    evidence.extend(peermem.evidence());
+    evidence.extend(nv.evidence());
+    let path = judge_path(&paths);
+    if path.status != Status::Pass {
+        let mut r = path;
+        r.evidence.splice(0..0, evidence);
+        return Ok(vec![r]);
+    }
+    let tree = PciTree::read(cx.host)?;
+    let jobs = nearest_efas(&tree, &functions, &gpus);
+    let registrations = match cx
+        .answers
+        .obtain(REGISTRATION_KEY, || efa_registration::register_each(&jobs))
+    {
+        Ok(o) => o.value,
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
+    };
+    let mut out = vec![{
+        let mut r = path;
+        r.evidence.splice(0..0, evidence);
+        r
+    }];
+    out.extend(registrations.iter().map(judge_registration));
+    // A function the tree could not read may have moved which EFA is nearest.
+    Ok(tree.completed(ID, crate::rules::topology::GPU_NIC_PATHS, out))
 }
 
 /// What the node offers for GPU memory on EFA.
@@ -162,7 +185,7 @@ pub fn judge_path(p: &Paths) -> CheckResult {
                  {attr}, efa_nv_peermem not loaded; NCCL stages through host memory"
             ),
         )
-        .fix(FIX);
+        .fix(FIX).code(&NO_PATH);
     }
     CheckResult::pass(ID, format!("{driver}: {}", found.join(" and ")))
 }
@@ -192,7 +215,8 @@ fn judge_registration(reg: &GpuRegistration) -> CheckResult {
             ),
         )
         .subject(subject)
-        .fix(FIX),
+        .fix(FIX)
+        .code(&REGISTRATION_FAILED),
     }
 }
 

@@ -3,7 +3,11 @@
 //! EFA. No provider on a node whose EFAs are present means NCCL falls back to TCP sockets.
 
 use crate::dynlib::fabric::{self, Query};
-use crate::probe::{CheckResult, Context, Explain, Kind, Library, Probe, ProbeMeta, Status};
+use crate::host::ReadError;
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Kind, Library, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::probes::shared::facts::EFA_OFFERS;
 use crate::rules::topology::{PciTree, Role};
 use crate::sysfs::efa;
@@ -19,6 +23,37 @@ const FIX_HMEM: &str =
     "libfabric's efa provider found no GPU memory support: it needs libcuda at run time and the \
 efa driver's peer path (DMA-BUF with the open NVIDIA module, or efa_nv_peermem); see efa.gdr, and \
 `FI_LOG_LEVEL=warn fi_info -p efa -c FI_HMEM`";
+
+const LIBFABRIC_MISSING: FindingCode = FindingCode {
+    code: "EFA301",
+    title: "EFA present but libfabric cannot be loaded",
+    explanation: "NCCL reaches EFA through libfabric (aws-ofi-nccl): without it NCCL falls back to TCP sockets. Install the AWS EFA installer's libfabric, or mount it into the container.",
+    step: Some(Remedy::Reconfigure),
+};
+const HMEM_NOT_ASKED: FindingCode = FindingCode {
+    code: "EFA302",
+    title: "libfabric was asked without FI_HMEM while GPUs are on the bus",
+    explanation: "An error: whether NCCL can use GPU memory over EFA was not asked (a recording made without it).",
+    step: None,
+};
+const NO_HMEM: FindingCode = FindingCode {
+    code: "EFA303",
+    title: "libfabric's efa provider offers FI_EP_RDM but not FI_HMEM: no GPU memory over EFA",
+    explanation: "NCCL logs `GDR disabled` and stages every transfer through host memory: the libfabric build lacks CUDA/HMEM support, or GPUDirect on EFA is unavailable (see efa.gdr). Install the EFA installer's libfabric.",
+    step: Some(Remedy::Reconfigure),
+};
+const NO_PROVIDER: FindingCode = FindingCode {
+    code: "EFA304",
+    title: "libfabric has no efa provider for FI_EP_RDM: NCCL falls back to TCP sockets",
+    explanation: "fi_getinfo finds no efa provider: libfabric was built without it, or the EFA devices are not usable by it. Install the EFA installer's libfabric.",
+    step: Some(Remedy::Reconfigure),
+};
+const DEVICES_MISSING: FindingCode = FindingCode {
+    code: "EFA305",
+    title: "libfabric's efa provider offers fewer EFAs than the host has",
+    explanation: "Some EFAs are not offered by libfabric: NCCL uses fewer NICs. Check `fi_info -p efa` and `dmesg | grep -i efa`.",
+    step: Some(Remedy::RestartService),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -37,6 +72,13 @@ const META: ProbeMeta = ProbeMeta {
             ("the provider refuses FI_HMEM", FIX_HMEM),
         ],
     },
+    findings: &[
+        &LIBFABRIC_MISSING,
+        &HMEM_NOT_ASKED,
+        &NO_HMEM,
+        &NO_PROVIDER,
+        &DEVICES_MISSING,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -46,36 +88,41 @@ impl Probe for EfaLibfabric {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let functions = match efa::read_functions(cx.host) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let devices: Vec<String> = functions
-            .iter()
-            .flat_map(|f| f.rdma_devices.clone())
-            .collect();
-        if functions.is_empty() {
-            return vec![CheckResult::skip(ID, "no EFA on this host")];
-        }
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let gpus = !tree.with_role(Role::Gpu).is_empty();
-        let obtained = match cx
-            .answers
-            .obtain(fabric::EFA_QUERY_KEY, || fabric::query_efa(true))
-        {
-            Ok(o) => o,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let mut r = judge(&obtained.value, &devices, gpus);
-        if obtained.replayed {
-            r = r.note("libfabric's answers replayed from the recording");
-        }
-        // An unread function may be a GPU: whether FI_HMEM was due is then not known.
-        tree.completed(ID, crate::rules::topology::GPUS, vec![r])
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let functions = efa::read_functions(cx.host)?;
+    let devices: Vec<String> = functions
+        .iter()
+        .flat_map(|f| f.rdma_devices.clone())
+        .collect();
+    if functions.is_empty() {
+        return Ok(vec![
+            CheckResult::skip(ID, "no EFA on this host").code(&common::ABSENT)
+        ]);
+    }
+    let tree = PciTree::read(cx.host)?;
+    let gpus = !tree.with_role(Role::Gpu).is_empty();
+    let obtained = match cx
+        .answers
+        .obtain(fabric::EFA_QUERY_KEY, || fabric::query_efa(true))
+    {
+        Ok(o) => o,
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
+    };
+    let mut r = judge(&obtained.value, &devices, gpus);
+    if obtained.replayed {
+        r = r.note("libfabric's answers replayed from the recording");
+    }
+    // An unread function may be a GPU: whether FI_HMEM was due is then not known.
+    Ok(tree.completed(ID, crate::rules::topology::GPUS, vec![r]))
 }
 
 /// `gpus`: NVIDIA GPUs are on the bus, so FI_HMEM is due.
@@ -110,7 +157,8 @@ pub fn judge(q: &Query, efa_devices: &[String], gpus: bool) -> CheckResult {
                 ID,
                 format!("EFA present but libfabric cannot be loaded: {e}"),
             )
-            .fix(FIX_INSTALL);
+            .fix(FIX_INSTALL)
+            .code(&LIBFABRIC_MISSING);
             r.evidence = evidence;
             return r;
         }
@@ -121,7 +169,7 @@ pub fn judge(q: &Query, efa_devices: &[String], gpus: bool) -> CheckResult {
             "libfabric was asked without FI_HMEM while NVIDIA GPUs are on the bus: whether NCCL can use GPU \
              memory over EFA was not asked",
         )
-        .evidence("answer", call);
+        .evidence("answer", call).code(&HMEM_NOT_ASKED);
     }
     let offered = Query::devices(&q.providers);
     evidence.push(format!(
@@ -152,7 +200,7 @@ pub fn judge(q: &Query, efa_devices: &[String], gpus: bool) -> CheckResult {
                 "libfabric {version}'s efa provider offers FI_EP_RDM but not FI_HMEM: NCCL cannot use GPU memory over EFA (`GDR disabled`)"
             ),
         )
-        .fix(FIX_HMEM),
+        .fix(FIX_HMEM).code(&NO_HMEM),
         (Some(e), _) => CheckResult::fail(
             ID,
             format!(
@@ -161,7 +209,7 @@ pub fn judge(q: &Query, efa_devices: &[String], gpus: bool) -> CheckResult {
                 e.text
             ),
         )
-        .fix(FIX_INSTALL),
+        .fix(FIX_INSTALL).code(&NO_PROVIDER),
         (None, _) => {
             let missing: Vec<&String> = efa_devices.iter().filter(|d| !offered.contains(d)).collect();
             let fabrics = {
@@ -190,7 +238,7 @@ pub fn judge(q: &Query, efa_devices: &[String], gpus: bool) -> CheckResult {
                         missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
                     ),
                 )
-                .fix("check `fi_info -p efa` and `dmesg | grep -i efa` for the missing devices")
+                .fix("check `fi_info -p efa` and `dmesg | grep -i efa` for the missing devices").code(&DEVICES_MISSING)
             }
         }
     };

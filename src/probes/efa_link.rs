@@ -4,7 +4,10 @@
 //! and `carrier` are the link; an EFA-only interface has no link signal beyond its counters and traffic, and
 //! this says so. The rate is judged only where the driver reports the device's own link speed.
 
-use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta, Status};
+use crate::host::ReadError;
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Probe, ProbeMeta, Remedy, Status,
+};
 use crate::sysfs::efa::{self, mac_text, EfaPort};
 
 pub struct EfaLink;
@@ -18,6 +21,37 @@ instance's network card in the EC2 console (detach/attach the ENI, or stop/start
 const NO_SIGNAL: &str = "no link signal: EFA-only interface (no netdev shares its MAC) and the port's ACTIVE state is \
 hard-coded by the efa driver; efa.counters and traffic (`collective`, the NCCL OFI log) are what prove it";
 
+const NETDEV_DOWN: FindingCode = FindingCode {
+    code: "EFA101",
+    title: "the ENA netdev of an EFA interface is down or has no carrier",
+    explanation: "The EFA's traffic rides its interface's ENA netdev: down or without carrier, it has no link. Bring it up (`ip link set <if> up`); on EC2 a detached or failed interface is replaced by stopping and starting the instance.",
+    step: Some(Remedy::RestartService),
+};
+const RATE_BELOW: FindingCode = FindingCode {
+    code: "EFA102",
+    title: "an EFA's rate is below this instance type's",
+    explanation: "The EFA reports a rate below the `expect.efa_link_gbps` of the instance type: a degraded or misattached interface. Stop and start the instance to move to other hardware.",
+    step: Some(Remedy::ServiceRma),
+};
+const RATE_UNREADABLE: FindingCode = FindingCode {
+    code: "EFA103",
+    title: "an EFA's rate is unreadable or not a rate",
+    explanation: "An error: the port's rate file could not be read or parsed while the profile expects a rate.",
+    step: None,
+};
+const NETDEV_UNKNOWN: FindingCode = FindingCode {
+    code: "EFA104",
+    title: "which netdev is an EFA's interface cannot be told",
+    explanation: "An error: the netdevs' MAC addresses could not be read, so the EFA's ENA netdev is unknown.",
+    step: None,
+};
+const EFA_ONLY: FindingCode = FindingCode {
+    code: "EFA105",
+    title: "EFA-only interfaces: no netdev carries a link signal",
+    explanation: "A skip: EFA-only interfaces have no ENA netdev, and the efa driver hard-codes its ports ACTIVE, so there is no link signal to judge.",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "AWS EFA link: the paired ENA netdev up with carrier; EFA-only interfaces said to have no link signal; rate where real",
@@ -29,6 +63,13 @@ const META: ProbeMeta = ProbeMeta {
               EFA's GID is the IPv6 link-local EUI-64 address of that MAC, which pairs the two.",
         fixes: &[("ENA netdev down or without carrier", FIX_DOWN)],
     },
+    findings: &[
+        &NETDEV_DOWN,
+        &RATE_BELOW,
+        &RATE_UNREADABLE,
+        &NETDEV_UNKNOWN,
+        &EFA_ONLY,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -38,22 +79,38 @@ impl Probe for EfaLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let devices = match efa::read_rdma_devices(cx.host) {
-            Ok(d) => d,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if devices.is_empty() {
-            return vec![CheckResult::skip(ID, "no EFA RDMA device on this host")];
-        }
-        let netdevs = match efa::read_netdev_macs(cx.host) {
-            Ok(n) => n,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let ports: Vec<EfaPort> = devices
-            .iter()
-            .map(|d| efa::read_port(cx.host, d, &netdevs.macs))
-            .collect();
-        judge(&ports, &netdevs.unreadable, cx.profile.expect.efa_link_gbps)
+        CheckResult::or_read_error(ID, results(cx))
+    }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let devices = efa::read_rdma_devices(cx.host)?;
+    if devices.is_empty() {
+        return Ok(vec![CheckResult::skip(
+            ID,
+            "no EFA RDMA device on this host",
+        )
+        .code(&common::ABSENT)]);
+    }
+    let netdevs = efa::read_netdev_macs(cx.host)?;
+    let ports: Vec<EfaPort> = devices
+        .iter()
+        .map(|d| efa::read_port(cx.host, d, &netdevs.macs))
+        .collect();
+    Ok(judge(
+        &ports,
+        &netdevs.unreadable,
+        cx.profile.expect.efa_link_gbps,
+    ))
+}
+
+/// The code of a rate verdict: below the instance type's, or not read.
+fn rate_code(status: Status) -> &'static FindingCode {
+    if status == Status::Fail {
+        &RATE_BELOW
+    } else {
+        &RATE_UNREADABLE
     }
 }
 
@@ -86,13 +143,14 @@ pub fn judge(
             (None, Some(why)) => CheckResult::error(
                 ID,
                 format!("cannot tell which netdev is this EFA's interface: {why}"),
-            ),
+            )
+            .code(&NETDEV_UNKNOWN),
             (None, None) => {
                 unpaired.push(p);
                 if rate.0 == Status::Pass {
                     continue;
                 }
-                CheckResult::new(ID, rate.0, rate.1.clone())
+                CheckResult::new(ID, rate.0, rate.1.clone()).code(rate_code(rate.0))
             }
             (Some(n), _) => {
                 let up = n.operstate.as_deref() == Ok("up");
@@ -113,10 +171,11 @@ pub fn judge(
                             show(&n.carrier)
                         ),
                     )
-                    .fix(FIX_DOWN)
+                    .fix(FIX_DOWN).code(&NETDEV_DOWN)
                 };
                 if rate.0 > link.status {
                     CheckResult::new(ID, rate.0, format!("{}; {}", link.summary, rate.1))
+                        .code(rate_code(rate.0))
                 } else {
                     link
                 }
@@ -129,7 +188,8 @@ pub fn judge(
     if !unpaired.is_empty() {
         let names: Vec<&str> = unpaired.iter().map(|p| p.device.as_str()).collect();
         let mut r = CheckResult::skip(ID, format!("{} EFA(s): {NO_SIGNAL}", unpaired.len()))
-            .evidence("EFA-only", names.join(", "));
+            .evidence("EFA-only", names.join(", "))
+            .code(&EFA_ONLY);
         for p in &unpaired {
             r.evidence.extend(evidence(p));
         }

@@ -2,7 +2,9 @@
 //! amzn efa driver's own peer path).
 
 use crate::host::{optional, Host, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Need, Probe, ProbeMeta, Remedy, Status,
+};
 use crate::profile::Expect;
 use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::efa;
@@ -20,6 +22,23 @@ const DMABUF_MIN_KERNEL: (u32, u32) = (5, 12);
 
 const FIX_PEERMEM: &str = "`modprobe nvidia-peermem`; make it persistent with `echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`; \
 or use the DMA-BUF path instead (open kernel module `nvidia-open`, kernel >= 5.12, rdma-core >= 34, NCCL >= 2.19 with NCCL_DMABUF_ENABLE=1)";
+
+const PEERMEM_REQUIRED: FindingCode = FindingCode {
+    code: "GDR001",
+    title: "nvidia_peermem is not loaded and the profile requires it",
+    explanation: "The profile names nvidia_peermem as the GPUDirect RDMA path (`expect.peermem`) and the module is \
+        not loaded: NCCL's GDRDMA over peer memory is unavailable. Load it and persist it.",
+    step: Some(Remedy::LoadModule),
+};
+const NO_PATH: FindingCode = FindingCode {
+    code: "GDR002",
+    title: "no GPUDirect RDMA kernel path: no peer-memory module and no DMA-BUF",
+    explanation: "GPUs and RDMA devices are here but a NIC cannot DMA into GPU memory: nvidia_peermem (or the \
+        legacy nv_peer_mem) is not loaded and DMA-BUF is not possible (the summary says why: the proprietary \
+        module, a kernel older than 5.12, no NVIDIA driver). NCCL stages every transfer through host memory. \
+        Load nvidia-peermem, or move to the open kernel module for DMA-BUF.",
+    step: Some(Remedy::LoadModule),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -39,6 +58,7 @@ const META: ProbeMeta = ProbeMeta {
             ("profile requires nvidia_peermem specifically", "`modprobe nvidia-peermem` and persist it in /etc/modules-load.d/"),
         ],
     },
+    findings: &[&PEERMEM_REQUIRED, &NO_PATH],
     ..ProbeMeta::STATIC
 };
 
@@ -49,10 +69,10 @@ impl Probe for GdrKernelPath {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
-        match Facts::read(cx.host) {
-            Ok(facts) => vec![judge(&facts, &cx.profile.expect)],
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host).map(|facts| vec![judge(&facts, &cx.profile.expect)]),
+        )
     }
 }
 
@@ -218,7 +238,7 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
             Some(module) => CheckResult::pass(ID, format!("{module} loaded: peer-memory GPUDirect RDMA path available{}",
                 if dmabuf_possible { " (DMA-BUF also possible)" } else { "" })),
             None if expect.peermem == Some(true) => CheckResult::fail(ID, "nvidia_peermem not loaded and the profile requires it")
-                .fix(FIX_PEERMEM),
+                .fix(FIX_PEERMEM).code(&PEERMEM_REQUIRED),
             None if efa_peer.is_some() => CheckResult::pass(
                 ID,
                 format!(
@@ -234,7 +254,7 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
             .note("DMA-BUF support is proven only by a registration (gdr.loopback); NCCL uses it from 2.19 on"),
             // The legacy registration that could not be read may be the path: no verdict on it.
             None if (!gpus.is_empty() && !rdma.is_empty()) || must_have_gdr => if let Err(e) = &memory_peers {
-                CheckResult::error(ID, format!("{e}: whether the nv_peer_mem GPUDirect RDMA path is registered is unknown (nvidia_peermem not loaded, DMA-BUF unavailable)"))
+                CheckResult::error(ID, format!("{e}: whether the nv_peer_mem GPUDirect RDMA path is registered is unknown (nvidia_peermem not loaded, DMA-BUF unavailable)")).code(&common::UNREAD)
             } else {
                 let why = match (open_module, kernel_ok) {
                     // No driver at all is not a driver flavour: say what is missing.
@@ -251,16 +271,16 @@ fn judge(facts: &Facts, expect: &Expect) -> CheckResult {
                 // On EFA the amzn driver's own path was read too: say that it offers none.
                 let efa = if efa_evidence.is_empty() { "" } else { ", and the EFA driver names no NVIDIA peer provider" };
                 CheckResult::fail(ID, format!("no GPUDirect RDMA path: nvidia_peermem not loaded and DMA-BUF unavailable ({why}){efa}"))
-                    .fix(FIX_PEERMEM)
+                    .fix(FIX_PEERMEM).code(&NO_PATH)
             },
-            None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect RDMA does not apply"),
+            None if gpus.is_empty() => CheckResult::skip(ID, "no NVIDIA GPU listed by the driver: GPUDirect RDMA does not apply").code(&common::ABSENT),
             None => CheckResult::skip(
                 ID,
                 format!(
                     "no RDMA device ({CLASS_INFINIBAND} is empty): GPUDirect RDMA does not apply; nvidia_peermem not loaded{}",
                     if dmabuf_possible { ", DMA-BUF would be possible (open module)" } else { "" }
                 ),
-            ),
+            ).code(&common::ABSENT),
         };
     let mut result = result;
     result.evidence.splice(0..0, evidence);

@@ -11,7 +11,7 @@ use crate::measure::gdr::{self, PairRun};
 use crate::measure::rdma_loopback::{Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::{worst, Limit};
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::VERBS_DEVICES;
 use crate::probes::shared::gpu::gpu_survey;
@@ -43,6 +43,49 @@ const FIX_GDR: &str = "load nvidia_peermem (`modprobe nvidia-peermem`) or use DM
 rdma-core >= 34); check ACS/IOMMU on the GPU-NIC path";
 const FIX_LINK: &str = "check rdma.link (rate, state), the cable and the firmware";
 
+const GPU_EXPECTED: FindingCode = FindingCode {
+    code: "GDR101",
+    title: "the profile expects GPUDirect RDMA but the driver lists no GPU",
+    explanation: "No NVIDIA GPU is listed by the driver, while the profile expects GPUDirect RDMA (`expect.gdr`): the GPUs are missing or their driver is not loaded (see gpu.inventory).",
+    step: Some(Remedy::ServiceRma),
+};
+const NONE_ACTIVE: FindingCode = FindingCode {
+    code: "GDR102",
+    title: "RDMA devices are present but no port is ACTIVE",
+    explanation: "Nothing can be looped back: bring a port up (cable; a subnet manager for InfiniBand). A failure where the profile expects GPUDirect RDMA, else a warning.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_GID: FindingCode = FindingCode {
+    code: "GDR103",
+    title: "the port nearest a GPU is RoCE without a RoCE v2 GID: nothing was measured",
+    explanation: "RDMA CM needs a RoCE v2 GID to address the port: give its netdev an IP address and bring it up (rdma.roce).",
+    step: Some(Remedy::Reconfigure),
+};
+const GPU_PATH_SHORT: FindingCode = FindingCode {
+    code: "GDR104",
+    title: "GPU memory is slow or fails through the NIC while host memory is fast: the GPUDirect path",
+    explanation: "The same port moves host memory at speed but GPU memory slower, or not at all: the GPUDirect RDMA path is at fault (nvidia_peermem or DMA-BUF, the PCIe placement of GPU and NIC, ACS or the IOMMU). See gdr.kernel_path, topo.gpu_nic, pcie.acs, pcie.iommu.",
+    step: Some(Remedy::LoadModule),
+};
+const LINK_SHORT: FindingCode = FindingCode {
+    code: "GDR105",
+    title: "both GPU and host memory loopbacks fall short: the port or the link",
+    explanation: "Host memory is slow or corrupt too, so the port or its link is at fault, not the GPU path: see rdma.link and rdma.counters, then the cable and the NIC.",
+    step: Some(Remedy::ServiceRma),
+};
+const HOST_LEG_FAILED: FindingCode = FindingCode {
+    code: "GDR106",
+    title: "the host-memory loopback failed too: nothing to compare with",
+    explanation: "The control transfer through host memory failed as well: check the port, rdma-core and memlock (rdma.memlock).",
+    step: Some(Remedy::Reconfigure),
+};
+const SHORT: FindingCode = FindingCode {
+    code: "GDR107",
+    title: "the GPU loopback fell short of its limits",
+    explanation: "Bandwidth below the share of the link rate or latency above the limit, without a culprit the comparison names (the summary says which).",
+    step: Some(Remedy::ServiceRma),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "GPUDirect RDMA loopback per GPU and nearest port: WRITE/READ Gb/s and SEND latency, GPU and host memory side by side",
@@ -69,6 +112,16 @@ const META: ProbeMeta = ProbeMeta {
             ("no RDMA device", "install the HCA driver (mlx5_core/mlx5_ib) and rdma-core; in containers pass /dev/infiniband"),
         ],
     },
+    findings: &[
+        &GPU_EXPECTED,
+        &NONE_ACTIVE,
+        &NO_GID,
+        &GPU_PATH_SHORT,
+        &LINK_SHORT,
+        &HOST_LEG_FAILED,
+        &SHORT,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for GdrLoopback {
@@ -77,155 +130,150 @@ impl Probe for GdrLoopback {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let expect_gdr = cx.profile.expect.gdr == Some(true);
-        let gpu = gpu_survey(cx);
-        if let Some(r) = gpu.gate_if_unusable(ID, expect_gdr) {
-            return vec![r];
-        }
-        let rdma = Survey::read(cx.host, Stack::Rdma);
-        // What the GPU survey could not read stays an error beside a verdict on the NICs.
-        if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
-            return gpu.completed(ID, vec![r]);
-        }
-        // EFA refuses RC queue pairs (efa.gdr registers GPU memory on them instead); management devices carry
-        // no job's data: both are left alone.
-        let aside = match SetAside::read(ID, cx.host, &rdma.driver_devices) {
-            Ok(a) => a,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if aside.covers(&rdma.driver_devices) {
-            return gpu.completed(ID, rdma.completed(ID, aside.results));
-        }
-        let abi = match crate::host::optional(cx.host.read(VERBS_ABI)) {
-            Ok(abi) => abi,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let mut evidence = vec![format!(
-            "{VERBS_ABI} = {}",
-            abi.as_deref().unwrap_or("<missing>")
-        )];
-        let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
-            Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
-            Err(r) => return vec![*r],
-        };
-        evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
-        let gpus = match nvidia::read_driver_gpus(cx.host) {
-            Ok(g) => g,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let absent = if expect_gdr {
-            Status::Fail
-        } else {
-            Status::Skip
-        };
-        if gpus.is_empty() {
-            let mut r = CheckResult::new(
-                ID,
-                absent,
-                "no NVIDIA GPU listed by the driver: nothing to loop back through",
-            );
-            r.evidence = evidence;
-            return vec![r];
-        }
-        // Which port is nearest each GPU decides what is measured: both must be read.
-        let (tree, all_ports) = match (PciTree::read(cx.host), infiniband::read_all_ports(cx.host))
-        {
-            (Ok(t), Ok(p)) => (t, p),
-            (Err(e), _) | (_, Err(e)) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        // A `device` link that cannot be resolved leaves the port's place unknown (SYS to every GPU would pair
-        // the GPUs with other ports): the error, never a device without a PCI function.
-        let mut ports: Vec<(PortAttrs, Option<String>)> = Vec::new();
-        for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
-            let bdf = match infiniband::device_bdf(cx.host, &d) {
-                Ok(b) => b,
-                Err(e) => return vec![CheckResult::read_error(ID, &e)],
-            };
-            ports.extend(
-                dev_ports
-                    .into_iter()
-                    .filter(PortAttrs::is_active)
-                    .map(|p| (p, bdf.clone())),
-            );
-        }
-        if ports.is_empty() {
-            let mut r = CheckResult::new(ID, absent.max(Status::Warn), "RDMA devices present but no port is ACTIVE")
-                .fix("bring a port up (cable, subnet manager for IB: `systemctl start opensm` or the fabric's SM)");
-            r.evidence = evidence;
-            return vec![r];
-        }
-        let bdfs: Vec<String> = gpus.iter().map(|g| g.bdf.clone()).collect();
-        let pairings = match pair_gpus(cx.host, &bdfs, &ports, Some(&tree)) {
-            Ok(p) => p,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let jobs: Vec<(String, PortTarget)> = pairings
-            .iter()
-            .flatten()
-            .map(|p| (p.gpu.clone(), p.target.clone()))
-            .collect();
-        let deadline = cx.deadline;
-        let obtained = cx
-            .answers
-            .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, PLAN, deadline));
-        let (runs, replayed) = match obtained {
-            Ok(o) => (o.value, o.replayed),
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let pct = cx
-            .profile
-            .thresholds
-            .gdr_bandwidth_pct_of_link
-            .unwrap_or_default()
-            .or(PORT_RATE_PCT);
-        let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
-        let mut runs = runs.iter();
-        let results = pairings
-            .into_iter()
-            .map(|pairing| {
-                let p = match pairing {
-                    Ok(p) => p,
-                    Err(unaddressable) => return *unaddressable,
-                };
-                let mut r = match runs.next() {
-                    Some(run) => judge(
-                        run,
-                        p.port.parsed_rate().map(|r| r.gbps),
-                        &pct,
-                        &lat,
-                        replayed,
-                    ),
-                    None => {
-                        CheckResult::error(ID, "the recording holds fewer loopback runs than GPUs")
-                    }
-                };
-                r.subject = Some(format!(
-                    "GPU {} <-> {}/{}",
-                    p.gpu, p.target.device, p.target.port
-                ));
-                let mut ev = evidence.clone();
-                ev.extend(
-                    p.port
-                        .evidence()
-                        .into_iter()
-                        .map(|(k, v)| format!("{k} = {v}")),
-                );
-                ev.push(format!(
-                    "GPU {} to {}: PCIe distance {:?}",
-                    p.gpu, p.target.device, p.distance
-                ));
-                if let Some((i, _)) = p.target.roce_gid {
-                    ev.push(format!("RoCE v2 GID index = {i}"));
-                }
-                ev.append(&mut r.evidence);
-                r.evidence = ev;
-                r
-            })
-            .collect();
-        let mut results: Vec<CheckResult> = results;
-        results.extend(aside.results);
-        tree.completed(ID, GPU_NIC_PATHS, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let expect_gdr = cx.profile.expect.gdr == Some(true);
+    let gpu = gpu_survey(cx);
+    if let Some(r) = gpu.gate_if_unusable(ID, expect_gdr) {
+        return Ok(vec![r]);
+    }
+    let rdma = Survey::read(cx.host, Stack::Rdma);
+    // What the GPU survey could not read stays an error beside a verdict on the NICs.
+    if let Some(r) = rdma.gate_if_unusable(ID, expect_gdr) {
+        return Ok(gpu.completed(ID, vec![r]));
+    }
+    // EFA refuses RC queue pairs (efa.gdr registers GPU memory on them instead); management devices carry
+    // no job's data: both are left alone.
+    let aside = SetAside::read(ID, cx.host, &rdma.driver_devices)?;
+    if aside.covers(&rdma.driver_devices) {
+        return Ok(gpu.completed(ID, rdma.completed(ID, aside.results)));
+    }
+    let abi = crate::host::optional(cx.host.read(VERBS_ABI))?;
+    let mut evidence = vec![format!(
+        "{VERBS_ABI} = {}",
+        abi.as_deref().unwrap_or("<missing>")
+    )];
+    let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expect_gdr) {
+        Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
+        Err(r) => return Ok(vec![*r]),
+    };
+    evidence.push(format!("ibv_get_device_list = [{}]", devices.join(", ")));
+    let gpus = nvidia::read_driver_gpus(cx.host)?;
+    let absent = if expect_gdr {
+        Status::Fail
+    } else {
+        Status::Skip
+    };
+    if gpus.is_empty() {
+        let mut r = CheckResult::new(
+            ID,
+            absent,
+            "no NVIDIA GPU listed by the driver: nothing to loop back through",
+        )
+        .code(if absent == Status::Fail {
+            &GPU_EXPECTED
+        } else {
+            &common::ABSENT
+        });
+        r.evidence = evidence;
+        return Ok(vec![r]);
+    }
+    // Which port is nearest each GPU decides what is measured: both must be read.
+    let tree = PciTree::read(cx.host)?;
+    let all_ports = infiniband::read_all_ports(cx.host)?;
+    // A `device` link that cannot be resolved leaves the port's place unknown (SYS to every GPU would pair
+    // the GPUs with other ports): the error, never a device without a PCI function.
+    let mut ports: Vec<(PortAttrs, Option<String>)> = Vec::new();
+    for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
+        let bdf = infiniband::device_bdf(cx.host, &d)?;
+        ports.extend(
+            dev_ports
+                .into_iter()
+                .filter(PortAttrs::is_active)
+                .map(|p| (p, bdf.clone())),
+        );
+    }
+    if ports.is_empty() {
+        let mut r = CheckResult::new(ID, absent.max(Status::Warn), "RDMA devices present but no port is ACTIVE")
+            .fix("bring a port up (cable, subnet manager for IB: `systemctl start opensm` or the fabric's SM)").code(&NONE_ACTIVE);
+        r.evidence = evidence;
+        return Ok(vec![r]);
+    }
+    let bdfs: Vec<String> = gpus.iter().map(|g| g.bdf.clone()).collect();
+    let pairings = pair_gpus(cx.host, &bdfs, &ports, Some(&tree))?;
+    let jobs: Vec<(String, PortTarget)> = pairings
+        .iter()
+        .flatten()
+        .map(|p| (p.gpu.clone(), p.target.clone()))
+        .collect();
+    let deadline = cx.deadline;
+    let obtained = cx
+        .answers
+        .obtain(LOOPBACK_KEY, || gdr::run_pairs(&jobs, PLAN, deadline));
+    let (runs, replayed) = match obtained {
+        Ok(o) => (o.value, o.replayed),
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
+    };
+    let pct = cx
+        .profile
+        .thresholds
+        .gdr_bandwidth_pct_of_link
+        .unwrap_or_default()
+        .or(PORT_RATE_PCT);
+    let lat = cx.profile.thresholds.gdr_latency_us.unwrap_or_default();
+    let mut runs = runs.iter();
+    let results = pairings
+        .into_iter()
+        .map(|pairing| {
+            let p = match pairing {
+                Ok(p) => p,
+                Err(unaddressable) => return *unaddressable,
+            };
+            let mut r = match runs.next() {
+                Some(run) => judge(
+                    run,
+                    p.port.parsed_rate().map(|r| r.gbps),
+                    &pct,
+                    &lat,
+                    replayed,
+                ),
+                None => CheckResult::error(ID, "the recording holds fewer loopback runs than GPUs")
+                    .code(&common::RECORDING_SHORT),
+            };
+            r.subject = Some(format!(
+                "GPU {} <-> {}/{}",
+                p.gpu, p.target.device, p.target.port
+            ));
+            let mut ev = evidence.clone();
+            ev.extend(
+                p.port
+                    .evidence()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k} = {v}")),
+            );
+            ev.push(format!(
+                "GPU {} to {}: PCIe distance {:?}",
+                p.gpu, p.target.device, p.distance
+            ));
+            if let Some((i, _)) = p.target.roce_gid {
+                ev.push(format!("RoCE v2 GID index = {i}"));
+            }
+            ev.append(&mut r.evidence);
+            r.evidence = ev;
+            r
+        })
+        .collect();
+    let mut results: Vec<CheckResult> = results;
+    results.extend(aside.results);
+    Ok(tree.completed(ID, GPU_NIC_PATHS, results))
 }
 
 /// A GPU and the nearest ACTIVE port it is measured through.
@@ -269,7 +317,7 @@ fn pair_gpus(
                         port.subject()
                     ),
                 )
-                .fix("give the netdev an IP address and bring it up (see rdma.roce)");
+                .fix("give the netdev an IP address and bring it up (see rdma.roce)").code(&NO_GID);
                 r.subject = Some(format!("GPU {gpu} <-> {}", port.subject()));
                 Err(Box::new(r))
             }
@@ -380,7 +428,12 @@ pub fn judge(
     if status != Status::Pass {
         r.remediation = fix.map(str::to_string);
     }
-    r
+    r.code(match culprit {
+        Some(Culprit::GpuDirectPath) => &GPU_PATH_SHORT,
+        Some(Culprit::Link(_)) => &LINK_SHORT,
+        Some(Culprit::HostLegFailed) => &HOST_LEG_FAILED,
+        None => &SHORT,
+    })
 }
 
 #[cfg(test)]

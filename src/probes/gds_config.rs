@@ -4,7 +4,9 @@
 use std::net::IpAddr;
 
 use crate::host::{optional, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Findings, Need, Probe, ProbeMeta, Status};
+use crate::probe::{
+    CheckResult, Context, Explain, FindingCode, Findings, Need, Probe, ProbeMeta, Remedy, Status,
+};
 use crate::rules::gds_p2pdma::{self, P2pdma};
 use crate::rules::gds_target::{self, FsSupport, Target, TargetError};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
@@ -64,6 +66,128 @@ const FIX_NVFS: &str = "install and load nvidia-fs (`nvidia-fs-dkms` / `nvidia-g
 `modprobe nvidia_fs`), or on an open kernel module with CONFIG_PCI_P2PDMA and NVMe set `\"use_pci_p2pdma\": true`; \
 set `\"allow_compat_mode\": false` on nodes that must never silently fall back";
 
+const NOT_INSTALLED: FindingCode = FindingCode {
+    code: "GDS101",
+    title: "cuFile is not configured here: GPUDirect Storage is not installed",
+    explanation: "A skip: cufile.json is missing, nvidia-fs is not loaded and the profile does not expect GDS.",
+    step: None,
+};
+const CONFIG_MISSING: FindingCode = FindingCode {
+    code: "GDS102",
+    title: "cufile.json is missing: cuFile runs on its built-in defaults",
+    explanation: "cuFile reads /etc/cufile.json (or CUFILE_ENV_PATH_JSON): without it cuFile runs on defaults, compat mode allowed. A failure when the profile expects GDS, else a warning. Install the GDS package's cufile.json.",
+    step: Some(Remedy::Reconfigure),
+};
+const CONFIG_SYNTAX: FindingCode = FindingCode {
+    code: "GDS103",
+    title: "cufile.json cannot be parsed: cuFile falls back to its defaults",
+    explanation: "A syntax error in cufile.json (the summary names line and column): cuFile ignores the whole file. `//` comments are fine, other non-JSON syntax is not.",
+    step: Some(Remedy::Reconfigure),
+};
+const P2PDMA_UNREADY: FindingCode = FindingCode {
+    code: "GDS104",
+    title: "use_pci_p2pdma is set but the host lacks what PCI P2PDMA needs",
+    explanation: "cufile.json asks for PCI P2PDMA (`use_pci_p2pdma`) but the host lacks a prerequisite (the open kernel module, CONFIG_PCI_P2PDMA, an NVMe driver that supports it), named in the summary.",
+    step: Some(Remedy::Reconfigure),
+};
+const FORCE_COMPAT: FindingCode = FindingCode {
+    code: "GDS105",
+    title: "force_compat_mode is set: every cuFile read goes through host memory",
+    explanation: "`properties.force_compat_mode` (or CUFILE_FORCE_COMPAT_MODE) forces POSIX reads bounced through host memory even where nvidia-fs is loaded.",
+    step: Some(Remedy::Reconfigure),
+};
+const COMPAT_MODE: FindingCode = FindingCode {
+    code: "GDS106",
+    title: "compat mode: nvidia-fs is not loaded and cuFile falls back to POSIX reads",
+    explanation: "allow_compat_mode is true and no direct path (nvidia-fs, PCI P2PDMA) is there: every cuFile read bounces through host memory. Load nvidia-fs.",
+    step: Some(Remedy::LoadModule),
+};
+const DRIVER_OPEN_FAILS: FindingCode = FindingCode {
+    code: "GDS107",
+    title: "no nvidia-fs and compat mode disallowed: cuFileDriverOpen fails",
+    explanation: "allow_compat_mode is false and no direct path is there: cuFileDriverOpen fails with CU_FILE_DRIVER_NOT_INITIALIZED (5001). Load nvidia-fs.",
+    step: Some(Remedy::LoadModule),
+};
+const ADDR_NOT_LOCAL: FindingCode = FindingCode {
+    code: "GDS108",
+    title: "properties.rdma_dev_addr_list names addresses this node does not have",
+    explanation: "cuFile's RDMA client addresses must be this node's RDMA NICs' IP addresses (`ip -br addr`), not device names or other nodes' addresses.",
+    step: Some(Remedy::Reconfigure),
+};
+const FS_LIST_NOT_STRINGS: FindingCode = FindingCode {
+    code: "GDS109",
+    title: "fs.<fs>.rdma_dev_addr_list is not a list of address strings",
+    explanation: "The per-filesystem address list (Lustre, WekaFS, GPFS, BeeGFS) must be a JSON list of IP address strings.",
+    step: Some(Remedy::Reconfigure),
+};
+const FS_LIST_EMPTY: FindingCode = FindingCode {
+    code: "GDS110",
+    title: "fs.<fs>.rdma_dev_addr_list is empty or unset while that filesystem is mounted",
+    explanation: "cuFile is given no client RDMA address for a mounted distributed filesystem: its GDS reads do not use RDMA.",
+    step: Some(Remedy::Reconfigure),
+};
+const FS_LIST_BAD_ADDR: FindingCode = FindingCode {
+    code: "GDS111",
+    title: "an fs.<fs>.rdma_dev_addr_list entry is not an IP address",
+    explanation: "Each entry of the per-filesystem address list must be an IP address.",
+    step: Some(Remedy::Reconfigure),
+};
+const FS_LIST_PORT_DOWN: FindingCode = FindingCode {
+    code: "GDS112",
+    title: "an fs.<fs>.rdma_dev_addr_list address is on an RDMA port that is down",
+    explanation: "The address is on an RDMA port or netdev that is down (the summary says why): cuFile's RDMA reads from that filesystem fail. Check the cable and the switch port.",
+    step: Some(Remedy::ServiceRma),
+};
+const FS_LIST_ADDR_ABSENT: FindingCode = FindingCode {
+    code: "GDS113",
+    title: "an fs.<fs>.rdma_dev_addr_list address is on no interface of this node",
+    explanation:
+        "No interface of this node has the address: the list was written for another node.",
+    step: Some(Remedy::Reconfigure),
+};
+const FS_LIST_MAYBE_IPOIB: FindingCode = FindingCode {
+    code: "GDS114",
+    title: "an fs.<fs>.rdma_dev_addr_list address is on no RoCE port; IPoIB may carry it",
+    explanation: "The address is on no RoCE port's GID table; IPoIB netdevs exist and may carry it, which procfs does not tell.",
+    step: Some(Remedy::Reconfigure),
+};
+const FS_LIST_NO_RDMA: FindingCode = FindingCode {
+    code: "GDS115",
+    title: "an fs.<fs>.rdma_dev_addr_list address is on an interface without RDMA",
+    explanation: "No RDMA port's GID table has the address: cuFile cannot read that filesystem over RDMA through it.",
+    step: Some(Remedy::Reconfigure),
+};
+const TARGET_NO_MOUNT: FindingCode = FindingCode {
+    code: "GDS116",
+    title: "no mount covers the GDS target directory",
+    explanation: "The mount table has no entry that covers the directory (--gds-dir or the default): it cannot be judged.",
+    step: Some(Remedy::Reconfigure),
+};
+const TARGET_NO_DIRECT_IO: FindingCode = FindingCode {
+    code: "GDS117",
+    title: "the GDS target's filesystem does not support O_DIRECT",
+    explanation: "cuFile cannot open files there with O_DIRECT: pass --gds-dir DIR on the filesystem the workload reads.",
+    step: Some(Remedy::Reconfigure),
+};
+const TARGET_COMPAT_ONLY: FindingCode = FindingCode {
+    code: "GDS118",
+    title: "the GDS target's filesystem supports cuFile's compat mode only",
+    explanation: "cuFile reads files there through host memory: use ext4 or xfs on NVMe, or a GDS-capable distributed filesystem.",
+    step: Some(Remedy::Reconfigure),
+};
+const TARGET_UNREGISTERED: FindingCode = FindingCode {
+    code: "GDS119",
+    title: "cuFile will refuse every file on the GDS target's device (cuFileHandleRegister 5027)",
+    explanation: "The block device's udev record lacks what cuFile checks (ID_FS_USAGE), or cannot be read: cuFileHandleRegister fails with 5027, \"file descriptor is not registered\".",
+    step: Some(Remedy::Reconfigure),
+};
+const TARGET_DENIED: FindingCode = FindingCode {
+    code: "GDS120",
+    title: "cufile.json's denylist excludes the GDS target's filesystem or mount",
+    explanation: "denylist.filesystems or denylist.mounts names the target: cuFile reads it through host memory.",
+    step: Some(Remedy::Reconfigure),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "cufile.json agrees with the host; the test directory's filesystem and udev record suit cuFile",
@@ -93,6 +217,28 @@ const META: ProbeMeta = ProbeMeta {
             ("filesystem without GDS support", "point --gds-dir at ext4/xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA"),
         ],
     },
+    findings: &[
+        &NOT_INSTALLED,
+        &CONFIG_MISSING,
+        &CONFIG_SYNTAX,
+        &P2PDMA_UNREADY,
+        &FORCE_COMPAT,
+        &COMPAT_MODE,
+        &DRIVER_OPEN_FAILS,
+        &ADDR_NOT_LOCAL,
+        &FS_LIST_NOT_STRINGS,
+        &FS_LIST_EMPTY,
+        &FS_LIST_BAD_ADDR,
+        &FS_LIST_PORT_DOWN,
+        &FS_LIST_ADDR_ABSENT,
+        &FS_LIST_MAYBE_IPOIB,
+        &FS_LIST_NO_RDMA,
+        &TARGET_NO_MOUNT,
+        &TARGET_NO_DIRECT_IO,
+        &TARGET_COMPAT_ONLY,
+        &TARGET_UNREGISTERED,
+        &TARGET_DENIED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -116,7 +262,7 @@ impl Probe for GdsConfig {
                     ID,
                     format!("cuFile is not configured here ({path} missing, nvidia-fs not loaded): GPUDirect Storage not installed"),
                 )
-                .evidence(&path, e.reason())];
+                .evidence(&path, e.reason()).code(&NOT_INSTALLED)];
             }
             // Unread, it may or may not be there: GDS is not known to be installed, so the target is not judged.
             if !host.nvfs_loaded && !expect_gds {
@@ -315,7 +461,7 @@ fn judge_fs_lists(
                 ));
             }
             if let Some(Err(v)) = &list {
-                findings.warn(
+                findings.coded(&FS_LIST_NOT_STRINGS).warn(
                     format!("{key} is not a list of address strings: {v}"),
                     FIX_FS_LIST,
                 );
@@ -333,7 +479,7 @@ fn judge_fs_lists(
         ));
         let addrs = match list {
             Some(Err(v)) => {
-                findings.fail(
+                findings.coded(&FS_LIST_NOT_STRINGS).fail(
                     format!("{key} is not a list of address strings: {v}"),
                     FIX_FS_LIST,
                 );
@@ -341,7 +487,7 @@ fn judge_fs_lists(
             }
             Some(Ok(a)) if !a.is_empty() => a,
             _ => {
-                findings.warn(
+                findings.coded(&FS_LIST_EMPTY).warn(
                     format!(
                         "{key} is {} while {fs} is mounted at {at}: cuFile is given no client RDMA address for it",
                         if value.is_some() { "empty" } else { "unset" }
@@ -353,7 +499,9 @@ fn judge_fs_lists(
         };
         for a in addrs {
             let Ok(ip) = a.parse::<IpAddr>() else {
-                findings.fail(format!("{key}: {a} is not an IP address"), FIX_FS_LIST);
+                findings
+                    .coded(&FS_LIST_BAD_ADDR)
+                    .fail(format!("{key}: {a} is not an IP address"), FIX_FS_LIST);
                 continue;
             };
             let on: Vec<&(infiniband::GidAddr, Option<String>)> =
@@ -365,17 +513,17 @@ fn judge_fs_lists(
             if let Some((g, _)) = on.iter().find(|(_, down)| down.is_none()) {
                 evidence.push((format!("{key} {a}"), format!("on {}, up", name(g))));
             } else if let Some((g, Some(why))) = on.first() {
-                findings.fail(
+                findings.coded(&FS_LIST_PORT_DOWN).fail(
                     format!("{key}: {a} is on {}, which is down ({why})", name(g)),
                     FIX_FS_LIST,
                 );
             } else if !host.local_addrs.contains(&ip) {
-                findings.fail(
+                findings.coded(&FS_LIST_ADDR_ABSENT).fail(
                     format!("{key}: {a}: no interface of this node has it"),
                     FIX_FS_LIST,
                 );
             } else if !host.fs.ipoib.is_empty() {
-                findings.warn(
+                findings.coded(&FS_LIST_MAYBE_IPOIB).warn(
                     format!(
                         "{key}: {a} is on no RoCE port; IPoIB netdevs ({}) may carry it, which procfs does not tell",
                         host.fs.ipoib.join(", ")
@@ -383,7 +531,7 @@ fn judge_fs_lists(
                     FIX_FS_LIST,
                 );
             } else {
-                findings.fail(
+                findings.coded(&FS_LIST_NO_RDMA).fail(
                     format!("{key}: {a} is on an interface without RDMA (no RDMA port's GID table has it)"),
                     FIX_FS_LIST,
                 );
@@ -415,7 +563,7 @@ fn judge_config(
                 format!("{path} missing: cuFile runs on built-in defaults (compat mode allowed)"),
             )
             .subject(path)
-            .fix(format!("install the cufile.json of the GDS package at {path}, or point CUFILE_ENV_PATH_JSON at one"));
+            .fix(format!("install the cufile.json of the GDS package at {path}, or point CUFILE_ENV_PATH_JSON at one")).code(&CONFIG_MISSING);
             r.evidence = host.evidence.clone();
             return r.evidence(path, e.reason());
         }
@@ -434,6 +582,7 @@ fn judge_config(
                 "fix the JSON at {path}:{}:{} (`//` comments are fine, other syntax is not)",
                 e.line, e.column
             ))
+            .code(&CONFIG_SYNTAX)
         }
     };
 
@@ -447,7 +596,7 @@ fn judge_config(
         .unwrap_or(false);
     let mut findings = Findings::default();
     if host.p2pdma.requested && !host.p2pdma.ready() {
-        findings.add(
+        findings.coded(&P2PDMA_UNREADY).add(
             bad,
             format!(
                 "use_pci_p2pdma is true but the host lacks {}",
@@ -458,19 +607,19 @@ fn judge_config(
     }
     let direct_path = host.nvfs_loaded || host.p2pdma.ready();
     if force_compat {
-        findings.add(
+        findings.coded(&FORCE_COMPAT).add(
             bad,
             "force_compat_mode is set: every cuFile read goes through host memory",
             "remove `force_compat_mode` from cufile.json and unset CUFILE_FORCE_COMPAT_MODE",
         );
     } else if !direct_path && allow_compat {
-        findings.add(
+        findings.coded(&COMPAT_MODE).add(
             bad,
             "compat mode: allow_compat_mode is true and nvidia-fs is not loaded, so every cuFile read bounces through host memory (POSIX)",
             FIX_NVFS,
         );
     } else if !direct_path {
-        findings.fail(
+        findings.coded(&DRIVER_OPEN_FAILS).fail(
             "no nvidia-fs and allow_compat_mode is false: cuFileDriverOpen fails (CU_FILE_DRIVER_NOT_INITIALIZED, 5001)",
             FIX_NVFS,
         );
@@ -487,7 +636,7 @@ fn judge_config(
         })
         .collect();
     if !foreign.is_empty() {
-        findings.warn(
+        findings.coded(&ADDR_NOT_LOCAL).warn(
             format!("rdma_dev_addr_list: {}", foreign.join(", ")),
             "list the IP addresses of this node's RDMA NICs (`ip -br addr`), not device names",
         );
@@ -554,7 +703,8 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
                 ID,
                 format!("no mount in the mount table covers {}", target.dir),
             )
-            .subject(&target.dir);
+            .subject(&target.dir)
+            .code(&TARGET_NO_MOUNT);
             r.evidence = target.evidence();
             return r;
         }
@@ -562,8 +712,12 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
     let support = gds_target::classify(mount);
     let mut findings = Findings::default();
     match support {
-        FsSupport::NoDirectIo => findings.add(bad, format!("{} is on {} ({}): cuFile cannot open files here with O_DIRECT", target.dir, mount.fs_type, support.as_str()), "pass --gds-dir DIR on the filesystem the workload reads (ext4/xfs on NVMe, or a GDS-capable distributed filesystem)"),
-        FsSupport::CompatOnly => findings.add(bad, format!("{} is on {}: {}", target.dir, mount.fs_type, support.as_str()), "use ext4 (data=ordered) or xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA (proto=rdma)"),
+        FsSupport::NoDirectIo => {
+            findings.coded(&TARGET_NO_DIRECT_IO).add(bad, format!("{} is on {} ({}): cuFile cannot open files here with O_DIRECT", target.dir, mount.fs_type, support.as_str()), "pass --gds-dir DIR on the filesystem the workload reads (ext4/xfs on NVMe, or a GDS-capable distributed filesystem)");
+        }
+        FsSupport::CompatOnly => {
+            findings.coded(&TARGET_COMPAT_ONLY).add(bad, format!("{} is on {}: {}", target.dir, mount.fs_type, support.as_str()), "use ext4 (data=ordered) or xfs on NVMe, or Lustre/WekaFS/GPFS/BeeGFS/NFS over RDMA (proto=rdma)");
+        }
         FsSupport::LocalBlock | FsSupport::Distributed => {}
     }
     if let Some(p) = target.udev_problem() {
@@ -572,7 +726,7 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
             target.udev,
             Some(crate::sysfs::udev::BlockLookup::Unreadable(_))
         );
-        findings.add(if unreadable { bad.max(Status::Error) } else { bad }, format!("{}: cuFile will refuse every file on {} (cuFileHandleRegister 5027, \"file descriptor is not registered\")", p.what, mount.source), p.fix);
+        findings.coded(&TARGET_UNREGISTERED).add(if unreadable { bad.max(Status::Error) } else { bad }, format!("{}: cuFile will refuse every file on {} (cuFileHandleRegister 5027, \"file descriptor is not registered\")", p.what, mount.source), p.fix);
     }
     if let Some(c) = config {
         let denied_fs = c.strings("denylist.filesystems").unwrap_or_default();
@@ -580,7 +734,7 @@ fn judge_target(target: &Target, config: Option<&CufileConfig>, expect_gds: bool
         if denied_fs.iter().any(|f| f == &mount.fs_type)
             || denied_mounts.iter().any(|m| m == &mount.mount_point)
         {
-            findings.add(Status::Warn, format!("cufile.json denylist excludes {} ({})", mount.mount_point, mount.fs_type), "remove the entry from denylist.filesystems / denylist.mounts if this filesystem should use GDS");
+            findings.coded(&TARGET_DENIED).add(Status::Warn, format!("cufile.json denylist excludes {} ({})", mount.mount_point, mount.fs_type), "remove the entry from denylist.filesystems / denylist.mounts if this filesystem should use GDS");
         }
     }
     let summary = if findings.status() == Status::Pass {

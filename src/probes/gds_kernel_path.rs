@@ -2,7 +2,9 @@
 //! which needs none, is ready (`gds_p2pdma`, as gds.config reads it).
 
 use crate::host::{optional, Host, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Need, Probe, ProbeMeta, Remedy,
+};
 use crate::rules::gds_p2pdma::P2pdma;
 use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::cufile_json::{self, ConfigError, CufileConfig};
@@ -17,6 +19,42 @@ const ID: &str = "gds.kernel_path";
 
 const FIX: &str = "install the GDS kernel driver (`nvidia-fs-dkms` or the `nvidia-gds` package matching the driver) and \
 `modprobe nvidia_fs`; or, on an open kernel module with CONFIG_PCI_P2PDMA, set `\"use_pci_p2pdma\": true` in /etc/cufile.json";
+
+const STATS_ERRORS: FindingCode = FindingCode {
+    code: "GDS001",
+    title: "nvidia_fs is loaded but its stats count errors",
+    explanation: "The `Error` row of /proc/driver/nvidia-fs/stats is not all zero: GDS operations failed since the \
+        module loaded. The evidence quotes the row; dmesg names the failing operation.",
+    step: Some(Remedy::Reconfigure),
+};
+const GDS_REQUIRED: FindingCode = FindingCode {
+    code: "GDS002",
+    title: "no GPUDirect Storage path (nvidia_fs not loaded, no PCI P2PDMA) and the profile requires GDS",
+    explanation: "cuFile can only run in compatibility mode: reads bounce through host memory. The profile \
+        requires GDS (`expect.gds`). Install and load nvidia-fs matching the driver, or configure PCI P2PDMA.",
+    step: Some(Remedy::LoadModule),
+};
+const GDS_NOT_EXPECTED: FindingCode = FindingCode {
+    code: "GDS003",
+    title: "nvidia_fs not loaded and the profile does not expect GPUDirect Storage",
+    explanation: "A skip: the profile says GDS is not used here (`expect.gds: false`).",
+    step: None,
+};
+const COMPAT_ONLY: FindingCode = FindingCode {
+    code: "GDS004",
+    title: "no GPUDirect Storage path: cuFile can only run in compatibility mode",
+    explanation: "GPUs are here but nvidia_fs is not loaded and PCI P2PDMA is not configured (or the host lacks \
+        what it needs, named in the summary): storage reads bounce through host memory. A warning unless the \
+        profile requires GDS (GDS002).",
+    step: Some(Remedy::LoadModule),
+};
+const STATS_UNRECOGNISED: FindingCode = FindingCode {
+    code: "GDS005",
+    title: "/proc/driver/nvidia-fs/stats is not nvidia-fs's output (no Error row)",
+    explanation: "nvidia-fs always prints its `Error` row: a stats file without one is not its output, so whether \
+        GDS operations failed is unknown.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -34,6 +72,13 @@ const META: ProbeMeta = ProbeMeta {
             ("nvidia_fs reports errors in its stats", "see the Error row of /proc/driver/nvidia-fs/stats and dmesg; BAR1 exhaustion shows as Bar1-map err"),
         ],
     },
+    findings: &[
+        &STATS_ERRORS,
+        &GDS_REQUIRED,
+        &GDS_NOT_EXPECTED,
+        &COMPAT_ONLY,
+        &STATS_UNRECOGNISED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -45,10 +90,10 @@ impl Probe for GdsKernelPath {
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         // A host file that could not be read ends the check with the error naming it.
         let cufile = cufile_json::config_path(cx.inputs.env(cufile_json::ENV_PATH));
-        match Facts::read(cx.host, cufile) {
-            Ok(facts) => judge(&facts, cx.profile.expect.gds),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host, cufile).map(|facts| judge(&facts, cx.profile.expect.gds)),
+        )
     }
 }
 
@@ -131,7 +176,8 @@ fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
                 Some(None) => CheckResult::error(
                     ID,
                     format!("cannot read {NVFS_STATS}: <no Error row: unrecognised>"),
-                ),
+                )
+                .code(&STATS_UNRECOGNISED),
                 Some(Some(row)) if nvfs::row_has_nonzero(row) => CheckResult::warn(
                     ID,
                     format!(
@@ -140,7 +186,8 @@ fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
                     ),
                 )
                 .evidence(&format!("{NVFS_STATS} [Error]"), row)
-                .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation"),
+                .fix("see /proc/driver/nvidia-fs/stats and dmesg for the failing operation")
+                .code(&STATS_ERRORS),
                 _ => CheckResult::pass(
                     ID,
                     format!(
@@ -180,18 +227,20 @@ fn judge(facts: &Facts, expect_gds: Option<bool>) -> Vec<CheckResult> {
         None => "nvidia_fs not loaded: cuFile can only run in compatibility mode (POSIX reads bounced through host memory) unless PCI P2PDMA is configured".to_string(),
     };
     let mut r = match expect_gds {
-        Some(true) => {
-            CheckResult::fail(ID, format!("{summary}; the profile requires GDS")).fix(FIX)
-        }
+        Some(true) => CheckResult::fail(ID, format!("{summary}; the profile requires GDS"))
+            .fix(FIX)
+            .code(&GDS_REQUIRED),
         Some(false) => CheckResult::skip(
             ID,
             "nvidia_fs not loaded; the profile does not expect GPUDirect Storage",
-        ),
+        )
+        .code(&GDS_NOT_EXPECTED),
         None if gpus.is_empty() => CheckResult::skip(
             ID,
             "no NVIDIA GPU listed by the driver: GPUDirect Storage does not apply",
-        ),
-        None => CheckResult::warn(ID, summary).fix(FIX),
+        )
+        .code(&common::ABSENT),
+        None => CheckResult::warn(ID, summary).fix(FIX).code(&COMPAT_ONLY),
     };
     r.evidence.splice(0..0, evidence);
     survey.completed(ID, vec![r])

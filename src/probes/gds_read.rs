@@ -8,7 +8,7 @@ use crate::dynlib::cufile;
 use crate::dynlib::LibError;
 use crate::measure::cufile_read::{self, ReadRun, Shape, Stage};
 use crate::model::Limit;
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{
     CheckResult, Context, Explain, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
@@ -29,6 +29,19 @@ const DEFAULT_BLOCK_KIB: u64 = 64 * 1024;
 
 const FIX_NVFS: &str = "install and load nvidia-fs (`nvidia-fs-dkms` / `nvidia-gds`, `modprobe nvidia_fs`) or configure \
 PCI P2PDMA; until then cuFile reads bounce through host memory";
+
+const READ_FAILED: FindingCode = FindingCode {
+    code: "GDS201",
+    title: "cuFile could not complete a read into GPU memory",
+    explanation: "A stage failed (loading libcufile, cuFileDriverOpen, registering the buffer or the file, the read): the summary names it with cuFile's answer and the fix the usual cause (a missing udev record, a filesystem cuFile cannot use, compat mode disallowed, BAR1 exhausted). A failure where the profile requires GDS, else a warning (a skip where libcufile is simply absent).",
+    step: Some(Remedy::Reconfigure),
+};
+const READ_SHORT: FindingCode = FindingCode {
+    code: "GDS202",
+    title: "the cuFile read fell short: slow, in compat mode, with errors, or not the data written",
+    explanation: "The read ran below `thresholds.gds_read_gbps`, took the compat path (POSIX through host memory) where GDS is expected, was not counted by nvidia-fs, counted read errors, returned data that does not match the file, or stopped early. The summary says which; compare with the POSIX baseline to tell the device from the GDS path.",
+    step: Some(Remedy::Reconfigure),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -58,6 +71,11 @@ const META: ProbeMeta = ProbeMeta {
             ("throughput below gds_read_gbytes_per_sec", "compare with the POSIX baseline: both low = the storage; cuFile low only = the GDS path"),
         ],
     },
+    findings: &[
+        &READ_FAILED,
+        &READ_SHORT,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for GdsRead {
@@ -90,7 +108,11 @@ impl Probe for GdsRead {
         });
         let (run, replayed) = match obtained {
             Ok(o) => (o.value, o.replayed),
-            Err(e) => return vec![CheckResult::error(ID, e).subject(subject)],
+            Err(e) => {
+                return vec![CheckResult::error(ID, e)
+                    .subject(subject)
+                    .code(&common::LIBRARY_UNANSWERED)]
+            }
         };
         // Diagnoses look at the directory the file was in: the scratch dir live, the target dir in a replay.
         let where_ = cx
@@ -375,13 +397,18 @@ pub fn judge(
 
     if run.failed_at.is_some() && run.cufile.is_none() {
         let (status, summary, fix) = diagnose(run, target, expect_gds);
-        let mut r = CheckResult::new(ID, status, summary);
+        let mut r = CheckResult::new(ID, status, summary).code(if status == Status::Skip {
+            &common::ABSENT
+        } else {
+            &READ_FAILED
+        });
         r.evidence = ev;
         r.remediation = fix;
         return r;
     }
     let Some(timing) = run.cufile else {
-        let mut r = CheckResult::error(ID, "no cuFile read completed before the deadline");
+        let mut r = CheckResult::error(ID, "no cuFile read completed before the deadline")
+            .code(&common::TIMED_OUT);
         r.evidence = ev;
         return r;
     };
@@ -479,7 +506,7 @@ pub fn judge(
             format!("; {}", notes.join("; "))
         }
     );
-    let mut r = CheckResult::new(ID, status, summary);
+    let mut r = CheckResult::new(ID, status, summary).code(&READ_SHORT);
     for m in measurements {
         r = r.measure(m);
     }

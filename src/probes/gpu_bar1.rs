@@ -2,16 +2,29 @@
 
 use crate::dynlib::nvml::GpuFacts;
 use crate::model::Limit;
-use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
+use crate::probe::{FindingCode, Library, Remedy};
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::{judge_nvml, mib, shown, subject};
 
 pub struct GpuBar1;
 
 const ID: &str = "gpu.bar1";
+
+const BAR1_SMALL: FindingCode = FindingCode {
+    code: "GPU201",
+    title: "BAR1 is smaller than the profile requires",
+    explanation: "The GPU's BAR1 aperture (what peers and NICs can map for GPUDirect) is below `expect.gpu_bar1_min_mib`: enable large BARs / Resizable BAR in the BIOS (or the VM's MMIO window) and reboot.",
+    step: Some(Remedy::Reboot),
+};
+const BAR1_UNKNOWN: FindingCode = FindingCode {
+    code: "GPU202",
+    title: "the BAR1 size is unknown",
+    explanation: "An error: NVML did not answer the BAR1 memory info.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -32,6 +45,10 @@ const META: ProbeMeta = ProbeMeta {
              then reboot",
         )],
     },
+    findings: &[
+        &BAR1_SMALL,
+        &BAR1_UNKNOWN,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -59,11 +76,12 @@ pub fn judge(g: &GpuFacts, min_mib: Option<u64>, replayed: bool) -> CheckResult 
             return CheckResult::error(ID, format!("BAR1 size unknown: {e}"))
                 .subject(subject(g))
                 .evidence("nvmlDeviceGetBAR1MemoryInfo", format!("<{e}>"))
+                .code(&BAR1_UNKNOWN)
         }
     };
     let limit = Limit::new(None, min_mib.map(|m| m as f64));
     let mut f = Findings::default();
-    f.add(
+    f.coded(&BAR1_SMALL).add(
         limit.judge_min(mib(total) as f64),
         format!(
             "BAR1 {} MiB is below the required {} MiB",

@@ -9,7 +9,7 @@ use crate::measure::copy::{
     self, gbytes_per_sec, median, CopyFacts, CopyPlan, DataCheck, GpuCopy, PeerCopy,
 };
 use crate::model::Limit;
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta, Status,
 };
@@ -38,6 +38,50 @@ const FIX_NO_CUDA: &str =
     "install the NVIDIA driver (libcuda.so.1) and load nvidia + nvidia_uvm; in a container, run \
 with the NVIDIA container toolkit (`--gpus all`)";
 
+const DATA_CORRUPTED: FindingCode = FindingCode {
+    code: "GPU501",
+    title: "data copied to or from the GPU arrived corrupted",
+    explanation: "The copied buffer differs from what was written (the summary names the first differing byte): a failing GPU, link or host memory. Drain the node; check dmesg for Xid and AER errors.",
+    step: Some(Remedy::ServiceRma),
+};
+const DATA_CHECK_FAILED: FindingCode = FindingCode {
+    code: "GPU502",
+    title: "the copy's data check could not run",
+    explanation:
+        "An error: reading the copied buffer back failed, so whether the data is intact is unknown.",
+    step: None,
+};
+const H2D_D2H_SLOW: FindingCode = FindingCode {
+    code: "GPU503",
+    title: "host↔GPU copy bandwidth below the limit",
+    explanation: "Host-to-device or device-to-host copies run below `thresholds` (a share of the PCIe link): a downtrained link (gpu.pcie, pcie.link), a far NUMA node, or a slow riser.",
+    step: Some(Remedy::ServiceRma),
+};
+const NOT_MEASURED: FindingCode = FindingCode {
+    code: "GPU504",
+    title: "a copy direction could not be measured",
+    explanation: "An error: CUDA failed the copy, so its bandwidth is unknown.",
+    step: None,
+};
+const NO_PEER_ACCESS: FindingCode = FindingCode {
+    code: "GPU505",
+    title: "no peer access between a GPU pair: copies are staged through host memory",
+    explanation: "cuDeviceCanAccessPeer = 0: see gpu.p2p, pcie.acs and the fabric manager. A failure where the profile expects NVLink.",
+    step: Some(Remedy::Reboot),
+};
+const PEER_UNKNOWN: FindingCode = FindingCode {
+    code: "GPU506",
+    title: "peer access between a GPU pair is unknown",
+    explanation: "An error: CUDA did not answer cuDeviceCanAccessPeer.",
+    step: None,
+};
+const D2D_SLOW: FindingCode = FindingCode {
+    code: "GPU507",
+    title: "GPU-to-GPU copy bandwidth below the limit",
+    explanation: "Peer copies run below the limit: NVLink links down or degraded (`nvidia-smi nvlink -s`), or the fabric manager. Reset the GPUs; check gpu.nvlink.",
+    step: Some(Remedy::ResetGpu),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "Pinned host<->device and peer device<->device copy bandwidth, NUMA-local, with a data check",
@@ -62,6 +106,16 @@ const META: ProbeMeta = ProbeMeta {
             ("CUDA driver unavailable", FIX_NO_CUDA),
         ],
     },
+    findings: &[
+        &DATA_CORRUPTED,
+        &DATA_CHECK_FAILED,
+        &H2D_D2H_SLOW,
+        &NOT_MEASURED,
+        &NO_PEER_ACCESS,
+        &PEER_UNKNOWN,
+        &D2D_SLOW,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for GpuCopyBandwidth {
@@ -70,47 +124,53 @@ impl Probe for GpuCopyBandwidth {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let locality = match read_gpu_locality(cx.host) {
-            Ok(l) => l,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let plan = CopyPlan {
-            bytes: COPY_BYTES,
-            peer_bytes: PEER_BYTES,
-            reps: REPS,
-            warmup: WARMUP,
-            deadline: cx.deadline.checked_sub(TEARDOWN).unwrap_or(cx.deadline),
-            cpus_for: locality
-                .iter()
-                .filter_map(|l| l.cpus.clone().map(|c| (l.bdf.clone(), c)))
-                .collect(),
-        };
-        let obtained = match cx
-            .answers
-            .obtain(copy::ANSWERS_KEY, || copy::measure(&plan))
-        {
-            Ok(o) => o,
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let facts = &obtained.value;
-        let presence = match &facts.cuda_error {
-            Some(e) => Some(gpu_survey(cx).library_failed(ID, e, expects_gpus(cx))),
-            None if facts.gpus.is_empty() => Some(gpu_survey(cx).library_lists_none(
-                ID,
-                Library::Cuda,
-                "cuDeviceGetCount",
-                expects_gpus(cx),
-            )),
-            None => None,
-        };
-        if let Some(r) = presence {
-            return vec![mark_replayed(r, obtained.replayed)];
-        }
-        judge(facts, cx.profile, &locality, obtained.replayed)
-            .into_iter()
-            .map(|r| mark_replayed(r, obtained.replayed))
-            .collect()
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let locality = read_gpu_locality(cx.host)?;
+    let plan = CopyPlan {
+        bytes: COPY_BYTES,
+        peer_bytes: PEER_BYTES,
+        reps: REPS,
+        warmup: WARMUP,
+        deadline: cx.deadline.checked_sub(TEARDOWN).unwrap_or(cx.deadline),
+        cpus_for: locality
+            .iter()
+            .filter_map(|l| l.cpus.clone().map(|c| (l.bdf.clone(), c)))
+            .collect(),
+    };
+    let obtained = match cx
+        .answers
+        .obtain(copy::ANSWERS_KEY, || copy::measure(&plan))
+    {
+        Ok(o) => o,
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
+    };
+    let facts = &obtained.value;
+    let presence = match &facts.cuda_error {
+        Some(e) => Some(gpu_survey(cx).library_failed(ID, e, expects_gpus(cx))),
+        None if facts.gpus.is_empty() => Some(gpu_survey(cx).library_lists_none(
+            ID,
+            Library::Cuda,
+            "cuDeviceGetCount",
+            expects_gpus(cx),
+        )),
+        None => None,
+    };
+    if let Some(r) = presence {
+        return Ok(vec![mark_replayed(r, obtained.replayed)]);
+    }
+    Ok(judge(facts, cx.profile, &locality, obtained.replayed)
+        .into_iter()
+        .map(|r| mark_replayed(r, obtained.replayed))
+        .collect())
 }
 
 /// Where an NVIDIA GPU's host memory should come from, per sysfs.
@@ -192,7 +252,7 @@ fn check_problem(f: &mut Findings, what: &str, check: &Answer<DataCheck>) -> Str
     match check {
         Ok(c) if c.ok() => format!("{} bytes, checksum {} matches", c.bytes, c.expected),
         Ok(c) => {
-            f.fail(
+            f.coded(&DATA_CORRUPTED).fail(
                 format!(
                     "{what} data corrupted: first difference at byte {}",
                     c.first_mismatch.unwrap_or(0)
@@ -208,7 +268,11 @@ fn check_problem(f: &mut Findings, what: &str, check: &Answer<DataCheck>) -> Str
             )
         }
         Err(e) => {
-            f.add(Status::Error, format!("{what} data check failed: {e}"), "");
+            f.coded(&DATA_CHECK_FAILED).add(
+                Status::Error,
+                format!("{what} data check failed: {e}"),
+                "",
+            );
             format!("<{e}>")
         }
     }
@@ -236,7 +300,7 @@ fn judge_gpu(
     ] {
         match rate(bytes, times) {
             Ok((gbs, line)) => {
-                f.add(
+                f.coded(&H2D_D2H_SLOW).add(
                     limit.judge_min(gbs),
                     format!("{dir} {gbs:.1} GB/s below {}", floor_text(limit, gbs)),
                     FIX_SLOW,
@@ -257,7 +321,8 @@ fn judge_gpu(
                 );
             }
             Err(e) => {
-                f.add(Status::Error, format!("{dir} not measured: {e}"), "");
+                f.coded(&NOT_MEASURED)
+                    .add(Status::Error, format!("{dir} not measured: {e}"), "");
                 evidence.push(format!("{call} = <{e}>"));
             }
         }
@@ -345,7 +410,7 @@ fn judge_pair(
             } else {
                 Status::Warn
             };
-            f.add(
+            f.coded(&NO_PEER_ACCESS).add(
                 status,
                 "no peer access (cuDeviceCanAccessPeer = 0): copies are staged through host memory",
                 "check `gpu.p2p`, `nvidia-smi topo -p2p r` and the fabric manager",
@@ -358,14 +423,15 @@ fn judge_pair(
         Err(e) => {
             return CheckResult::error(ID, format!("peer access unknown: {e}"))
                 .subject(subject)
-                .evidence("cuDeviceCanAccessPeer", format!("<{e}>"));
+                .evidence("cuDeviceCanAccessPeer", format!("<{e}>"))
+                .code(&PEER_UNKNOWN);
         }
     }
     let mut r_evidence = vec!["cuDeviceCanAccessPeer = 1".to_string()];
     let mut measurements = Vec::new();
     let summary = match rate(facts.peer_bytes, &p.ms) {
         Ok((gbs, line)) => {
-            f.add(
+            f.coded(&D2D_SLOW).add(
                 limit.judge_min(gbs),
                 format!("D2D {gbs:.1} GB/s below {}", floor_text(limit, gbs)),
                 "check `nvidia-smi nvlink -s` (links down or degraded) and the fabric manager",
@@ -382,7 +448,8 @@ fn judge_pair(
             format!("D2D {gbs:.1} GB/s ({} MiB)", facts.peer_bytes >> 20)
         }
         Err(e) => {
-            f.add(Status::Error, format!("D2D not measured: {e}"), "");
+            f.coded(&NOT_MEASURED)
+                .add(Status::Error, format!("D2D not measured: {e}"), "");
             r_evidence.push(format!("cuMemcpyPeerAsync = <{e}>"));
             "D2D not measured".to_string()
         }

@@ -2,10 +2,10 @@
 //! MIG, ECC, retired pages and remapped rows.
 
 use crate::dynlib::nvml::{self, GpuFacts, NvmlFacts};
-use crate::probe::Library;
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
+use crate::probe::{FindingCode, Library, Remedy};
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::{lost_fix, mark_replayed, obtain_nvml, shown, subject};
 use crate::profile::Expect;
@@ -14,6 +14,100 @@ use crate::version::compare_versions;
 pub struct GpuInventory;
 
 const ID: &str = "gpu.inventory";
+
+const COUNT_FAILED: FindingCode = FindingCode {
+    code: "GPU001",
+    title: "NVML cannot count the GPUs",
+    explanation: "nvmlDeviceGetCount failed while NVML loaded: the driver is in a bad state (dmesg shows NVRM/Xid errors). Reset the GPUs or reboot.",
+    step: Some(Remedy::ResetGpu),
+};
+const TOO_FEW: FindingCode = FindingCode {
+    code: "GPU002",
+    title: "NVML sees fewer GPUs than the profile expects",
+    explanation: "A GPU is missing (fallen off the bus, or never enumerated): `dmesg | grep -i 'fallen off\\|Xid'`; reseat or RMA it.",
+    step: Some(Remedy::ServiceRma),
+};
+const TOO_MANY: FindingCode = FindingCode {
+    code: "GPU003",
+    title: "NVML sees more GPUs than the profile expects",
+    explanation: "More GPUs than `expect.gpu_count`: the profile is for another node type.",
+    step: Some(Remedy::Reconfigure),
+};
+const DRIVER_TOO_OLD: FindingCode = FindingCode {
+    code: "GPU004",
+    title: "the driver NVML reports is older than the profile requires",
+    explanation: "Upgrade the NVIDIA driver to the profile's `expect.driver_min_version` or later.",
+    step: Some(Remedy::Reconfigure),
+};
+const DRIVER_VERSION_UNKNOWN: FindingCode = FindingCode {
+    code: "GPU005",
+    title: "the driver version is unknown while the profile requires a minimum",
+    explanation:
+        "NVML did not answer the driver version, so the profile's minimum cannot be checked.",
+    step: Some(Remedy::Reconfigure),
+};
+const FELL_OFF: FindingCode = FindingCode {
+    code: "GPU006",
+    title: "a GPU fell off the bus (NVML_ERROR_GPU_IS_LOST)",
+    explanation: "NVML answers GPU_IS_LOST: the GPU no longer responds on PCIe. A reboot (or a bus reset) brings it back if it can; if it recurs, service the GPU.",
+    step: Some(Remedy::Reboot),
+};
+const NVML_ERRORS: FindingCode = FindingCode {
+    code: "GPU007",
+    title: "NVML calls fail on a GPU",
+    explanation: "NVML calls about this GPU fail (not lost, not denied): the driver or the GPU is in a bad state. Reset the GPU; check dmesg for Xid errors.",
+    step: Some(Remedy::ResetGpu),
+};
+const WRONG_MODEL: FindingCode = FindingCode {
+    code: "GPU008",
+    title: "the GPU model is not the one the profile expects",
+    explanation:
+        "The profile names another model (`expect.gpu_model`): use the profile of this node type.",
+    step: Some(Remedy::Reconfigure),
+};
+const PERSISTENCE_OFF: FindingCode = FindingCode {
+    code: "GPU009",
+    title: "persistence mode is off",
+    explanation: "Each job pays the driver's initialisation and GPU state is lost between jobs: `nvidia-smi -pm 1` or enable nvidia-persistenced.",
+    step: Some(Remedy::Reconfigure),
+};
+const MIG_ENABLED: FindingCode = FindingCode {
+    code: "GPU010",
+    title: "MIG is enabled",
+    explanation: "Whole-GPU jobs, P2P and GPUDirect see MIG slices: `nvidia-smi -i <gpu> -mig 0` and reset the GPU, unless the node is meant to be partitioned.",
+    step: Some(Remedy::ResetGpu),
+};
+const ECC_DISABLED: FindingCode = FindingCode {
+    code: "GPU011",
+    title: "ECC is disabled",
+    explanation: "Memory errors go undetected: `nvidia-smi -i <gpu> -e 1` and reboot.",
+    step: Some(Remedy::Reboot),
+};
+const ECC_UNCORRECTED: FindingCode = FindingCode {
+    code: "GPU012",
+    title: "uncorrected ECC errors since the driver loaded",
+    explanation: "Uncorrected memory errors corrupt data: drain the node and check `nvidia-smi -q -d ECC`; repeated errors mean RMA.",
+    step: Some(Remedy::ServiceRma),
+};
+const RETIRED_PENDING: FindingCode = FindingCode {
+    code: "GPU013",
+    title: "retired pages are pending until the next GPU reset",
+    explanation: "Pages with errors are retired only at the next GPU reset: reset it (`nvidia-smi -r -i <gpu>`).",
+    step: Some(Remedy::ResetGpu),
+};
+const REMAP_FAILED: FindingCode = FindingCode {
+    code: "GPU014",
+    title: "row remapping failed: the GPU needs service",
+    explanation:
+        "The GPU ran out of spare rows for its memory errors: drain the node and RMA the GPU.",
+    step: Some(Remedy::ServiceRma),
+};
+const REMAP_PENDING: FindingCode = FindingCode {
+    code: "GPU015",
+    title: "row remapping is pending until the next GPU reset",
+    explanation: "Rows with errors are remapped only at the next GPU reset: reset it (`nvidia-smi -r -i <gpu>`).",
+    step: Some(Remedy::ResetGpu),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -38,6 +132,23 @@ const META: ProbeMeta = ProbeMeta {
             ("row remapping failed or pending / pages pending retirement", "reset the GPU (`nvidia-smi -r -i <gpu>`); a failed remapping means RMA"),
         ],
     },
+    findings: &[
+        &COUNT_FAILED,
+        &TOO_FEW,
+        &TOO_MANY,
+        &DRIVER_TOO_OLD,
+        &DRIVER_VERSION_UNKNOWN,
+        &FELL_OFF,
+        &NVML_ERRORS,
+        &WRONG_MODEL,
+        &PERSISTENCE_OFF,
+        &MIG_ENABLED,
+        &ECC_DISABLED,
+        &ECC_UNCORRECTED,
+        &RETIRED_PENDING,
+        &REMAP_FAILED,
+        &REMAP_PENDING,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -65,33 +176,37 @@ pub fn judge_node(facts: &NvmlFacts, expect: &Expect, replayed: bool) -> CheckRe
     let mut f = Findings::default();
     let count = facts.gpus.len() as u32;
     if let Err(e) = &facts.device_count {
-        f.fail(
+        f.coded(&COUNT_FAILED).fail(
             format!("NVML cannot count GPUs: {e}"),
             "check `dmesg` for NVRM/Xid errors",
         );
     }
     if let Some(want) = expect.gpu_count {
         if count < want {
-            f.fail(
+            f.coded(&TOO_FEW).fail(
                 format!("NVML sees {count} GPU(s), profile expects {want}"),
                 "a GPU is missing: `dmesg | grep -i 'fallen off\\|Xid'`; reseat or RMA it",
             );
         } else if count > want {
-            f.warn(
+            f.coded(&TOO_MANY).warn(
                 format!("NVML sees {count} GPU(s), profile expects {want}"),
                 "use the profile of this node type",
             );
         }
     }
     match (&facts.driver_version, &expect.driver_min_version) {
-        (Ok(v), Some(min)) if compare_versions(v, min).is_lt() => f.fail(
-            format!("driver {v} older than required {min}"),
-            format!("upgrade the NVIDIA driver to {min} or later"),
-        ),
-        (Err(e), Some(min)) => f.fail(
-            format!("driver version unknown ({e}), profile requires {min}"),
-            "",
-        ),
+        (Ok(v), Some(min)) if compare_versions(v, min).is_lt() => {
+            f.coded(&DRIVER_TOO_OLD).fail(
+                format!("driver {v} older than required {min}"),
+                format!("upgrade the NVIDIA driver to {min} or later"),
+            );
+        }
+        (Err(e), Some(min)) => {
+            f.coded(&DRIVER_VERSION_UNKNOWN).fail(
+                format!("driver version unknown ({e}), profile requires {min}"),
+                "",
+            );
+        }
         _ => {}
     }
     let cuda = facts
@@ -142,7 +257,7 @@ fn judge_answers(g: &GpuFacts, f: &mut Findings) {
         }
     }
     if let Some(first) = lost.first() {
-        f.fail(
+        f.coded(&FELL_OFF).fail(
             format!(
                 "GPU {} fell off the bus: NVML answers {} call(s) with NVML_ERROR_GPU_IS_LOST ({first})",
                 g.index,
@@ -152,7 +267,7 @@ fn judge_answers(g: &GpuFacts, f: &mut Findings) {
         );
     }
     if !failed.is_empty() {
-        f.fail(
+        f.coded(&NVML_ERRORS).fail(
             format!("NVML errors on GPU {}: {}", g.index, failed.join("; ")),
             lost_fix(g.index),
         );
@@ -172,47 +287,48 @@ pub fn judge_gpu(g: &GpuFacts, expect: &Expect) -> CheckResult {
         .unwrap_or_else(|_| format!("GPU {}", g.index));
     if let (Some(model), Ok(name)) = (&expect.gpu_model, &g.name) {
         if !name.contains(model.as_str()) {
-            f.fail(
+            f.coded(&WRONG_MODEL).fail(
                 format!("model {name} is not the expected {model}"),
                 "use the profile of this node type",
             );
         }
     }
     if g.persistence == Ok(false) {
-        f.warn(
+        f.coded(&PERSISTENCE_OFF).warn(
             "persistence mode off (each job pays driver initialisation; state is lost between jobs)",
             "`nvidia-smi -pm 1` or enable nvidia-persistenced",
         );
     }
     if g.mig_enabled == Ok(true) {
-        f.warn(
+        f.coded(&MIG_ENABLED).warn(
             "MIG enabled: whole-GPU jobs, P2P and GPUDirect see slices",
             "`nvidia-smi -i <gpu> -mig 0` and reset the GPU, unless the node is meant to be partitioned",
         );
     }
     if g.ecc_enabled == Ok(false) {
-        f.warn("ECC disabled", "`nvidia-smi -i <gpu> -e 1` and reboot");
+        f.coded(&ECC_DISABLED)
+            .warn("ECC disabled", "`nvidia-smi -i <gpu> -e 1` and reboot");
     }
     if let Ok(n @ 1..) = g.ecc_uncorrected_volatile {
-        f.warn(
+        f.coded(&ECC_UNCORRECTED).warn(
             format!("{n} uncorrected ECC error(s) since the driver loaded"),
             "drain the node and check `nvidia-smi -q -d ECC`; repeated errors mean RMA",
         );
     }
     if g.retired_pages_pending == Ok(true) {
-        f.fail(
+        f.coded(&RETIRED_PENDING).fail(
             "retired pages pending (take effect at the next GPU reset)",
             "reset the GPU: `nvidia-smi -r -i <gpu>`",
         );
     }
     if let Ok(rows) = &g.remapped_rows {
         if rows.failure {
-            f.fail(
+            f.coded(&REMAP_FAILED).fail(
                 "row remapping failed: the GPU needs service",
                 "drain the node and RMA the GPU",
             );
         } else if rows.pending {
-            f.fail(
+            f.coded(&REMAP_PENDING).fail(
                 "row remapping pending (takes effect at the next GPU reset)",
                 "reset the GPU: `nvidia-smi -r -i <gpu>`",
             );

@@ -10,8 +10,8 @@ use crate::dynlib::nvml::{
     FABRIC_STATE_NOT_STARTED, FABRIC_STATE_NOT_SUPPORTED,
 };
 use crate::probe::{
-    CheckResult, Context, Explain, Findings, Kind, Library, Measurement, Need, Probe, ProbeMeta,
-    Status,
+    CheckResult, Context, Explain, FindingCode, Findings, Kind, Library, Measurement, Need, Probe,
+    ProbeMeta, Remedy, Status,
 };
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::{judge_nvml, lost_fix, shown, subject};
@@ -46,6 +46,135 @@ NetQ partition commands), then reset the GPUs";
 const FIX_GFM: &str = "restore the global fabric manager: check the NMX controller on the NVLink switch trays \
 (NVL72) or `systemctl status nvidia-fabricmanager` (NVSwitch systems), and its connection to this tray";
 
+const NOT_RECORDED: FindingCode = FindingCode {
+    code: "GPU101",
+    title: "the recording holds no NVLink and fabric answers",
+    explanation: "A skip: the recorded NVML answers predate the NVLink and fabric questions, so nothing is judged. Record the tree again.",
+    step: None,
+};
+const NOT_ASKED: FindingCode = FindingCode {
+    code: "GPU102",
+    title: "a GPU could not be asked about NVLink (its handle failed)",
+    explanation: "NVML could not open the GPU, so its links were not asked: the GPU is lost or in a bad state. Reset it.",
+    step: Some(Remedy::ResetGpu),
+};
+const NVML_ERRORS: FindingCode = FindingCode {
+    code: "GPU103",
+    title: "NVML's NVLink calls fail on a GPU",
+    explanation:
+        "NVML's link calls about this GPU fail: reset the GPU; check dmesg for Xid errors.",
+    step: Some(Remedy::ResetGpu),
+};
+const LINKS_INACTIVE: FindingCode = FindingCode {
+    code: "GPU104",
+    title: "NVLink links are inactive",
+    explanation: "Links the GPU supports are down: `nvidia-smi nvlink --status -i <gpu>` shows which. Reset the GPU; links that stay down point at the baseboard or the NVSwitch tray (service).",
+    step: Some(Remedy::ResetGpu),
+};
+const TOO_FEW_LINKS: FindingCode = FindingCode {
+    code: "GPU105",
+    title: "fewer NVLink links than the profile expects",
+    explanation: "The GPU supports fewer links than `expect.nvlinks_per_gpu`: a baseboard that does not match the profile, or links disabled in firmware.",
+    step: Some(Remedy::ServiceRma),
+};
+const TOO_MANY_LINKS: FindingCode = FindingCode {
+    code: "GPU106",
+    title: "more active NVLink links than the profile expects",
+    explanation: "More links are active than the profile says: use the profile of this node type.",
+    step: Some(Remedy::Reconfigure),
+};
+const FEWER_THAN_PEERS: FindingCode = FindingCode {
+    code: "GPU107",
+    title: "fewer active NVLink links than other GPUs of the same model",
+    explanation: "Without a profile count, a GPU with fewer active links than its peers of the same model lost some: reset it; service it if they stay down.",
+    step: Some(Remedy::ResetGpu),
+};
+const FABRIC_UNREPORTED: FindingCode = FindingCode {
+    code: "GPU108",
+    title: "the NVLink fabric is not reported, yet the node is in an NVLink domain",
+    explanation: "The node is in an NVLink domain (NVL72 and the like) but the driver reports no fabric state for the GPU: active links alone do not prove the fabric. Use a driver that reports it, and check `nvidia-smi -q`.",
+    step: Some(Remedy::Reconfigure),
+};
+const NO_NVLINK_IN_DOMAIN: FindingCode = FindingCode {
+    code: "GPU109",
+    title: "no NVLink and no fabric on a GPU, yet the node is in an NVLink domain",
+    explanation: "NVML reports neither links nor fabric for the GPU while the node is in an NVLink domain: the GPU is cut off from the domain.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_NVLINK_EXPECTED: FindingCode = FindingCode {
+    code: "GPU110",
+    title: "no NVLink on a GPU while the profile expects active links",
+    explanation: "NVML answers NOT_SUPPORTED for every link while the profile expects them: a PCIe GPU, or a VM given the GPU without its NVLinks (ask for the instance type that passes NVLink through).",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_NVLINK_PEERS: FindingCode = FindingCode {
+    code: "GPU111",
+    title: "no NVLink on a GPU while other GPUs of its model have them",
+    explanation: "Without a profile count: the GPU's peers of the same model have active links and it has none.",
+    step: Some(Remedy::ResetGpu),
+};
+const NO_NVLINK: FindingCode = FindingCode {
+    code: "GPU112",
+    title: "no NVLink on this GPU",
+    explanation: "A skip: NVML answers NOT_SUPPORTED for every link and the GPU is in no NVLink fabric (a PCIe GPU, or a VM without NVLink).",
+    step: None,
+};
+const FABRIC_NOT_STARTED: FindingCode = FindingCode {
+    code: "GPU113",
+    title: "NVLink fabric registration not started",
+    explanation: "The fabric manager is not running or has not seen the GPU: start nvidia-fabricmanager (the same version as the driver).",
+    step: Some(Remedy::RestartService),
+};
+const FABRIC_IN_PROGRESS: FindingCode = FindingCode {
+    code: "GPU114",
+    title: "NVLink fabric registration in progress: the GPU is not ready for CUDA yet",
+    explanation: "Registration is still running: wait and run again; if it stays in progress, restart the fabric manager.",
+    step: Some(Remedy::RestartService),
+};
+const FABRIC_FAILED: FindingCode = FindingCode {
+    code: "GPU115",
+    title: "NVLink fabric registration completed with an error",
+    explanation: "The fabric manager finished registering the GPU with an error status: read its log (`journalctl -u nvidia-fabricmanager`) and restart it.",
+    step: Some(Remedy::RestartService),
+};
+const FABRIC_STATE_UNKNOWN: FindingCode = FindingCode {
+    code: "GPU116",
+    title: "the NVLink fabric state is not one this build knows",
+    explanation: "A warning: a newer driver reports a fabric state this build cannot judge.",
+    step: None,
+};
+const FABRIC_UNHEALTHY: FindingCode = FindingCode {
+    code: "GPU117",
+    title: "the NVLink fabric reports itself unhealthy or degraded",
+    explanation: "The fabric's health summary is unhealthy or limited, its bandwidth degraded, a route unhealthy or its configuration incorrect: reset the GPU; if it persists, the NVSwitch trays or cables need service.",
+    step: Some(Remedy::ResetGpu),
+};
+const NO_PARTITION: FindingCode = FindingCode {
+    code: "GPU118",
+    title: "the NVLink fabric assigned the GPU no partition",
+    explanation: "The GPU is in no NVLink partition: assign it one through the fabric manager or NMX controller.",
+    step: Some(Remedy::Reconfigure),
+};
+const GFM_DISCONNECTED: FindingCode = FindingCode {
+    code: "GPU119",
+    title: "the NVLink global fabric manager is disconnected",
+    explanation: "The NMX controller or fabric manager that routes the domain is unreachable: restore it on the NVLink switch trays.",
+    step: Some(Remedy::RestartService),
+};
+const FABRIC_RECOVERING: FindingCode = FindingCode {
+    code: "GPU120",
+    title: "NVLink fabric recovery in progress",
+    explanation:
+        "The fabric is recovering a route or an access timeout on its own: run again in a minute.",
+    step: Some(Remedy::Reconfigure),
+};
+const NOT_IN_DOMAIN: FindingCode = FindingCode {
+    code: "GPU121",
+    title: "the GPU's fabric registration shares no memory across the NVLink domain",
+    explanation: "Registration completed with clique 0 or a zero cluster UUID while the node is in an NVLink domain: the GPU shares no memory across the domain. Check `nvidia-smi -q` and the fabric manager / IMEX.",
+    step: Some(Remedy::RestartService),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "NVLink per GPU: links active, NVLink fabric registered and healthy",
@@ -75,6 +204,29 @@ const META: ProbeMeta = ProbeMeta {
             ("NVML errors on a GPU", "reset the GPU (`nvidia-smi -r -i <gpu>`) or reboot; RMA if it recurs"),
         ],
     },
+    findings: &[
+        &NOT_RECORDED,
+        &NOT_ASKED,
+        &NVML_ERRORS,
+        &LINKS_INACTIVE,
+        &TOO_FEW_LINKS,
+        &TOO_MANY_LINKS,
+        &FEWER_THAN_PEERS,
+        &FABRIC_UNREPORTED,
+        &NO_NVLINK_IN_DOMAIN,
+        &NO_NVLINK_EXPECTED,
+        &NO_NVLINK_PEERS,
+        &NO_NVLINK,
+        &FABRIC_NOT_STARTED,
+        &FABRIC_IN_PROGRESS,
+        &FABRIC_FAILED,
+        &FABRIC_STATE_UNKNOWN,
+        &FABRIC_UNHEALTHY,
+        &NO_PARTITION,
+        &GFM_DISCONNECTED,
+        &FABRIC_RECOVERING,
+        &NOT_IN_DOMAIN,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -86,10 +238,12 @@ impl Probe for GpuNvlink {
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         judge_nvml(cx, ID, |facts, replayed| {
             let expect = &cx.profile.expect;
-            match nvlink_domain::evidence(facts, expect.nvlink_domain, cx.host) {
-                Ok(domain) => judge(facts, expect.nvlinks_per_gpu, domain.as_deref(), replayed),
-                Err(e) => vec![CheckResult::read_error(ID, &e)],
-            }
+            CheckResult::or_read_error(
+                ID,
+                nvlink_domain::evidence(facts, expect.nvlink_domain, cx.host).map(|domain| {
+                    judge(facts, expect.nvlinks_per_gpu, domain.as_deref(), replayed)
+                }),
+            )
         })
     }
 }
@@ -150,7 +304,8 @@ pub fn judge(
         return vec![CheckResult::skip(
             ID,
             "the recorded NVML answers predate NVLink and fabric answers: not judged",
-        )];
+        )
+        .code(&NOT_RECORDED)];
     }
     // The most links any GPU of a model has active: a GPU of the same model with fewer lost some.
     let mut peers: BTreeMap<&str, usize> = BTreeMap::new();
@@ -185,7 +340,8 @@ fn judge_gpu(
     replayed: bool,
 ) -> CheckResult {
     let Some(facts) = &g.nvlink else {
-        return CheckResult::skip(ID, "NVLink and fabric answers not in this recording");
+        return CheckResult::skip(ID, "NVLink and fabric answers not in this recording")
+            .code(&NOT_RECORDED);
     };
     if facts.links.is_empty() {
         // The handle failed, so nothing was asked; its error is the name's answer.
@@ -193,7 +349,9 @@ fn judge_gpu(
         let mut f = Findings::default();
         match &g.name {
             Err(e) if matches!(nvml::fault(e), nvml::Fault::Denied) => f.unread("NVLink state", e),
-            _ => f.fail(format!("not asked about NVLink ({why})"), lost_fix(g.index)),
+            _ => f
+                .coded(&NOT_ASKED)
+                .fail(format!("not asked about NVLink ({why})"), lost_fix(g.index)),
         }
         return f.result(ID, format!("GPU {}", g.index));
     }
@@ -217,7 +375,7 @@ fn judge_gpu(
     let mut failed = links.failed.clone();
     failed.extend(fabric_error.cloned());
     if !failed.is_empty() {
-        f.fail(
+        f.coded(&NVML_ERRORS).fail(
             format!("NVML errors on GPU {}: {}", g.index, failed.join("; ")),
             lost_fix(g.index),
         );
@@ -232,7 +390,7 @@ fn judge_gpu(
     }
     let active = links.active.len();
     if !links.inactive.is_empty() {
-        f.fail(
+        f.coded(&LINKS_INACTIVE).fail(
             format!(
                 "NVLink {} inactive ({active} of {} links active)",
                 link_list(&links.inactive),
@@ -246,7 +404,7 @@ fn judge_gpu(
     match expect {
         Some(want) if counted && links.supported() < want as usize => {
             let missing: Vec<u32> = links.absent.iter().copied().filter(|&l| l < want).collect();
-            f.fail(
+            f.coded(&TOO_FEW_LINKS).fail(
                 format!(
                     "{} NVLink links on this GPU, the profile expects {want} active (link {} not supported)",
                     links.supported(),
@@ -255,15 +413,17 @@ fn judge_gpu(
                 FIX_LINK,
             )
         }
-        Some(want) if active > want as usize => f.warn(
+        Some(want) if active > want as usize => f.coded(&TOO_MANY_LINKS).warn(
             format!("{active} active NVLink links, more than the profile's {want}"),
             FIX_PROFILE,
         ),
         // Links missing without an expectation: the GPU's peers of the same model say how many there are.
-        None if counted && links.inactive.is_empty() && active < peer_most => f.fail(
-            format!("{active} active NVLink links, other GPUs of this model have {peer_most}"),
-            FIX_LINK,
-        ),
+        None if counted && links.inactive.is_empty() && active < peer_most => {
+            f.coded(&FEWER_THAN_PEERS).fail(
+                format!("{active} active NVLink links, other GPUs of this model have {peer_most}"),
+                FIX_LINK,
+            )
+        }
         _ => {}
     }
     match fabric {
@@ -271,7 +431,7 @@ fn judge_gpu(
         // Link state alone never proves the fabric: ALI trains links whether or not the fabric is up.
         Err(e) if nvml::fault(e) == nvml::Fault::Unsupported => {
             if let Some(why) = domain {
-                f.fail(
+                f.coded(&FABRIC_UNREPORTED).fail(
                     format!("NVLink fabric not reported by this driver, yet the node is in an NVLink domain ({why}): active links alone do not prove the fabric"),
                     FIX_DOMAIN,
                 )
@@ -301,18 +461,18 @@ fn judge_no_nvlink(
 ) -> CheckResult {
     let mut f = Findings::default();
     if let Some(why) = domain {
-        f.fail(
+        f.coded(&NO_NVLINK_IN_DOMAIN).fail(
             format!("NVML reports no NVLink and no fabric on this GPU, yet the node is in an NVLink domain ({why})"),
             FIX_DOMAIN,
         );
     }
     match expect {
-        Some(want @ 1..) => f.fail(
+        Some(want @ 1..) => f.coded(&NO_NVLINK_EXPECTED).fail(
             format!("NVML reports no NVLink on this GPU, the profile expects {want} active links"),
             format!("{FIX_LINK}; on a VM, ask for the instance type that passes NVLink through"),
         ),
         // Without a profile saying so, a bridged pair beside an unbridged card of the same model may be meant.
-        _ if peer_most > 0 => f.warn(
+        _ if peer_most > 0 => f.coded(&NO_NVLINK_PEERS).warn(
             format!("NVML reports no NVLink on this GPU, other GPUs of this model have {peer_most} active"),
             FIX_LINK,
         ),
@@ -323,7 +483,7 @@ fn judge_no_nvlink(
             ID,
             "no NVLink on this GPU: NVML answers NOT_SUPPORTED for every link and the GPU is in no NVLink \
              fabric (a PCIe GPU, or a VM given the GPU without its NVLinks)",
-        )
+        ).code(&NO_NVLINK)
     } else {
         f.result(ID, format!("GPU {}", g.index))
     };
@@ -334,7 +494,7 @@ fn judge_fabric(info: &FabricInfo, domain: Option<&str>, f: &mut Findings) {
     match info.state {
         FABRIC_STATE_NOT_SUPPORTED => {
             if let Some(why) = domain {
-                f.fail(
+                f.coded(&FABRIC_UNREPORTED).fail(
                     format!("NVLink fabric not supported on this GPU, yet the node is in an NVLink domain ({why}): active links alone do not prove the fabric"),
                     FIX_DOMAIN,
                 );
@@ -342,26 +502,26 @@ fn judge_fabric(info: &FabricInfo, domain: Option<&str>, f: &mut Findings) {
             return;
         }
         FABRIC_STATE_NOT_STARTED => {
-            return f.fail(
+            return f.coded(&FABRIC_NOT_STARTED).fail(
                 "NVLink fabric registration not started: the fabric manager is not running or has not seen the GPU",
                 FIX_NOT_STARTED,
             )
         }
         FABRIC_STATE_IN_PROGRESS => {
-            return f.fail(
+            return f.coded(&FABRIC_IN_PROGRESS).fail(
                 "NVLink fabric registration in progress: the GPU is not ready for CUDA yet",
                 FIX_IN_PROGRESS,
             )
         }
         FABRIC_STATE_COMPLETED if info.status != "NVML_SUCCESS" => {
-            return f.fail(
+            return f.coded(&FABRIC_FAILED).fail(
                 format!("NVLink fabric registration completed with {}", info.status),
                 FIX_STATUS,
             )
         }
         FABRIC_STATE_COMPLETED => {}
         other => {
-            return f.warn(
+            return f.coded(&FABRIC_STATE_UNKNOWN).warn(
                 format!("NVLink fabric state {other} is not one this build knows"),
                 "",
             )
@@ -374,35 +534,40 @@ fn judge_fabric(info: &FabricInfo, domain: Option<&str>, f: &mut Findings) {
         info.health_summary
     {
         let name = info.health_summary_name().unwrap_or_else(|| s.to_string());
-        f.fail(format!("NVLink fabric health summary: {name}"), FIX_HEALTH);
+        f.coded(&FABRIC_UNHEALTHY)
+            .fail(format!("NVLink fabric health summary: {name}"), FIX_HEALTH);
     }
     let Some(h) = info.health() else { return };
     if h.degraded_bandwidth == Some(true) {
-        f.fail("NVLink fabric bandwidth degraded", FIX_HEALTH);
+        f.coded(&FABRIC_UNHEALTHY)
+            .fail("NVLink fabric bandwidth degraded", FIX_HEALTH);
     }
     if h.route_unhealthy == Some(true) {
-        f.fail("NVLink fabric route unhealthy", FIX_HEALTH);
+        f.coded(&FABRIC_UNHEALTHY)
+            .fail("NVLink fabric route unhealthy", FIX_HEALTH);
     }
     if let Some(Some(why)) = &h.incorrect_configuration {
-        f.fail(
+        f.coded(&FABRIC_UNHEALTHY).fail(
             format!("NVLink fabric configuration incorrect: {why}"),
             FIX_HEALTH,
         );
     }
     if h.partition_assigned == Some(false) {
-        f.fail("NVLink fabric assigned the GPU no partition", FIX_PARTITION);
+        f.coded(&NO_PARTITION)
+            .fail("NVLink fabric assigned the GPU no partition", FIX_PARTITION);
     }
     if h.gfm_connected == Some(false) {
-        f.fail(
+        f.coded(&GFM_DISCONNECTED).fail(
             "NVLink global fabric manager disconnected (the NMX controller or fabric manager that routes the domain)",
             FIX_GFM,
         );
     }
     if h.route_recovery_in_progress == Some(true) {
-        f.warn("NVLink fabric route recovery in progress", FIX_RECOVERY);
+        f.coded(&FABRIC_RECOVERING)
+            .warn("NVLink fabric route recovery in progress", FIX_RECOVERY);
     }
     if h.access_timeout_recovery == Some(true) {
-        f.warn(
+        f.coded(&FABRIC_RECOVERING).warn(
             "NVLink fabric access-timeout recovery in progress",
             FIX_RECOVERY,
         );
@@ -423,7 +588,7 @@ fn judge_domain_membership(info: &FabricInfo, why: &str, f: &mut Findings) {
         missing.push("a zero cluster UUID".to_string());
     }
     if !missing.is_empty() {
-        f.fail(
+        f.coded(&NOT_IN_DOMAIN).fail(
             format!(
                 "NVLink fabric registration completed with {}, yet the node is in an NVLink domain ({why}): the GPU \
                  shares no memory across the domain",

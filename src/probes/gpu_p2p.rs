@@ -2,7 +2,7 @@
 //! profile that expects NVLink, a pair without it fails.
 
 use crate::dynlib::nvml::{NvmlFacts, PairFacts, P2P_OK};
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{CheckResult, Context, Explain, Findings, Kind, Need, Probe, ProbeMeta};
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::{judge_nvml, shown};
@@ -16,6 +16,19 @@ nvidia-fabricmanager (`systemctl enable --now nvidia-fabricmanager`) with the sa
 const FIX_P2P: &str =
     "PCIe P2P is blocked: disable ACS redirection on the switches between the GPUs (BIOS or \
 `setpci`), or check that the IOMMU is in passthrough mode (`iommu=pt`)";
+
+const NO_NVLINK_P2P: FindingCode = FindingCode {
+    code: "GPU301",
+    title: "no NVLink P2P between a GPU pair while the profile expects NVLink",
+    explanation: "NVML says the pair cannot use NVLink for P2P while the profile expects NVLink: links down (gpu.nvlink) or the fabric not ready. Reset the GPUs; check the fabric manager.",
+    step: Some(Remedy::ResetGpu),
+};
+const NO_P2P: FindingCode = FindingCode {
+    code: "GPU302",
+    title: "P2P read or write unsupported between a GPU pair: peer copies are staged through host memory",
+    explanation: "NVML reports P2P read or write not OK for the pair: ACS redirect, an IOMMU in translation mode, or a topology without a P2P path (pcie.acs, pcie.iommu). Fix the BIOS settings and reboot.",
+    step: Some(Remedy::Reboot),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -36,6 +49,10 @@ const META: ProbeMeta = ProbeMeta {
             ("pair without P2P read/write", FIX_P2P),
         ],
     },
+    findings: &[
+        &NO_NVLINK_P2P,
+        &NO_P2P,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -57,7 +74,8 @@ pub fn judge(facts: &NvmlFacts, expect_nvlink: bool) -> Vec<CheckResult> {
             ID,
             format!("{} GPU(s): no pairs to check", facts.gpus.len()),
         )
-        .evidence("nvmlDeviceGetCount_v2", shown(&facts.device_count))];
+        .evidence("nvmlDeviceGetCount_v2", shown(&facts.device_count))
+        .code(&common::ABSENT)];
     }
     facts
         .pairs
@@ -79,10 +97,11 @@ fn judge_pair(facts: &NvmlFacts, p: &PairFacts, expect_nvlink: bool) -> CheckRes
     let ok = |a: &Result<String, String>| a.as_deref() == Ok(P2P_OK);
     let mut f = Findings::default();
     if expect_nvlink && !ok(&p.nvlink) {
-        f.fail(format!("no NVLink P2P ({})", shown(&p.nvlink)), FIX_NVLINK);
+        f.coded(&NO_NVLINK_P2P)
+            .fail(format!("no NVLink P2P ({})", shown(&p.nvlink)), FIX_NVLINK);
     }
     if !ok(&p.read) || !ok(&p.write) {
-        f.warn(
+        f.coded(&NO_P2P).warn(
             format!(
                 "P2P read {}, write {}: peer copies are staged through host memory",
                 shown(&p.read),

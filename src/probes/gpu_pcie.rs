@@ -10,7 +10,7 @@ use crate::dynlib::cuda;
 use crate::dynlib::nvml::{self, Answer, GpuFacts, LinkSample, NvmlFacts};
 use crate::host::Host;
 use crate::measure::copy::while_busy;
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{
     CheckResult, Context, Explain, Findings, Kind, Measurement, Need, Probe, ProbeMeta,
 };
@@ -41,6 +41,37 @@ pub struct UnderLoad {
     pub sysfs: Vec<(String, String, String)>,
 }
 
+const GEN_BELOW_PROFILE: FindingCode = FindingCode {
+    code: "GPU401",
+    title: "the GPU's maximum PCIe generation is below the profile's",
+    explanation: "The slot or platform caps the link (a Gen4 slot for a Gen5 GPU, or the BIOS PCIe speed setting): use the right slot or fix the BIOS setting and reboot.",
+    step: Some(Remedy::Reboot),
+};
+const WIDTH_BELOW_PROFILE: FindingCode = FindingCode {
+    code: "GPU402",
+    title: "the GPU's maximum PCIe width is below the profile's",
+    explanation: "The slot is narrower than the GPU: move it to a x16 slot.",
+    step: Some(Remedy::ServiceRma),
+};
+const DEGRADED_UNDER_LOAD: FindingCode = FindingCode {
+    code: "GPU403",
+    title: "the GPU's PCIe link stays below its maximum under load",
+    explanation: "Under load (GPUs downshift only at rest) the link still runs below the generation or width both ends support: reseat the GPU or its riser; service it if it persists.",
+    step: Some(Remedy::ServiceRma),
+};
+const IDLE_BELOW_UNCHECKED: FindingCode = FindingCode {
+    code: "GPU404",
+    title: "the GPU's PCIe link is below its maximum at rest and could not be re-checked under load",
+    explanation: "GPUs downshift when idle, so only a reading under load tells; none could be taken (no CUDA driver, or the GPU was not sampled). Re-run where libcuda is available.",
+    step: None,
+};
+const REPLAYS: FindingCode = FindingCode {
+    code: "GPU405",
+    title: "PCIe replays since the driver loaded above the limit",
+    explanation: "Replays are link-level retransmissions: a marginal link. Check dmesg for AER corrected errors and reseat the GPU; persistent replays need the riser or board replaced.",
+    step: Some(Remedy::ServiceRma),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "GPU PCIe link generation and width under load vs maximum (NVML and sysfs), replay counter",
@@ -63,6 +94,14 @@ const META: ProbeMeta = ProbeMeta {
             ("replay counter above thresholds.pcie_replay_count", "check `dmesg` for AER corrected errors, reseat the GPU; persistent replays need the riser/board replaced"),
         ],
     },
+    findings: &[
+        &GEN_BELOW_PROFILE,
+        &WIDTH_BELOW_PROFILE,
+        &DEGRADED_UNDER_LOAD,
+        &IDLE_BELOW_UNCHECKED,
+        &REPLAYS,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for GpuPcie {
@@ -92,7 +131,7 @@ fn judge_all(cx: &Context<'_>, facts: &NvmlFacts, replayed: bool) -> Vec<CheckRe
         .obtain(nvml::UNDER_LOAD_KEY, || sample_under_load(cx.host, &bdfs))
     {
         Ok(o) => o.value,
-        Err(e) => return vec![CheckResult::error(ID, e)],
+        Err(e) => return vec![CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)],
     };
     facts
         .gpus
@@ -161,7 +200,7 @@ pub fn judge(
     let expect = &profile.expect;
     if let (Some(want), Ok(max)) = (expect.gpu_pcie_gen, max_gen) {
         if *max < u32::from(want) {
-            f.fail(
+            f.coded(&GEN_BELOW_PROFILE).fail(
                 format!("maximum link generation Gen{max}, profile expects Gen{want}"),
                 "the slot or platform caps the link: use a Gen5 slot or fix the BIOS PCIe speed setting",
             );
@@ -169,7 +208,7 @@ pub fn judge(
     }
     if let (Some(want), Ok(max)) = (expect.gpu_pcie_width, max_width) {
         if *max < u32::from(want) {
-            f.fail(
+            f.coded(&WIDTH_BELOW_PROFILE).fail(
                 format!("maximum link width x{max}, profile expects x{want}"),
                 "the slot is narrower than the GPU: move it to a x16 slot",
             );
@@ -193,7 +232,7 @@ pub fn judge(
         .and_then(|s| s.iter().find(|s| s.pci_bus_id == g.pci_bus_id));
     let loaded = sample.map(|s| gen_width(&s.gen, &s.width));
     match (sample, &load.load_error) {
-        (Some(s), _) if below(&s.gen, max_gen) || below(&s.width, max_width) => f.fail(
+        (Some(s), _) if below(&s.gen, max_gen) || below(&s.width, max_width) => f.coded(&DEGRADED_UNDER_LOAD).fail(
             format!(
                 "link {} under load, below its maximum {}",
                 gen_width(&s.gen, &s.width),
@@ -208,7 +247,7 @@ pub fn judge(
                 }
             }
         }
-        (None, Some(e)) if idle_below => f.warn(
+        (None, Some(e)) if idle_below => f.coded(&IDLE_BELOW_UNCHECKED).warn(
             format!(
                 "link {} idle, below its maximum {}, and no load could be generated to re-check it ({e})",
                 gen_width(&g.pcie_gen_current, &g.pcie_width_current),
@@ -216,7 +255,7 @@ pub fn judge(
             ),
             "re-run where the CUDA driver (libcuda.so.1) is available",
         ),
-        (None, _) if idle_below => f.warn(
+        (None, _) if idle_below => f.coded(&IDLE_BELOW_UNCHECKED).warn(
             format!(
                 "link {} idle, below its maximum {}; no reading under load ({})",
                 gen_width(&g.pcie_gen_current, &g.pcie_width_current),
@@ -233,7 +272,7 @@ pub fn judge(
         f.unread("PCIe replay counter", e);
     }
     if let Ok(replays) = g.pcie_replay_counter {
-        f.add(
+        f.coded(&REPLAYS).add(
             replay_limit.judge_max(f64::from(replays)),
             format!("{replays} PCIe replays since the driver loaded"),
             "check `dmesg` for AER corrected errors and reseat the GPU; persistent replays need the riser/board replaced",

@@ -6,7 +6,9 @@ use crate::nccl::env::IfList;
 use crate::nccl::expect_name;
 use crate::nccl::judge::allowed_families;
 use crate::nccl::line::NetFamily;
-use crate::probe::{CheckResult, Context, Explain, Inputs, Probe, ProbeMeta, Status};
+use crate::probe::{
+    CheckResult, Context, Explain, FindingCode, Inputs, Probe, ProbeMeta, Remedy, Status,
+};
 use crate::profile::NcclExpect;
 use crate::rules::grace;
 use crate::rules::topology::{PciTree, Role};
@@ -26,6 +28,92 @@ const SOCKET_VAR: &str = "NCCL_SOCKET_IFNAME";
 const GID_VAR: &str = "NCCL_IB_GID_INDEX";
 /// NCCL 2.23+: GDR through a CPU-attached NIC when the GPU reaches the CPU over NVLink-C2C (default 1).
 const C2C_VAR: &str = "NCCL_NET_GDR_C2C";
+
+const IB_DISABLED: FindingCode = FindingCode {
+    code: "NCC001",
+    title: "NCCL_IB_DISABLE=1: NCCL will not use InfiniBand or RoCE",
+    explanation: "NCCL falls back to TCP sockets. A failure where the profile expects IB/RoCE, else a warning. Unset it (the environment or the NCCL configuration file that sets it).",
+    step: Some(Remedy::Reconfigure),
+};
+const NET_SOCKET: FindingCode = FindingCode {
+    code: "NCC002",
+    title: "NCCL_NET forces TCP sockets",
+    explanation: "NCCL_NET=Socket: no RDMA. Unset NCCL_NET, or name the RDMA plugin (IB, or the OFI plugin's name).",
+    step: Some(Remedy::Reconfigure),
+};
+const NET_WRONG_PLUGIN: FindingCode = FindingCode {
+    code: "NCC003",
+    title: "NCCL_NET names a plugin the profile does not expect",
+    explanation: "The network plugin NCCL_NET names is of another family than the profile's transport: unset it or name the expected one.",
+    step: Some(Remedy::Reconfigure),
+};
+const GDR_LEVEL_OFF: FindingCode = FindingCode {
+    code: "NCC004",
+    title: "NCCL_NET_GDR_LEVEL or NCCL_IB_GDR_LEVEL turns GPUDirect RDMA off",
+    explanation: "LOC or 0: NCCL never uses GPUDirect RDMA and stages data through host memory. Unset it: NCCL enables GDR by PCIe distance.",
+    step: Some(Remedy::Reconfigure),
+};
+const GDR_READ_OFF: FindingCode = FindingCode {
+    code: "NCC005",
+    title: "NCCL_NET_GDR_READ=0: sends are staged through host memory",
+    explanation: "No GDRDMA on send channels. Unset it.",
+    step: Some(Remedy::Reconfigure),
+};
+const GDR_C2C_OFF: FindingCode = FindingCode {
+    code: "NCC006",
+    title: "NCCL_NET_GDR_C2C=0 on a Grace node turns GPUDirect RDMA off for every GPU",
+    explanation: "The NICs of a Grace node sit on the CPU, reached over NVLink-C2C: with C2C GDR off no GPU uses GPUDirect RDMA. Unset it.",
+    step: Some(Remedy::Reconfigure),
+};
+const IB_HCA_NONE: FindingCode = FindingCode {
+    code: "NCC007",
+    title: "NCCL_IB_HCA keeps no RDMA port of this host",
+    explanation: "The list matches or excludes every port: NCCL finds no IB device and falls back to sockets. List devices from /sys/class/infiniband, or unset it.",
+    step: Some(Remedy::Reconfigure),
+};
+const IB_HCA_ABSENT: FindingCode = FindingCode {
+    code: "NCC008",
+    title: "NCCL_IB_HCA names devices absent from this host",
+    explanation:
+        "NCCL ignores the absent entries silently: the list was written for another node shape.",
+    step: Some(Remedy::Reconfigure),
+};
+const SOCKET_IFNAME_NONE: FindingCode = FindingCode {
+    code: "NCC009",
+    title: "NCCL_SOCKET_IFNAME keeps no interface: NCCL cannot bootstrap",
+    explanation: "`no socket interface found`: name interfaces from /sys/class/net, or unset it.",
+    step: Some(Remedy::Reconfigure),
+};
+const GID_INDEX_INVALID: FindingCode = FindingCode {
+    code: "NCC010",
+    title: "NCCL_IB_GID_INDEX is not a GID index",
+    explanation: "Set a GID index (a number from `show_gids`) or unset it.",
+    step: Some(Remedy::Reconfigure),
+};
+const GID_EMPTY: FindingCode = FindingCode {
+    code: "NCC011",
+    title: "NCCL_IB_GID_INDEX points at an empty GID slot on a RoCE port",
+    explanation: "NCCL cannot address the port through that GID: pick the RoCE v2 index from `show_gids` (or unset it: NCCL 2.21 and later choose).",
+    step: Some(Remedy::Reconfigure),
+};
+const GID_NOT_V2: FindingCode = FindingCode {
+    code: "NCC012",
+    title: "NCCL_IB_GID_INDEX names a GID that is not RoCE v2",
+    explanation: "A RoCE v1 or link-local GID is not routable and carries no ECN: pick the RoCE v2 index from `show_gids`.",
+    step: Some(Remedy::Reconfigure),
+};
+const CONF_RELATIVE: FindingCode = FindingCode {
+    code: "NCC013",
+    title: "NCCL_CONF_FILE is relative: not read, its settings are not judged",
+    explanation: "NCCL resolves it against the job's working directory: set an absolute path.",
+    step: Some(Remedy::Reconfigure),
+};
+const CONF_SYNTAX: FindingCode = FindingCode {
+    code: "NCC014",
+    title: "a line of an NCCL configuration file is not NAME=value",
+    explanation: "NCCL skips it: write it as NAME=value (no spaces around `=`), or make it a comment with `#` in column 1.",
+    step: Some(Remedy::Reconfigure),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -48,6 +136,22 @@ const META: ProbeMeta = ProbeMeta {
             ("NCCL_IB_GID_INDEX empty or not RoCE v2", "pick the RoCE v2 index from `show_gids` (or unset it: NCCL >= 2.21 chooses)"),
         ],
     },
+    findings: &[
+        &IB_DISABLED,
+        &NET_SOCKET,
+        &NET_WRONG_PLUGIN,
+        &GDR_LEVEL_OFF,
+        &GDR_READ_OFF,
+        &GDR_C2C_OFF,
+        &IB_HCA_NONE,
+        &IB_HCA_ABSENT,
+        &SOCKET_IFNAME_NONE,
+        &GID_INDEX_INVALID,
+        &GID_EMPTY,
+        &GID_NOT_V2,
+        &CONF_RELATIVE,
+        &CONF_SYNTAX,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -182,7 +286,7 @@ fn judge(expect: Option<NcclExpect>, facts: &Facts) -> Vec<CheckResult> {
         CheckResult::warn(ID, format!("{}: {}", issue.at, issue.why))
             .subject(issue.at.to_string())
             .evidence(&issue.at.to_string(), &issue.text)
-            .fix("write the line as NAME=value (no spaces around `=`), or make it a comment with `#` in column 1")
+            .fix("write the line as NAME=value (no spaces around `=`), or make it a comment with `#` in column 1").code(&CONF_SYNTAX)
     }));
     if results.is_empty() {
         let mut pass = CheckResult::pass(
@@ -234,7 +338,7 @@ fn read_settings(host: &Host, inputs: &Inputs) -> (Settings, FilesRead) {
                 )
                 .subject("NCCL_CONF_FILE")
                 .evidence("env NCCL_CONF_FILE", &path)
-                .fix("set NCCL_CONF_FILE to an absolute path"),
+                .fix("set NCCL_CONF_FILE to an absolute path").code(&CONF_RELATIVE),
             );
             continue;
         }
@@ -310,10 +414,17 @@ fn severity(required: bool) -> Status {
     }
 }
 
-fn finding(var: &str, status: Status, summary: String, setting: &Setting) -> CheckResult {
+fn finding(
+    code: &FindingCode,
+    var: &str,
+    status: Status,
+    summary: String,
+    setting: &Setting,
+) -> CheckResult {
     let r = CheckResult::new(ID, status, format!("{summary}{}", setting.origin_note()))
         .subject(var)
-        .evidence(&setting.label(var), &setting.value);
+        .evidence(&setting.label(var), &setting.value)
+        .code(code);
     with_overridden(r, var, setting)
 }
 
@@ -326,6 +437,7 @@ fn ib_disable(s: &Settings, wants: &Wants) -> Option<CheckResult> {
     let v = setting.value.as_str();
     (v.trim() == "1").then(|| {
         finding(
+            &IB_DISABLED,
             "NCCL_IB_DISABLE",
             severity(wants.ib),
             "NCCL_IB_DISABLE=1: NCCL will not use InfiniBand/RoCE and falls back to TCP sockets"
@@ -343,6 +455,7 @@ fn net_plugin(s: &Settings, expect: Option<NcclExpect>, wants: &Wants) -> Option
     if family == NetFamily::Socket {
         return Some(
             finding(
+                &NET_SOCKET,
                 "NCCL_NET",
                 severity(wants.rdma),
                 format!("NCCL_NET={v} forces TCP sockets"),
@@ -355,6 +468,7 @@ fn net_plugin(s: &Settings, expect: Option<NcclExpect>, wants: &Wants) -> Option
     let allowed = allowed_families(expect);
     (!allowed.is_empty() && !allowed.contains(&family)).then(|| {
         finding(
+            &NET_WRONG_PLUGIN,
             "NCCL_NET",
             Status::Warn,
             format!(
@@ -375,7 +489,7 @@ fn gdr_settings(s: &Settings, wants: &Wants) -> Vec<CheckResult> {
             let t = setting.value.trim();
             if t.eq_ignore_ascii_case("LOC") || t == "0" {
                 out.push(
-                    finding(
+                    finding(&GDR_LEVEL_OFF,
                         var,
                         severity(wants.gdr),
                         format!("{var}={t}: GPUDirect RDMA never used (data staged through host memory)"),
@@ -389,7 +503,7 @@ fn gdr_settings(s: &Settings, wants: &Wants) -> Vec<CheckResult> {
     if let Some(setting) = s.get("NCCL_NET_GDR_READ") {
         if setting.value.trim() == "0" {
             out.push(
-                finding(
+                finding(&GDR_READ_OFF,
                     "NCCL_NET_GDR_READ",
                     severity(wants.gdr),
                     "NCCL_NET_GDR_READ=0: sends are staged through host memory (no GDRDMA on send channels)".into(),
@@ -415,7 +529,7 @@ fn gdr_c2c(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
         Err(e) => Some(unreadable(C2C_VAR, e)),
         Ok(false) => None,
         Ok(true) => Some(
-            finding(
+            finding(&GDR_C2C_OFF,
                 C2C_VAR,
                 severity(wants.gdr),
                 format!(
@@ -465,7 +579,7 @@ fn ib_hca(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
         } else {
             "matches no RDMA port"
         };
-        return Some(with_evidence(finding(
+        return Some(with_evidence(finding(&IB_HCA_NONE,
             VAR,
             severity(wants.ib),
             format!("NCCL_IB_HCA={v} {why} on this host: NCCL finds no IB device and falls back to sockets"),
@@ -488,6 +602,7 @@ fn ib_hca(s: &Settings, facts: &Facts, wants: &Wants) -> Option<CheckResult> {
         .collect();
     (!missing.is_empty()).then(|| {
         with_evidence(finding(
+            &IB_HCA_ABSENT,
             VAR,
             Status::Warn,
             format!(
@@ -521,7 +636,7 @@ fn socket_ifname(s: &Settings, facts: &Facts) -> Option<CheckResult> {
         "matches no interface"
     };
     Some(
-        finding(
+        finding(&SOCKET_IFNAME_NONE,
             VAR,
             Status::Fail,
             format!("NCCL_SOCKET_IFNAME={v} {why}: NCCL cannot bootstrap (`no socket interface found`)"),
@@ -543,6 +658,7 @@ fn gid_index(s: &Settings, facts: &Facts) -> Vec<CheckResult> {
         Ok(None) => return Vec::new(),
         Err(()) => {
             return vec![finding(
+                &GID_INDEX_INVALID,
                 VAR,
                 Status::Warn,
                 format!("NCCL_IB_GID_INDEX={v} is not a GID index"),
@@ -580,7 +696,7 @@ fn gid_index(s: &Settings, facts: &Facts) -> Vec<CheckResult> {
                 .subject(&subject)
                 .evidence(&setting.label(VAR), v)
                 .evidence(&gid_path(dev, port, index), "<empty>")
-                .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
+                .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)").code(&GID_EMPTY),
             );
             continue;
         };
@@ -605,7 +721,7 @@ fn gid_index(s: &Settings, facts: &Facts) -> Vec<CheckResult> {
                 .evidence(&setting.label(VAR), v)
                 .evidence(&gid_path(dev, port, index), gid)
                 .evidence(&gid_type_path(dev, port, index), kind.as_deref().unwrap_or("<missing>"))
-                .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)"),
+                .fix("pick the RoCE v2 index from `show_gids` (or unset NCCL_IB_GID_INDEX: NCCL >= 2.21 chooses)").code(&GID_NOT_V2),
             );
         }
     }

@@ -5,13 +5,35 @@ use std::time::Duration;
 
 use crate::input::Accept;
 use crate::nccl::{self, expect_name, judge, Judgement, Summary, Verdict};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Need, Probe, ProbeMeta,
+    Remedy, Status,
+};
 
 pub struct NcclTransport;
 
 const ID: &str = "nccl.transport";
 /// Evidence lines per list (warnings, GDR reasons): the JSON of `fabric-preflight nccl` has them all.
 const EVIDENCE_PER_LIST: usize = 5;
+
+const NOT_MET: FindingCode = FindingCode {
+    code: "NCC101",
+    title: "NCCL's logs fail the profile's transport expectation, or show a fatal NCCL error",
+    explanation: "With an expectation (`expect.nccl_transport`): the transport NCCL used is not the expected one (sockets where RDMA was expected, no GPUDirect RDMA where GDR was); without one, a fatal NCCL failure. The summary says which; the fix quotes NCCL's own advice where the log gives it.",
+    step: Some(Remedy::Reconfigure),
+};
+const DEGRADED: FindingCode = FindingCode {
+    code: "NCC102",
+    title: "NCCL used sockets, a socket/RDMA mix or GPUDirect RDMA on some channels only",
+    explanation: "Without an expectation, a transport that marks a node set up unlike the others warns, as does an NCCL error the log leaves unresolved. See nccl.env, gdr.kernel_path and rdma.link.",
+    step: Some(Remedy::Reconfigure),
+};
+const UNDETERMINED: FindingCode = FindingCode {
+    code: "NCC103",
+    title: "the NCCL logs do not show the data path",
+    explanation: "A skip: no channel lines (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS including INIT,NET is needed), so which transport NCCL used is unknown.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -39,6 +61,11 @@ const META: ProbeMeta = ProbeMeta {
               (status 12) point at the link or fabric (`fabric-preflight run --only rdma.link,rdma.counters`)"),
         ],
     },
+    findings: &[
+        &NOT_MET,
+        &DEGRADED,
+        &UNDETERMINED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -49,7 +76,7 @@ impl Probe for NcclTransport {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         if cx.inputs.nccl_logs.is_empty() {
-            return vec![CheckResult::skip(ID, "no --nccl-log given")];
+            return vec![CheckResult::skip(ID, "no --nccl-log given").code(&common::ABSENT)];
         }
         let summary = match nccl::analyze_paths(
             &cx.inputs.nccl_logs,
@@ -57,7 +84,11 @@ impl Probe for NcclTransport {
             Some(cx.deadline),
         ) {
             Ok(s) => s,
-            Err(e) => return vec![CheckResult::error(ID, e.to_string()).evidence(&e.path, &e.stop)],
+            Err(e) => {
+                return vec![CheckResult::error(ID, e.to_string())
+                    .evidence(&e.path, &e.stop)
+                    .code(&common::UNREAD)]
+            }
         };
         vec![judged(&summary, cx.profile.expect.nccl_transport)]
     }
@@ -132,6 +163,11 @@ fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResul
         _ => (status, summary),
     };
     let mut r = CheckResult::new(ID, status, summary)
+        .code(match status {
+            Status::Fail => &NOT_MET,
+            Status::Warn => &DEGRADED,
+            _ => &UNDETERMINED,
+        })
         .evidence("logs", s.input.files.join(", "))
         .evidence("verdict", v)
         .evidence("nccl version", or_dash(&s.nccl_versions))

@@ -16,7 +16,8 @@ use crate::bounded_command::{self, CommandAnswer};
 use crate::dynlib::nvml::NvmlFacts;
 use crate::host::{self, Host, ReadError};
 use crate::probe::{
-    AnswerSource, CheckResult, Context, Explain, Findings, Kind, Library, Probe, ProbeMeta,
+    common, AnswerSource, CheckResult, Context, Explain, FindingCode, Findings, Kind, Library,
+    Probe, ProbeMeta, Remedy,
 };
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::mark_replayed;
@@ -60,6 +61,79 @@ const FIX_ENV: &str =
     "give the container the channels it names (the NVIDIA container toolkit creates them \
 unless disabled), or correct NVIDIA_IMEX_CHANNELS";
 
+const DAEMON_DOWN: FindingCode = FindingCode {
+    code: "NVL001",
+    title: "the IMEX daemon is not running",
+    explanation: "The node is in an NVLink domain but nvidia-imex is not running: CUDA cannot share fabric memory across nodes. `systemctl enable --now nvidia-imex`.",
+    step: Some(Remedy::RestartService),
+};
+const NO_CHANNEL: FindingCode = FindingCode {
+    code: "NVL002",
+    title: "no IMEX channel: CUDA refuses fabric memory without one",
+    explanation: "/dev/nvidia-caps-imex-channels holds no channel: create channel 0 (the driver's NVreg_CreateImexChannel0=1, or mknod against the major in /proc/devices).",
+    step: Some(Remedy::LoadModule),
+};
+const UNCONFIGURED: FindingCode = FindingCode {
+    code: "NVL003",
+    title: "the node is in an NVLink domain but IMEX is not configured",
+    explanation: "The IMEX node list is empty or missing and no ComputeDomain is present: list the domain's nodes in /etc/nvidia-imex/nodes_config.cfg, or use a ComputeDomain.",
+    step: Some(Remedy::Reconfigure),
+};
+const NO_CHANNEL_DEVICE: FindingCode = FindingCode {
+    code: "NVL004",
+    title: "the driver lists no IMEX channel device in /proc/devices",
+    explanation: "The driver does not register nvidia-caps-imex-channels: a driver without IMEX support, or one loaded without it.",
+    step: Some(Remedy::LoadModule),
+};
+const CHANNEL_NOT_DEVICE: FindingCode = FindingCode {
+    code: "NVL005",
+    title: "an IMEX channel node is not the IMEX character device",
+    explanation: "The channel file's major:minor is not the driver's IMEX channel device: recreate it with the right major.",
+    step: Some(Remedy::Reconfigure),
+};
+const NOT_IN_NODE_LIST: FindingCode = FindingCode {
+    code: "NVL006",
+    title: "this node is not in the IMEX node list",
+    explanation: "None of this node's addresses is in nodes_config.cfg: the daemon will not join the domain. A warning when the list names hosts by name (not resolved here).",
+    step: Some(Remedy::Reconfigure),
+};
+const CTL_FAILED: FindingCode = FindingCode {
+    code: "NVL007",
+    title: "nvidia-imex-ctl failed or its answer is not the domain status",
+    explanation: "An error: the domain status could not be asked, so the peers' state is unknown.",
+    step: None,
+};
+const DOMAIN_DOWN: FindingCode = FindingCode {
+    code: "NVL008",
+    title: "the IMEX domain is not UP",
+    explanation: "nvidia-imex-ctl reports the domain not UP: restart the IMEX daemons of the domain, checking their logs.",
+    step: Some(Remedy::RestartService),
+};
+const PEERS_NOT_READY: FindingCode = FindingCode {
+    code: "NVL009",
+    title: "IMEX peers are not READY",
+    explanation: "Nodes of the domain are not READY: restart their IMEX daemons.",
+    step: Some(Remedy::RestartService),
+};
+const NOT_CONNECTED: FindingCode = FindingCode {
+    code: "NVL010",
+    title: "IMEX connections from this node are not connected",
+    explanation: "This node's daemon is not connected to some peers: check the network between them and restart the daemons.",
+    step: Some(Remedy::RestartService),
+};
+const ENV_NO_CHANNEL: FindingCode = FindingCode {
+    code: "NVL011",
+    title: "NVIDIA_IMEX_CHANNELS=all but the container holds no channel",
+    explanation: "The container asked for every IMEX channel but none was mounted: mount /dev/nvidia-caps-imex-channels into it.",
+    step: Some(Remedy::Reconfigure),
+};
+const ENV_MISSING_CHANNEL: FindingCode = FindingCode {
+    code: "NVL012",
+    title: "NVIDIA_IMEX_CHANNELS names channels the container does not hold",
+    explanation: "Channels the container was promised are missing from /dev/nvidia-caps-imex-channels: mount them.",
+    step: Some(Remedy::Reconfigure),
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "IMEX on a multi-node NVLink domain node: daemon running, this node in its list, channels, peers READY",
@@ -87,6 +161,20 @@ const META: ProbeMeta = ProbeMeta {
             ("NVIDIA_IMEX_CHANNELS names a channel that does not exist", FIX_ENV),
         ],
     },
+    findings: &[
+        &DAEMON_DOWN,
+        &NO_CHANNEL,
+        &UNCONFIGURED,
+        &NO_CHANNEL_DEVICE,
+        &CHANNEL_NOT_DEVICE,
+        &NOT_IN_NODE_LIST,
+        &CTL_FAILED,
+        &DOMAIN_DOWN,
+        &PEERS_NOT_READY,
+        &NOT_CONNECTED,
+        &ENV_NO_CHANNEL,
+        &ENV_MISSING_CHANNEL,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -96,14 +184,16 @@ impl Probe for NvlinkImex {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let nvml = cx.answers.obtain(NVML.key, crate::dynlib::nvml::collect);
-        let replayed = nvml.as_ref().is_ok_and(|o| o.replayed);
-        let facts = match Facts::read(cx, nvml.ok().map(|o| o.value).as_ref()) {
-            Ok(f) => f,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        vec![mark_replayed(judge(&facts), replayed)]
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let nvml = cx.answers.obtain(NVML.key, crate::dynlib::nvml::collect);
+    let replayed = nvml.as_ref().is_ok_and(|o| o.replayed);
+    let facts = Facts::read(cx, nvml.ok().map(|o| o.value).as_ref())?;
+    Ok(vec![mark_replayed(judge(&facts), replayed)])
 }
 
 /// One channel device file.
@@ -292,21 +382,21 @@ fn judge(f: &Facts) -> CheckResult {
             ID,
             "IMEX does not apply: no GPU fabric names an NVLink domain (clique or cluster UUID), no IMEX node \
              list has addresses and no ComputeDomain is present",
-        );
+        ).code(&common::ABSENT);
     };
     let mut findings = Findings::default();
     let host_model = f.config.as_ref().filter(|c| !c.nodes.is_empty());
     match host_model {
         Some(config) => {
             if f.daemon_pids.is_empty() {
-                findings.fail(
+                findings.coded(&DAEMON_DOWN).fail(
                     format!("the IMEX daemon ({DAEMON}) is not running"),
                     FIX_DAEMON,
                 );
             }
             judge_node_list(f, config, &mut findings);
             if f.channels.is_empty() {
-                findings.fail(
+                findings.coded(&NO_CHANNEL).fail(
                     format!("no IMEX channel in {CHANNEL_DIR}: CUDA refuses fabric memory without one"),
                     FIX_CHANNELS,
                 );
@@ -315,7 +405,7 @@ fn judge(f: &Facts) -> CheckResult {
                 judge_ctl(ctl, f, &mut findings);
             }
         }
-        None if f.compute_domain.is_none() => findings.warn(
+        None if f.compute_domain.is_none() => findings.coded(&UNCONFIGURED).warn(
             match &f.config {
                 Some(c) => format!(
                     "this node is in an NVLink domain but its IMEX node list {} is empty",
@@ -331,13 +421,13 @@ fn judge(f: &Facts) -> CheckResult {
         None => {}
     }
     if f.channel_major.is_none() && (host_model.is_some() || f.env_channels.is_some()) {
-        findings.fail(
+        findings.coded(&NO_CHANNEL_DEVICE).fail(
             format!("the driver lists no {CHANNEL_DEVICE} device in /proc/devices"),
             FIX_CHANNELS,
         );
     }
     for c in f.channels.iter().filter(|c| !c.usable) {
-        findings.fail(
+        findings.coded(&CHANNEL_NOT_DEVICE).fail(
             format!(
                 "{CHANNEL_DIR}/channel{} is not the IMEX character device {}:{}",
                 c.number,
@@ -400,9 +490,9 @@ fn judge_node_list(f: &Facts, config: &ImexConfig, findings: &mut Findings) {
         .iter()
         .all(|n| n.parse::<std::net::IpAddr>().is_ok())
     {
-        findings.fail(problem, FIX_NODES);
+        findings.coded(&NOT_IN_NODE_LIST).fail(problem, FIX_NODES);
     } else {
-        findings.warn(
+        findings.coded(&NOT_IN_NODE_LIST).warn(
             format!("{problem} by address or host name (names were not resolved)"),
             FIX_NODES,
         );
@@ -415,12 +505,16 @@ fn judge_ctl(ctl: &Result<CommandAnswer, String>, f: &Facts, findings: &mut Find
         Err(e) => return findings.unread("nvidia-imex-ctl -N -j", e),
     };
     if !answer.succeeded() {
-        return findings.add(crate::probe::Status::Error, answer.describe(), FIX_CTL);
+        return findings.coded(&CTL_FAILED).add(
+            crate::probe::Status::Error,
+            answer.describe(),
+            FIX_CTL,
+        );
     }
     let status: DomainStatus = match serde_json::from_str(&answer.stdout) {
         Ok(s) => s,
         Err(e) => {
-            return findings.add(
+            return findings.coded(&CTL_FAILED).add(
                 crate::probe::Status::Error,
                 format!(
                     "{}: output is not the domain status JSON ({e})",
@@ -431,7 +525,9 @@ fn judge_ctl(ctl: &Result<CommandAnswer, String>, f: &Facts, findings: &mut Find
         }
     };
     if status.status != "UP" {
-        findings.fail(format!("IMEX domain {}", status.status), FIX_PEERS);
+        findings
+            .coded(&DOMAIN_DOWN)
+            .fail(format!("IMEX domain {}", status.status), FIX_PEERS);
     }
     let not_ready: Vec<String> = status
         .nodes
@@ -440,7 +536,7 @@ fn judge_ctl(ctl: &Result<CommandAnswer, String>, f: &Facts, findings: &mut Find
         .map(|n| format!("{} {}", node_name(n), n.status))
         .collect();
     if !not_ready.is_empty() {
-        findings.fail(
+        findings.coded(&PEERS_NOT_READY).fail(
             format!("IMEX peers not READY: {}", not_ready.join(", ")),
             FIX_PEERS,
         );
@@ -458,7 +554,7 @@ fn judge_ctl(ctl: &Result<CommandAnswer, String>, f: &Facts, findings: &mut Find
             .map(|c| format!("{} {}", c.host, c.status))
             .collect();
         if !down.is_empty() {
-            findings.fail(
+            findings.coded(&NOT_CONNECTED).fail(
                 format!(
                     "IMEX connections from this node not connected: {}",
                     down.join(", ")
@@ -485,7 +581,7 @@ fn judge_env_channels(env: &str, channels: &[Channel], findings: &mut Findings) 
     }
     if value.eq_ignore_ascii_case("all") {
         if channels.is_empty() {
-            findings.fail(
+            findings.coded(&ENV_NO_CHANNEL).fail(
                 format!("{ENV_CHANNELS}=all but {CHANNEL_DIR} holds no channel"),
                 FIX_ENV,
             );
@@ -501,7 +597,7 @@ fn judge_env_channels(env: &str, channels: &[Channel], findings: &mut Findings) 
         }
     }
     if !missing.is_empty() {
-        findings.fail(
+        findings.coded(&ENV_MISSING_CHANNEL).fail(
             format!(
                 "{ENV_CHANNELS}={value} names {} that {CHANNEL_DIR} does not hold",
                 missing.join(", ")

@@ -6,7 +6,8 @@
 
 use crate::dynlib::nvml::{Answer, GpuFacts, LinkCounters, LinkQuality};
 use crate::probe::{
-    CheckResult, Context, Explain, Findings, Kind, Library, Need, Probe, ProbeMeta,
+    common, CheckResult, Context, Explain, FindingCode, Findings, Kind, Library, Need, Probe,
+    ProbeMeta, Remedy,
 };
 use crate::probes::shared::facts::NVML;
 use crate::probes::shared::gpu::{judge_nvml, subject};
@@ -21,6 +22,25 @@ mode (`nvidia-smi nvlink -gBwMode`), then reset the GPU or have the tray's NVLin
 const FIX_RECOVERY: &str =
     "`nvidia-smi nvlink -e -i <gpu>` and `dmesg | grep -i xid` (Xid 144-150): drain the \
 node and have the named link's cable/cartridge or switch port serviced before it fails (Xid 149)";
+
+const SLOW_LINK: FindingCode = FindingCode {
+    code: "NVL101",
+    title: "NVLink links run below the expected speed",
+    explanation: "Links run slower than the profile's `nvlink_link_gbps` (a failure) or than the GPU's fastest link (a warning): reset the GPU; links that stay slow need service.",
+    step: Some(Remedy::ResetGpu),
+};
+const RECOVERY_FAILING: FindingCode = FindingCode {
+    code: "NVL102",
+    title: "NVLink failed-recovery counts climb",
+    explanation: "Link recoveries fail while the check watches: the link is failing. Drain the node; the baseboard or NVSwitch tray needs service.",
+    step: Some(Remedy::ServiceRma),
+};
+const RECOVERIES: FindingCode = FindingCode {
+    code: "NVL103",
+    title: "NVLink recovery or effective-error counts climb",
+    explanation: "Links recover or count effective errors while the check watches: a marginal link. Reset the GPU and watch; service it if they keep climbing.",
+    step: Some(Remedy::ResetGpu),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -40,6 +60,11 @@ const META: ProbeMeta = ProbeMeta {
             ("a link's recovery or effective-error count climbing during the run", FIX_RECOVERY),
         ],
     },
+    findings: &[
+        &SLOW_LINK,
+        &RECOVERY_FAILING,
+        &RECOVERIES,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -60,7 +85,7 @@ impl Probe for NvlinkLinkQuality {
                 return vec![CheckResult::skip(
                     ID,
                     "no active NVLink with quality answers (no NVLink, or a recording made before they were asked)",
-                )];
+                ).code(&common::ABSENT)];
             }
             results
         })
@@ -133,9 +158,9 @@ fn judge_speed(q: &LinkQuality, want_gbps: Option<f64>, f: &mut Findings) {
     if !slow.is_empty() {
         let problem = format!("{}: {words}", slow.join(", "));
         if fail {
-            f.fail(problem, FIX_SPEED)
+            f.coded(&SLOW_LINK).fail(problem, FIX_SPEED)
         } else {
-            f.warn(problem, FIX_SPEED)
+            f.coded(&SLOW_LINK).warn(problem, FIX_SPEED)
         }
     }
 }
@@ -166,9 +191,9 @@ fn judge_rates(q: &LinkQuality, f: &mut Findings) -> bool {
         if !climbed.is_empty() {
             let problem = format!("NVLink {what} climbing in {secs} s: {}", climbed.join(", "));
             if fails {
-                f.fail(problem, FIX_RECOVERY)
+                f.coded(&RECOVERY_FAILING).fail(problem, FIX_RECOVERY)
             } else {
-                f.warn(problem, FIX_RECOVERY)
+                f.coded(&RECOVERIES).warn(problem, FIX_RECOVERY)
             }
         }
     }

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use crate::host::{Host, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::probe::{
+    common, CheckResult, Context, Environment, Explain, FindingCode, Need, Probe, ProbeMeta, Remedy,
+};
 use crate::rules::topology::{PciTree, Role, DATA_PATHS};
 use crate::sysfs::hypervisor::{self, Hypervisor};
 use crate::sysfs::pci_config::{read_config, ConfigReadError, ConfigSpace};
@@ -12,6 +14,38 @@ use crate::sysfs::pci_config::{read_config, ConfigReadError, ConfigSpace};
 pub struct PcieAcs;
 
 const ID: &str = "pcie.acs";
+
+const ACS_REDIRECT: FindingCode = FindingCode {
+    code: "PCI201",
+    title: "ACS redirect is enabled on a PCIe switch port between GPUs and their peers",
+    explanation: "Access Control Services redirect on a switch's downstream port forces GPU↔NIC and GPU↔GPU peer traffic up to the root complex: GPUDirect P2P and RDMA lose their bandwidth or fail. Disable ACS in the BIOS or with `pci=disable_acs_redir=` on the kernel command line (a reboot), or with setpci until the next boot.",
+    step: Some(Remedy::Reboot),
+};
+const IN_VM: FindingCode = FindingCode {
+    code: "PCI202",
+    title: "not applicable in a VM: guest PCIe ports are virtual",
+    explanation: "A skip: in a virtual machine the PCIe ports are the hypervisor's, and ACS is the host's isolation; GPU P2P and GDR bandwidth measure the effect instead.",
+    step: None,
+};
+const NEEDS_ROOT: FindingCode = FindingCode {
+    code: "PCI203",
+    title: "needs root: ACS lives beyond the 64-byte config header",
+    explanation: "A skip: without CAP_SYS_ADMIN the kernel returns only the first 64 bytes of config space, which hold no capabilities. Run as root (the Kubernetes init container does).",
+    step: None,
+};
+const NO_SWITCH: FindingCode = FindingCode {
+    code: "PCI204",
+    title: "no PCIe switch between a GPU and its peers",
+    explanation:
+        "A skip: GPU peer traffic crosses the root complex (PHB or farther) whatever ACS says.",
+    step: None,
+};
+const CONFIG_UNREADABLE: FindingCode = FindingCode {
+    code: "PCI205",
+    title: "a switch port's config space or ACS capability cannot be read",
+    explanation: "An error: the port's config space could not be read or parsed, so whether ACS redirects peer traffic is unknown.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -30,6 +64,15 @@ const META: ProbeMeta = ProbeMeta {
             ("config space not readable", "run as root (CAP_SYS_ADMIN in the initial user namespace): the kernel returns only 64 bytes otherwise"),
         ],
     },
+    // In a VM the guest's ports are virtual: ACS is the host's (the check skips there).
+    meaningful: &[Environment::BareMetal, Environment::Container],
+    findings: &[
+        &ACS_REDIRECT,
+        &IN_VM,
+        &NEEDS_ROOT,
+        &NO_SWITCH,
+        &CONFIG_UNREADABLE,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -39,13 +82,15 @@ impl Probe for PcieAcs {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let facts = Facts::read(cx.host, &tree);
-        tree.completed(ID, DATA_PATHS, judge(&tree, &facts))
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    let facts = Facts::read(cx.host, &tree);
+    Ok(tree.completed(ID, DATA_PATHS, judge(&tree, &facts)))
 }
 
 /// What the check reads beyond the PCIe tree, before it judges.
@@ -117,7 +162,7 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
         return vec![tree.nothing_found(
             ID,
             DATA_PATHS,
-            CheckResult::skip(ID, "no GPU: no GPU peer path to check"),
+            CheckResult::skip(ID, "no GPU: no GPU peer path to check").code(&common::ABSENT),
         )];
     };
     let vm = match vm {
@@ -128,7 +173,7 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
         let mut r = CheckResult::skip(
                 ID,
                 "not applicable in a VM: guest PCIe ports are virtual and ACS is the host's isolation; measure P2P/GDR bandwidth instead",
-            );
+            ).code(&IN_VM);
         r.evidence = vm.signals.clone();
         return vec![r];
     }
@@ -137,7 +182,7 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
         return vec![CheckResult::pass(
                 ID,
                 "no PCIe switch between a GPU and its peers: their traffic crosses the root complex (PHB or farther) whatever ACS says",
-            )];
+            ).code(&NO_SWITCH)];
     }
 
     let mut results = Vec::new();
@@ -153,13 +198,14 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
                         ID,
                         "needs root: without CAP_SYS_ADMIN the kernel returns only the 64-byte config header, which has no capabilities",
                     )
-                    .evidence(&config_path, e)];
+                    .evidence(&config_path, e).code(&NEEDS_ROOT)];
             }
             Err(e) => {
                 results.push(
                     CheckResult::error(ID, format!("{e}"))
                         .subject(subject)
-                        .evidence(&config_path, e),
+                        .evidence(&config_path, e)
+                        .code(&CONFIG_UNREADABLE),
                 );
                 continue;
             }
@@ -170,7 +216,8 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
                 results.push(
                     CheckResult::error(ID, format!("{e}"))
                         .subject(subject)
-                        .evidence(&config_path, e),
+                        .evidence(&config_path, e)
+                        .code(&CONFIG_UNREADABLE),
                 );
                 continue;
             }
@@ -193,7 +240,7 @@ fn judge(tree: &PciTree, facts: &Facts) -> Vec<CheckResult> {
                         .evidence(&format!("{config_path} [ACS @0x{:x} control]", acs.offset), format!("0x{:04x} {}", acs.control, acs.control_names()))
                         .fix(format!(
                             "disable ACS in the BIOS, or boot with `pci=disable_acs_redir={bdf}`; now: `setpci -s {bdf} ECAP_ACS+0x6.w=0000` (lost on reboot)"
-                        )),
+                        )).code(&ACS_REDIRECT),
                     );
             }
             Some(acs) => clean.push(format!(

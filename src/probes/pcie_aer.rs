@@ -3,7 +3,10 @@
 
 use crate::host::{Host, ReadError};
 use crate::model::{worst, Limit};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::rules::topology::{PciTree, Role, DATA_PATHS};
 use crate::sysfs::aer::{self, Counts, Severity, ROOT_PORT_TOTALS};
 
@@ -27,6 +30,31 @@ const FIX_CORRECTABLE: &str =
     "watch the rate (`dmesg | grep -i 'corrected error'`, or read the counter again later); \
 reseat the device and its riser/cable, and replace the riser or cable if the rate keeps rising";
 
+const UNCORRECTABLE: FindingCode = FindingCode {
+    code: "PCI101",
+    title: "fatal or non-fatal (uncorrectable) AER errors on a data-path PCIe function",
+    explanation: "The function's AER counters (aer_dev_fatal, aer_dev_nonfatal) are not zero since boot: transactions were lost on a GPU, NIC or NVMe link. Check dmesg for the error source; reseat, then service the card or riser if they recur.",
+    step: Some(Remedy::ServiceRma),
+};
+const UNCORRECTABLE_BELOW: FindingCode = FindingCode {
+    code: "PCI102",
+    title: "a root port counts uncorrectable AER errors reported from below",
+    explanation: "The root port's aer_rootport_total_err_fatal/nonfatal count errors from a device below it on a data path. Check dmesg for which device; reseat, then service it if they recur.",
+    step: Some(Remedy::ServiceRma),
+};
+const CORRECTED_RATE: FindingCode = FindingCode {
+    code: "PCI103",
+    title: "corrected AER errors above the rate since boot",
+    explanation: "Corrected errors (replays, bad TLPs) an hour since boot above the limit (`thresholds.pcie_aer_correctable_per_hour`): a marginal link that costs bandwidth and precedes uncorrectable errors. Reseat the card or cable.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_AER: FindingCode = FindingCode {
+    code: "PCI104",
+    title: "no AER counters: PCIe errors are not judged",
+    explanation: "A skip: the kernel exposes no AER counters for the functions (CONFIG_PCIEAER off, pci=noaer, or firmware-first error handling).",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "PCIe AER counters of GPUs, RDMA NICs, NVMe drives and the bridges above them: no fatal or non-fatal error",
@@ -44,6 +72,12 @@ const META: ProbeMeta = ProbeMeta {
             ("no AER counters", "build the kernel with CONFIG_PCIEAER=y (every distribution kernel has it) and do not boot with `pci=noaer`; firmware-first platforms (`HEST` in ACPI) report through the BMC's event log instead"),
         ],
     },
+    findings: &[
+        &UNCORRECTABLE,
+        &UNCORRECTABLE_BELOW,
+        &CORRECTED_RATE,
+        &NO_AER,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -53,60 +87,63 @@ impl Probe for PcieAer {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let functions = on_data_paths(&tree);
-        if functions.is_empty() {
-            let nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
-            return vec![tree.nothing_found(ID, DATA_PATHS, nothing)];
-        }
-        let read: Vec<(usize, FunctionAer)> = functions
-            .into_iter()
-            .map(|i| (i, FunctionAer::read(cx.host, &tree, i)))
-            .collect();
-        if read.iter().all(|(_, f)| f.is_absent()) {
-            let r = CheckResult::skip(
-                ID,
-                format!(
-                    "no AER counters on any of the {} function(s) on the GPU, NIC and NVMe paths (kernel without CONFIG_PCIEAER, booted with pci=noaer, or firmware-first error handling): PCIe errors are not judged",
-                    read.len()
-                ),
-            )
-            .evidence(
-                &format!("{}/{}/aer_dev_fatal", crate::sysfs::pci::PCI_DEVICES, tree.nodes[read[0].0].bdf),
-                "<missing>",
-            );
-            return tree.completed(ID, DATA_PATHS, vec![r]);
-        }
-        let uptime = read_uptime_hours(cx.host);
-        let limit = cx
-            .profile
-            .thresholds
-            .pcie_aer_correctable_per_hour
-            .unwrap_or_default()
-            .or(CORRECTABLE_PER_HOUR);
-        let (absent, reporting): (Vec<_>, Vec<_>) = read.iter().partition(|(_, f)| f.is_absent());
-        let mut results: Vec<CheckResult> = reporting
-            .iter()
-            .map(|(i, f)| judge(f, &uptime, &limit).subject(tree.subject(*i)))
-            .collect();
-        // Functions without the AER capability (or whose kernel hides it), named once.
-        if !absent.is_empty() {
-            let names: Vec<String> = absent.iter().map(|(i, _)| tree.subject(*i)).collect();
-            let mut r = CheckResult::skip(
-                ID,
-                format!(
-                    "{} function(s) on the data paths report no AER counters: their PCIe errors are not judged",
-                    absent.len()
-                ),
-            );
-            r.evidence = names;
-            results.push(r);
-        }
-        tree.completed(ID, DATA_PATHS, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    let functions = on_data_paths(&tree);
+    if functions.is_empty() {
+        let nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus")
+            .code(&common::ABSENT);
+        return Ok(vec![tree.nothing_found(ID, DATA_PATHS, nothing)]);
+    }
+    let read: Vec<(usize, FunctionAer)> = functions
+        .into_iter()
+        .map(|i| (i, FunctionAer::read(cx.host, &tree, i)))
+        .collect();
+    if read.iter().all(|(_, f)| f.is_absent()) {
+        let r = CheckResult::skip(
+            ID,
+            format!(
+                "no AER counters on any of the {} function(s) on the GPU, NIC and NVMe paths (kernel without CONFIG_PCIEAER, booted with pci=noaer, or firmware-first error handling): PCIe errors are not judged",
+                read.len()
+            ),
+        )
+        .evidence(
+            &format!("{}/{}/aer_dev_fatal", crate::sysfs::pci::PCI_DEVICES, tree.nodes[read[0].0].bdf),
+            "<missing>",
+        ).code(&NO_AER);
+        return Ok(tree.completed(ID, DATA_PATHS, vec![r]));
+    }
+    let uptime = read_uptime_hours(cx.host);
+    let limit = cx
+        .profile
+        .thresholds
+        .pcie_aer_correctable_per_hour
+        .unwrap_or_default()
+        .or(CORRECTABLE_PER_HOUR);
+    let (absent, reporting): (Vec<_>, Vec<_>) = read.iter().partition(|(_, f)| f.is_absent());
+    let mut results: Vec<CheckResult> = reporting
+        .iter()
+        .map(|(i, f)| judge(f, &uptime, &limit).subject(tree.subject(*i)))
+        .collect();
+    // Functions without the AER capability (or whose kernel hides it), named once.
+    if !absent.is_empty() {
+        let names: Vec<String> = absent.iter().map(|(i, _)| tree.subject(*i)).collect();
+        let mut r = CheckResult::skip(
+            ID,
+            format!(
+                "{} function(s) on the data paths report no AER counters: their PCIe errors are not judged",
+                absent.len()
+            ),
+        ).code(&NO_AER);
+        r.evidence = names;
+        results.push(r);
+    }
+    Ok(tree.completed(ID, DATA_PATHS, results))
 }
 
 /// The GPUs, RDMA NICs and NVMe drives and every bridge above them, each once, in the tree's order.
@@ -181,27 +218,30 @@ fn read_uptime_hours(host: &Host) -> Result<f64, String> {
 
 /// One function's verdict: unreadable → error; fatal or non-fatal → fail; corrected above the rate → warn.
 fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckResult {
-    let mut problems: Vec<(Status, String)> = Vec::new();
+    let mut problems: Vec<(Status, String, &'static FindingCode)> = Vec::new();
     let mut evidence = Vec::new();
     let mut measurements = Vec::new();
     let mut fixes: Vec<&str> = Vec::new();
     // Under an hour since boot, a handful of errors is not yet a rate.
     let hours = uptime.as_ref().map(|h| h.max(1.0)).unwrap_or(1.0);
-    let mut correctable = |what: String, count: u64, problems: &mut Vec<(Status, String)>| {
-        let rate = count as f64 / hours;
-        measurements
-            .push(Measurement::new("aer_correctable_per_hour", rate, "per hour").judged_by(limit));
-        let status = limit.judge_max(rate);
-        if status != Status::Pass {
-            problems.push((
-                status,
-                format!("{what}: {rate:.1} corrected error(s) an hour since boot"),
-            ));
-            true
-        } else {
-            false
-        }
-    };
+    let mut correctable =
+        |what: String, count: u64, problems: &mut Vec<(Status, String, &'static FindingCode)>| {
+            let rate = count as f64 / hours;
+            measurements.push(
+                Measurement::new("aer_correctable_per_hour", rate, "per hour").judged_by(limit),
+            );
+            let status = limit.judge_max(rate);
+            if status != Status::Pass {
+                problems.push((
+                    status,
+                    format!("{what}: {rate:.1} corrected error(s) an hour since boot"),
+                    &CORRECTED_RATE,
+                ));
+                true
+            } else {
+                false
+            }
+        };
     let mut any = false;
     for (severity, file) in &f.files {
         let path = format!("{}/{}", f.dir, severity.file());
@@ -210,6 +250,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                 problems.push((
                     Status::Error,
                     format!("cannot read {} = {}", e.path, e.reason()),
+                    &common::UNREAD,
                 ));
                 evidence.push(format!("{} = {}", e.path, e.reason()));
             }
@@ -229,7 +270,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                 );
                 match severity {
                     Severity::Fatal | Severity::NonFatal => {
-                        problems.push((Status::Fail, what));
+                        problems.push((Status::Fail, what, &UNCORRECTABLE));
                         fixes.push(FIX_UNCORRECTABLE);
                     }
                     Severity::Correctable => {
@@ -248,6 +289,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                 problems.push((
                     Status::Error,
                     format!("cannot read {} = {}", e.path, e.reason()),
+                    &common::UNREAD,
                 ));
                 evidence.push(format!("{} = {}", e.path, e.reason()));
             }
@@ -268,7 +310,7 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
                         fixes.push(FIX_CORRECTABLE);
                     }
                 } else {
-                    problems.push((Status::Fail, what));
+                    problems.push((Status::Fail, what, &UNCORRECTABLE_BELOW));
                     fixes.push(FIX_UNCORRECTABLE);
                 }
             }
@@ -278,17 +320,22 @@ fn judge(f: &FunctionAer, uptime: &Result<f64, String>, limit: &Limit) -> CheckR
         Ok(h) => evidence.push(format!("{UPTIME} = {h:.1} h")),
         Err(why) => evidence.push(format!("{UPTIME} = {why} (rate judged as if up one hour)")),
     }
-    let status = worst(problems.iter().map(|(s, _)| *s));
+    let status = worst(problems.iter().map(|(s, ..)| *s));
     let mut r = if problems.is_empty() && !any {
-        CheckResult::skip(ID, "no AER counters on this function")
+        CheckResult::skip(ID, "no AER counters on this function").code(&NO_AER)
     } else if problems.is_empty() {
         CheckResult::pass(
             ID,
             "no fatal or non-fatal AER error; corrected errors within the rate",
         )
     } else {
-        let texts: Vec<&str> = problems.iter().map(|(_, p)| p.as_str()).collect();
-        CheckResult::new(ID, status, texts.join("; "))
+        let texts: Vec<&str> = problems.iter().map(|(_, p, _)| p.as_str()).collect();
+        let mut r = CheckResult::new(ID, status, texts.join("; "));
+        problems.sort_by_key(|(s, ..)| std::cmp::Reverse(*s));
+        for (status, text, code) in problems {
+            r = r.finding(code, status, text);
+        }
+        r
     };
     fixes.sort_unstable();
     fixes.dedup();

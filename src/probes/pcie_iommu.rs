@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::host::{Host, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Probe, ProbeMeta};
+use crate::probe::{CheckResult, Context, Explain, FindingCode, Probe, ProbeMeta, Remedy};
 use crate::profile::{Expect, IommuExpect};
 use crate::rules::topology::{PciTree, Role, DATA_ENDPOINTS};
 use crate::sysfs::iommu::{iommu_parameters, read_groups, IommuGroup, IOMMU_GROUPS, PROC_CMDLINE};
@@ -15,6 +15,25 @@ const ID: &str = "pcie.iommu";
 
 const FIX: &str = "boot with `iommu=pt` (Intel: `intel_iommu=on iommu=pt`; AMD: `amd_iommu=on iommu=pt`) or disable the IOMMU \
 (`intel_iommu=off` / `amd_iommu=off`) where device assignment is not needed; update-grub and reboot";
+
+const TRANSLATED_REQUIRED: FindingCode = FindingCode {
+    code: "PCI301",
+    title: "translated DMA on data-path devices and the profile requires passthrough",
+    explanation: "IOMMU groups of type DMA/DMA-FQ translate every GPU, NIC and NVMe DMA: GPUDirect RDMA and GDS want the IOMMU off or in passthrough (`iommu=pt` / `intel_iommu=on iommu=pt` on the kernel command line, then a reboot). The profile requires passthrough.",
+    step: Some(Remedy::Reboot),
+};
+const TRANSLATED: FindingCode = FindingCode {
+    code: "PCI302",
+    title: "translated DMA on the devices of a GPU peer path",
+    explanation: "IOMMU groups of type DMA/DMA-FQ on a node with GPU peer paths: GPUDirect RDMA and GDS want the IOMMU off or in passthrough (`iommu=pt`, then a reboot).",
+    step: Some(Remedy::Reboot),
+};
+const TYPE_UNREADABLE: FindingCode = FindingCode {
+    code: "PCI303",
+    title: "the domain type of IOMMU groups is unreadable",
+    explanation: "An error: /sys/kernel/iommu_groups/*/type could not be read, so passthrough cannot be told from translated DMA. Read it as root.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -27,6 +46,11 @@ const META: ProbeMeta = ProbeMeta {
               guide wants the IOMMU off or in passthrough; GPUDirect RDMA loses bandwidth or fails with DMA faults.",
         fixes: &[("translated DMA on GPU/NIC/NVMe groups", FIX)],
     },
+    findings: &[
+        &TRANSLATED_REQUIRED,
+        &TRANSLATED,
+        &TYPE_UNREADABLE,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -36,10 +60,10 @@ impl Probe for PcieIommu {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &cx.profile.expect),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(cx.host).map(|facts| judge(&facts, &cx.profile.expect)),
+        )
     }
 }
 
@@ -147,7 +171,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                     unknown.len()
                 ),
             )
-            .fix("read /sys/kernel/iommu_groups/*/type as root; `dmesg | grep -i iommu` shows the default domain type")
+            .fix("read /sys/kernel/iommu_groups/*/type as root; `dmesg | grep -i iommu` shows the default domain type").code(&TYPE_UNREADABLE)
     } else if translated.is_empty() {
         CheckResult::pass(
             ID,
@@ -171,12 +195,13 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             Some(IommuExpect::Passthrough) => {
                 CheckResult::fail(ID, format!("{summary}; the profile requires passthrough"))
                     .fix(FIX)
+                    .code(&TRANSLATED_REQUIRED)
             }
             Some(IommuExpect::Any) => CheckResult::pass(
                 ID,
                 format!("{summary} (the profile accepts translated DMA)"),
             ),
-            None if data_path_node => CheckResult::warn(ID, summary).fix(FIX),
+            None if data_path_node => CheckResult::warn(ID, summary).fix(FIX).code(&TRANSLATED),
             None => CheckResult::pass(ID, format!("{summary} (no GPU peer path on this node)")),
         }
     };

@@ -1,7 +1,10 @@
 //! `pcie.link`: every GPU, RDMA NIC and NVMe drive, and every link on its path to the root port, runs at the speed
 //! and width both ends of that link support.
 
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta};
+use crate::host::ReadError;
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Probe, ProbeMeta, Remedy,
+};
 use crate::profile::Expect;
 use crate::rules::topology::{PathLink, PciTree, Role, DATA_PATHS};
 use crate::sysfs::pci::{device_dir, Link};
@@ -12,6 +15,19 @@ const ID: &str = "pcie.link";
 
 const FIX: &str = "reseat the device or the riser/cable; check the slot's bifurcation and link-speed settings in the BIOS; \
 `lspci -vv -s <bdf>` shows LnkCap/LnkSta; a retrained link (`setpci -s <port> CAP_EXP+10.w=0020:0020`) that stays down-trained points at hardware";
+
+const DEGRADED: FindingCode = FindingCode {
+    code: "PCI001",
+    title: "a PCIe link on a data path runs below the speed or width both ends support",
+    explanation: "A GPU, RDMA NIC or NVMe drive, or a switch port on its way to the root port, trained below what both ends of the link support (the summary names the link, e.g. x8 of x16 or 16 GT/s of 32): every transfer through it is capped. Reseat the card or cable; a link that keeps downtraining is serviced.",
+    step: Some(Remedy::ServiceRma),
+};
+const NOT_EXPRESS: FindingCode = FindingCode {
+    code: "PCI002",
+    title: "no link attributes: not a PCI Express function",
+    explanation: "A skip for a function without link attributes (a virtual function, a conventional PCI device): there is no link to judge.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -30,6 +46,10 @@ const META: ProbeMeta = ProbeMeta {
             ("GPU link below the profile's width", "a GPU never lowers its width when idle: reseat the GPU or its riser; if it stays low, RMA"),
         ],
     },
+    findings: &[
+        &DEGRADED,
+        &NOT_EXPRESS,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -39,33 +59,35 @@ impl Probe for PcieLink {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let devices: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
-            .into_iter()
-            .flat_map(|role| tree.with_role(role))
-            .collect();
-        if devices.is_empty() {
-            let mut nothing =
-                CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus");
-            // A plain Ethernet function (virtio-net under soft-RoCE, a management port) carries no GPU data
-            // path: name it, so "nothing judged" is not read as "no NIC seen".
-            for node in tree.nodes.iter().filter(|n| n.attrs.is_network()) {
-                nothing = nothing.note(format!(
-                    "{} network function {:04x}:{:04x} not judged: no RDMA device on it",
-                    node.bdf, node.attrs.vendor, node.attrs.device
-                ));
-            }
-            return vec![tree.nothing_found(ID, DATA_PATHS, nothing)];
-        }
-        let results: Vec<CheckResult> = devices
-            .into_iter()
-            .map(|i| judge_device(&tree, i, &cx.profile.expect))
-            .collect();
-        tree.completed(ID, DATA_PATHS, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    let devices: Vec<usize> = [Role::Gpu, Role::Nic, Role::Nvme]
+        .into_iter()
+        .flat_map(|role| tree.with_role(role))
+        .collect();
+    if devices.is_empty() {
+        let mut nothing = CheckResult::skip(ID, "no GPU, RDMA NIC or NVMe drive on the PCI bus")
+            .code(&common::ABSENT);
+        // A plain Ethernet function (virtio-net under soft-RoCE, a management port) carries no GPU data
+        // path: name it, so "nothing judged" is not read as "no NIC seen".
+        for node in tree.nodes.iter().filter(|n| n.attrs.is_network()) {
+            nothing = nothing.note(format!(
+                "{} network function {:04x}:{:04x} not judged: no RDMA device on it",
+                node.bdf, node.attrs.vendor, node.attrs.device
+            ));
+        }
+        return Ok(vec![tree.nothing_found(ID, DATA_PATHS, nothing)]);
+    }
+    let results: Vec<CheckResult> = devices
+        .into_iter()
+        .map(|i| judge_device(&tree, i, &cx.profile.expect))
+        .collect();
+    Ok(tree.completed(ID, DATA_PATHS, results))
 }
 
 fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
@@ -79,12 +101,14 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
                 "no link attributes (not a PCI Express function, e.g. a virtual function)",
             )
             .subject(subject)
-            .evidence(&format!("{dir}/current_link_speed"), "<missing>");
+            .evidence(&format!("{dir}/current_link_speed"), "<missing>")
+            .code(&NOT_EXPRESS);
         }
         Link::Unreadable(path, why) => {
             return CheckResult::error(ID, format!("cannot read its link: {path} = {why}"))
                 .subject(subject)
-                .evidence(path, why);
+                .evidence(path, why)
+                .code(&common::UNREAD);
         }
         Link::Present(_) => {}
     }
@@ -105,7 +129,8 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
                 unread_above.join("; ")
             ),
         )
-        .subject(subject);
+        .subject(subject)
+        .code(&common::UNREAD);
         r.evidence = unread_above;
         return r;
     }
@@ -204,7 +229,7 @@ fn judge_device(tree: &PciTree, i: usize, expect: &Expect) -> CheckResult {
             ),
         )
     } else {
-        CheckResult::fail(ID, format!("{}; {narrowest_text}", failures.join("; "))).fix(FIX)
+        CheckResult::fail(ID, format!("{}; {narrowest_text}", failures.join("; "))).fix(FIX).code(&DEGRADED)
     }
     .subject(subject)
     .measure(gen_measure)

@@ -4,7 +4,10 @@
 
 use crate::host::{Host, ReadError};
 use crate::model::{worst, Limit};
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Need, Probe, ProbeMeta,
+    Remedy, Status,
+};
 use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::{
     counter_width, is_saturated, read_all_port_ids, read_counters, Counter, CounterValue,
@@ -46,6 +49,43 @@ const ERROR_COUNTERS: &[&str] = &[
 /// Without a profile limit: any error is worth a warning, none is worth a failure on its own.
 const DEFAULT_LIMIT: Limit = Limit::new(Some(0.0), None);
 
+const ERROR_COUNTS: FindingCode = FindingCode {
+    code: "RDM301",
+    title: "RDMA port error counters above the limit",
+    explanation: "Symbol errors, link downs, receive errors or discards counted since the counters were last cleared, above `thresholds.rdma_error_count`: a marginal cable, transceiver or switch port. Reseat or replace it; clear the counters (`perfquery -x -R`) and watch whether they grow.",
+    step: Some(Remedy::ServiceRma),
+};
+const SATURATED: FindingCode = FindingCode {
+    code: "RDM302",
+    title: "an RDMA port counter is saturated: its true value is unknown",
+    explanation: "A 16- or 32-bit PMA counter at its maximum stops counting: the real count is unknown. Clear the counters (`perfquery -x -R`) and run again.",
+    step: Some(Remedy::Reconfigure),
+};
+const NO_PMA: FindingCode = FindingCode {
+    code: "RDM303",
+    title: "no RDMA error counter value could be read (no PMA)",
+    explanation: "A skip: the driver exposes no Performance Management Agent (iWARP RNICs, ConnectX-3 VFs), so no counter is judged. Watch the link with the vendor's tools.",
+    step: None,
+};
+const UNKNOWN_COUNTERS: FindingCode = FindingCode {
+    code: "RDM304",
+    title: "none of the exposed counters is an error counter this check knows",
+    explanation: "A skip: the port exposes counters, but none by a name this check judges.",
+    step: None,
+};
+const NO_COUNTERS: FindingCode = FindingCode {
+    code: "RDM305",
+    title: "the port exposes no counters",
+    explanation: "A skip: the driver has no PMA, so there is nothing to judge.",
+    step: None,
+};
+const EFA_ELSEWHERE: FindingCode = FindingCode {
+    code: "RDM306",
+    title: "EFA devices are judged by efa.counters",
+    explanation: "A skip: EFA's error counters are judged by efa.counters.",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "RDMA port error counters (symbol errors, link downs, discards, transport errors) within limits; saturation flagged",
@@ -62,6 +102,14 @@ const META: ProbeMeta = ProbeMeta {
             ("counter saturated", "clear the counters (`perfquery -x -R` or a port reset) so the next reading means something"),
         ],
     },
+    findings: &[
+        &ERROR_COUNTS,
+        &SATURATED,
+        &NO_PMA,
+        &UNKNOWN_COUNTERS,
+        &NO_COUNTERS,
+        &EFA_ELSEWHERE,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -76,10 +124,7 @@ impl Probe for RdmaCounters {
             .thresholds
             .rdma_error_count
             .unwrap_or(DEFAULT_LIMIT);
-        match Facts::read(cx.host) {
-            Ok(facts) => judge(&facts, &limit),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(ID, Facts::read(cx.host).map(|facts| judge(&facts, &limit)))
     }
 }
 
@@ -121,7 +166,7 @@ fn judge(facts: &Facts, limit: &Limit) -> Vec<CheckResult> {
         if let Some(r) = survey.gate(ID, false) {
             return vec![r];
         }
-        return vec![CheckResult::skip(ID, "no RDMA port")];
+        return vec![CheckResult::skip(ID, "no RDMA port").code(&common::ABSENT)];
     }
     let mut results: Vec<CheckResult> = facts
         .ports
@@ -134,7 +179,8 @@ fn judge(facts: &Facts, limit: &Limit) -> Vec<CheckResult> {
                 ID,
                 format!("{} EFA device(s) judged by efa.counters", facts.efa.len()),
             )
-            .evidence("EFA devices", facts.efa.join(", ")),
+            .evidence("EFA devices", facts.efa.join(", "))
+            .code(&EFA_ELSEWHERE),
         );
     }
     results
@@ -151,7 +197,8 @@ fn is_read(name: &str) -> bool {
 fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult {
     if counters.is_empty() {
         return CheckResult::skip(ID, "no counters exposed (driver without a PMA)")
-            .subject(subject);
+            .subject(subject)
+            .code(&NO_COUNTERS);
     }
     // A counter directory that could not be listed (no `/` in its name) may hold any error counter.
     let is_judged =
@@ -167,7 +214,7 @@ fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult
             ),
         )
         .subject(subject)
-        .note(format!("counters exposed: {}", names.join(" ")));
+        .note(format!("counters exposed: {}", names.join(" "))).code(&UNKNOWN_COUNTERS);
     }
     let mut statuses = vec![Status::Pass];
     let mut findings: Vec<String> = Vec::new();
@@ -183,14 +230,21 @@ fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult
             CounterValue::Value(v) => {
                 if c.name.starts_with("counters/") && is_saturated(short, *v) {
                     statuses.push(Status::Warn);
-                    findings.push(format!("{short} saturated at {v} (true value unknown)"));
-                    r = r.evidence(&c.path, format!("{v} (saturated)"));
+                    let text = format!("{short} saturated at {v} (true value unknown)");
+                    r = r.evidence(&c.path, format!("{v} (saturated)")).finding(
+                        &SATURATED,
+                        Status::Warn,
+                        &text,
+                    );
+                    findings.push(text);
                 } else if judged && *v > 0 {
                     total += v;
                     let status = limit.judge_max(*v as f64);
                     statuses.push(status);
                     if status != Status::Pass {
-                        findings.push(format!("{short} = {v}"));
+                        let text = format!("{short} = {v}");
+                        r = r.finding(&ERROR_COUNTS, status, &text);
+                        findings.push(text);
                     }
                     r = r
                         .evidence(&c.path, v)
@@ -217,16 +271,16 @@ fn judge_port(subject: &str, counters: &[Counter], limit: &Limit) -> CheckResult
     // A counter that cannot be read is not a zero: the port's health is unknown.
     if unreadable > 0 {
         statuses.push(Status::Error);
-        findings.push(format!(
-            "{unreadable} error counter(s) unreadable: their counts are unknown"
-        ));
+        let text = format!("{unreadable} error counter(s) unreadable: their counts are unknown");
+        r = r.finding(&common::UNREAD, Status::Error, &text);
+        findings.push(text);
     } else if judged == 0 {
         r.status = Status::Skip;
         r.summary = format!(
             "no counter value read: {} error counter(s) read N/A (no PMA), so none is judged",
             not_available.len()
         );
-        return r.note("the driver exposes no PMA (iWARP RNICs, ConnectX-3 VFs): watch the link with the vendor's tools, or require rdma.counters in the profile to fail such nodes");
+        return r.code(&NO_PMA).note("the driver exposes no PMA (iWARP RNICs, ConnectX-3 VFs): watch the link with the vendor's tools, or require rdma.counters in the profile to fail such nodes");
     }
     let status = worst(statuses);
     r.status = status;

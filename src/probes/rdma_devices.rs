@@ -2,7 +2,9 @@
 //! them (the uverbs character device exists under /dev/infiniband).
 
 use crate::host::{Host, ReadError};
-use crate::probe::{CheckResult, Context, Explain, Need, Probe, ProbeMeta};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Need, Probe, ProbeMeta, Remedy,
+};
 use crate::profile::Expect;
 use crate::rules::nic_role::{self, Ports, Role, Use};
 use crate::rules::presence::{Stack, Survey};
@@ -17,6 +19,49 @@ const ID: &str = "rdma.devices";
 
 const FIX_UVERBS: &str = "expose the verbs devices to the container: Kubernetes RDMA device plugin \
 (rdma/hca resource) or `--device /dev/infiniband/uverbsN` (Docker); on the host: `modprobe ib_uverbs`";
+
+const EXPECTED_NONE: FindingCode = FindingCode {
+    code: "RDM001",
+    title: "no RDMA device while the profile expects some",
+    explanation: "/sys/class/infiniband is empty or absent but the profile expects RDMA devices (`expect.rdma_device_count`): check that the HCAs are seated and their driver loaded (`dmesg | grep -i mlx5`, `lspci -d 15b3:`).",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_ACCESS: FindingCode = FindingCode {
+    code: "RDM002",
+    title: "this process may not open the device's uverbs node",
+    explanation: "/dev/infiniband/uverbsN exists but is not readable and writable by this user: verbs cannot open the device. rdma-core's udev rules make the nodes 0666; or add the user to their group, or run as root.",
+    step: Some(Remedy::Reconfigure),
+};
+const NODE_MISSING: FindingCode = FindingCode {
+    code: "RDM003",
+    title: "the device's uverbs node is missing from /dev/infiniband",
+    explanation: "The device is in sysfs but its /dev/infiniband/uverbsN node is missing (a container without the device mounted, or udev not run): verbs cannot open it.",
+    step: Some(Remedy::LoadModule),
+};
+const NO_UVERBS: FindingCode = FindingCode {
+    code: "RDM004",
+    title: "no uverbs device maps to the RDMA device",
+    explanation: "No /sys/class/infiniband_verbs entry names the device: ib_uverbs is not loaded, so verbs cannot open it. `modprobe ib_uverbs`.",
+    step: Some(Remedy::LoadModule),
+};
+const TOO_FEW: FindingCode = FindingCode {
+    code: "RDM005",
+    title: "fewer RDMA devices than the profile expects",
+    explanation: "Fewer devices are listed than `expect.rdma_device_count`: an HCA missing from the bus or without its driver. Find it (`dmesg | grep -i mlx5`, `lspci -d 15b3:`); reseat or replace it.",
+    step: Some(Remedy::ServiceRma),
+};
+const TOO_MANY: FindingCode = FindingCode {
+    code: "RDM006",
+    title: "more RDMA devices than the profile expects",
+    explanation: "More devices than `expect.rdma_device_count` and storage/frontend devices do not explain the surplus: a bond, VFs, or a profile written for another node shape.",
+    step: Some(Remedy::Reconfigure),
+};
+const UVERBS_UNREADABLE: FindingCode = FindingCode {
+    code: "RDM007",
+    title: "which uverbs device opens the RDMA device cannot be told",
+    explanation: "An error: ibdev files under /sys/class/infiniband_verbs could not be read; one of them may be this device's.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -35,6 +80,15 @@ const META: ProbeMeta = ProbeMeta {
             ("a ConnectX/BlueField in flash-recovery mode (a Mellanox function with a recovery device id)", crate::sysfs::pci_ids::FLASH_RECOVERY_FIX),
         ],
     },
+    findings: &[
+        &EXPECTED_NONE,
+        &NO_ACCESS,
+        &NODE_MISSING,
+        &NO_UVERBS,
+        &TOO_FEW,
+        &TOO_MANY,
+        &UVERBS_UNREADABLE,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -45,16 +99,17 @@ impl Probe for RdmaDevices {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect = &cx.profile.expect;
-        match Facts::read(cx.host, cx.inputs.env("NCCL_IB_HCA"), expect) {
-            Ok(facts) => {
+        let facts = Facts::read(cx.host, cx.inputs.env("NCCL_IB_HCA"), expect);
+        CheckResult::or_read_error(
+            ID,
+            facts.map(|facts| {
                 let results = judge(&facts, expect.rdma_device_count);
                 match &facts.roles {
                     Some(roles) => roles.completed(ID, results),
                     None => results,
                 }
-            }
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+            }),
+        )
     }
 }
 
@@ -141,8 +196,8 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
                     ID,
                     format!("no RDMA device, the profile expects {n}"),
                 )
-                .fix("check that the HCAs are seated and their driver is loaded: `dmesg | grep -i mlx5`, `lspci -d 15b3:`"),
-                _ => CheckResult::skip(ID, format!("no RDMA device ({CLASS_INFINIBAND} is empty or absent)")),
+                .fix("check that the HCAs are seated and their driver is loaded: `dmesg | grep -i mlx5`, `lspci -d 15b3:`").code(&EXPECTED_NONE),
+                _ => CheckResult::skip(ID, format!("no RDMA device ({CLASS_INFINIBAND} is empty or absent)")).code(&common::ABSENT),
             };
         return vec![r.evidence(CLASS_INFINIBAND, "<no devices>")];
     }
@@ -172,7 +227,7 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
                             unsafe { libc::getuid() }
                         ),
                     )
-                    .fix("run as root, or give the user read-write access to /dev/infiniband/uverbs* (rdma-core's udev rules make them 0666; else add the user to the nodes' group)")
+                    .fix("run as root, or give the user read-write access to /dev/infiniband/uverbs* (rdma-core's udev rules make them 0666; else add the user to the nodes' group)").code(&NO_ACCESS)
             }
             (None, Some(u)) if *node_present => CheckResult::pass(
                 ID,
@@ -196,7 +251,8 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
                     "visible in sysfs but {DEV_INFINIBAND}/{u} is missing: verbs cannot open it"
                 ),
             )
-            .fix(FIX_UVERBS),
+            .fix(FIX_UVERBS)
+            .code(&NODE_MISSING),
             // Unreadable `ibdev` files: one of them may be this device's.
             (None, None) if !uverbs.unreadable.is_empty() => {
                 let mut r = CheckResult::error(
@@ -205,7 +261,8 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
                         "cannot tell which uverbs device opens it: {} ibdev file(s) unreadable",
                         uverbs.unreadable.len()
                     ),
-                );
+                )
+                .code(&UVERBS_UNREADABLE);
                 for (path, why) in &uverbs.unreadable {
                     r = r.evidence(path, why);
                 }
@@ -215,7 +272,8 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
                 ID,
                 "no uverbs device maps to it (ib_uverbs not loaded?): verbs cannot open it",
             )
-            .fix(FIX_UVERBS),
+            .fix(FIX_UVERBS)
+            .code(&NO_UVERBS),
         };
         r = r.subject(name.clone());
         for (file, value) in [
@@ -261,9 +319,8 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
             ID,
             format!("{count} RDMA device(s), the profile expects {n}"),
         )
-        .fix(
-            "find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it",
-        ),
+        .fix("find the missing HCA: `dmesg | grep -i mlx5`, `lspci -d 15b3:`; reseat or replace it")
+        .code(&TOO_FEW),
         Some(n) if count > n => {
             // Storage devices explain the surplus only where every function that places a port was read.
             let storage = facts
@@ -288,7 +345,7 @@ fn judge(facts: &Facts, expected: Option<u32>) -> Vec<CheckResult> {
                     format!(
                         "{count} RDMA device(s), more than the {n} the profile expects (a bond or VFs?)"
                     ),
-                )
+                ).code(&TOO_MANY)
             }
         }
         Some(n) => CheckResult::pass(

@@ -3,7 +3,8 @@
 
 use crate::host::{Host, ReadError};
 use crate::probe::{
-    CheckResult, Context, Explain, Findings, Measurement, Need, Probe, ProbeMeta, Status,
+    common, CheckResult, Context, Explain, FindingCode, Findings, Measurement, Need, Probe,
+    ProbeMeta, Remedy, Status,
 };
 use crate::profile::{Expect, LinkLayer};
 use crate::rules::nic_role::{self, Assigned, Ports, Role, Use};
@@ -16,6 +17,67 @@ const ID: &str = "rdma.link";
 
 /// HCA models that run at HDR or faster; an SDR rate on them means the kernel does not know the speed.
 const FAST_HCAS: &[&str] = &["MT4123", "MT4125", "MT4129", "MT41692"];
+
+const PORT_DOWN: FindingCode = FindingCode {
+    code: "RDM101",
+    title: "an RDMA port is not ACTIVE / LinkUp",
+    explanation: "The port's state or physical state is not ACTIVE / LinkUp: a cable, transceiver or switch port problem (an INIT port waits for a subnet manager). A compute port fails, a storage port warns. Check `ibstat`, `mlxlink -d <dev> -m`.",
+    step: Some(Remedy::ServiceRma),
+};
+const WRONG_LINK_LAYER: FindingCode = FindingCode {
+    code: "RDM102",
+    title: "an RDMA port's link layer is not the one the profile expects",
+    explanation: "InfiniBand where the profile expects Ethernet (RoCE) or the reverse: set the port type with `mlxconfig -d <dev> set LINK_TYPE_P1=1|2` and reboot.",
+    step: Some(Remedy::Reboot),
+};
+const RATE_UNKNOWN: FindingCode = FindingCode {
+    code: "RDM103",
+    title: "an RDMA port's rate is not recognised",
+    explanation: "The rate file's text is not one this check parses, so the rate is not judged.",
+    step: None,
+};
+const RATE_BELOW_MIN: FindingCode = FindingCode {
+    code: "RDM104",
+    title: "an RDMA port's rate is below the profile minimum",
+    explanation: "The port trained below `expect.rdma_min_rate_gbps` (or the storage minimum): lanes down or a slower cable or transceiver. Reseat or replace it; `mlxlink -d <dev> -m` shows the lanes.",
+    step: Some(Remedy::ServiceRma),
+};
+const RATE_BELOW_SIBLINGS: FindingCode = FindingCode {
+    code: "RDM105",
+    title: "an RDMA port's rate is below its siblings of the same HCA model",
+    explanation: "Without a profile minimum, a port slower than the fastest port of the same HCA model and role warns: compare cables and switch ports with the faster siblings.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_SUBNET_MANAGER: FindingCode = FindingCode {
+    code: "RDM106",
+    title: "an InfiniBand port has no valid LID or SM LID",
+    explanation: "A LID or SM LID of 0 or 0xffff: no subnet manager is reachable, so the port cannot carry traffic. Check opensm/UFM and the switch port.",
+    step: Some(Remedy::RestartService),
+};
+const EXPECTED_NONE: FindingCode = FindingCode {
+    code: "RDM107",
+    title: "no RDMA port while the profile expects some",
+    explanation: "No RDMA port at all, but the profile expects `expect.rdma_port_count` ports: the HCAs are missing or their driver is not loaded.",
+    step: Some(Remedy::ServiceRma),
+};
+const TOO_FEW_ACTIVE: FindingCode = FindingCode {
+    code: "RDM108",
+    title: "fewer ACTIVE ports of a role than the profile expects",
+    explanation: "Fewer compute (or storage) ports are ACTIVE than `expect.rdma_port_count`: ports are down or missing. The per-port results name them.",
+    step: Some(Remedy::ServiceRma),
+};
+const EFA_ELSEWHERE: FindingCode = FindingCode {
+    code: "RDM109",
+    title: "EFA devices are judged by efa.link",
+    explanation: "A skip: the efa driver hard-codes its ports to ACTIVE/LinkUp, so their state says nothing; efa.link judges them.",
+    step: None,
+};
+const DISABLED_BY_DESIGN: FindingCode = FindingCode {
+    code: "RDM110",
+    title: "ports Disabled beside ACTIVE ports of the same device: off by design",
+    explanation: "A skip: multi-plane or unused ports of a multi-port device, disabled while their siblings are ACTIVE, are not judged.",
+    step: None,
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -34,6 +96,18 @@ const META: ProbeMeta = ProbeMeta {
             ("link layer differs from the profile", "set the port type: `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) or `=2` (Ethernet), then reboot"),
         ],
     },
+    findings: &[
+        &PORT_DOWN,
+        &WRONG_LINK_LAYER,
+        &RATE_UNKNOWN,
+        &RATE_BELOW_MIN,
+        &RATE_BELOW_SIBLINGS,
+        &NO_SUBNET_MANAGER,
+        &EXPECTED_NONE,
+        &TOO_FEW_ACTIVE,
+        &EFA_ELSEWHERE,
+        &DISABLED_BY_DESIGN,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -44,14 +118,15 @@ impl Probe for RdmaLink {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect = &cx.profile.expect;
-        match Facts::read(
-            cx.host,
-            cx.inputs.env("NCCL_IB_HCA"),
-            expect.rdma_port_count,
-        ) {
-            Ok(facts) => facts.ports.completed(ID, judge(&facts, expect)),
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+        CheckResult::or_read_error(
+            ID,
+            Facts::read(
+                cx.host,
+                cx.inputs.env("NCCL_IB_HCA"),
+                expect.rdma_port_count,
+            )
+            .map(|facts| facts.ports.completed(ID, judge(&facts, expect))),
+        )
     }
 }
 
@@ -109,7 +184,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                 facts.efa.len()
             ),
         )
-        .evidence("EFA devices", facts.efa.join(", "));
+        .evidence("EFA devices", facts.efa.join(", ")).code(&EFA_ELSEWHERE);
         if efa_only && expect.rdma_port_count.is_none_or(|n| n == 0) {
             return vec![r];
         }
@@ -161,11 +236,13 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
         let r = match expect.rdma_port_count {
             Some(n) if n > 0 => {
                 CheckResult::fail(ID, format!("no RDMA port, the profile expects {n}"))
+                    .code(&EXPECTED_NONE)
             }
             _ => CheckResult::skip(
                 ID,
                 format!("no RDMA port ({CLASS_INFINIBAND} is empty or absent)"),
-            ),
+            )
+            .code(&common::ABSENT),
         };
         return vec![r];
     }
@@ -233,7 +310,12 @@ fn judge_ports(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                     }
                 ),
             )
-            .measure(m),
+            .measure(m)
+            .code(if status == Status::Error {
+                &common::UNREAD
+            } else {
+                &TOO_FEW_ACTIVE
+            }),
         );
     }
     results
@@ -284,7 +366,7 @@ fn disabled_ports(dev: &str, all: &[(PortAttrs, Use)], disabled: &[&PortAttrs]) 
             active.join(", ")
         ),
     )
-    .subject(dev);
+    .subject(dev).code(&DISABLED_BY_DESIGN);
     for p in disabled {
         for (k, v) in p.evidence().into_iter().take(2) {
             r = r.evidence(&k, v);
@@ -308,7 +390,7 @@ fn judge_port(
 
     let up = port.is_active() && port.is_link_up();
     if !up {
-        f.add(
+        f.coded(&PORT_DOWN).add(
             wants.down,
             format!(
                 "{}port is {} / {}",
@@ -331,7 +413,7 @@ fn judge_port(
                 LinkLayer::Infiniband => "InfiniBand",
                 LinkLayer::Ethernet => "Ethernet",
             };
-            f.fail(
+            f.coded(&WRONG_LINK_LAYER).fail(
                 format!("link layer {layer}, the profile expects {want}"),
                 "set the port type with `mlxconfig -d <dev> set LINK_TYPE_P1=1|2` and reboot",
             );
@@ -341,20 +423,23 @@ fn judge_port(
     let rate = port.parsed_rate();
     let mut measurement = None;
     match &rate {
-        None => f.warn(format!("rate not recognised: {}", text(&port.rate)), ""),
+        None => {
+            f.coded(&RATE_UNKNOWN)
+                .warn(format!("rate not recognised: {}", text(&port.rate)), "");
+        }
         Some(r) if up => {
             let mut m = Measurement::new("rate", r.gbps, "Gb/s");
             if let Some(min) = wants.min_rate_gbps {
                 m.fail = Some(min);
                 if r.gbps < min {
-                    f.fail(
+                    f.coded(&RATE_BELOW_MIN).fail(
                         format!("rate {} Gb/s below the profile minimum {min} Gb/s", r.gbps),
                         "reseat or replace the cable/transceiver; check `mlxlink -d <dev> -m` for lanes down",
                     );
                 }
             } else if r.gbps < siblings_fastest {
                 m.warn = Some(siblings_fastest);
-                f.warn(
+                f.coded(&RATE_BELOW_SIBLINGS).warn(
                     format!(
                         "rate {} Gb/s below its siblings of the same HCA model ({siblings_fastest} Gb/s)",
                         r.gbps
@@ -372,7 +457,7 @@ fn judge_port(
             match value.as_deref().ok().and_then(parse_lid) {
                 Some(l) if l != 0 && l != 0xffff => {}
                 _ => {
-                    f.fail(
+                    f.coded(&NO_SUBNET_MANAGER).fail(
                         format!("invalid {name} {}", text(value)),
                         "no subnet manager reachable: check opensm/UFM and the switch port",
                     );

@@ -6,10 +6,11 @@
 use super::shared::set_aside::SetAside;
 use std::time::{Duration, Instant};
 
+use crate::host::ReadError;
 use crate::measure::rdma_loopback::{self, guarded, Leg, Plan, PortTarget};
 use crate::model::limit::PORT_RATE_PCT;
 use crate::model::Limit;
-use crate::probe::Library;
+use crate::probe::{common, FindingCode, Library, Remedy};
 use crate::probe::{CheckResult, Context, Explain, Kind, Need, Probe, ProbeMeta, Status};
 use crate::probes::shared::facts::VERBS_DEVICES;
 use crate::rules::presence::{Stack, Survey};
@@ -21,6 +22,31 @@ pub struct RdmaLoopback;
 const ID: &str = "rdma.loopback";
 const LOOPBACK_KEY: &str = "verbs.rdma_loopback";
 const PLAN: Plan = rdma_loopback::HOST_LOOPBACK;
+
+const NONE_ACTIVE: FindingCode = FindingCode {
+    code: "RDM501",
+    title: "RDMA devices are present but no port is ACTIVE: no transfer is possible",
+    explanation: "Every RDMA port is down: bring one up (netdev up and carrier for RoCE; cable and subnet manager for InfiniBand). rdma.link names each port's state.",
+    step: Some(Remedy::ServiceRma),
+};
+const LEG_FAILED: FindingCode = FindingCode {
+    code: "RDM502",
+    title: "the loopback transfer failed at a stage (open, register, connect, transfer)",
+    explanation: "A queue pair over the port could not be set up or a transfer failed; the summary names the stage and the library's answer. Memory registration failures point at memlock (rdma.memlock); the rest at the port's state, GID and MTU (rdma.link, rdma.roce), then the cable and firmware.",
+    step: Some(Remedy::Reconfigure),
+};
+const SHORT: FindingCode = FindingCode {
+    code: "RDM503",
+    title: "the loopback fell short: bandwidth below the link's share, latency above the limit, or data not intact",
+    explanation: "WRITE and READ through the port's own loopback moved less than `thresholds.rdma_bandwidth_pct_of_link` of its rate, SEND/RECV latency exceeded the limit, or a transfer's data did not arrive intact (the summary says which). A degraded link, cable or NIC.",
+    step: Some(Remedy::ServiceRma),
+};
+const NO_GID: FindingCode = FindingCode {
+    code: "RDM504",
+    title: "a RoCE port without a RoCE v2 GID: its queue pairs cannot be addressed",
+    explanation: "RDMA CM needs a RoCE v2 GID to address the port: give its netdev an IP address and bring it up (rdma.roce).",
+    step: Some(Remedy::Reconfigure),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -48,6 +74,13 @@ const META: ProbeMeta = ProbeMeta {
             ("data mismatch", "a NIC or memory fault: reset the device, update firmware, replace the HCA if it persists"),
         ],
     },
+    findings: &[
+        &NONE_ACTIVE,
+        &LEG_FAILED,
+        &SHORT,
+        &NO_GID,
+    ],
+    ..ProbeMeta::STATIC
 };
 
 impl Probe for RdmaLoopback {
@@ -56,113 +89,111 @@ impl Probe for RdmaLoopback {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        // A measuring check: it goes on with the devices the driver did take (rdma.devices names the others).
-        let expected = cx.profile.expect.rdma_device_count.is_some_and(|n| n > 0);
-        let rdma = Survey::read(cx.host, Stack::Rdma);
-        if let Some(r) = rdma.gate_if_unusable(ID, expected) {
-            return vec![r];
-        }
-        // EFA and management devices are left alone, before libibverbs is asked anything.
-        let aside = match SetAside::read(ID, cx.host, &rdma.driver_devices) {
-            Ok(a) => a,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        if aside.covers(&rdma.driver_devices) {
-            return rdma.completed(ID, aside.results);
-        }
-        let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expected) {
-            Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
-            Err(r) => return vec![*r],
-        };
-        let all_ports = match infiniband::read_all_ports(cx.host) {
-            Ok(p) => p,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        // A device without a PCI function is software (its rate a placeholder, not judged); one whose `device`
-        // link cannot be resolved is not known to be software.
-        let mut ports: Vec<(PortAttrs, bool)> = Vec::new();
-        for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
-            let software = match infiniband::device_bdf(cx.host, &d) {
-                Ok(bdf) => bdf.is_none(),
-                Err(e) => return vec![CheckResult::read_error(ID, &e)],
-            };
-            ports.extend(dev_ports.into_iter().map(|p| (p, software)));
-        }
-        let active: Vec<&(PortAttrs, bool)> = ports.iter().filter(|(p, _)| p.is_active()).collect();
-        if active.is_empty() {
-            let mut r = CheckResult::fail(
-                ID,
-                format!(
-                    "{} RDMA port(s), none ACTIVE: no RDMA transfer is possible",
-                    ports.len()
-                ),
-            )
-            .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)");
-            for (p, _) in &ports {
-                for (k, v) in p.evidence().into_iter().take(2) {
-                    r = r.evidence(&k, v);
-                }
-            }
-            return vec![r];
-        }
-        // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
-        let targets: Vec<Option<PortTarget>> = match active
-            .iter()
-            .map(|(p, _)| PortTarget::of(cx.host, p))
-            .collect()
-        {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
-        let deadline = cx.deadline;
-        let obtained = cx
-            .answers
-            .obtain(LOOPBACK_KEY, || run_ports(&jobs, deadline));
-        let (runs, replayed) = match obtained {
-            Ok(o) => (o.value, o.replayed),
-            Err(e) => return vec![CheckResult::error(ID, e)],
-        };
-        let pct = cx
-            .profile
-            .thresholds
-            .rdma_bandwidth_pct_of_link
-            .unwrap_or_default()
-            .or(PORT_RATE_PCT);
-        let mut runs = runs.into_iter();
-        let results = active
-            .iter()
-            .zip(targets)
-            .map(|((port, software), target)| {
-                let mut r = match (target, runs.next()) {
-                    (Some(_), Some(leg)) => {
-                        judge(&leg, LinkRate::of_port(port, *software), &pct, replayed)
-                    }
-                    (Some(_), None) => {
-                        CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
-                    }
-                    (None, _) => CheckResult::fail(
-                        ID,
-                        "RoCE port without a RoCE v2 GID: queue pairs cannot be addressed",
-                    )
-                    .fix("give the netdev an IP address and bring it up (see rdma.roce)"),
-                };
-                r.subject = Some(port.subject());
-                let mut ev: Vec<String> = port
-                    .evidence()
-                    .into_iter()
-                    .map(|(k, v)| format!("{k} = {v}"))
-                    .collect();
-                ev.append(&mut r.evidence);
-                r.evidence = ev;
-                r
-            })
-            .collect();
-        let mut results: Vec<CheckResult> = results;
-        results.extend(aside.results);
-        // The survey's gap (bus or module table unread) stays an error beside the measured ports.
-        rdma.completed(ID, results)
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    // A measuring check: it goes on with the devices the driver did take (rdma.devices names the others).
+    let expected = cx.profile.expect.rdma_device_count.is_some_and(|n| n > 0);
+    let rdma = Survey::read(cx.host, Stack::Rdma);
+    if let Some(r) = rdma.gate_if_unusable(ID, expected) {
+        return Ok(vec![r]);
+    }
+    // EFA and management devices are left alone, before libibverbs is asked anything.
+    let aside = SetAside::read(ID, cx.host, &rdma.driver_devices)?;
+    if aside.covers(&rdma.driver_devices) {
+        return Ok(rdma.completed(ID, aside.results));
+    }
+    let devices: Vec<String> = match rdma.verbs_devices(cx.answers, ID, expected) {
+        Ok(d) => d.into_iter().filter(|d| !aside.contains(d)).collect(),
+        Err(r) => return Ok(vec![*r]),
+    };
+    let all_ports = infiniband::read_all_ports(cx.host)?;
+    // A device without a PCI function is software (its rate a placeholder, not judged); one whose `device`
+    // link cannot be resolved is not known to be software.
+    let mut ports: Vec<(PortAttrs, bool)> = Vec::new();
+    for (d, dev_ports) in all_ports.into_iter().filter(|(d, _)| devices.contains(d)) {
+        let software = infiniband::device_bdf(cx.host, &d)?.is_none();
+        ports.extend(dev_ports.into_iter().map(|p| (p, software)));
+    }
+    let active: Vec<&(PortAttrs, bool)> = ports.iter().filter(|(p, _)| p.is_active()).collect();
+    if active.is_empty() {
+        let mut r = CheckResult::fail(
+            ID,
+            format!(
+                "{} RDMA port(s), none ACTIVE: no RDMA transfer is possible",
+                ports.len()
+            ),
+        )
+        .fix("bring a port up: netdev up and carrier for RoCE, cable and subnet manager for IB (see rdma.link)").code(&NONE_ACTIVE);
+        for (p, _) in &ports {
+            for (k, v) in p.evidence().into_iter().take(2) {
+                r = r.evidence(&k, v);
+            }
+        }
+        return Ok(vec![r]);
+    }
+    // Each active port's target; a RoCE port without a RoCE v2 GID cannot be addressed.
+    let targets: Vec<Option<PortTarget>> = active
+        .iter()
+        .map(|(p, _)| PortTarget::of(cx.host, p))
+        .collect::<Result<_, _>>()?;
+    let jobs: Vec<PortTarget> = targets.iter().flatten().cloned().collect();
+    let deadline = cx.deadline;
+    let obtained = cx
+        .answers
+        .obtain(LOOPBACK_KEY, || run_ports(&jobs, deadline));
+    let (runs, replayed) = match obtained {
+        Ok(o) => (o.value, o.replayed),
+        Err(e) => {
+            return Ok(vec![
+                CheckResult::error(ID, e).code(&common::LIBRARY_UNANSWERED)
+            ])
+        }
+    };
+    let pct = cx
+        .profile
+        .thresholds
+        .rdma_bandwidth_pct_of_link
+        .unwrap_or_default()
+        .or(PORT_RATE_PCT);
+    let mut runs = runs.into_iter();
+    let results = active
+        .iter()
+        .zip(targets)
+        .map(|((port, software), target)| {
+            let mut r = match (target, runs.next()) {
+                (Some(_), Some(leg)) => {
+                    judge(&leg, LinkRate::of_port(port, *software), &pct, replayed)
+                }
+                (Some(_), None) => {
+                    CheckResult::error(ID, "the recording holds fewer loopback runs than ports")
+                        .code(&common::RECORDING_SHORT)
+                }
+                (None, _) => CheckResult::fail(
+                    ID,
+                    "RoCE port without a RoCE v2 GID: queue pairs cannot be addressed",
+                )
+                .fix("give the netdev an IP address and bring it up (see rdma.roce)")
+                .code(&NO_GID),
+            };
+            r.subject = Some(port.subject());
+            let mut ev: Vec<String> = port
+                .evidence()
+                .into_iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            ev.append(&mut r.evidence);
+            r.evidence = ev;
+            r
+        })
+        .collect();
+    let mut results: Vec<CheckResult> = results;
+    results.extend(aside.results);
+    // The survey's gap (bus or module table unread) stays an error beside the measured ports.
+    Ok(rdma.completed(ID, results))
 }
 
 /// Ports one after the other (two loopbacks never share a link), each with an equal share of the time left.
@@ -191,7 +222,7 @@ pub fn judge(leg: &Leg, rate: LinkRate, pct: &Limit, replayed: bool) -> CheckRes
                     "raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK (see rdma.memlock)"
                 } else {
                     "check rdma.link and rdma.roce for this port (state, GID, MTU), then the cable and the firmware"
-                });
+                }).code(&LEG_FAILED);
             for line in refused {
                 r = r.note(line.clone());
             }
@@ -226,7 +257,8 @@ pub fn judge(leg: &Leg, rate: LinkRate, pct: &Limit, replayed: bool) -> CheckRes
                 format!(" — {}", v.problems.join("; "))
             }
         ),
-    );
+    )
+    .code(&SHORT);
     r.measurements = v.measurements;
     for note in v.notes {
         r = r.note(note);

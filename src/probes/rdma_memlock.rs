@@ -1,8 +1,11 @@
 //! `rdma.memlock`: this process may lock enough memory to register RDMA buffers.
 
-use crate::host::Host;
+use crate::host::{Host, ReadError};
 use crate::measure::rdma_loopback::HOST_LOOPBACK;
-use crate::probe::{CheckResult, Context, Explain, Measurement, Probe, ProbeMeta, Status};
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Probe, ProbeMeta, Remedy,
+    Status,
+};
 use crate::profile::Expect;
 use crate::rules::presence::{Stack, Survey};
 use crate::sysfs::infiniband::read_device_names;
@@ -19,6 +22,31 @@ const FIX: &str = "raise the limit for the workload: `ulimit -l unlimited` / `Li
 `--ulimit memlock=-1:-1` (Docker) / `* - memlock unlimited` in /etc/security/limits.conf; or grant CAP_IPC_LOCK \
 (Kubernetes: securityContext.capabilities.add: [IPC_LOCK])";
 
+const BELOW_ONE_REGISTRATION: FindingCode = FindingCode {
+    code: "RDM401",
+    title: "memlock is below one registration and CAP_IPC_LOCK is not set",
+    explanation: "RLIMIT_MEMLOCK is smaller than the memory one RDMA registration pins: ibv_reg_mr fails and RDMA cannot run. Raise the limit (`ulimit -l unlimited`, systemd LimitMEMLOCK, Kubernetes/containerd defaults) or grant CAP_IPC_LOCK.",
+    step: Some(Remedy::Reconfigure),
+};
+const NOT_UNLIMITED: FindingCode = FindingCode {
+    code: "RDM402",
+    title: "memlock is limited and the profile requires unlimited",
+    explanation: "The profile requires an unlimited memlock (`expect.memlock_unlimited`) and CAP_IPC_LOCK is not set. Raise the limit or grant CAP_IPC_LOCK.",
+    step: Some(Remedy::Reconfigure),
+};
+const BELOW_MINIMUM: FindingCode = FindingCode {
+    code: "RDM403",
+    title: "memlock is below what NCCL's registrations need",
+    explanation: "Without CAP_IPC_LOCK a memlock below the minimum makes NCCL's registrations run out and fall back to sockets. A failure where the profile cares, else a warning.",
+    step: Some(Remedy::Reconfigure),
+};
+const GETRLIMIT_FAILED: FindingCode = FindingCode {
+    code: "RDM404",
+    title: "getrlimit(RLIMIT_MEMLOCK) failed",
+    explanation: "An error: the limit could not be read.",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "RLIMIT_MEMLOCK and CAP_IPC_LOCK of this process allow RDMA memory registration",
@@ -30,6 +58,12 @@ const META: ProbeMeta = ProbeMeta {
               TCP sockets.",
         fixes: &[("memlock limit too low and no CAP_IPC_LOCK", FIX)],
     },
+    findings: &[
+        &BELOW_ONE_REGISTRATION,
+        &NOT_UNLIMITED,
+        &BELOW_MINIMUM,
+        &GETRLIMIT_FAILED,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -39,29 +73,32 @@ impl Probe for RdmaMemlock {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let (soft, hard) = match memlock_limits() {
-            Ok(l) => l,
-            Err(e) => {
-                return vec![CheckResult::error(
-                    ID,
-                    format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"),
-                )]
-            }
-        };
-        let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
-        // Whether RDMA devices exist decides between a skip and a verdict: an unreadable list is no answer.
-        let has_rdma = match read_device_names(cx.host) {
-            Ok(d) => !d.is_empty(),
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        let r = judge(
-            Limits { soft, hard },
-            cap_ipc_lock,
-            has_rdma,
-            &cx.profile.expect,
-        );
-        vec![skip_only_if_absent(r, cx.host)]
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let (soft, hard) = match memlock_limits() {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(vec![CheckResult::error(
+                ID,
+                format!("getrlimit(RLIMIT_MEMLOCK) failed: {e}"),
+            )
+            .code(&GETRLIMIT_FAILED)])
+        }
+    };
+    let cap_ipc_lock = cap_effective().map(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
+    // Whether RDMA devices exist decides between a skip and a verdict: an unreadable list is no answer.
+    let has_rdma = !read_device_names(cx.host)?.is_empty();
+    let r = judge(
+        Limits { soft, hard },
+        cap_ipc_lock,
+        has_rdma,
+        &cx.profile.expect,
+    );
+    Ok(vec![skip_only_if_absent(r, cx.host)])
 }
 
 /// A SKIP for "no RDMA device" stands only where the PCI bus shows none either: a NIC whose driver is missing
@@ -152,7 +189,7 @@ pub fn judge(
                 "no RDMA device, so memlock does not limit anything here ({})",
                 show(soft)
             ),
-        ),
+        ).code(&common::ABSENT),
         Some(bytes) if bytes < HOST_LOOPBACK.region_bytes() as u64 => CheckResult::fail(
             ID,
             format!(
@@ -162,7 +199,7 @@ pub fn judge(
                 size_text(HOST_LOOPBACK.region_bytes() as u64)
             ),
         )
-        .fix(FIX),
+        .fix(FIX).code(&BELOW_ONE_REGISTRATION),
         Some(_) if expect.memlock_unlimited == Some(true) => CheckResult::fail(
             ID,
             format!(
@@ -170,16 +207,16 @@ pub fn judge(
                 show(soft)
             ),
         )
-        .fix(FIX),
+        .fix(FIX).code(&NOT_UNLIMITED),
         Some(bytes) if bytes < min_mib * 1024 * 1024 => {
             let summary = format!(
                 "memlock {} without CAP_IPC_LOCK, below {min_mib} MiB: NCCL's registrations run out and it falls back to sockets",
                 show(soft)
             );
             if profile_cares {
-                CheckResult::fail(ID, summary).fix(FIX)
+                CheckResult::fail(ID, summary).fix(FIX).code(&BELOW_MINIMUM)
             } else {
-                CheckResult::warn(ID, summary).fix(FIX)
+                CheckResult::warn(ID, summary).fix(FIX).code(&BELOW_MINIMUM)
             }
         }
         Some(_) => CheckResult::pass(

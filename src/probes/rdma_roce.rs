@@ -3,7 +3,8 @@
 
 use crate::host::{Host, ReadError};
 use crate::probe::{
-    CheckResult, Context, Explain, Findings, Measurement, Need, Probe, ProbeMeta, Status,
+    common, CheckResult, Context, Explain, FindingCode, Findings, Measurement, Need, Probe,
+    ProbeMeta, Remedy, Status,
 };
 use crate::profile::Expect;
 use crate::rules::nic_role::{self, Assigned, Ports, Role, Use};
@@ -42,6 +43,49 @@ struct Gid {
     ndev: Option<String>,
 }
 
+const NO_ROCE_V2_GID: FindingCode = FindingCode {
+    code: "RDM201",
+    title: "a RoCE port has no RoCE v2 GID",
+    explanation: "No populated GID slot of type RoCE v2: NCCL over RoCE needs one (NCCL_IB_GID_INDEX). Assign an IPv4/IPv6 address to the port's netdev and make sure RoCE v2 is enabled (`cma_roce_mode -d <dev> -p 1 -m 2`). A storage port warns.",
+    step: Some(Remedy::Reconfigure),
+};
+const NO_NETDEV: FindingCode = FindingCode {
+    code: "RDM202",
+    title: "no netdev behind the RoCE v2 GID",
+    explanation: "The GID names no network interface, so its state and MTU cannot be judged and RDMA CM cannot resolve addresses through it.",
+    step: Some(Remedy::Reconfigure),
+};
+const NETDEV_DOWN: FindingCode = FindingCode {
+    code: "RDM203",
+    title: "the netdev behind the RoCE v2 GID is down",
+    explanation: "The interface carrying the GID is not up: bring it up (`ip link set <if> up`) and check the switch port and cable.",
+    step: Some(Remedy::ServiceRma),
+};
+const MTU_BELOW_PROFILE: FindingCode = FindingCode {
+    code: "RDM204",
+    title: "the netdev's MTU gives a RoCE MTU below the profile's",
+    explanation: "The RoCE MTU follows the netdev MTU; below what the profile wants (`expect.roce_mtu`) every message is cut smaller. Raise the netdev MTU (e.g. 9000) on the host and the switch.",
+    step: Some(Remedy::Reconfigure),
+};
+const MTU_BELOW_4096: FindingCode = FindingCode {
+    code: "RDM205",
+    title: "the netdev's MTU gives a RoCE MTU below 4096",
+    explanation: "A RoCE MTU of 4096 needs a netdev MTU of at least 4200; smaller MTUs cost bandwidth. Raise the netdev MTU on the host and the switch.",
+    step: Some(Remedy::Reconfigure),
+};
+const NOT_ROCE: FindingCode = FindingCode {
+    code: "RDM206",
+    title: "an Ethernet-link-layer port that is not RoCE (iWARP or other)",
+    explanation: "A skip: the port's transport is not RoCE, so RoCE GIDs do not apply.",
+    step: None,
+};
+const UNKNOWN_NODE_TYPE: FindingCode = FindingCode {
+    code: "RDM207",
+    title: "the device's node_type is not one the kernel writes",
+    explanation: "An error: the node_type file does not name a transport the kernel knows, so whether RoCE applies is unknown.",
+    step: None,
+};
+
 const META: ProbeMeta = ProbeMeta {
     id: ID,
     title: "RoCE ports: a RoCE v2 GID on an up netdev, MTU carrying a 4096-byte RoCE MTU, the GID index for NCCL",
@@ -58,6 +102,15 @@ const META: ProbeMeta = ProbeMeta {
             ("netdev MTU below 4200", "`ip link set <if> mtu 9000` (and persist it in netplan/NetworkManager); the switch ports must allow jumbo frames"),
         ],
     },
+    findings: &[
+        &NO_ROCE_V2_GID,
+        &NO_NETDEV,
+        &NETDEV_DOWN,
+        &MTU_BELOW_PROFILE,
+        &MTU_BELOW_4096,
+        &NOT_ROCE,
+        &UNKNOWN_NODE_TYPE,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -68,20 +121,21 @@ impl Probe for RdmaRoce {
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
         let expect = &cx.profile.expect;
-        match Facts::read(
+        let facts = Facts::read(
             cx.host,
             cx.inputs.env("NCCL_IB_HCA"),
             expect.rdma_port_count,
-        ) {
-            Ok(facts) => {
+        );
+        CheckResult::or_read_error(
+            ID,
+            facts.map(|facts| {
                 let results = judge(&facts, expect);
                 match &facts.roles {
                     Some(roles) => roles.completed(ID, results),
                     None => results,
                 }
-            }
-            Err(e) => vec![CheckResult::read_error(ID, &e)],
-        }
+            }),
+        )
     }
 }
 
@@ -273,7 +327,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
             "no RDMA port with the Ethernet link layer (RoCE does not apply to InfiniBand ports)"
                 .to_string()
         };
-        return vec![CheckResult::skip(ID, why)];
+        return vec![CheckResult::skip(ID, why).code(&common::ABSENT)];
     }
     facts
         .ports
@@ -288,7 +342,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                 ),
             )
             .subject(port.subject())
-            .evidence(&format!("{}/node_type", device_dir(&port.device)), node_type),
+            .evidence(&format!("{}/node_type", device_dir(&port.device)), node_type).code(&NOT_ROCE),
             Ok(Kind::UnknownNodeType(text)) => {
                 let path = format!("{}/node_type", device_dir(&port.device));
                 CheckResult::error(
@@ -296,7 +350,7 @@ fn judge(facts: &Facts, expect: &Expect) -> Vec<CheckResult> {
                     format!("{path}: not a node type the kernel writes ({text:?}): the transport is unknown"),
                 )
                 .subject(port.subject())
-                .evidence(&path, text)
+                .evidence(&path, text).code(&UNKNOWN_NODE_TYPE)
             }
             Err(e) => CheckResult::read_error(ID, e).subject(port.subject()),
         })
@@ -315,7 +369,7 @@ fn judge_port(
         .role(assigned.role.as_str())
         .note(assigned.evidence());
     if assigned.role == Role::Storage && r.status == Status::Fail {
-        r.status = Status::Warn;
+        r = r.restatus(Status::Warn);
         r.summary = format!("storage port: {}", r.summary);
     }
     r
@@ -331,7 +385,7 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: boo
             format!("no RoCE v2 GID ({} populated GID slot(s), none of type RoCE v2)", facts.gids.len()),
         )
         .subject(subject)
-        .fix("assign an IPv4/IPv6 address to the port's netdev; make sure RoCE v2 is enabled (`cma_roce_mode -d <dev> -p 1 -m 2`)");
+        .fix("assign an IPv4/IPv6 address to the port's netdev; make sure RoCE v2 is enabled (`cma_roce_mode -d <dev> -p 1 -m 2`)").code(&NO_ROCE_V2_GID);
         r.evidence = evidence;
         return r;
     };
@@ -340,7 +394,10 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: boo
     let mut measurements = vec![Measurement::new("gid_index", f64::from(gid.index), "index")];
 
     match &facts.netdev {
-        None => f.fail("no netdev behind the RoCE v2 GID", ""),
+        None => {
+            f.coded(&NO_NETDEV)
+                .fail("no netdev behind the RoCE v2 GID", "");
+        }
         Some(Netdev {
             name: ifname,
             operstate,
@@ -350,7 +407,7 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: boo
                 Ok(state) => {
                     evidence.push(format!("{CLASS_NET}/{ifname}/operstate = {state}"));
                     if state != "up" {
-                        f.fail(
+                        f.coded(&NETDEV_DOWN).fail(
                             format!("netdev {ifname} is {state}"),
                             format!("`ip link set {ifname} up`; check the switch port"),
                         );
@@ -377,7 +434,7 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: boo
                         Some(want) => {
                             m_active.fail = Some(f64::from(want));
                             if active < want {
-                                f.fail(
+                                f.coded(&MTU_BELOW_PROFILE).fail(
                                     format!(
                                         "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active}, the profile wants {want}"
                                     ),
@@ -388,7 +445,7 @@ fn judge_roce(port: &PortAttrs, facts: &PortFacts, expect: &Expect, storage: boo
                         None => {
                             m_mtu.warn = Some(f64::from(RECOMMENDED_NETDEV_MTU));
                             if mtu < RECOMMENDED_NETDEV_MTU {
-                                f.warn(
+                                f.coded(&MTU_BELOW_4096).warn(
                                     format!(
                                         "netdev {ifname} MTU {mtu} gives a RoCE MTU of {active} (4096 needs >= {RECOMMENDED_NETDEV_MTU})"
                                     ),

@@ -1,7 +1,11 @@
 //! `topo.gpu_nic`: each GPU has an RDMA NIC close enough for GPUDirect RDMA (PIX or PXB, as `nvidia-smi topo -m`
 //! labels it).
 
-use crate::probe::{CheckResult, Context, Explain, Measurement, Need, Probe, ProbeMeta, Status};
+use crate::host::ReadError;
+use crate::probe::{
+    common, CheckResult, Context, Explain, FindingCode, Measurement, Need, Probe, ProbeMeta,
+    Remedy, Status,
+};
 use crate::profile::Expect;
 use crate::rules::grace;
 use crate::rules::topology::PcieDistance;
@@ -13,6 +17,13 @@ const ID: &str = "topo.gpu_nic";
 
 /// NCCL's default GDR distance limit (`NCCL_NET_GDR_LEVEL`): PXB.
 const DEFAULT_MAX: PcieDistance = PcieDistance::PXB;
+
+const NIC_TOO_FAR: FindingCode = FindingCode {
+    code: "TOP001",
+    title: "a GPU's nearest RDMA NIC is farther than the profile allows",
+    explanation: "NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (by default a NIC behind the same PCIe switch): a GPU whose nearest NIC is farther stages every transfer through host memory. Place a NIC behind the GPU's switch (a hardware change), or accept the staging.",
+    step: Some(Remedy::ServiceRma),
+};
 
 const META: ProbeMeta = ProbeMeta {
     id: ID,
@@ -30,6 +41,9 @@ const META: ProbeMeta = ProbeMeta {
             ("GPU without a NIC at PIX/PXB", "move the NIC to a slot behind the GPU's PCIe switch (see `fabric-preflight topo`), or check the BIOS PCIe slot/bifurcation mapping; as a stopgap NCCL_NET_GDR_LEVEL=SYS (slower)"),
         ],
     },
+    findings: &[
+        &NIC_TOO_FAR,
+    ],
     ..ProbeMeta::STATIC
 };
 
@@ -39,12 +53,14 @@ impl Probe for TopoGpuNic {
     }
 
     fn run(&self, cx: &Context<'_>) -> Vec<CheckResult> {
-        let tree = match PciTree::read(cx.host) {
-            Ok(t) => t,
-            Err(e) => return vec![CheckResult::read_error(ID, &e)],
-        };
-        tree.completed(ID, GPU_NIC_PATHS, judge(&tree, &cx.profile.expect))
+        CheckResult::or_read_error(ID, results(cx))
     }
+}
+
+/// The results, or the first input that could not be read.
+fn results(cx: &Context<'_>) -> Result<Vec<CheckResult>, ReadError> {
+    let tree = PciTree::read(cx.host)?;
+    Ok(tree.completed(ID, GPU_NIC_PATHS, judge(&tree, &cx.profile.expect)))
 }
 
 fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
@@ -61,7 +77,8 @@ fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
                     gpus.len(),
                     nics.len()
                 ),
-            ),
+            )
+            .code(&common::ABSENT),
         )];
     }
     let max = expect.gpu_nic_max_distance.unwrap_or(DEFAULT_MAX);
@@ -105,7 +122,7 @@ fn judge(tree: &PciTree, expect: &Expect) -> Vec<CheckResult> {
                             "nearest RDMA NIC {nic_name} is {distance:?}, farther than {max:?} ({numa}): NCCL will not use GPUDirect RDMA for this GPU"
                         ),
                     )
-                    .fix("place a NIC behind this GPU's PCIe switch (see `fabric-preflight topo`); or accept staging through host memory (NCCL_NET_GDR_LEVEL)")
+                    .fix("place a NIC behind this GPU's PCIe switch (see `fabric-preflight topo`); or accept staging through host memory (NCCL_NET_GDR_LEVEL)").code(&NIC_TOO_FAR)
                 };
                 m.fail = Some(max as u8 as f64);
                 r = r.subject(subject).measure(m);

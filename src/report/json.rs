@@ -1,4 +1,4 @@
-//! `--format json`: the fleet contract (`schema_version` 2). Field names and meanings are documented in the
+//! `--format json`: the fleet contract (`schema_version` 3). Field names and meanings are documented in the
 //! README; add fields, never rename or remove them.
 
 use super::RunReport;

@@ -2,8 +2,10 @@
 //! many nodes merged by a CI server stay apart; one `<testcase>` per result
 //! (classname = check id, name = subject or the id). fail → `<failure>`, error → `<error>`, skip →
 //! `<skipped>`, warn → a passing testcase whose `<system-out>` carries the warning, so CI shows it without
-//! failing the build; under `--strict` a warning fails the run, so it is a `<failure type="warn">`. A result
+//! failing the build; under `--strict` a warning fails the run, so it is a `<failure>`. A result
 //! built on library answers says `library answers: live|recorded` (in its details, or as its `<system-out>`).
+//! A coded result's `type` is the code of the finding that decided it (`GDS003`, see `explain CODE`) and its
+//! message starts with that code; an uncoded one's `type` is its status.
 
 use std::fmt::Write as _;
 
@@ -69,7 +71,12 @@ fn testcase(x: &mut String, c: &CheckResult, strict: bool) {
         attr(c.subject.as_deref().unwrap_or(&c.id)),
         seconds(c.duration_ms),
     );
-    let summary = attr(&c.summary);
+    let coded = match c.deciding_code() {
+        Some(code) => format!("{code}: {}", c.summary),
+        None => c.summary.clone(),
+    };
+    let summary = attr(&coded);
+    let kind = |status: &str| attr(c.deciding_code().unwrap_or(status));
     match c.status {
         // Only the mark: a pass or skip has no details to show.
         Status::Pass | Status::Skip if c.library_answers.is_some() => {
@@ -94,7 +101,7 @@ fn testcase(x: &mut String, c: &CheckResult, strict: bool) {
             let _ = writeln!(
                 x,
                 r#"><{element} message="{summary}" type="{}">{}</{element}></testcase>"#,
-                c.status,
+                kind(c.status.as_str()),
                 text(&details(c))
             );
         }
@@ -104,12 +111,13 @@ fn testcase(x: &mut String, c: &CheckResult, strict: bool) {
         Status::Warn if strict => {
             let _ = writeln!(
                 x,
-                r#"><failure message="{summary}" type="warn">{}</failure></testcase>"#,
+                r#"><failure message="{summary}" type="{}">{}</failure></testcase>"#,
+                kind("warn"),
                 text(&details(c))
             );
         }
         Status::Warn => {
-            let out = format!("WARN: {}\n{}", c.summary, details(c));
+            let out = format!("WARN: {coded}\n{}", details(c));
             let _ = writeln!(
                 x,
                 "><system-out>{}</system-out></testcase>",
@@ -126,6 +134,7 @@ fn details(c: &CheckResult) -> String {
     if let Some(fix) = &c.remediation {
         lines.push(format!("fix: {fix}"));
     }
+    lines.extend(c.findings.iter().map(super::describe_finding));
     if let Some(source) = c.library_answers {
         lines.push(format!("library answers: {}", source.as_str()));
     }

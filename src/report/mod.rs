@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auto_profile::Selection;
 use crate::host::Host;
-use crate::model::{AnswerSource, CheckResult, Measurement, Status};
+use crate::model::{AnswerSource, CheckResult, EvidenceValue, Finding, Measurement, Status};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 pub mod file;
@@ -46,7 +46,8 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// 2: `ring` (a `pair --ring` node's place in the ring and its links' verdicts).
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: each result's `findings` (stable codes, remediation steps) and `evidence_values`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// A finished run. Its verdict is not stored: [`RunReport::status`] and [`RunReport::exit_code`] are computed
 /// from the results each time (the JSON report carries both; reading one back ignores them).
@@ -112,13 +113,22 @@ struct Wire<'a> {
     /// The exit code this verdict gives (see [`crate::exit`]).
     exit_code: u8,
     duration_ms: u64,
-    checks: &'a [CheckResult],
+    checks: Vec<CheckWire<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     library_answers: Option<AnswerSource>,
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupted: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ring: &'a Option<Ring>,
+}
+
+/// A result as JSON carries it: its fields, then its `key = value` evidence as data.
+#[derive(Serialize)]
+struct CheckWire<'a> {
+    #[serde(flatten)]
+    result: &'a CheckResult,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    evidence_values: Vec<EvidenceValue<'a>>,
 }
 
 impl Serialize for RunReport {
@@ -149,7 +159,13 @@ impl Serialize for RunReport {
             strict: *strict,
             exit_code: self.exit_code(),
             duration_ms: *duration_ms,
-            checks,
+            checks: checks
+                .iter()
+                .map(|result| CheckWire {
+                    result,
+                    evidence_values: result.evidence_values(),
+                })
+                .collect(),
             library_answers: *library_answers,
             interrupted: interrupted.as_deref(),
             ring,
@@ -340,6 +356,12 @@ pub fn in_order<'a>(
 }
 
 /// `name = value unit (warn X, fail Y) (replayed)`: one measurement as people read it.
+/// `finding GDS003 (fail, step reconfigure): message`: one coded finding on one line.
+pub fn describe_finding(f: &Finding) -> String {
+    let step = f.step.map(|s| format!(", step {s}")).unwrap_or_default();
+    format!("finding {} ({}{step}): {}", f.code, f.status, f.message)
+}
+
 pub fn describe_measurement(m: &Measurement) -> String {
     let mut text = format!("{} = {}", m.name, m.value);
     if !m.unit.is_empty() {

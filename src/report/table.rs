@@ -81,7 +81,11 @@ fn results_table(shown: &[&CheckResult], style: Style) -> Table {
         table.enforce_styling();
     }
     for c in shown {
-        let mut status = Cell::new(label(c.status));
+        // The deciding code under the status (it fits the column): what `explain CODE` documents.
+        let mut status = Cell::new(match c.deciding_code() {
+            Some(code) => format!("{}\n{code}", label(c.status)),
+            None => label(c.status).to_string(),
+        });
         if style.color {
             status = status.fg(cell_color(c.status));
         }
@@ -149,10 +153,19 @@ fn details(out: &mut String, c: &CheckResult, style: Style, width: usize) {
     };
     labelled(out, c.status, &heading, style, width);
     let measured: Vec<String> = c.measurements.iter().map(describe_measurement).collect();
+    let codes: Vec<String> = c
+        .findings
+        .iter()
+        .map(|f| match f.step {
+            Some(step) => format!("{} ({}, step {step})", f.code, f.status),
+            None => format!("{} ({})", f.code, f.status),
+        })
+        .collect();
     let sections = [
         ("measured", measured.as_slice()),
         ("evidence", c.evidence.as_slice()),
         ("fix", c.remediation.as_slice()),
+        ("code", codes.as_slice()),
     ];
     for (name, items) in sections {
         for (i, item) in items.iter().enumerate() {

@@ -25,7 +25,7 @@
 
 use crate::host::{optional, Host, ReadError};
 use crate::nccl::env::IfList;
-use crate::probe::CheckResult;
+use crate::probe::{common, CheckResult};
 use crate::rules::topology::PcieDistance;
 use crate::rules::topology::{self, PciTree, Role as PciRole, GPU_NIC_PATHS};
 use crate::sysfs::infiniband::{self, natural_cmp, parse_numbered, PortAttrs};
@@ -121,6 +121,7 @@ pub fn unplaced(id: &str, port: &PortAttrs, unread: &[String]) -> CheckResult {
         r = r.note(line.clone());
     }
     r.fix("check the files named above (run as root if access is denied); set NCCL_IB_HCA to name the rails without them")
+        .code(&common::UNREAD)
 }
 
 /// Every RDMA port with its use, grouped by device in natural order (see [`Ports`]): the ports as
@@ -221,7 +222,7 @@ pub fn management_left_alone(id: &str, devices: &[(String, String)]) -> CheckRes
     for (dev, why) in devices {
         r = r.evidence(dev, why);
     }
-    r
+    r.code(&common::MANAGEMENT_LEFT_ALONE)
 }
 
 /// The device-wide part of [`Signs`], read once per device.

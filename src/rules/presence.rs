@@ -16,6 +16,7 @@
 
 use crate::dynlib::{verbs, ErrorKind, LibError};
 use crate::host::{optional, Host, ReadResult};
+use crate::model::finding::common;
 use crate::model::{CheckResult, Library, Status};
 use crate::recording::Answers;
 use crate::rules::topology::{PciTree, Role, GPUS, NICS};
@@ -262,6 +263,7 @@ impl Survey {
                 CheckResult::fail(id, format!("{f}: its firmware did not boot"))
                     .subject(subject)
                     .fix(pci_ids::FLASH_RECOVERY_FIX)
+                    .code(&common::FLASH_RECOVERY)
             })
             .collect()
     }
@@ -306,8 +308,10 @@ impl Survey {
             if expected {
                 CheckResult::fail(id, format!("no {what} on the PCI bus, but the profile expects one"))
                     .fix("check that the devices are seated and powered (`lspci`), and the BIOS enables their slots")
+                    .code(&common::EXPECTED_ABSENT)
             } else {
                 CheckResult::skip(id, format!("no {what} on this host (none on the PCI bus)"))
+                    .code(&common::ABSENT)
             }
         } else if !self.unbound.is_empty() {
             // The summary names a few (a table row stays readable); the evidence names every one.
@@ -339,6 +343,7 @@ impl Survey {
                     self.stack.driver_fix()
                 )
             })
+            .code(&common::UNBOUND)
         } else if let Some(gap) = &self.gap {
             // Present and bound as far as could be read; what could not be read may hide an unbound device.
             let mut r = gap.clone();
@@ -373,10 +378,12 @@ impl Survey {
                     err.library.soname()
                 ),
             )
-            .fix(install_fix(err.library)),
+            .fix(install_fix(err.library))
+            .code(&common::LIBRARY_MISSING),
             ErrorKind::MissingSymbol | ErrorKind::Failed => {
                 CheckResult::fail(id, format!("{} failed: {err}", err.library.soname()))
                     .fix(broken_fix(err))
+                    .code(&common::LIBRARY_BROKEN)
             }
         };
         self.with_evidence(r.evidence(&err.call, &err.text))
@@ -413,7 +420,7 @@ impl Survey {
     ) -> Result<Vec<String>, Box<CheckResult>> {
         let discovery = answers
             .obtain(verbs::DEVICE_LIST_KEY, verbs::discover)
-            .map_err(|e| Box::new(CheckResult::error(id, e)))?
+            .map_err(|e| Box::new(CheckResult::error(id, e).code(&common::LIBRARY_UNANSWERED)))?
             .value;
         self.library_devices(
             id,
@@ -445,7 +452,8 @@ impl Survey {
                     self.on_bus.len()
                 ),
             )
-            .fix("request GPUs for the pod (`nvidia.com/gpu` resources) or run with `--gpus all` / NVIDIA_VISIBLE_DEVICES; a pod that needs no GPU should skip the GPU checks (`--skip gpu.inventory,...` or a profile without them)");
+            .fix("request GPUs for the pod (`nvidia.com/gpu` resources) or run with `--gpus all` / NVIDIA_VISIBLE_DEVICES; a pod that needs no GPU should skip the GPU checks (`--skip gpu.inventory,...` or a profile without them)")
+            .code(&common::NOT_EXPOSED);
             return self.with_evidence(r.evidence(call, 0));
         }
         let r = CheckResult::fail(
@@ -462,7 +470,8 @@ impl Survey {
         .fix(match library {
             Library::Verbs | Library::Efa | Library::Fabric => "libibverbs has no provider for these devices: install the provider library (`ibverbs-providers`, which ships libmlx5) matching the kernel driver; in a container, mount /etc/libibverbs.d and the provider too",
             Library::Nvml | Library::Cuda | Library::Cufile => "in a container, expose the GPUs (`--gpus all`, NVIDIA_VISIBLE_DEVICES, the device plugin); on the host see `nvidia-smi` and `dmesg` for Xid errors",
-        });
+        })
+        .code(&common::LIBRARY_LISTS_NONE);
         self.with_evidence(r.evidence(call, 0))
     }
 

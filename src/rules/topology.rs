@@ -11,6 +11,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::host::{Host, ReadError};
+use crate::model::finding::common;
 use crate::model::{CheckResult, Status};
 use crate::sysfs::infiniband;
 use crate::sysfs::pci::{self, Bdf, Link, LinkSpeed, PciAttrs};
@@ -438,6 +439,7 @@ impl PciTree {
             ));
         }
         r.fix("check the sysfs files named above (class, vendor, device of each PCI function); run as root if access is denied")
+            .code(&common::UNREAD)
     }
 
     /// `results` of a check built on this tree that looks for `roles`, with an `error` added when a function

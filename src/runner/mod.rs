@@ -14,7 +14,7 @@ use crate::child::ChildFailure;
 use crate::host::Host;
 use crate::interrupt;
 use crate::model::{AnswerSource, CheckResult, Library, Status};
-use crate::probe::{Context, FactSource, Inputs, Kind, Probe};
+use crate::probe::{common, Context, FactSource, Inputs, Kind, Probe};
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::recording::Answers;
@@ -240,7 +240,8 @@ fn run_batch(
                     "not started: the run deadline (--timeout {} s) was reached",
                     fmt_secs(run_timeout)
                 ),
-            )]);
+            )
+            .code(&common::TIMED_OUT)]);
             continue;
         }
         let s = Scheduled {
@@ -280,7 +281,10 @@ fn run_batch(
             Ended::Done(mut results) => {
                 let ms = started.elapsed().as_millis() as u64;
                 if results.is_empty() {
-                    results.push(CheckResult::error(id, "probe returned no result"));
+                    results.push(
+                        CheckResult::error(id, "probe returned no result")
+                            .code(&common::PROBE_FAILED),
+                    );
                 }
                 for r in &mut results {
                     r.duration_ms = ms;
@@ -290,7 +294,9 @@ fn run_batch(
             Ended::Panicked(message) => vec![panic_result(id, &message)],
             Ended::TimedOut => vec![timeout_result(&s, started, run_timeout)],
             Ended::Interrupted(signal) => vec![interrupted_result(s.probe, signal, "gave up")],
-            Ended::Lost(why) => vec![CheckResult::error(id, format!("{id}: {why}"))],
+            Ended::Lost(why) => {
+                vec![CheckResult::error(id, format!("{id}: {why}")).code(&common::PROBE_FAILED)]
+            }
         });
     }
 }
@@ -308,7 +314,8 @@ fn timeout_result(s: &Scheduled, started: Instant, run_timeout: Duration) -> Che
         )
     };
     let mut r = CheckResult::error(s.probe.id(), format!("{}: {why}", s.probe.id()))
-        .fix("raise `timeout` for this check in the profile if the node is merely slow; a probe stuck in the kernel points at a wedged driver (see dmesg)");
+        .fix("raise `timeout` for this check in the profile if the node is merely slow; a probe stuck in the kernel points at a wedged driver (see dmesg)")
+        .code(&common::TIMED_OUT);
     r.duration_ms = started.elapsed().as_millis() as u64;
     r
 }
@@ -334,6 +341,7 @@ fn not_called_again(id: &str, h: &Hung) -> CheckResult {
         ),
     )
     .evidence("hung library call", &h.call)
+    .code(&common::LIBRARY_HUNG)
     .fix("the library call named above hung: check `dmesg` for Xid/driver errors and the driver's health (`nvidia-smi`, `ibv_devinfo`); checks that do not need this library still ran")
 }
 
@@ -347,6 +355,7 @@ fn interrupted_result(probe: &dyn Probe, signal: &str, what: &str) -> CheckResul
         ),
     )
     .fix(RERUN_AFTER_INTERRUPT)
+    .code(&common::INTERRUPTED)
 }
 
 const RERUN_AFTER_INTERRUPT: &str =
@@ -418,6 +427,13 @@ fn note_hung(hung: &HungLibraries, failure: &ChildFailure, probe: &'static str, 
 
 /// The error for a check whose child (its own, or the one gathering its facts) gave no reply.
 fn child_failed(probe: &dyn Probe, failure: ChildFailure, cut_by: Option<Duration>) -> CheckResult {
+    let code = if failure.interrupted {
+        &common::INTERRUPTED
+    } else if failure.timed_out && cut_by.is_some() {
+        &common::TIMED_OUT
+    } else {
+        &common::LIBRARY_HUNG
+    };
     let summary = match cut_by {
         Some(run_timeout) if failure.timed_out => format!(
             "the run deadline (--timeout {} s) was reached{}",
@@ -439,6 +455,7 @@ fn child_failed(probe: &dyn Probe, failure: ChildFailure, cut_by: Option<Duratio
     } else {
         "the library call named above hung or crashed: check `dmesg` for Xid/driver errors and the driver's health; the other checks still ran"
     })
+    .code(code)
 }
 
 fn run_isolated(
@@ -461,7 +478,8 @@ fn run_isolated(
                 probe.id(),
                 format!("cannot create a scratch directory: {e}"),
             )
-            .fix("pass --gds-dir DIR on a writable filesystem")]
+            .fix("pass --gds-dir DIR on a writable filesystem")
+            .code(&common::UNREAD)]
         }
     };
     let facts = probe.meta().facts;
@@ -529,6 +547,7 @@ fn unique_suffix() -> u128 {
 fn panic_result(id: &str, message: &str) -> CheckResult {
     CheckResult::error(id, format!("{id}: probe panicked: {message}"))
         .fix("this is a bug in fabric-preflight: please report it with the evidence of this run")
+        .code(&common::PROBE_FAILED)
 }
 
 #[cfg(test)]

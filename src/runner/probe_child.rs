@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::child::{self, ChildFailure};
 use crate::host::{Access, Host};
 use crate::model::CheckResult;
-use crate::probe::{Context, Inputs, Probe};
+use crate::probe::{common, Context, Inputs, Probe};
 use crate::profile::Profile;
 use crate::recording::Answers;
 
@@ -105,7 +105,7 @@ fn run_job(job: &ProbeJob, find: FindProbe) -> ProbeReply {
 
 fn error_reply(id: &str, summary: String) -> ProbeReply {
     ProbeReply {
-        results: vec![CheckResult::error(id, summary)],
+        results: vec![CheckResult::error(id, summary).code(&common::PROBE_FAILED)],
         ..Default::default()
     }
 }

@@ -7,6 +7,7 @@ mod deps;
 mod efa;
 mod fabric;
 mod faults;
+mod findings;
 mod fleet_pcie;
 mod fleet_rdma;
 mod gds;

@@ -165,7 +165,7 @@ fn output_flag_writes_json_beside_the_table() {
     assert_eq!(code(&out), Exit::OK);
     assert!(stdout(&out).contains("driver.nvidia"));
     let report = super::util::json(Schema::Run, &std::fs::read(&json).unwrap());
-    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["schema_version"], 3);
 }
 
 #[test]
@@ -355,7 +355,7 @@ fn unknown_output_format_is_a_usage_error_and_dash_is_stdout() {
     let out = run_passing(dir.path(), &["--output", "json=-"]);
     assert_eq!(code(&out), Exit::OK, "{}", stderr(&out));
     let report = json_out(Schema::Run, &out);
-    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["schema_version"], 3);
     let out = run_passing(dir.path(), &["--format", "junit", "--output", "-"]);
     assert!(stdout(&out).starts_with("<?xml"), "{}", stdout(&out));
     let out = run_passing(dir.path(), &["--output", "json=-", "--output", "junit=-"]);
@@ -469,7 +469,8 @@ fn strict_warning_fails_in_junit_and_the_termination_log_says_why() {
     let xml = std::fs::read_to_string(xml).unwrap();
     assert!(xml.contains(r#"failures="1""#), "{xml}");
     assert!(
-        xml.contains(r#"<failure message="#) && xml.contains(r#"type="warn""#),
+        // A coded warning's type is its code (GDS102: cufile.json missing), not the bare status.
+        xml.contains(r#"<failure message="GDS102: "#) && xml.contains(r#"type="GDS102""#),
         "{xml}"
     );
     let log = std::fs::read_to_string(log).unwrap();

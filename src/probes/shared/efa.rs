@@ -2,7 +2,7 @@
 //! check says of the EFAs it leaves alone.
 
 use crate::host::Host;
-use crate::probe::CheckResult;
+use crate::probe::{common, CheckResult};
 use crate::rules::topology::PciTree;
 use crate::sysfs::efa;
 
@@ -23,6 +23,7 @@ pub fn could_hold_an_efa(host: &Host) -> bool {
 pub fn no_rc(id: &str, efa: &[String]) -> CheckResult {
     CheckResult::skip(id, format!("{} ({} EFA device(s))", efa::NO_RC, efa.len()))
         .evidence("EFA devices left alone", efa.join(", "))
+        .code(&common::EFA_LEFT_ALONE)
 }
 
 #[cfg(test)]

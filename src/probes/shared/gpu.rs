@@ -7,7 +7,7 @@ use crate::dynlib::nvml::{self, Answer, GpuFacts, NvmlFacts};
 use crate::probe::Library;
 use crate::recording::Obtained;
 
-use crate::probe::{CheckResult, Context};
+use crate::probe::{common, CheckResult, Context};
 use crate::rules::presence::{Stack, Survey};
 
 /// Note added to results built from recorded answers.
@@ -20,7 +20,7 @@ pub fn obtain_nvml(cx: &Context<'_>, id: &str) -> Result<Obtained<NvmlFacts>, Bo
     let obtained = cx
         .answers
         .obtain(nvml::ANSWERS_KEY, nvml::collect)
-        .map_err(|e| Box::new(CheckResult::error(id, e)))?;
+        .map_err(|e| Box::new(CheckResult::error(id, e).code(&common::LIBRARY_UNANSWERED)))?;
     let facts = &obtained.value;
     let verdict = match &facts.nvml_error {
         Some(err) => gpu_survey(cx).library_failed(id, err, expects_gpus(cx)),
