@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fabric_preflight::nccl::Analyzer;
+use fabric_preflight::nccl::{Analyzer, Reader};
 
 /// Reproducible pseudo-random numbers without a dependency.
 struct XorShift(u64);
@@ -253,10 +253,11 @@ fn bench_one(path: &Path, bytes: u64) {
     let mut verdict = String::new();
     let mut channels = 0;
     let ours = best_of(3, libc::RUSAGE_SELF, || {
-        let mut a = Analyzer::new();
-        a.read("bench", File::open(path).expect("open"), None)
+        let (mut reader, mut a) = (Reader::new(), Analyzer::new());
+        reader
+            .read(&mut a, "bench", File::open(path).expect("open"), None)
             .expect("read");
-        let s = a.finish();
+        let s = a.finish(reader.into_input());
         verdict = s.verdict.to_string();
         channels = s.net_channels.total;
     });

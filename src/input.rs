@@ -9,7 +9,6 @@ use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
-use std::time::Instant;
 
 /// What the caller accepts besides a regular file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,119 +145,9 @@ pub fn read_secret(path: &Path, max: u64) -> Result<String, InputError> {
     String::from_utf8(read_all(file, max)?).map_err(|_| InputError::NotText)
 }
 
-/// Why [`for_each_line`] stopped before the end.
-#[derive(Debug)]
-pub enum LinesStop {
-    Io(io::Error),
-    /// The deadline passed after this many lines.
-    Deadline(u64),
-}
-
-impl fmt::Display for LinesStop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LinesStop::Io(e) => write!(f, "{e}"),
-            LinesStop::Deadline(line) => write!(f, "deadline reached at line {line}"),
-        }
-    }
-}
-
-/// Calls `each` with every line of `reader` (numbered from 1, without its `\n`; a line longer than `max_line`
-/// cut to its first `max_line` bytes and the rest skipped) in memory of one block plus one line, whatever the
-/// input: a 2 GiB line without a newline, or `/dev/zero`, costs no more than a short file.
-pub fn for_each_line(
-    mut reader: impl Read,
-    max_line: usize,
-    deadline: Option<Instant>,
-    mut each: impl FnMut(u64, &[u8]),
-) -> Result<(), LinesStop> {
-    const BLOCK: usize = 64 << 10;
-    let mut block = vec![0u8; BLOCK];
-    // The line being joined across blocks, at most `max_line` bytes; `cut` once it has overflowed.
-    let mut line: Vec<u8> = Vec::new();
-    let mut cut = false;
-    let mut no = 0u64;
-    loop {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(LinesStop::Deadline(no));
-        }
-        let n = match reader.read(&mut block) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(LinesStop::Io(e)),
-        };
-        let mut rest = &block[..n];
-        while let Some(nl) = memchr::memchr(b'\n', rest) {
-            let piece = &rest[..nl];
-            no += 1;
-            if line.is_empty() && !cut {
-                each(no, &piece[..piece.len().min(max_line)]);
-            } else {
-                append_bounded(&mut line, &mut cut, piece, max_line);
-                each(no, &line);
-                line.clear();
-                cut = false;
-            }
-            rest = &rest[nl + 1..];
-        }
-        append_bounded(&mut line, &mut cut, rest, max_line);
-    }
-    if !line.is_empty() || cut {
-        each(no + 1, &line);
-    }
-    Ok(())
-}
-
-fn append_bounded(line: &mut Vec<u8>, cut: &mut bool, piece: &[u8], max_line: usize) {
-    let room = max_line - line.len();
-    if piece.len() > room {
-        *cut = true;
-    }
-    line.extend_from_slice(&piece[..piece.len().min(room)]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    fn lines(input: &[u8], max_line: usize) -> Vec<(u64, Vec<u8>)> {
-        let mut seen = Vec::new();
-        for_each_line(input, max_line, None, |no, l| seen.push((no, l.to_vec()))).unwrap();
-        seen
-    }
-
-    #[test]
-    fn lines_are_numbered_and_the_last_needs_no_newline() {
-        assert_eq!(
-            lines(b"a\n\nbc", 10),
-            vec![(1, b"a".to_vec()), (2, vec![]), (3, b"bc".to_vec())]
-        );
-        assert!(lines(b"", 10).is_empty());
-    }
-
-    #[test]
-    fn long_lines_are_cut_whether_inside_one_block_or_across_many() {
-        for len in [5, 6, 64 << 10, (64 << 10) + 7, 3 << 17] {
-            let mut input = vec![b'x'; len];
-            input.extend_from_slice(b"\nend\n");
-            let seen = lines(&input, 6);
-            assert_eq!(seen.len(), 2, "{len}");
-            assert_eq!(seen[0].1.len(), len.min(6), "{len}");
-            assert_eq!(seen[1], (2, b"end".to_vec()), "{len}");
-        }
-    }
-
-    #[test]
-    fn an_endless_stream_stops_at_the_deadline_in_bounded_memory() {
-        let zero = File::open("/dev/zero").unwrap();
-        let deadline = Instant::now() + Duration::from_millis(200);
-        let mut longest = 0;
-        let stop = for_each_line(zero, 1024, Some(deadline), |_, l| longest = l.len());
-        assert!(matches!(stop, Err(LinesStop::Deadline(0))), "{stop:?}");
-        assert_eq!(longest, 0);
-    }
 
     #[test]
     fn a_fifo_is_refused_without_blocking_unless_pipes_are_taken() {

@@ -12,8 +12,7 @@ pub mod commands;
 pub(crate) mod dynlib;
 pub mod exit;
 pub mod host;
-/// Public for the `input_lines` fuzz target, which drives `input::for_each_line` with arbitrary bytes.
-pub mod input;
+pub(crate) mod input;
 pub(crate) mod interrupt;
 pub mod isolate;
 pub(crate) mod measure;

@@ -428,6 +428,23 @@ fn architecture_md_shows_these_rules() {
     );
 }
 
+/// Inside `nccl/`, the reader feeds sinks and the summary is one: the summary never imports the reader (an
+/// import circle issue 30 found closed twice).
+#[test]
+fn the_nccl_summary_does_not_import_the_reader() {
+    let text = std::fs::read_to_string(src().join("nccl/summary.rs")).unwrap();
+    for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        for path in paths(line) {
+            let names_reader = match path.as_slice() {
+                [root, reader, ..] if root == "super" => reader == "reader",
+                [root, nccl, reader, ..] if root == "crate" => nccl == "nccl" && reader == "reader",
+                _ => false,
+            };
+            assert!(!names_reader, "nccl/summary.rs imports the reader: {line}");
+        }
+    }
+}
+
 #[test]
 fn paths_reads_groups_and_skips_lookalikes() {
     assert_eq!(

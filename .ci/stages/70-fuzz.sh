@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzing, briefly (issue 29): the profile loader (with its nesting bound) and the line reader `collective` and
+# Fuzzing, briefly (issue 29): the profile loader (with its nesting bound) and the log reader `collective` and
 # `nccl` share, FUZZ_SECONDS each (default 20). cargo-fuzz needs a nightly toolchain; both are installed here
 # when missing, and a machine that cannot install them fails this stage with the reason instead of skipping it.
 set -euo pipefail
@@ -11,7 +11,7 @@ fail() {
 }
 
 seconds="${FUZZ_SECONDS:-20}"
-targets=(profile_load input_lines)
+targets=(profile_load nccl_line)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   rustup toolchain install nightly --profile minimal ||

@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use fabric_preflight::nccl::{self, line, Analyzer};
+use fabric_preflight::nccl::{self, line, Analyzer, Reader};
 use fabric_preflight::profile::NcclExpect;
 use libfuzzer_sys::fuzz_target;
 
@@ -14,9 +14,9 @@ fuzz_target!(|data: &[u8]| {
         line::parse_line(l, |_| {});
     }
     // The whole input as a log, through the block reader (line splitting, caps, line numbers).
-    let mut analyzer = Analyzer::new();
-    if analyzer.read("fuzz", data, None).is_ok() {
-        let summary = analyzer.finish();
+    let (mut reader, mut analyzer) = (Reader::new(), Analyzer::new());
+    if reader.read(&mut analyzer, "fuzz", data, None).is_ok() {
+        let summary = analyzer.finish(reader.into_input());
         for expect in [NcclExpect::Gdrdma, NcclExpect::Socket, NcclExpect::Any] {
             let _ = nccl::judge(&summary, expect);
         }

@@ -1,7 +1,8 @@
 //! `collective`: an NCCL job run through the site's own launcher, judged from what it printed. [`launch`]
 //! starts and bounds the COMMAND; [`nccl_tests`] reads nccl-tests' result table (the torch workload prints the
 //! same); [`ranks`] attributes every NCCL line to its process and rank; the transport comes from the shared
-//! NCCL analysis (`crate::nccl`); [`judge`] turns it all into results in `run`'s report format.
+//! NCCL analysis (`crate::nccl`). All three consume one pass of `nccl`'s reader over each log (decoded when
+//! a container runtime stored it); [`judge`] turns it all into results in `run`'s report format.
 
 pub(crate) mod judge;
 pub(crate) mod launch;
@@ -15,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::input::{self, Accept, InputError};
-use crate::nccl::{self, Summary};
+use crate::nccl::line::{Ids, Record};
+use crate::nccl::{Analyzer, Reader, Sink, Summary};
 
 /// The built-in workload (`--workload torch`), written into the log directory at run time.
 pub const WORKLOAD_TORCH: &str = include_str!("workload_torch.py");
@@ -27,8 +29,6 @@ pub const NCCL_SUBSYS: [&str; 4] = ["INIT", "NET", "GRAPH", "ENV"];
 pub const DEBUG_FILE_PATTERN: &str = "nccl.%h.%p.log";
 /// The COMMAND's merged stdout and stderr.
 pub const OUTPUT_FILE: &str = "output.log";
-/// Longest line looked at; longer ones are cut (NCCL's own lines are at most 1023 bytes).
-const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// The environment a run adds on top of the user's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,20 +198,63 @@ pub struct Collected {
 /// How long reading the logs back may take: NCCL's logs of a thousand ranks read in seconds.
 pub const READ_BACK: Duration = Duration::from_secs(60);
 
-/// Reads the merged output and the per-process NCCL files, regular files only (something else planted in the
-/// log directory is skipped and named, never waited on), each line cut at [`MAX_LINE_BYTES`], all by
-/// `deadline`. `collective` names it when the output does not (`all_reduce`, from `--collective` or the
-/// COMMAND's program).
+/// The consumers of one pass over a job's logs: the NCCL analysis takes the records, the rank map and (from
+/// the merged output only) the result table take the lines.
+struct JobSinks {
+    analyzer: Analyzer,
+    map: ranks::RankMap,
+    tests: nccl_tests::TestOutput,
+    source: String,
+    /// The log being read is the COMMAND's merged output, where nccl-tests prints its table.
+    output: bool,
+}
+
+impl Sink for JobSinks {
+    fn begin(&mut self, source: &str) {
+        self.source = source.to_string();
+        self.analyzer.begin(source);
+    }
+
+    fn ids(&self) -> Ids {
+        self.analyzer.ids()
+    }
+
+    fn record(&mut self, line_no: u64, record: Record<'_>) {
+        self.analyzer.record(line_no, record);
+    }
+
+    fn wants_lines(&self) -> bool {
+        true
+    }
+
+    fn line(&mut self, line_no: u64, text: &str) {
+        let line = text.trim_end_matches('\r');
+        if self.output {
+            self.tests.read_line(line, line_no);
+        }
+        self.map.read_line(&self.source, line_no, line);
+    }
+}
+
+/// Reads the merged output and the per-process NCCL files in one pass each (decoded when a container
+/// runtime stored them), regular files only (something else planted in the log directory is skipped and
+/// named, never waited on; a file named twice is read once), all by `deadline`. `collective` names it when the
+/// output does not (`all_reduce`, from `--collective` or the COMMAND's program).
 pub fn collect(
     output: &Path,
     files: &[PathBuf],
     collective: Option<&str>,
     deadline: Instant,
 ) -> Result<Collected, String> {
-    let mut logs = vec![];
     let mut skipped = vec![];
-    let mut tests = nccl_tests::TestOutput::default();
-    let mut map = ranks::RankMap::new();
+    let mut reader = Reader::new();
+    let mut job = JobSinks {
+        analyzer: Analyzer::new(),
+        map: ranks::RankMap::new(),
+        tests: nccl_tests::TestOutput::default(),
+        source: String::new(),
+        output: false,
+    };
     for (i, log) in std::iter::once(output)
         .chain(files.iter().map(PathBuf::as_path))
         .enumerate()
@@ -225,27 +268,25 @@ pub fn collect(
             }
             Err(e) => return Err(format!("cannot read {name}: {e}")),
         };
-        input::for_each_line(file, MAX_LINE_BYTES, Some(deadline), |no, bytes| {
-            let line = String::from_utf8_lossy(bytes);
-            let line = line.trim_end_matches('\r');
-            if i == 0 {
-                tests.read_line(line, no);
-            }
-            map.read_line(&name, no, line);
-        })
-        .map_err(|e| format!("cannot read {name}: {e}"))?;
-        logs.push(log.to_path_buf());
+        job.output = i == 0;
+        reader
+            .read_file(&mut job, &name, file, Some(deadline))
+            .map_err(|e| format!("cannot read {name}: {e}"))?;
     }
+    let JobSinks {
+        analyzer,
+        mut map,
+        mut tests,
+        ..
+    } = job;
     if tests.collective.is_none() {
         tests.collective = collective.map(str::to_string);
     }
     map.add_header(&tests.ranks);
-    let summary =
-        nccl::analyze_paths(&logs, Accept::Regular, Some(deadline)).map_err(|e| e.to_string())?;
     Ok(Collected {
         tests,
         ranks: map,
-        summary,
+        summary: analyzer.finish(reader.into_input()),
         skipped,
     })
 }
@@ -301,6 +342,99 @@ mod tests {
         let parts: Vec<&str> = "n-%p".split('%').collect();
         assert!(matches_pattern("n-12", &parts));
         assert!(!matches_pattern("n-", &parts));
+    }
+
+    /// A job's merged output as nccl-tests and NCCL print it: the rank header, channel and init lines of
+    /// two processes, the result table.
+    const JOB: &str = "\
+# nThread 1 nGpus 1 minBytes 8388608 maxBytes 4294967296 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#  Rank  0 Group  0 Pid  30211 on    gpu-a01 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  30212 on    gpu-a02 device  0 [0x18] NVIDIA H100 80GB HBM3
+gpu-a01:30211:30211 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>
+gpu-a01:30211:30300 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA
+gpu-a02:30212:30301 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0/GDRDMA
+gpu-a01:30211:30211 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 commId 0x5 - Init COMPLETE
+gpu-a02:30212:30212 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 commId 0x5 - Init COMPLETE
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+     8388608       2097152     float     sum      -1    98.11   85.50   85.50      0    97.43   86.10   86.10      0
+  4294967296    1073741824     float     sum      -1  22876.3  187.75  187.75      0  22850.1  187.96  187.96      0
+# Avg bus bandwidth    : 136.83
+";
+
+    /// What `collective` understood of a job: rows, processes (host, pid, ranks, GPU, NICs used), verdict.
+    fn understood(c: &Collected) -> String {
+        let rows: Vec<String> = c
+            .tests
+            .rows
+            .iter()
+            .map(|r| format!("{} {}", r.bytes, r.in_place.busbw_gbytes_per_sec))
+            .collect();
+        let processes: Vec<String> = c
+            .ranks
+            .processes()
+            .map(|p| {
+                let nics: Vec<String> = p.used_nics();
+                format!("{}:{} {:?} {:?} {nics:?}", p.host, p.pid, p.ranks, p.gpu)
+            })
+            .collect();
+        format!(
+            "{rows:?} {processes:?} {:?} {} {:?}",
+            c.tests.ranks.len(),
+            c.summary.verdict,
+            c.tests.avg_busbw_gbytes_per_sec
+        )
+    }
+
+    /// `JOB` as a container runtime stores it, each line passed to `store` with whether to split it in two
+    /// (the runtime's partial lines).
+    fn stored(store: impl Fn(&str, bool) -> String) -> String {
+        JOB.lines()
+            .map(|l| {
+                let split = l.contains("via NET") || l.contains("4294967296");
+                if split {
+                    let (a, b) = l.split_at(l.len() / 2);
+                    format!("{}{}", store(a, true), store(b, false))
+                } else {
+                    store(l, false)
+                }
+            })
+            .collect()
+    }
+
+    /// A job whose output a container runtime stored (CRI's `<time> <stream> <P|F> <text>`, Docker's
+    /// json-file lines; a line split in two by the runtime) is understood as the plain output is: the rows,
+    /// the rank map and the transport from one pass over each log, decoded.
+    #[test]
+    fn runtime_stored_job_logs_are_understood_as_plain_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let collected = |text: &str| {
+            let output = dir.path().join(OUTPUT_FILE);
+            std::fs::write(&output, text).unwrap();
+            let deadline = Instant::now() + READ_BACK;
+            collect(&output, &[], None, deadline).unwrap()
+        };
+        let plain = understood(&collected(JOB));
+        assert!(
+            plain.contains("187.96") && plain.contains("ib-gdrdma"),
+            "{plain}"
+        );
+        let cri = stored(|text, split| {
+            let tag = if split { "P" } else { "F" };
+            format!("2026-11-29T10:15:02.123456789Z stdout {tag} {text}\n")
+        });
+        let docker = stored(|text, split| {
+            let log = if split {
+                text.to_string()
+            } else {
+                format!("{text}\n")
+            };
+            let line =
+                serde_json::json!({"log": log, "stream": "stdout", "time": "2026-11-29T10:15:02Z"});
+            format!("{line}\n")
+        });
+        for (format, text) in [("CRI", cri), ("Docker", docker)] {
+            assert_eq!(understood(&collected(&text)), plain, "{format}:\n{text}");
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! NCCL transport analysis: what a job's `NCCL_DEBUG=INFO` output proves about the data path.
 //!
-//! [`line`] turns one line into records (pure); [`reader`] streams logs into numbered lines; [`summary`]
-//! accumulates records from any number of logs into a [`Summary`] with a [`Verdict`]; [`judge`] weighs it
-//! against an expected transport. Used by the `nccl` command and the `nccl.transport` check.
+//! [`line`] turns one line into records (pure); the [`Reader`] reads a job's logs once and feeds their
+//! numbered lines and records to [`Sink`]s; the [`Analyzer`] (`summary`) is the sink that accumulates them
+//! into a [`Summary`] with a [`Verdict`]; [`judge`] weighs it against an expected transport. Used by the
+//! `nccl` command, the `nccl.transport` check and `collective` (whose rank map and result table are sinks of
+//! the same pass).
 
 pub(crate) mod conf;
 pub(crate) mod env;
@@ -11,10 +13,12 @@ pub mod line;
 pub(crate) mod outcome;
 mod positions;
 pub(crate) mod reader;
+pub(crate) mod sink;
 pub(crate) mod summary;
 
 pub use judge::{advice, advice_for, expect_name, judge, judge_errors, Judgement};
-pub use reader::{analyze_paths, check_log_path, LogError, ReadStop};
+pub use reader::{analyze_paths, check_log_path, LogError, ReadStop, Reader};
+pub use sink::Sink;
 pub use summary::{
     Analyzer, ErrorOutcome, Failure, FailureKind, RankOutcome, RankState, Summary, Verdict,
 };
@@ -35,9 +39,9 @@ pub(crate) mod test_lines {
 /// The summary of `text` read as one log named `t.log` (tests).
 #[cfg(test)]
 pub(crate) fn analyze_text(text: &str) -> Summary {
-    let mut a = Analyzer::new();
-    a.read("t.log", text.as_bytes(), None).unwrap();
-    a.finish()
+    let (mut reader, mut a) = (Reader::new(), Analyzer::new());
+    reader.read(&mut a, "t.log", text.as_bytes(), None).unwrap();
+    a.finish(reader.into_input())
 }
 
 /// `0-7,9,12-13`: ranks or device indices for one line of text.

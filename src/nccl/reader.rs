@@ -1,8 +1,11 @@
-//! Streaming reader: NCCL log bytes in, numbered lines that may hold NCCL records out, fed to an [`Analyzer`].
+//! The one reader of a job's logs: bytes in, numbered lines and the NCCL records they hold out, fed to a
+//! [`Sink`] (the [`Analyzer`], or `collective`'s consumers of the same pass). ripgrep's `Searcher` is the model:
+//! the [`Reader`] owns the framing (blocks, Docker/CRI decoding, line numbers, cuts), the block index, the
+//! line memo and the input statistics; a sink only consumes.
 //!
-//! Input is read in fixed-size blocks; only lines that contain `NCCL` are decoded and parsed, the rest are
-//! counted (line numbers) and skipped. Memory stays flat whatever the input size: the block buffer is fixed
-//! and a line longer than [`MAX_LINE_BYTES`] is cut.
+//! Input is read in fixed-size blocks; unless a sink [wants every line](Sink::wants_lines), only lines that
+//! contain `NCCL` are decoded and parsed, the rest are counted (line numbers) and skipped. Memory stays flat
+//! whatever the input size: the block buffer is fixed and a line longer than [`MAX_LINE_BYTES`] is cut.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -15,9 +18,10 @@ use std::time::Instant;
 use memchr::memmem;
 use std::sync::LazyLock;
 
-use super::line::{self, MAX_LINE_BYTES};
+use super::line::{self, Record, MAX_LINE_BYTES};
 use super::positions::{BlockIndex, BlockText};
-use super::summary::{Analyzer, Summary};
+use super::sink::Sink;
+use super::summary::{Analyzer, InputStats, Summary};
 use crate::input::{self, Accept};
 
 /// Bytes read per block: well inside a core's L2 cache, which the block stays in through the passes over it
@@ -31,16 +35,37 @@ static ERROR_NAME: LazyLock<memmem::Finder<'static>> =
 /// What reading dense blocks keeps from one block (and file) to the next: the index's buffers and the line
 /// memo.
 #[derive(Default)]
-pub(super) struct DenseState {
+struct DenseState {
     index: BlockIndex,
     memo: line::LineMemo,
 }
 
-impl fmt::Debug for DenseState {
+/// Reads the logs of one job, each once, into sinks. Its state (the dense-block index and memo, the input
+/// statistics, the files already read) carries over from file to file: a job read as a thousand per-rank
+/// files allocates it once.
+#[derive(Default)]
+pub struct Reader {
+    dense: DenseState,
+    input: InputStats,
+    /// Files read, by device and inode: a file named twice is read once.
+    read: HashSet<(u64, u64)>,
+}
+
+impl fmt::Debug for Reader {
     // Thousands of memo slots: not worth printing.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DenseState").finish_non_exhaustive()
+        f.debug_struct("Reader")
+            .field("input", &self.input)
+            .finish_non_exhaustive()
     }
+}
+
+/// One read of one log: the reader's statistics and the sink it feeds.
+struct Pass<'a, S> {
+    sink: &'a mut S,
+    input: &'a mut InputStats,
+    /// The sink wants every line's text, not only the records.
+    lines: bool,
 }
 
 /// A line of a clean block (UTF-8 without escapes or carriage returns), and the blocks' line memo.
@@ -112,71 +137,96 @@ pub fn analyze_paths(
     accept: Accept,
     deadline: Option<Instant>,
 ) -> Result<Summary, LogError> {
+    let mut reader = Reader::new();
     let mut analyzer = Analyzer::new();
-    let mut read = HashSet::new();
     for path in paths {
-        read_one(&mut analyzer, &mut read, path, accept, deadline)?;
+        reader.read_path(&mut analyzer, path, accept, deadline)?;
     }
-    Ok(analyzer.finish())
+    Ok(analyzer.finish(reader.into_input()))
 }
 
-fn read_one(
-    analyzer: &mut Analyzer,
-    read: &mut HashSet<(u64, u64)>,
-    path: &Path,
-    accept: Accept,
-    deadline: Option<Instant>,
-) -> Result<(), LogError> {
-    let name = path.display().to_string();
-    let fail = |stop| LogError {
-        path: name.clone(),
-        stop,
-    };
-    if path.as_os_str() == "-" {
-        return analyzer
-            .read("<stdin>", std::io::stdin().lock(), deadline)
-            .map_err(fail);
+impl Reader {
+    pub fn new() -> Self {
+        Self::default()
     }
-    let file = input::open(path, accept).map_err(|e| {
-        fail(ReadStop::Io {
-            error: io::Error::other(e.to_string()),
-            line: 0,
-        })
-    })?;
-    let meta = file
-        .metadata()
-        .map_err(|error| fail(ReadStop::Io { error, line: 0 }))?;
-    if !read.insert((meta.dev(), meta.ino())) {
-        analyzer.input.repeated.push(name);
-        return Ok(());
-    }
-    analyzer.read(&name, file, deadline).map_err(fail)
-}
 
-impl Analyzer {
-    /// Reads `reader` to its end as the log named `source`.
+    /// What was read so far: bytes, lines, files, records.
+    pub fn into_input(self) -> InputStats {
+        self.input
+    }
+
+    /// Reads the log at `path` (`-` is standard input) into `sink`, unless this reader has read that file.
+    pub fn read_path(
+        &mut self,
+        sink: &mut impl Sink,
+        path: &Path,
+        accept: Accept,
+        deadline: Option<Instant>,
+    ) -> Result<(), LogError> {
+        let name = path.display().to_string();
+        let fail = |stop| LogError {
+            path: name.clone(),
+            stop,
+        };
+        if path.as_os_str() == "-" {
+            return self
+                .read(sink, "<stdin>", std::io::stdin().lock(), deadline)
+                .map_err(fail);
+        }
+        let file = input::open(path, accept).map_err(|e| {
+            fail(ReadStop::Io {
+                error: io::Error::other(e.to_string()),
+                line: 0,
+            })
+        })?;
+        self.read_file(sink, &name, file, deadline).map_err(fail)
+    }
+
+    /// Reads the open `file` named `name` into `sink`, unless this reader has read that file (under any
+    /// name): then it is only listed as repeated.
+    pub fn read_file(
+        &mut self,
+        sink: &mut impl Sink,
+        name: &str,
+        file: std::fs::File,
+        deadline: Option<Instant>,
+    ) -> Result<(), ReadStop> {
+        let meta = file
+            .metadata()
+            .map_err(|error| ReadStop::Io { error, line: 0 })?;
+        if !self.read.insert((meta.dev(), meta.ino())) {
+            self.input.repeated.push(name.to_string());
+            return Ok(());
+        }
+        self.read(sink, name, file, deadline)
+    }
+
+    /// Reads `reader` to its end as the log named `source`, into `sink`.
     pub fn read(
         &mut self,
+        sink: &mut impl Sink,
         source: &str,
         reader: impl Read,
         deadline: Option<Instant>,
     ) -> Result<(), ReadStop> {
-        // The dense-block state (index buffers, line memo) carries over from file to file: a job read as a
-        // thousand per-rank files allocates it once. Taken out for the read, put back however it ends.
-        let mut kept = std::mem::take(&mut self.dense);
-        let read = self.read_with(&mut kept, source, reader, deadline);
-        self.dense = kept;
-        read
+        self.input.add_file(source);
+        sink.begin(source);
+        let mut pass = Pass {
+            lines: sink.wants_lines(),
+            sink,
+            input: &mut self.input,
+        };
+        pass.read(&mut self.dense, reader, deadline)
     }
+}
 
-    fn read_with(
+impl<S: Sink> Pass<'_, S> {
+    fn read(
         &mut self,
         kept: &mut DenseState,
-        source: &str,
         mut reader: impl Read,
         deadline: Option<Instant>,
     ) -> Result<(), ReadStop> {
-        self.start_source(source);
         let finder = memmem::Finder::new(b"NCCL");
         let mut buf = vec![0u8; BLOCK_BYTES];
         let mut len = 0;
@@ -235,13 +285,14 @@ impl Analyzer {
                     let block = &buf[start..end];
                     let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
                     line_no = match shipped {
+                        None if self.lines => self.every_line(&finder, None, block, line_no),
                         None => {
                             let (last, hits) = self.block(&finder, kept, block, line_no, dense);
                             // Dense: more than one line in four holds `NCCL`.
                             dense = hits as u64 * 4 > last - line_no;
                             last
                         }
-                        Some(s) => self.shipped_block(&finder, s, block, line_no),
+                        Some(s) => self.every_line(&finder, Some(s), block, line_no),
                     };
                     buf.copy_within(end..len, 0);
                     len -= end;
@@ -370,7 +421,7 @@ impl Analyzer {
             self.input.long_lines_cut += 1;
             self.line(finder, line_no, &line[..MAX_LINE_BYTES]);
         } else if let Some(plain) = plain.filter(|_| line.first() != Some(&b'{')) {
-            let ids = self.ids_wanted();
+            let ids = self.sink.ids();
             line::parse_plain_line_from(plain.text, first_nccl, ids, plain.memo, |record| {
                 self.record(line_no, record)
             });
@@ -379,11 +430,12 @@ impl Analyzer {
         }
     }
 
-    /// Complete lines of a container runtime's log: each decoded, split lines joined, then read as usual.
-    fn shipped_block(
+    /// Complete lines one by one: a container runtime's log (`shipped`: each line decoded, split lines
+    /// joined), or any log whose every line the sink wants. Returns the last line number.
+    fn every_line(
         &mut self,
         finder: &memmem::Finder<'_>,
-        shipped: &mut Shipped,
+        mut shipped: Option<&mut Shipped>,
         block: &[u8],
         mut line_no: u64,
     ) -> u64 {
@@ -397,7 +449,7 @@ impl Analyzer {
                 self.input.long_lines_cut += 1;
             }
             let line = &line[..line.len().min(MAX_LINE_BYTES)];
-            self.stored_line(finder, Some(shipped), line_no, line);
+            self.stored_line(finder, shipped.as_deref_mut(), line_no, line);
         }
         line_no
     }
@@ -461,12 +513,22 @@ impl Analyzer {
         }
     }
 
-    /// Any line: parsed only when it contains `NCCL`.
+    /// Any line: given to a sink that wants every line, parsed only when it contains `NCCL`.
     fn line(&mut self, finder: &memmem::Finder<'_>, line_no: u64, bytes: &[u8]) {
+        if self.lines {
+            self.sink.line(line_no, &String::from_utf8_lossy(bytes));
+        }
         match finder.find(bytes) {
             Some(hit) => self.nccl_line(line_no, bytes, hit),
             None => self.lines_without_token(bytes, line_no - 1),
         }
+    }
+
+    /// A record found on line `line_no`, counted.
+    #[inline(always)]
+    fn record(&mut self, line_no: u64, record: Record<'_>) {
+        self.input.nccl_records += 1;
+        self.sink.record(line_no, record);
     }
 
     /// A line that may hold NCCL records: the caller found the first `NCCL` in it at `first_nccl`.
@@ -624,6 +686,59 @@ mod tests {
     use crate::nccl::{analyze_text as analyze, judge, Verdict};
     use crate::profile::NcclExpect;
 
+    /// A sink that keeps every line.
+    #[derive(Default)]
+    struct Lines(Vec<(u64, String)>);
+
+    impl Sink for Lines {
+        fn begin(&mut self, _: &str) {}
+        fn ids(&self) -> line::Ids {
+            line::Ids::Always
+        }
+        fn record(&mut self, _: u64, _: Record<'_>) {}
+        fn wants_lines(&self) -> bool {
+            true
+        }
+        fn line(&mut self, line_no: u64, text: &str) {
+            self.0.push((line_no, text.to_string()));
+        }
+    }
+
+    fn lines_of(log: &[u8]) -> Vec<(u64, String)> {
+        let mut sink = Lines::default();
+        Reader::new().read(&mut sink, "t.log", log, None).unwrap();
+        sink.0
+    }
+
+    #[test]
+    fn a_sink_of_every_line_gets_each_once_numbered_and_cut() {
+        let seen = lines_of(b"a\n\nbc");
+        assert_eq!(seen, [(1, "a".into()), (2, "".into()), (3, "bc".into())]);
+        assert!(lines_of(b"").is_empty());
+        // Inside one block, across a block's end, and longer than a block.
+        for len in [5, MAX_LINE_BYTES, MAX_LINE_BYTES + 7, 3 * BLOCK_BYTES] {
+            let mut log = vec![b'x'; len];
+            log.extend_from_slice(b"\nend\n");
+            let seen = lines_of(&log);
+            assert_eq!(seen.len(), 2, "{len}");
+            assert_eq!(seen[0].1.len(), len.min(MAX_LINE_BYTES), "{len}");
+            assert_eq!(seen[1], (2, "end".into()), "{len}");
+        }
+    }
+
+    #[test]
+    fn an_endless_line_stops_at_the_deadline_in_bounded_memory() {
+        let deadline = Instant::now() + std::time::Duration::from_millis(200);
+        let mut sink = Lines::default();
+        let stop = Reader::new().read(&mut sink, "zeros", io::repeat(0), Some(deadline));
+        assert!(
+            matches!(stop, Err(ReadStop::Deadline { line: 1 })),
+            "{stop:?}"
+        );
+        assert_eq!(sink.0.len(), 1);
+        assert_eq!(sink.0[0].1.len(), MAX_LINE_BYTES);
+    }
+
     #[test]
     fn line_numbers_count_noise_and_last_line_without_newline() {
         let text = format!("noise\nmore noise\n{IB_GDR}x\n\ngpu-a01:1:2 [0] x.cc:1 NCCL WARN boom");
@@ -748,11 +863,10 @@ mod tests {
             log.push(b'\n');
             i += 1;
         }
-        let mut fast = Analyzer::new();
-        fast.read("t.log", log.as_slice(), None).unwrap();
+        let fast = read_all(&[&log]);
         let slow = line_by_line(&log);
-        let json = |a: Analyzer| {
-            let mut v = serde_json::to_value(a.finish()).unwrap();
+        let json = |s: Summary| {
+            let mut v = serde_json::to_value(s).unwrap();
             v.as_object_mut().unwrap().remove("input");
             v
         };
@@ -780,12 +894,10 @@ mod tests {
             text
         };
         let (first, second) = (log("NET/IB/0/GDRDMA"), log("NET/Socket/1"));
-        let mut fast = Analyzer::new();
-        fast.read("t.log", first.as_bytes(), None).unwrap();
-        fast.read("t.log", second.as_bytes(), None).unwrap();
+        let fast = read_all(&[first.as_bytes(), second.as_bytes()]);
         let slow = line_by_line(format!("{first}{second}").as_bytes());
-        let transports = |a: Analyzer| {
-            let mut v = serde_json::to_value(a.finish().transports).unwrap();
+        let transports = |s: Summary| {
+            let mut v = serde_json::to_value(s.transports).unwrap();
             for t in v.as_array_mut().unwrap() {
                 // The second file numbers its lines from 1 again.
                 t.as_object_mut().unwrap().remove("first_seen");
@@ -797,17 +909,26 @@ mod tests {
         assert_eq!(fast, slow);
     }
 
+    /// The summary of `logs`, read one after the other by one reader, each as `t.log`.
+    fn read_all(logs: &[&[u8]]) -> Summary {
+        let (mut reader, mut a) = (Reader::new(), Analyzer::new());
+        for log in logs {
+            reader.read(&mut a, "t.log", *log, None).unwrap();
+        }
+        a.finish(reader.into_input())
+    }
+
     /// The reference the block reader is compared with: each line of `log` decoded (Docker's JSON) and parsed
-    /// alone, every prefix read.
-    fn line_by_line(log: &[u8]) -> Analyzer {
+    /// alone, every prefix read (no input statistics).
+    fn line_by_line(log: &[u8]) -> Summary {
         let mut slow = Analyzer::new();
-        slow.start_source("t.log");
+        slow.begin("t.log");
         for (n, raw) in log.split(|&b| b == b'\n').enumerate() {
             let decoded = docker_log(raw).map_or(Cow::Borrowed(raw), |(t, _)| t);
             let text = String::from_utf8_lossy(&decoded);
             line::parse_line(&text, |r| slow.record(n as u64 + 1, r));
         }
-        slow
+        slow.finish(InputStats::default())
     }
 
     /// Dense blocks read topology and device lines without their prefix, except while an error chain is
@@ -851,9 +972,7 @@ mod tests {
                 }
                 i += 1;
             }
-            let mut fast = Analyzer::new();
-            fast.read("t.log", log.as_bytes(), None).unwrap();
-            let (fast, slow) = (fast.finish(), line_by_line(log.as_bytes()).finish());
+            let (fast, slow) = (read_all(&[log.as_bytes()]), line_by_line(log.as_bytes()));
             assert_eq!(fast.errors_total, slow.errors_total, "{cycle:?}");
             assert_eq!(
                 serde_json::to_value(&fast.errors).unwrap(),
@@ -913,10 +1032,10 @@ mod tests {
             n += 1;
         }
         log.extend_from_slice(b"gpu-a06:1:1 [5] x.cc:9 NCCL WARN last line, no newline");
-        let summary = |reader: &mut dyn Read| {
-            let mut a = Analyzer::new();
-            a.read("t.log", reader, None).unwrap();
-            serde_json::to_value(a.finish()).unwrap()
+        let summary = |log: &mut dyn Read| {
+            let (mut reader, mut a) = (Reader::new(), Analyzer::new());
+            reader.read(&mut a, "t.log", log, None).unwrap();
+            serde_json::to_value(a.finish(reader.into_input())).unwrap()
         };
         let whole = summary(&mut log.as_slice());
         for sizes in [
@@ -1012,11 +1131,7 @@ mod tests {
             log.extend_from_slice(&line);
             log.push(b'\n');
         }
-        let s = {
-            let mut a = Analyzer::new();
-            a.read("fuzz", log.as_slice(), None).unwrap();
-            a.finish()
-        };
+        let s = read_all(&[&log]);
         assert_eq!(s.input.lines, 10_000);
         for e in [NcclExpect::Gdrdma, NcclExpect::Ib, NcclExpect::Any] {
             let _ = judge(&s, e);
@@ -1027,9 +1142,7 @@ mod tests {
             br#"{"log":"x","stream":"stderr"}"#,
         ] {
             let shipped = [first, b"\n", &log].concat();
-            let mut a = Analyzer::new();
-            a.read("fuzz", shipped.as_slice(), None).unwrap();
-            assert_eq!(a.finish().input.lines, 10_001);
+            assert_eq!(read_all(&[&shipped]).input.lines, 10_001);
         }
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::line::{self, Channel, CommStage, Event, NetFamily, Record, Transport, MAX_LINE_BYTES};
 pub use super::outcome::{ErrorOutcome, Failure, FailureKind, RankOutcome, RankState};
 use super::outcome::{Outcomes, Slot, MAX_LISTED};
-use super::reader::DenseState;
+use super::sink::Sink;
 
 /// Ranks and NET device indices kept per transport (bitsets: 32 KiB and 128 bytes at most).
 const MAX_RANK: u32 = 1 << 18;
@@ -290,6 +290,13 @@ pub struct InputStats {
     pub repeated: Vec<String>,
 }
 
+impl InputStats {
+    /// A log read (the first 64 names listed).
+    pub(super) fn add_file(&mut self, name: &str) {
+        push_distinct(&mut self.files, name);
+    }
+}
+
 /// The analysis of one job's logs. Field names are the JSON contract of `fabric-preflight nccl --format json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -367,11 +374,9 @@ impl Summary {
     }
 }
 
-/// Feeds NCCL logs line by line; [`Analyzer::finish`] gives the summary.
+/// The NCCL log summary: a [`Sink`] of the reader's records; [`Analyzer::finish`] gives the summary.
 #[derive(Debug, Default)]
 pub struct Analyzer {
-    /// Byte, line and file counts, kept by the reader.
-    pub(super) input: InputStats,
     source: String,
     versions: Vec<String>,
     selected: Vec<String>,
@@ -397,8 +402,6 @@ pub struct Analyzer {
     open_chain: Option<(Option<u32>, u32, Slot)>,
     rings_without_gdr: u64,
     ray_repeats: bool,
-    /// The reader's state for dense blocks, kept across files (see `reader::DenseState`).
-    pub(super) dense: DenseState,
 }
 
 impl Analyzer {
@@ -406,25 +409,8 @@ impl Analyzer {
         Self::default()
     }
 
-    /// Records from now on come from the log named `source`.
-    pub(super) fn start_source(&mut self, source: &str) {
-        self.source = source.to_string();
-        push_distinct(&mut self.input.files, source);
-    }
-
-    /// Which records need their host and pid here: all while an error chain is open (any other line of its
-    /// process closes it), otherwise only those whose event is tallied per process.
-    pub(super) fn ids_wanted(&self) -> line::Ids {
-        if self.open_chain.is_some() {
-            line::Ids::Always
-        } else {
-            line::Ids::WhereUsed
-        }
-    }
-
     /// One parsed record (public for the fuzz target and for callers that split lines themselves).
     pub fn record(&mut self, line_no: u64, r: Record<'_>) {
-        self.input.nccl_records += 1;
         // A chain's frames follow one another: any other line of its process ends it.
         if let Some((pid, ..)) = self.open_chain {
             if pid == r.pid && !matches!(r.event, Event::ErrorReturn { .. }) {
@@ -686,7 +672,8 @@ impl Analyzer {
         }
     }
 
-    pub fn finish(mut self) -> Summary {
+    /// The summary of the records taken in, with `input`, what the reader read.
+    pub fn finish(mut self, input: InputStats) -> Summary {
         let mut tallies: Vec<TransportTally> = std::mem::take(&mut self.transports)
             .into_iter()
             .map(Tally::into_public)
@@ -761,7 +748,7 @@ impl Analyzer {
         let hosts_on_socket = union(on_socket().map(|t| &t.hosts));
 
         let ranks = self.outcomes.finish(self.init_lines_printed());
-        let notes = self.notes(verdict, &counts, rejected);
+        let notes = self.notes(verdict, &counts, rejected, &input);
         Summary {
             verdict,
             plugins,
@@ -799,7 +786,7 @@ impl Analyzer {
             warnings: self.warnings,
             warnings_total: self.warnings_total,
             notes,
-            input: self.input,
+            input,
         }
     }
 
@@ -814,7 +801,13 @@ impl Analyzer {
             || (!self.versions.is_empty() && self.versions.iter().all(prints))
     }
 
-    fn notes(&self, verdict: Verdict, counts: &NetChannels, rejected: u64) -> Vec<String> {
+    fn notes(
+        &self,
+        verdict: Verdict,
+        counts: &NetChannels,
+        rejected: u64,
+        input: &InputStats,
+    ) -> Vec<String> {
         let mut notes = Vec::new();
         if rejected > 0 {
             notes.push(format!(
@@ -910,19 +903,40 @@ impl Analyzer {
                 self.channels_not_tallied
             ));
         }
-        if self.input.long_lines_cut > 0 {
+        if input.long_lines_cut > 0 {
             notes.push(format!(
                 "{} line(s) longer than {MAX_LINE_BYTES} bytes: only their start was read",
-                self.input.long_lines_cut
+                input.long_lines_cut
             ));
         }
-        if !self.input.repeated.is_empty() {
+        if !input.repeated.is_empty() {
             notes.push(format!(
                 "{} name(s) a file already read under another name: read once",
-                self.input.repeated.join(", ")
+                input.repeated.join(", ")
             ));
         }
         notes
+    }
+}
+
+impl Sink for Analyzer {
+    fn begin(&mut self, source: &str) {
+        self.source = source.to_string();
+    }
+
+    /// All while an error chain is open (any other line of its process closes it), otherwise only those
+    /// whose event is tallied per process.
+    fn ids(&self) -> line::Ids {
+        if self.open_chain.is_some() {
+            line::Ids::Always
+        } else {
+            line::Ids::WhereUsed
+        }
+    }
+
+    #[inline(always)]
+    fn record(&mut self, line_no: u64, record: Record<'_>) {
+        Analyzer::record(self, line_no, record);
     }
 }
 
