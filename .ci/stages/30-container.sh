@@ -10,45 +10,18 @@ cd "$(dirname "$0")/../.."
 # binary outside must find the same ones the image carries (a machine without them reported `rdma-core is not
 # installed` where the image's libibverbs answered ENOSYS: seen on a fresh machine, where no earlier stage had
 # installed them).
-apt_install podman debootstrap runc python3 rdma-core ibverbs-providers
+apt_install python3 binutils rdma-core ibverbs-providers
+podman_setup
 portable=$(.ci/build-portable)
 cargo build -q --release --locked   # the ordinary build, to show it cannot start on Debian 11
 
-# This sandbox refuses podman's default ulimits; CONTAINERS_CONF keeps the setting out of /etc.
-printf '[containers]\ndefault_ulimits = []\n' > "$CI_CACHE/containers.conf"
-export CONTAINERS_CONF="$CI_CACHE/containers.conf"
-podman() { command podman --runtime runc "$@"; }
-
-# debian_base SUITE: localhost/debian-min:SUITE, a minbase debootstrap of that Debian release, cached as a tarball.
-debian_base() {
-  local suite=$1 image="localhost/debian-min:$1" tarball="$CI_CACHE/debian-min-$1.tar" mirror rootfs
-  if ! podman image exists "$image"; then
-    if [ ! -s "$tarball" ]; then
-      mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p; s/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) bookworm .*/\2/p' \
-        /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -v security | head -n 1 || true)
-      rootfs=$(mktemp -d)
-      debootstrap --variant=minbase "$suite" "$rootfs" "${mirror:-http://deb.debian.org/debian}" >/dev/null
-      tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
-      rm -rf "$rootfs"
-    fi
-    podman import -q "$tarball" "$image" >/dev/null
-  fi
-  echo "$image"
-}
 base=$(debian_base bookworm)
 
 image=localhost/fabric-preflight:ci
 podman build -q -t "$image" --build-arg BASE="$base" -f Containerfile . >/dev/null
 echo "built $image on $base"
 
-# The image carries exactly the portable binary, and rdma-core's libraries load from their usual place.
-want=$(sha256sum < "$portable")
-got=$(podman run --rm --network none --entrypoint /bin/sh "$image" -c 'sha256sum < /usr/local/bin/fabric-preflight')
-[ "$want" = "$got" ] || { echo "FAIL: the image's binary is not $portable" >&2; exit 1; }
-podman run --rm --network none --entrypoint /bin/sh "$image" -c \
-  'ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1 /usr/lib/x86_64-linux-gnu/librdmacm.so.1 \
-      /usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav*.so /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so' \
-  >/dev/null || { echo "FAIL: rdma-core user space missing from the image" >&2; exit 1; }
+image_carries "$image" "$portable" X86-64
 
 # The tree is mounted at the same path inside, so the reports' paths match too; IPC_LOCK as in the Kubernetes
 # manifests (rdma.memlock judges the running process).
