@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::cli::{NcclArgs, ViewFormat};
 use crate::exit::Exit;
 use crate::input::Accept;
+use crate::model::CheckResult;
 use crate::nccl::{self, expect_name, judge, Judgement, Summary};
 use crate::profile::NcclExpect;
 
@@ -64,11 +65,8 @@ pub fn main(args: NcclArgs) -> anyhow::Result<u8> {
 }
 
 pub fn exit_code(judgement: &Judgement) -> u8 {
-    match judgement {
-        Judgement::Met => Exit::OK,
-        Judgement::NotMet(_) => Exit::CHECK_FAILED,
-        Judgement::Undetermined(_) => Exit::COULD_NOT_RUN,
-    }
+    let status = judgement.status();
+    crate::exit::for_checks(&[CheckResult::new("nccl", status, "")], false)
 }
 
 fn or_none(list: &[String]) -> String {

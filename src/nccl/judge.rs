@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::line::NetFamily;
 use super::summary::{FailureKind, Summary, Verdict};
+use crate::model::Status;
 use crate::profile::NcclExpect;
 
 /// How a summary stands against an expected transport.
@@ -15,6 +16,19 @@ pub enum Judgement {
     NotMet(String),
     /// The log cannot tell, and why.
     Undetermined(String),
+}
+
+impl Judgement {
+    /// The one mapping of a judgement to a status, for every caller (`nccl`'s exit code, the `nccl.transport`
+    /// check, `collective`): a log that cannot tell whether the expectation was met is an error, never a skip, so
+    /// it never reads as a pass.
+    pub fn status(&self) -> Status {
+        match self {
+            Judgement::Met => Status::Pass,
+            Judgement::NotMet(_) => Status::Fail,
+            Judgement::Undetermined(_) => Status::Error,
+        }
+    }
 }
 
 pub fn expect_name(expect: NcclExpect) -> &'static str {

@@ -94,26 +94,25 @@ impl Probe for NcclTransport {
     }
 }
 
-/// Status and summary line. With an expectation: met → pass, not met → fail, cannot tell → skip. Without one,
+/// Status and summary line. With an expectation, `Judgement::status`: met → pass, not met → fail, cannot tell → error. Without one,
 /// the verdict alone: RDMA (with or without GDR) passes; sockets, a socket/RDMA mix and a GDR mix warn (each is
 /// the mark of a node set up unlike the others); no data path skips unless Socket was selected (warn).
 fn judged(s: &Summary, expect: Option<crate::profile::NcclExpect>) -> CheckResult {
     let v = s.verdict;
     let (status, summary) = match expect {
-        Some(e) => match judge(s, e) {
-            Judgement::Met => (
-                Status::Pass,
-                format!(
+        Some(e) => {
+            let judgement = judge(s, e);
+            let summary = match &judgement {
+                Judgement::Met => format!(
                     "NCCL used {}, as expected ({})",
                     s.verdict_named(),
                     expect_name(e)
                 ),
-            ),
-            Judgement::NotMet(why) => (Status::Fail, why),
-            Judgement::Undetermined(why) => {
-                (Status::Skip, format!("{why} (expected {})", expect_name(e)))
-            }
-        },
+                Judgement::NotMet(why) => why.clone(),
+                Judgement::Undetermined(why) => format!("{why} (expected {})", expect_name(e)),
+            };
+            (judgement.status(), summary)
+        }
         None => match v {
             Verdict::IbGdrdma | Verdict::OfiGdrdma | Verdict::PluginGdrdma => {
                 (Status::Pass, format!("NCCL used {}", s.verdict_named()))
@@ -324,9 +323,15 @@ mod tests {
         // No init line and no version: whether NCCL recovered cannot be told.
         let unknown = summary(&format!("h:1:2 [0] NCCL INFO net.cc:79 -> 3\n{GDR}"));
         assert_eq!(judged(&unknown, None).status, Status::Warn);
+        // With an expectation the log cannot prove: an error (exit 3), never a skip that exits 0.
         assert_eq!(
             judged(&unknown, Some(NcclExpect::IbGdrdma)).status,
-            Status::Skip
+            Status::Error
         );
+        let no_channels = summary(VERSION);
+        for expect in [NcclExpect::IbGdrdma, NcclExpect::Gdrdma, NcclExpect::Socket] {
+            let r = judged(&no_channels, Some(expect));
+            assert_eq!(r.status, Status::Error, "{expect:?}: {}", r.summary);
+        }
     }
 }
