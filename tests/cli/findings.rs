@@ -2,24 +2,10 @@
 //! check from the registry, with the status that decided it; `explain CODE` documents each code, and JUnit
 //! and the table carry them.
 
-use std::path::PathBuf;
-
 use fabric_preflight::commands::findings::{codes_of, registry};
 use serde_json::Value;
 
 use super::util::*;
-
-/// Every recorded tree under testdata/hosts.
-fn trees() -> Vec<PathBuf> {
-    let mut all: Vec<PathBuf> = std::fs::read_dir(host(""))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    all.sort();
-    assert!(all.len() >= 10, "{all:?}");
-    all
-}
 
 /// What is wrong with the findings of one result, if anything.
 fn coding_problem(check: &Value) -> Option<String> {

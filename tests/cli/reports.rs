@@ -2,21 +2,7 @@
 //! the shipped schemas, JUnit suites that do not collide across nodes, `--quiet`, `--profile auto`, and the
 //! generated completions, manual page and version.
 
-use std::path::PathBuf;
-
 use super::util::*;
-
-/// Every recorded tree under testdata/hosts.
-fn trees() -> Vec<PathBuf> {
-    let mut all: Vec<PathBuf> = std::fs::read_dir(host(""))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    all.sort();
-    assert!(all.len() >= 10, "{all:?}");
-    all
-}
 
 fn run(tree: &std::path::Path, args: &[&str]) -> std::process::Output {
     preflight()

@@ -188,6 +188,18 @@ pub fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// Every recorded tree under testdata/hosts.
+pub fn trees() -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(host(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    all.sort();
+    assert!(all.len() >= 10, "{all:?}");
+    all
+}
+
 /// Every result of check `id` in a `run` report.
 pub fn results<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
     report["checks"]
