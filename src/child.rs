@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::interrupt;
+use crate::model::{common, FindingCode};
 
 /// A job for a child process: the hidden subcommand of this binary that serves it, and what it answers.
 pub trait Job: Serialize + DeserializeOwned {
@@ -51,6 +52,17 @@ pub struct ChildFailure {
     pub last_call: Option<String>,
     /// Stopped by SIGTERM/SIGINT ([`interrupt`]), not by anything the job or its library did.
     pub interrupted: bool,
+}
+
+impl ChildFailure {
+    /// The finding code of a child that gave no reply: interrupted, or hung or crashed in its library call.
+    pub fn code(&self) -> &'static FindingCode {
+        if self.interrupted {
+            &common::INTERRUPTED
+        } else {
+            &common::LIBRARY_HUNG
+        }
+    }
 }
 
 /// Runs `job` in this binary's hidden subcommand for it and waits at most `timeout` (or until SIGTERM/SIGINT) for

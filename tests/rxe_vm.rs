@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-// The schema validator the CLI tests use; the rest of those helpers is not needed here.
+// The schema validator and the finding-code rule the CLI tests use; the rest of those helpers is not needed here.
 #[path = "cli/util.rs"]
 #[allow(unused_imports)]
 mod util;
@@ -28,8 +28,10 @@ fn text(rel: &str) -> String {
 
 /// The JSON report a run inside VM `vm` wrote as `name.json`.
 fn report(vm: &str, name: &str) -> Value {
-    serde_json::from_str(&text(&format!("{vm}/{name}.json")))
-        .unwrap_or_else(|e| panic!("{vm}/{name}.json: {e}"))
+    let report = serde_json::from_str(&text(&format!("{vm}/{name}.json")))
+        .unwrap_or_else(|e| panic!("{vm}/{name}.json: {e}"));
+    util::assert_coded(&report);
+    report
 }
 
 /// The exit status of that run.

@@ -7,7 +7,7 @@
 pub(crate) mod judge;
 pub(crate) mod launch;
 pub(crate) mod nccl_tests;
-mod paths;
+pub(crate) mod paths;
 pub(crate) mod ranks;
 pub(crate) mod variant;
 

@@ -11,10 +11,109 @@ use super::judge::{
 };
 use super::nccl_tests::{RankLine, Row};
 use super::ranks::short_host;
-use crate::model::{CheckResult, Status};
+use crate::model::{CheckResult, FindingCode, Remedy, Status};
 use crate::nccl::line::NetFamily;
 use crate::nccl::{self, Verdict};
 use crate::rules::topology::{PciTree, Role};
+
+const LOOPBACK_ACROSS_NODES: FindingCode = FindingCode {
+    code: "COL701",
+    title: "the NIC loopback ran on several hosts: its floor is per node",
+    explanation: "The NIC loopback judges one node's NICs; a job across nodes is judged by --mode job or per-rail. Launch it on one node (`srun -N1`, `mpirun --host NODE:8`).",
+    step: Some(Remedy::Reconfigure),
+};
+const LOOPBACK_SOCKET_ONLY: FindingCode = FindingCode {
+    code: "COL702",
+    title: "the NIC loopback found no NIC to loop through: Socket only",
+    explanation: "NCCL found no RDMA device (`NET/IB : No device found`), selected Socket, or carried channels over NET/Socket: no RDMA NIC carried a byte. Load the RDMA stack (the HCA's driver, ib_uverbs) and see `fabric-preflight run` (rdma.devices, rdma.link).",
+    step: Some(Remedy::LoadModule),
+};
+const LOOPBACK_SETTINGS_LOST: FindingCode = FindingCode {
+    code: "COL703",
+    title: "the NIC loopback's settings did not reach the ranks: every channel is P2P/SHM",
+    explanation: "The loopback turns SHM, P2P and NVLS off so that every channel goes through a NIC; channels over P2P/SHM mean the launcher did not pass the environment. With mpirun pass it with `-x` (srun and torchrun pass it).",
+    step: Some(Remedy::Reconfigure),
+};
+const LOOPBACK_UNPROVEN: FindingCode = FindingCode {
+    code: "COL704",
+    title: "the NIC loopback cannot be proven: no channel line",
+    explanation: "A single rank connects to nothing: run one rank per GPU, at least two, with NCCL_DEBUG=INFO.",
+    step: Some(Remedy::Reconfigure),
+};
+const RAIL_NIC_IDLE: FindingCode = FindingCode {
+    code: "COL705",
+    title: "a rail NIC carried no channel: NCCL routed around it",
+    explanation: "A GPU's nearest NIC, or one NCCL listed, carried no channel, so the node runs below its bandwidth. Name every rail in NCCL_IB_HCA, then see the NIC's rdma.link and rdma.counters (a port down, errors).",
+    step: Some(Remedy::Reconfigure),
+};
+const RAIL_NIC_WITHOUT_GDR: FindingCode = FindingCode {
+    code: "COL706",
+    title: "a rail NIC carried channels without GPUDirect RDMA where it is expected",
+    explanation: "Channels through the NIC staged through host memory: nvidia_peermem not loaded or DMA-BUF unavailable, or the GPU and NIC too far apart for NCCL_NET_GDR_LEVEL. See gdr.kernel_path and topo.gpu_nic.",
+    step: Some(Remedy::LoadModule),
+};
+const NICS_UNNAMED: FindingCode = FindingCode {
+    code: "COL707",
+    title: "NCCL's log names no NIC, so a NIC routed around cannot be seen",
+    explanation: "A warning: aws-ofi-nccl prints no NIC list, so the loopback's transport is met but not proven on every NIC.",
+    step: None,
+};
+const OFF_NVLINK: FindingCode = FindingCode {
+    code: "COL711",
+    title: "GPU pairs without NVLink in the NVLink-only run",
+    explanation: "With P2P allowed only over NVLink (NCCL_P2P_LEVEL=NVL) and SHM and the NICs off, a channel over NET or SHM names a GPU pair NVLink does not join: a link down or an NVSwitch fault. See gpu.nvlink and `nvidia-smi nvlink --status`.",
+    step: Some(Remedy::ResetGpu),
+};
+const ONE_GPU: FindingCode = FindingCode {
+    code: "COL712",
+    title: "one GPU: no GPU pair to connect over NVLink",
+    explanation: "A skip: the NVLink-only run needs two GPUs or more.",
+    step: None,
+};
+const NVLINK_UNPROVEN: FindingCode = FindingCode {
+    code: "COL713",
+    title: "the NVLink path cannot be proven: no channel line",
+    explanation: "Run one rank per GPU with NCCL_DEBUG=INFO so that NCCL prints its channels.",
+    step: Some(Remedy::Reconfigure),
+};
+const NOT_RAILS: FindingCode = FindingCode {
+    code: "COL721",
+    title: "the per-rail communicators are not rails, so no rail was judged",
+    explanation: "A communicator holds several ranks of one host: ranks are not placed node by node, or --rails is not the GPUs per node. Place ranks block-wise (`srun --distribution=block`, `mpirun --map-by ppr:8:node`).",
+    step: Some(Remedy::Reconfigure),
+};
+const RAIL_NO_TABLE: FindingCode = FindingCode {
+    code: "COL722",
+    title: "a rail printed no result table: not judged",
+    explanation: "The rail's communicator printed no nccl-tests table: it failed or hung (see collective.command and the rank's last NCCL line).",
+    step: None,
+};
+const RAILS_COMBINED: FindingCode = FindingCode {
+    code: "COL723",
+    title: "one table stands for every rail: a slow rail may hide in it",
+    explanation: "nccl-tests prints one table for a split run: unless it is the slowest rail's (`-a 3`), a rail below the floor hides in it. Add `-a 3`, or use `--workload torch`, which prints each rail's table.",
+    step: Some(Remedy::Reconfigure),
+};
+
+/// Every finding this file's results can carry, by check id (gathered by `commands::findings`).
+pub const FINDINGS: &[(&str, &[&FindingCode])] = &[
+    (
+        ID_TRANSPORT,
+        &[
+            &LOOPBACK_ACROSS_NODES,
+            &LOOPBACK_SOCKET_ONLY,
+            &LOOPBACK_SETTINGS_LOST,
+            &LOOPBACK_UNPROVEN,
+            &RAIL_NIC_IDLE,
+            &RAIL_NIC_WITHOUT_GDR,
+            &NICS_UNNAMED,
+            &OFF_NVLINK,
+            &ONE_GPU,
+            &NVLINK_UNPROVEN,
+        ],
+    ),
+    (ID_BUSBW, &[&NOT_RAILS, &RAIL_NO_TABLE, &RAILS_COMBINED]),
+];
 
 /// The NIC loopback's data path: proven RDMA (GPUDirect RDMA where expected) on every rail NIC NCCL listed.
 /// Socket is a failure that says the node has no NIC to loop through; P2P/SHM channels mean the loopback's
@@ -38,6 +137,7 @@ pub fn loopback_transport(f: &Facts<'_>) -> CheckResult {
             ),
         )
         .fix("launch it on one node (`srun -N1 …`, `mpirun -np 8 --host NODE:8 …`); across nodes use --mode job or per-rail")
+        .code(&LOOPBACK_ACROSS_NODES)
     } else if rdma_channels == 0 && (socket_selected || ib_missing || s.net_channels.socket > 0) {
         let mut why = Vec::new();
         if ib_missing {
@@ -61,6 +161,7 @@ pub fn loopback_transport(f: &Facts<'_>) -> CheckResult {
             ),
         )
         .fix(nccl::advice(Verdict::Socket).unwrap_or_default())
+        .code(&LOOPBACK_SOCKET_ONLY)
     } else if s.verdict == Verdict::IntraNodeOnly {
         CheckResult::fail(
             ID_TRANSPORT,
@@ -71,12 +172,14 @@ pub fn loopback_transport(f: &Facts<'_>) -> CheckResult {
             ),
         )
         .fix("pass the environment to every rank: `mpirun -x NCCL_SHM_DISABLE -x NCCL_P2P_DISABLE -x NCCL_NVLS_ENABLE -x NCCL_NET_GDR_LEVEL` (srun and torchrun pass it)")
+        .code(&LOOPBACK_SETTINGS_LOST)
     } else if s.verdict == Verdict::Undetermined {
         CheckResult::error(
             ID_TRANSPORT,
             "cannot prove the loopback: no channel line (a single rank connects to nothing: run one rank per GPU, \
              at least two)",
         )
+        .code(&LOOPBACK_UNPROVEN)
     } else {
         every_nic(f, judged_transport(f))
     };
@@ -180,6 +283,7 @@ fn every_nic(f: &Facts<'_>, judged: CheckResult) -> CheckResult {
             "`fabric-preflight run --only rdma.link,rdma.counters` for the named NIC (port state, errors), \
              NCCL_IB_HCA naming every rail; then rerun the loopback",
         )
+        .code(&RAIL_NIC_IDLE)
     } else if nccl::judge::wants_gdr(f.expect) && !without_gdr.is_empty() {
         CheckResult::fail(
             ID_TRANSPORT,
@@ -190,6 +294,7 @@ fn every_nic(f: &Facts<'_>, judged: CheckResult) -> CheckResult {
             ),
         )
         .fix(nccl::advice(Verdict::PartialGdrdma).unwrap_or_default())
+        .code(&RAIL_NIC_WITHOUT_GDR)
     } else if !listed {
         CheckResult::warn(
             ID_TRANSPORT,
@@ -199,6 +304,7 @@ fn every_nic(f: &Facts<'_>, judged: CheckResult) -> CheckResult {
                 judged.summary
             ),
         )
+        .code(&NICS_UNNAMED)
     } else {
         CheckResult::pass(
             ID_TRANSPORT,
@@ -271,6 +377,7 @@ pub fn nvlink_transport(f: &Facts<'_>) -> CheckResult {
             ),
         )
         .fix("`fabric-preflight run --only gpu.nvlink` and `nvidia-smi nvlink --status` / `nvidia-smi topo -m` for the named ranks' GPUs")
+        .code(&OFF_NVLINK)
     } else if s.verdict == Verdict::IntraNodeOnly {
         CheckResult::pass(
             ID_TRANSPORT,
@@ -281,11 +388,13 @@ pub fn nvlink_transport(f: &Facts<'_>) -> CheckResult {
         )
     } else if gpus <= 1 {
         CheckResult::skip(ID_TRANSPORT, "one GPU: no GPU pair to connect over NVLink")
+            .code(&ONE_GPU)
     } else {
         CheckResult::error(
             ID_TRANSPORT,
             "cannot prove the NVLink path: no channel line",
         )
+        .code(&NVLINK_UNPROVEN)
     };
     with_transport_evidence(f, r)
 }
@@ -309,7 +418,8 @@ pub fn rail_busbw(f: &Facts<'_>, rails: u32) -> Vec<CheckResult> {
         .fix(
             "place the ranks node by node (rank = node x GPUs per node + local index: `srun --distribution=block`, \
              `mpirun --map-by ppr:8:node`) and give --rails the GPUs per node",
-        )];
+        )
+        .code(&NOT_RAILS)];
     }
     let limit = floor(f, collective, "per_rail");
     let groups = f.tests.groups();
@@ -329,6 +439,7 @@ pub fn rail_busbw(f: &Facts<'_>, rails: u32) -> Vec<CheckResult> {
                     ID_BUSBW,
                     format!("rail {g} ({members}) printed no result table: not judged"),
                 )
+                .code(&RAIL_NO_TABLE)
                 .subject(subject),
             );
             continue;
@@ -398,6 +509,9 @@ fn combined_rails(
         ),
         _ => format!("{stands_for}: {}", r.summary),
     };
+    if r.status == Status::Warn && r.findings.is_empty() {
+        r = r.code(&RAILS_COMBINED);
+    }
     if r.status != Status::Pass {
         r = r.fix(
             "add `-a 3` so that the table is the slowest rail's; `--workload torch` prints each rail's own table \

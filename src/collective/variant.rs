@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{overall, CheckResult, Status};
+use crate::model::{overall, CheckResult, FindingCode, Remedy, Status};
 use crate::profile::NcclExpect;
 
 /// What `collective` runs: the COMMAND as given, or variants of it that isolate one path.
@@ -22,6 +22,49 @@ pub enum CollectiveMode {
 }
 
 pub const ID_ISOLATION: &str = "collective.isolation";
+
+const BOTH_PATHS_FAIL: FindingCode = FindingCode {
+    code: "COL731",
+    title: "both the NIC loopback and the NVLink-only run fail: what they share is at fault",
+    explanation: "A fault in both paths points at what they share: the GPUs, their PCIe links, the driver. Run `fabric-preflight run` on the node (gpu.*, pcie.*, driver.*); a GPU reset clears a wedged GPU.",
+    step: Some(Remedy::ResetGpu),
+};
+const NIC_FAULT: FindingCode = FindingCode {
+    code: "COL732",
+    title: "a NIC fault: the NIC loopback fails while NVLink-only does not",
+    explanation: "The NIC path alone fails: the loopback's transport result names the NIC. See its rdma.link, rdma.counters and gdr.kernel_path, and `pair` it with a known-good node.",
+    step: Some(Remedy::ServiceRma),
+};
+const NVLINK_FAULT: FindingCode = FindingCode {
+    code: "COL733",
+    title: "an NVLink fault: the NVLink-only run fails while the NIC loopback does not",
+    explanation: "The NVLink path alone fails: links down or the NVSwitch fabric (gpu.nvlink, `nvidia-smi nvlink --status`).",
+    step: Some(Remedy::ResetGpu),
+};
+const PATHS_UNJUDGED: FindingCode = FindingCode {
+    code: "COL734",
+    title: "a run was not judged: the NIC and NVLink paths cannot be told apart",
+    explanation: "One of the two runs ended in an error (its own results say why), so a shared cause is not ruled out.",
+    step: None,
+};
+const PATHS_WARN: FindingCode = FindingCode {
+    code: "COL735",
+    title: "neither path fails, but not every result was judged",
+    explanation: "A floor missing from the profile, or a warning in one of the runs: their own results say which.",
+    step: None,
+};
+
+/// Every finding this file's results can carry, by check id (gathered by `commands::findings`).
+pub const FINDINGS: &[(&str, &[&FindingCode])] = &[(
+    ID_ISOLATION,
+    &[
+        &BOTH_PATHS_FAIL,
+        &NIC_FAULT,
+        &NVLINK_FAULT,
+        &PATHS_UNJUDGED,
+        &PATHS_WARN,
+    ],
+)];
 
 /// One run of the COMMAND.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +200,8 @@ pub fn isolation(network: &[CheckResult], nvlink: &[CheckResult]) -> CheckResult
             "both paths fail, the NIC loopback and NVLink-only: look first at what they share (the GPUs, their \
              PCIe links, the driver)",
         )
-        .fix("`fabric-preflight run` on this node (gpu.*, pcie.*, driver.*), then rerun"),
+        .fix("`fabric-preflight run` on this node (gpu.*, pcie.*, driver.*), then rerun")
+        .code(&BOTH_PATHS_FAIL),
         (Status::Fail, other) => CheckResult::fail(
             ID_ISOLATION,
             format!(
@@ -168,7 +212,8 @@ pub fn isolation(network: &[CheckResult], nvlink: &[CheckResult]) -> CheckResult
         .fix(
             "`fabric-preflight run --only rdma.link,rdma.counters,gdr.kernel_path` and `fabric-preflight pair` with a \
              known-good node; the loopback's transport result names the NIC",
-        ),
+        )
+        .code(&NIC_FAULT),
         (other, Status::Fail) => CheckResult::fail(
             ID_ISOLATION,
             format!(
@@ -176,15 +221,18 @@ pub fn isolation(network: &[CheckResult], nvlink: &[CheckResult]) -> CheckResult
                 side(other)
             ),
         )
-        .fix("`fabric-preflight run --only gpu.nvlink` (links down, NVSwitch fabric state), `nvidia-smi nvlink --status`"),
+        .fix("`fabric-preflight run --only gpu.nvlink` (links down, NVSwitch fabric state), `nvidia-smi nvlink --status`")
+        .code(&NVLINK_FAULT),
         (Status::Error, _) | (_, Status::Error) => CheckResult::error(
             ID_ISOLATION,
             "a run was not judged: the paths cannot be told apart",
-        ),
+        )
+        .code(&PATHS_UNJUDGED),
         (Status::Warn, _) | (_, Status::Warn) => CheckResult::warn(
             ID_ISOLATION,
             "neither path fails, but not every result was judged (a floor missing from the profile, a warning)",
-        ),
+        )
+        .code(&PATHS_WARN),
         _ => CheckResult::pass(
             ID_ISOLATION,
             "both paths pass: the NICs (loopback) and NVLink (network off)",

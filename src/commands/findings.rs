@@ -44,7 +44,12 @@ pub fn registry() -> Vec<Registered> {
 
 /// The codes the engines outside `probes/` declare, by the check id their results carry.
 fn engines() -> impl Iterator<Item = (&'static str, &'static [&'static FindingCode])> {
-    crate::collective::judge::FINDINGS.iter().copied()
+    crate::collective::judge::FINDINGS
+        .iter()
+        .chain(crate::collective::paths::FINDINGS)
+        .chain(crate::collective::variant::FINDINGS)
+        .chain(crate::pair::findings::FINDINGS)
+        .copied()
 }
 
 /// The codes a result of `check` may carry: the common ones and its own.

@@ -7,7 +7,7 @@ pub(crate) mod limit;
 pub(crate) mod result;
 pub(crate) mod status;
 
-pub use finding::{Environment, Finding, FindingCode, Remedy};
+pub use finding::{common, Environment, Finding, FindingCode, Remedy};
 pub use library::Library;
 pub use limit::Limit;
 pub use result::{CheckResult, EvidenceValue, Findings, Measurement};

@@ -14,6 +14,7 @@ use crate::host::Host;
 use crate::measure::memory::{self, MemoryChoice, TestMemory};
 use crate::measure::rc::{self, PortTarget};
 use crate::measure::rdma_pair::{self, PairPlan, Role};
+use crate::model::common;
 use crate::pair::inventory::{self, Inventory};
 use crate::pair::judge::LegRun;
 use crate::pair::session::{Handoff, Peer};
@@ -95,10 +96,10 @@ pub fn list_ports(root: Option<PathBuf>, memory: MemoryChoice, limit: Duration) 
         other => Err(wrong_reply(other)),
     });
     listed.unwrap_or_else(|f| {
-        Inventory::failed(format!(
-            "listing this node's RDMA ports and GPUs: {}",
-            f.summary
-        ))
+        Inventory::failed(
+            format!("listing this node's RDMA ports and GPUs: {}", f.summary),
+            f.code(),
+        )
     })
 }
 
@@ -116,7 +117,7 @@ pub fn child_main() -> i32 {
                     let gpus = inventory::gpu_source(&host, memory, &memory::cuda_gpus);
                     inventory::inventory(&host, &answers, gpus)
                 })
-                .unwrap_or_else(|e| Inventory::failed(format!("{e:#}")));
+                .unwrap_or_else(|e| Inventory::failed(format!("{e:#}"), &common::UNREAD));
             Reply::Inventory(Box::new(inv))
         }
         Job::Measure(job) => {

@@ -9,7 +9,8 @@ use crate::host::Host;
 use crate::measure::memory::MemoryChoice;
 use crate::measure::rc::PortTarget;
 use crate::model::Library;
-use crate::model::{CheckResult, Status};
+use crate::model::{common, CheckResult, FindingCode, Status};
+use crate::pair::findings::{NO_ACTIVE_PORT_HERE, NO_PORT_HERE};
 use crate::pair::judge::ID_RDMA;
 use crate::pair::wire::{PortInfo, PortMemory};
 use crate::recording::Answers;
@@ -25,8 +26,8 @@ pub struct Inventory {
     pub ports: Vec<(PortInfo, PortTarget)>,
     /// What this node brings to GPU legs, decided once (`--memory`).
     pub gpus: GpuSource,
-    /// No port: the reason, and whether that is an absence (skip) or a fault (fail).
-    pub none: Option<(Status, String)>,
+    /// No port: why, as this node's `pair.rdma` result (an absence skips, a fault fails or errors), coded.
+    pub none: Option<CheckResult>,
     /// Ports offered, but the presence survey could not read everything (the bus, the module table): a device
     /// it could not see may be the unbound one. This node's error, reported beside the measured pairs, as the
     /// probes report it (`Survey::completed`).
@@ -34,12 +35,12 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// No listing at all, and why: an error.
-    pub fn failed(why: String) -> Inventory {
+    /// No listing at all, and why: an error with `code` (the child that lists hung, crashed or was interrupted).
+    pub fn failed(why: String, code: &FindingCode) -> Inventory {
         Inventory {
             ports: Vec::new(),
             gpus: GpuSource::None(why.clone()),
-            none: Some((Status::Error, why)),
+            none: Some(CheckResult::error(ID_RDMA, why).code(code)),
             gap: None,
         }
     }
@@ -60,33 +61,34 @@ pub enum GpuSource {
 /// NIC on the bus whose driver or libibverbs is missing or broken fails or errors here as in every probe; only
 /// a node with no RDMA hardware skips.
 pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
-    let none = |status, why: String| Inventory {
+    let none = |r: CheckResult| Inventory {
         ports: Vec::new(),
         gpus: gpus.clone(),
-        none: Some((status, why)),
+        none: Some(r),
         gap: None,
     };
+    let unread = |why: String| none(CheckResult::error(ID_RDMA, why).code(&common::UNREAD));
     let tree = PciTree::read(host).ok();
     let rdma = Survey::read(host, Stack::Rdma);
     if let Some(r) = rdma.gate_if_unusable(ID_RDMA, false) {
-        return none(r.status, r.summary);
+        return none(r);
     }
     // EFA refuses RC queue pairs: a node whose RDMA devices are all EFAs has no port to test here.
     let efa = match crate::sysfs::efa::split_efa(host, &rdma.driver_devices) {
         Ok((_, efa)) => efa,
-        Err(e) => return none(Status::Error, e.to_string()),
+        Err(e) => return unread(e.to_string()),
     };
     if !efa.is_empty() && efa.len() == rdma.driver_devices.len() {
-        return none(Status::Skip, crate::sysfs::efa::NO_RC.to_string());
+        return none(CheckResult::skip(ID_RDMA, crate::sysfs::efa::NO_RC).code(&NO_PORT_HERE));
     }
     let devices: Vec<String> = match rdma.verbs_devices(answers, ID_RDMA, false) {
         Ok(d) => d.into_iter().filter(|d| !efa.contains(d)).collect(),
-        Err(r) => return none(r.status, r.summary),
+        Err(r) => return none(*r),
     };
     let mut ports = Vec::new();
     let all_ports = match infiniband::read_all_ports(host) {
         Ok(p) => p,
-        Err(e) => return none(Status::Error, e.to_string()),
+        Err(e) => return unread(e.to_string()),
     };
     for (dev, attrs) in all_ports {
         if !devices.contains(&dev) {
@@ -99,7 +101,7 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
             // The port's state and link layer decide whether and how it is offered: with any attribute unknown the
             // node's ports are unknown, as in `rdma.link`. The rate is judged on its own (`LinkRate`).
             if let Some(e) = p.unread().filter(|e| !e.path.ends_with("/rate")) {
-                return none(Status::Error, format!("{}: {e}", p.subject()));
+                return unread(format!("{}: {e}", p.subject()));
             }
             if !p.is_active() {
                 continue;
@@ -108,7 +110,7 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
             let target = match PortTarget::of(host, &p) {
                 Ok(Some(t)) => t,
                 Ok(None) => continue,
-                Err(e) => return none(Status::Error, e.to_string()),
+                Err(e) => return unread(e.to_string()),
             };
             let rate = match &nic {
                 Ok(bdf) => LinkRate::of_port(&p, bdf.is_none()),
@@ -129,11 +131,14 @@ pub fn inventory(host: &Host, answers: &Answers, gpus: GpuSource) -> Inventory {
     }
     if ports.is_empty() {
         return none(
-            Status::Fail,
-            format!(
-                "RDMA devices {} present but no port is ACTIVE",
-                devices.join(" ")
-            ),
+            CheckResult::fail(
+                ID_RDMA,
+                format!(
+                    "RDMA devices {} present but no port is ACTIVE",
+                    devices.join(" ")
+                ),
+            )
+            .code(&NO_ACTIVE_PORT_HERE),
         );
     }
     Inventory {
@@ -274,7 +279,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/hosts/aws-p5en");
         let inventory = inventory_at(&root, r#"{"Devices": ["rdmap68s0"]}"#);
         assert!(inventory.ports.is_empty());
-        let (status, why) = inventory.none.unwrap();
+        let (status, why) = inventory.none.map(|r| (r.status, r.summary)).unwrap();
         assert_eq!(status, Status::Skip);
         assert!(why.starts_with("EFA has no RC queue pairs"), "{why}");
     }
@@ -290,7 +295,7 @@ mod tests {
             host.resolve(dir).unwrap().join(name)
         });
         let inv = inventory_at(dir.path(), MLX5_0);
-        match inv.none {
+        match inv.none.map(|r| (r.status, r.summary)) {
             // The presence survey itself could not read the port: the whole listing is an error.
             Some((Status::Error, why)) => LinkRate::Unreadable(why),
             Some(other) => panic!("{other:?}"),
@@ -353,7 +358,10 @@ mod tests {
                     std::fs::write(&path, "garbage?\n").unwrap();
                 }
                 let inv = inventory_at(dir.path(), MLX5_0);
-                let (status, why) = inv.none.expect("no port offered");
+                let (status, why) = inv
+                    .none
+                    .map(|r| (r.status, r.summary))
+                    .expect("no port offered");
                 assert_eq!(status, Status::Error, "{file}: {why}");
                 assert!(why.contains(file), "{file}: {why}");
             }
@@ -479,10 +487,14 @@ mod tests {
         // libibverbs cannot be loaded while the NICs and mlx5_ib are there: an error, not "no RDMA device".
         let (status, why) = inventory_with(r#"{"Failed": {"errno": 95, "message": "not loaded"}}"#)
             .none
+            .map(|r| (r.status, r.summary))
             .unwrap();
         assert_eq!(status, Status::Error, "{why}");
         // libibverbs loads but lists nothing (no provider): a failure.
-        let (status, why) = inventory_with(r#"{"Devices": []}"#).none.unwrap();
+        let (status, why) = inventory_with(r#"{"Devices": []}"#)
+            .none
+            .map(|r| (r.status, r.summary))
+            .unwrap();
         assert_eq!(status, Status::Fail, "{why}");
     }
 }

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::rc::{Failure, Registration};
 use crate::measure::rdma_pair::PairOutcome;
-use crate::model::{worst, CheckResult, Limit, Measurement, Status};
+use crate::model::{common, worst, CheckResult, FindingCode, Limit, Measurement, Status};
+use crate::pair::findings;
 use crate::pair::wire::PortMemory;
 use crate::rules::transfer_verdict::{
     gbps_text, judge_leg, Culprit, LegRule, LinkRate, Percentile,
@@ -71,6 +72,8 @@ struct LegPart {
     numbers: Option<crate::rules::transfer_verdict::LegNumbers>,
     /// Not run, or ended by the peer going away: it says nothing about the path (no culprit from it).
     cut_off: bool,
+    /// What decided a status other than a pass, before the two legs are compared.
+    code: &'static FindingCode,
     clause: String,
     measurements: Vec<Measurement>,
     evidence: Vec<String>,
@@ -81,6 +84,7 @@ impl LegPart {
     fn stopped(
         status: Status,
         cut_off: bool,
+        code: &'static FindingCode,
         clause: String,
         evidence: Vec<String>,
         fix: Option<String>,
@@ -90,6 +94,7 @@ impl LegPart {
             healthy: false,
             numbers: None,
             cut_off,
+            code,
             clause,
             measurements: vec![],
             evidence,
@@ -124,6 +129,7 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
             return LegPart::stopped(
                 Status::Error,
                 true,
+                &findings::NOT_MEASURED,
                 labelled(label, format!("not run ({why})")),
                 vec![],
                 None,
@@ -133,9 +139,10 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         // went away or a call that could not be made is an error, naming the peer.
         LegRun::Failed { failure, peer_gone } => {
             let text = format!("{}: {}", failure.stage, failure.message);
-            let (status, clause, fix) = if *peer_gone {
+            let (status, code, clause, fix) = if *peer_gone {
                 (
                     Status::Error,
+                    &findings::NOT_MEASURED,
                     format!("peer {peer_name} went away mid-transfer ({text})"),
                     Some(
                         "see why fabric-preflight on the peer stopped (its own report or log)"
@@ -145,18 +152,31 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
             } else if crate::measure::rdma_pair::breaks_path(failure) {
                 (
                     Status::Fail,
+                    &findings::SHORT,
                     format!("transfer with {peer_name} failed: {text}"),
                     None,
                 )
             } else {
-                (Status::Error, format!("with {peer_name}: {text}"), None)
+                (
+                    Status::Error,
+                    &common::LIBRARY_UNANSWERED,
+                    format!("with {peer_name}: {text}"),
+                    None,
+                )
             };
             let evidence = failure
                 .refused_registrations
                 .iter()
                 .map(|r| labelled(label, format!("refused {r}")))
                 .collect();
-            return LegPart::stopped(status, *peer_gone, labelled(label, clause), evidence, fix);
+            return LegPart::stopped(
+                status,
+                *peer_gone,
+                code,
+                labelled(label, clause),
+                evidence,
+                fix,
+            );
         }
     };
     let rule = LegRule {
@@ -214,6 +234,12 @@ fn judge_leg_run(run: &LegRun, label: &str, prefix: &str, j: &Judging) -> LegPar
         healthy,
         numbers: Some(numbers),
         cut_off: false,
+        // A leg errs only where the port rate it is judged against could not be read.
+        code: if v.status == Status::Error {
+            &common::UNREAD
+        } else {
+            &findings::SHORT
+        },
         clause,
         measurements: v.measurements,
         evidence: vec![
@@ -262,6 +288,8 @@ pub fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> Check
         .as_ref()
         .map(|run| judge_leg_run(run, &format!("GPU leg ({})", legs.gpu_label()), "gpu_", &j));
     let mut statuses = vec![host.status];
+    // What decided each part: (status, code, words), coded once the legs are compared.
+    let mut decided = Vec::new();
     let mut clauses = Vec::new();
     let mut evidence = host.evidence.clone();
     let mut measurements = host.measurements.clone();
@@ -269,6 +297,11 @@ pub fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> Check
     if let PortMemory::Unusable { status, why } = &legs.mine {
         statuses.push(*status);
         clauses.push(format!("GPU memory unusable here: {why}"));
+        decided.push((
+            *status,
+            gpu_unusable_code(*status),
+            format!("GPU memory unusable here: {why}"),
+        ));
         fix = fix.or(Some(
             "see gpu.inventory and driver.nvidia on this node (`fabric-preflight run`)".into(),
         ));
@@ -288,6 +321,14 @@ pub fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> Check
             if let Some(words) = culprit.and_then(Culprit::words) {
                 clauses.push(words.to_string());
             }
+            let (gpu_code, host_code) = match culprit {
+                Some(Culprit::GpuDirectPath) => (&findings::GPU_PATH_SHORT, host.code),
+                Some(Culprit::Link(_)) => (&findings::LINK_SHORT, &findings::LINK_SHORT),
+                Some(Culprit::HostLegFailed) => (&findings::HOST_LEG_FAILED, host.code),
+                None => (g.code, host.code),
+            };
+            decided.push((g.status, gpu_code, g.clause.clone()));
+            decided.push((host.status, host_code, host.clause.clone()));
             fix = match culprit {
                 Some(Culprit::GpuDirectPath) => Some(FIX_GDR.into()),
                 _ => fix.or(g.fix.clone()),
@@ -295,6 +336,7 @@ pub fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> Check
         }
         None => {
             clauses.push(host.clause.clone());
+            decided.push((host.status, host.code, host.clause.clone()));
             evidence.push(format!(
                 "GPU memory: not tested (here: {}; on {}: {})",
                 legs.mine.why(),
@@ -325,10 +367,26 @@ pub fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> Check
     let mut r = CheckResult::new(ID_RDMA, status, summary);
     r.measurements = measurements;
     r.evidence = evidence;
+    decided.sort_by_key(|(status, _, _)| std::cmp::Reverse(*status));
+    for (status, code, words) in decided {
+        if status != Status::Pass && !r.findings.iter().any(|f| f.code == code.code) {
+            r = r.finding(code, status, words);
+        }
+    }
     if matches!(status, Status::Fail | Status::Error) {
         r = r.fix(fix.unwrap_or_else(|| FIX_LINK.into()));
     }
     r
+}
+
+/// The code of GPU memory due at an end but unusable there: a failure is a driver not loaded or a CUDA that
+/// lists no GPU; an error is a library that could not be asked.
+pub fn gpu_unusable_code(status: Status) -> &'static FindingCode {
+    if status == Status::Error {
+        &common::LIBRARY_UNANSWERED
+    } else {
+        &findings::GPU_MEMORY_UNUSABLE
+    }
 }
 
 /// The nodes common to every failing pair (both ends of one failing pair when only one failed: no single node).
@@ -373,7 +431,8 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
         (0, _) if unmeasured.len() == links.len() => CheckResult::skip(
             ID_RING,
             format!("no ring link of {scope} was measured (their pair.rdma results say why)"),
-        ),
+        )
+        .code(&findings::LINKS_UNMEASURED),
         (0, _) if !unmeasured.is_empty() && warned.is_empty() => CheckResult::warn(
             ID_RING,
             format!(
@@ -381,7 +440,8 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
                 unmeasured.len(),
                 unmeasured.join(", ")
             ),
-        ),
+        )
+        .code(&findings::LINKS_UNMEASURED),
         (0, _) if warned.is_empty() => CheckResult::pass(
             ID_RING,
             format!("every ring link of {scope} passes"),
@@ -393,11 +453,13 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
                 warned.len(),
                 warned.join(", ")
             ),
-        ),
+        )
+        .code(&findings::LINKS_WARN),
         (_, [node]) => CheckResult::fail(
             ID_RING,
             format!("{node} is common to every failing pair: suspect it (its port, cable or switch port)"),
-        ),
+        )
+        .code(&findings::COMMON_NODE),
         _ => CheckResult::fail(
             ID_RING,
             format!(
@@ -405,7 +467,8 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
                 failing.len(),
                 failing.iter().map(|(a, b)| format!("{a} <-> {b}")).collect::<Vec<_>>().join(", ")
             ),
-        ),
+        )
+        .code(&findings::LINKS_FAIL),
     };
     r.evidence = links
         .iter()
@@ -417,6 +480,27 @@ pub fn ring_summary(scope: &str, links: &[(String, String, Status)]) -> CheckRes
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::judge`], held to the finding rule: a result other than a pass carries a code of `pair.rdma` (or
+    /// a common one) with the status that decided it, and a step where that code has one.
+    fn judge(legs: &PairLegs, rate: LinkRate, pct: &Limit, lat: &Limit) -> CheckResult {
+        let r = super::judge(legs, rate, pct, lat);
+        let own: Vec<&str> = findings::FINDINGS
+            .iter()
+            .filter(|(id, _)| *id == ID_RDMA)
+            .flat_map(|(_, codes)| codes.iter())
+            .chain(common::ALL)
+            .map(|c| c.code)
+            .collect();
+        for f in &r.findings {
+            assert!(own.contains(&f.code.as_str()), "{} on {r:?}", f.code);
+        }
+        assert!(
+            r.status == Status::Pass || r.deciding_code().is_some(),
+            "uncoded: {r:?}"
+        );
+        r
+    }
 
     /// soft-RoCE's rate: a placeholder.
     fn soft() -> LinkRate {
@@ -638,6 +722,7 @@ mod tests {
             r.summary
         );
         assert!(r.remediation.as_deref().unwrap().contains("nvidia_peermem"));
+        assert_eq!(r.deciding_code(), Some("PAR121"));
         // Both legs side by side, the GPU one under its own names.
         for name in [
             "write_pct_of_link",
@@ -658,6 +743,7 @@ mod tests {
             "{}",
             r.summary
         );
+        assert_eq!(r.deciding_code(), Some("PAR122"));
     }
 
     #[test]

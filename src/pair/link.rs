@@ -7,8 +7,9 @@ use crate::child::ChildFailure;
 use crate::interrupt;
 use crate::measure::rdma_pair::{PairPlan, Role};
 use crate::model::Limit;
-use crate::model::{CheckResult, Status};
+use crate::model::{common, CheckResult, FindingCode, Status};
 use crate::pair::child::{measure_in_child, MeasuredLegs};
+use crate::pair::findings;
 use crate::pair::inventory::{gpu_text, GpuSource, Inventory};
 use crate::pair::judge::{self, PairLegs, ID_HANDSHAKE, ID_RDMA};
 use crate::pair::session::{self, Local, Peer};
@@ -44,9 +45,9 @@ pub fn link(
     let local = Local {
         node: me.to_string(),
         ports: inv.ports.iter().map(|(p, _)| p.clone()).collect(),
-        no_ports: inv.none.as_ref().map(|(status, why)| NoPorts {
-            status: *status,
-            why: why.clone(),
+        no_ports: inv.none.as_ref().map(|r| NoPorts {
+            status: r.status,
+            why: r.summary.clone(),
         }),
         accept_only: match side {
             Side::Listen(_) => expected.map(str::to_string),
@@ -73,7 +74,8 @@ pub fn link(
         Err(e) => {
             return tally.record(CheckResult::error(ID_HANDSHAKE, format!("{what}: {e}"))
                 .subject(unnamed)
-                .fix("start the other end with the same --token within the deadline; check that the TCP port is open between the nodes"))
+                .fix("start the other end with the same --token within the deadline; check that the TCP port is open between the nodes")
+                .code(&findings::HANDSHAKE_FAILED))
         }
     };
     let peer_node = peer.node.clone();
@@ -107,25 +109,31 @@ pub fn link(
         // This node's survey could not read everything: its error, beside the pairs still measured.
         tally.record(gap.clone().subject(me.to_string()));
     }
-    if let Some((status, why)) = &inv.none {
+    if let Some(none) = &inv.none {
         // No port pair to move GPU memory through; a GPU leg that was due and unusable still counts.
+        let why = &none.summary;
         let (status, summary) = match &inv.gpus {
             GpuSource::Unusable(s, gpu_why) => (
-                (*status).max(*s),
+                none.status.max(*s),
                 format!("this node: {why}; GPU memory unusable: {gpu_why}"),
             ),
             GpuSource::Gpus(list) => (
-                *status,
+                none.status,
                 format!(
                     "this node: {why}; GPU memory ({}) not tested: no port to move it through",
                     list.join(", ")
                 ),
             ),
-            GpuSource::None(_) => (*status, format!("this node: {why}")),
+            GpuSource::None(_) => (none.status, format!("this node: {why}")),
         };
+        let mut r = CheckResult::new(ID_RDMA, status, summary);
+        r.findings = none.findings.clone();
+        if let GpuSource::Unusable(s, gpu_why) = &inv.gpus {
+            r = r.finding(judge::gpu_unusable_code(*s), *s, gpu_why.clone());
+        }
+        r.findings.sort_by_key(|f| std::cmp::Reverse(f.status));
         return tally.record(
-            CheckResult::new(ID_RDMA, status, summary)
-                .subject(format!("{me} <-> {peer_node}"))
+            r.subject(format!("{me} <-> {peer_node}"))
                 .evidence("GPU memory here", gpu_text(&inv.gpus)),
         );
     }
@@ -138,6 +146,7 @@ pub fn link(
         });
         let result = if none.status == Status::Skip {
             CheckResult::skip(ID_RDMA, format!("peer {}: {}", peer.node, none.why))
+                .code(&findings::PEER_HAS_NO_PORT)
         } else {
             CheckResult::error(
                 ID_RDMA,
@@ -150,6 +159,7 @@ pub fn link(
                 "see fabric-preflight's report on {}: its RDMA hardware is there but unusable",
                 peer.node
             ))
+            .code(&findings::PEER_CANNOT_TEST)
         };
         return tally.record(result.subject(format!("{me} <-> {peer_node}")));
     }
@@ -168,6 +178,7 @@ pub fn link(
                 i..pairs,
                 &pair_subject,
                 &format!("interrupted by {signal}"),
+                &common::INTERRUPTED,
             );
         }
         peer.port_pair = i as u32;
@@ -183,6 +194,7 @@ pub fn link(
                         ),
                     )
                     .fix("pair ports of the same fabric (InfiniBand with InfiniBand, RoCE with RoCE)")
+                    .code(&findings::LINK_LAYERS_DIFFER)
                     .subject(pair_subject(i))
                 } else {
                     tally.begin(
@@ -199,7 +211,13 @@ pub fn link(
                             "the measurement of port pair {i} stopped mid-protocol, so the control channel with {} cannot be trusted",
                             peer.name()
                         );
-                            return not_run(tally, i + 1..pairs, &pair_subject, &why);
+                            return not_run(
+                                tally,
+                                i + 1..pairs,
+                                &pair_subject,
+                                &why,
+                                &findings::NOT_MEASURED,
+                            );
                         }
                     }
                 }
@@ -212,6 +230,7 @@ pub fn link(
                     peer.ports.len()
                 ),
             )
+            .code(&findings::NO_COUNTERPART)
             .subject(pair_subject(i)),
             (None, Some(_)) => CheckResult::warn(
                 ID_RDMA,
@@ -220,6 +239,7 @@ pub fn link(
                     inv.ports.len()
                 ),
             )
+            .code(&findings::NO_COUNTERPART)
             .subject(pair_subject(i)),
             (None, None) => unreachable!(),
         };
@@ -227,15 +247,20 @@ pub fn link(
     }
 }
 
-/// The port pairs `range` were not measured, and why.
+/// The port pairs `range` were not measured, and why (coded `code`).
 fn not_run(
     tally: &Tally,
     range: std::ops::Range<usize>,
     subject: &dyn Fn(usize) -> String,
     why: &str,
+    code: &FindingCode,
 ) {
     for i in range {
-        tally.record(CheckResult::error(ID_RDMA, format!("not run: {why}")).subject(subject(i)));
+        tally.record(
+            CheckResult::error(ID_RDMA, format!("not run: {why}"))
+                .code(code)
+                .subject(subject(i)),
+        );
     }
 }
 
@@ -245,6 +270,7 @@ fn stopped(peer: &Peer, f: ChildFailure) -> CheckResult {
         ID_RDMA,
         format!("measurement with {}: {}", peer.name(), f.summary),
     );
+    r = r.code(f.code());
     r.evidence.extend(f.evidence);
     if f.interrupted {
         return r;

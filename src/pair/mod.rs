@@ -3,10 +3,11 @@
 //! child process, `link` is one peer (handshake, port pairs, their verdicts), `supervise` runs the links under
 //! the runner's deadline, signal and panic machinery, `summary` is `--summarize`; `wire` is the control
 //! protocol, `session` the TCP handshake and channel, `ring` finds rank and peers from the launcher, `judge`
-//! turns what was measured into results. The verbs transfers are in `measure::rdma_pair`;
+//! turns what was measured into results, `findings` holds the codes they carry. The verbs transfers are in `measure::rdma_pair`;
 //! `commands/pair.rs` keeps the flags and the wiring.
 
 pub mod child;
+pub(crate) mod findings;
 pub(crate) mod inventory;
 pub(crate) mod judge;
 pub(crate) mod link;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use crate::model::{CheckResult, Status};
+use crate::model::{common, CheckResult, Status};
 use crate::pair::judge::{self, ID_RING};
 use crate::report::RunReport;
 
@@ -66,7 +66,8 @@ pub fn summarize(paths: &[PathBuf]) -> anyhow::Result<Vec<CheckResult>> {
             format!("{why}: the ring nodes and links it would have covered are unknown"),
         )
         .subject(path.display().to_string())
-        .fix("pass the report that node wrote; a node killed before writing one has none: run `pair --ring` there again");
+        .fix("pass the report that node wrote; a node killed before writing one has none: run `pair --ring` there again")
+        .code(&common::UNREAD);
         r.evidence = unknown.clone();
         results.push(r);
     }

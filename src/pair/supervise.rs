@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::measure::memory::MemoryChoice;
-use crate::model::{CheckResult, Status};
+use crate::model::{common, CheckResult, FindingCode, Status};
 use crate::pair::child;
 use crate::pair::inventory::Inventory;
 use crate::pair::judge::{self, ID_HANDSHAKE, ID_RDMA};
@@ -57,15 +57,21 @@ pub fn links(links: Vec<LinkWork>, deadline: Instant) -> Vec<Vec<CheckResult>> {
                 tally.panicked(&name, &message);
                 tally.take()
             }
-            Ended::TimedOut => tally.so_far(&format!(
-                "did not return within the deadline and {} s of grace; the report was written without it",
-                GRACE.as_secs()
-            )),
-            Ended::Interrupted(signal) => tally.so_far(&format!(
-                "interrupted by {signal} and did not return within {} s; the report was written without it",
-                INTERRUPT_GRACE.as_secs()
-            )),
-            Ended::Lost(why) => tally.so_far(&why),
+            Ended::TimedOut => tally.so_far(
+                &format!(
+                    "did not return within the deadline and {} s of grace; the report was written without it",
+                    GRACE.as_secs()
+                ),
+                &common::TIMED_OUT,
+            ),
+            Ended::Interrupted(signal) => tally.so_far(
+                &format!(
+                    "interrupted by {signal} and did not return within {} s; the report was written without it",
+                    INTERRUPT_GRACE.as_secs()
+                ),
+                &common::INTERRUPTED,
+            ),
+            Ended::Lost(why) => tally.so_far(&why, &common::PROBE_FAILED),
         })
         .collect()
 }
@@ -79,15 +85,23 @@ pub fn inventory(root: Option<PathBuf>, memory: MemoryChoice, deadline: Instant)
         until: Instant::now() + limit + child::CHILD_GRACE,
         work: Box::new(move || child::list_ports(root, memory, limit)),
     };
-    let why = match tasks::supervise(vec![task]).pop() {
+    let (why, code) = match tasks::supervise(vec![task]).pop() {
         Some(Ended::Done(inv)) => return inv,
-        Some(Ended::TimedOut) => format!("did not return within {} s", limit.as_secs_f64()),
-        Some(Ended::Interrupted(signal)) => format!("interrupted by {signal}"),
-        Some(Ended::Panicked(message)) => format!("panicked: {message}"),
-        Some(Ended::Lost(why)) => why,
-        None => "never started".into(),
+        Some(Ended::TimedOut) => (
+            format!("did not return within {} s", limit.as_secs_f64()),
+            &common::TIMED_OUT,
+        ),
+        Some(Ended::Interrupted(signal)) => {
+            (format!("interrupted by {signal}"), &common::INTERRUPTED)
+        }
+        Some(Ended::Panicked(message)) => (format!("panicked: {message}"), &common::PROBE_FAILED),
+        Some(Ended::Lost(why)) => (why, &common::PROBE_FAILED),
+        None => ("never started".into(), &common::PROBE_FAILED),
     };
-    Inventory::failed(format!("listing this node's RDMA ports and GPUs: {why}"))
+    Inventory::failed(
+        format!("listing this node's RDMA ports and GPUs: {why}"),
+        code,
+    )
 }
 
 /// Where this node sits in the ring, for its `pair.ring` result and its report's `ring`.
@@ -181,18 +195,19 @@ impl Tally {
         std::mem::take(&mut self.lock().0)
     }
 
-    /// The results of a link that did not come back, and the step in flight as an error saying `why`.
-    fn so_far(&self, why: &str) -> Vec<CheckResult> {
+    /// The results of a link that did not come back, and the step in flight as an error saying `why`, coded
+    /// with how it ended.
+    fn so_far(&self, why: &str, code: &FindingCode) -> Vec<CheckResult> {
         let t = self.lock();
         let stuck = t.1.clone().map(|mut r| {
             r.summary.push_str(&format!(": {why}"));
-            r
+            r.code(code)
         });
         // Between two steps nothing is in flight, yet the link has not finished: its verdict is missing, which is
         // an error, never the pass its earlier steps alone would make.
-        let unfinished = stuck
-            .is_none()
-            .then(|| CheckResult::error(ID_RDMA, format!("the link had not finished: {why}")));
+        let unfinished = stuck.is_none().then(|| {
+            CheckResult::error(ID_RDMA, format!("the link had not finished: {why}")).code(code)
+        });
         t.0.iter().cloned().chain(stuck).chain(unfinished).collect()
     }
 
@@ -211,7 +226,8 @@ impl Tally {
             .subject(subject)
             .fix(
                 "this is a bug in fabric-preflight: please report it with the evidence of this run",
-            ),
+            )
+            .code(&common::PROBE_FAILED),
         );
     }
 }
@@ -226,7 +242,7 @@ mod tests {
     fn a_link_between_two_steps_is_reported_unfinished() {
         let tally = Tally::default();
         tally.record(CheckResult::pass(ID_HANDSHAKE, "handshake done"));
-        let results = tally.so_far("did not return");
+        let results = tally.so_far("did not return", &common::TIMED_OUT);
         assert_eq!(worst(&results), Status::Error, "{results:?}");
         assert_eq!(worst(&tally.take()), Status::Pass);
     }

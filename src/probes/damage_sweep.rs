@@ -373,7 +373,7 @@ fn survey(root: &Path) -> (Offered, Vec<(String, Access)>) {
         .into_iter()
         .map(|(p, _)| (p.name(), p.link_layer, p.rate))
         .collect();
-    let none = inv.none.or(inv.gap.map(|g| (g.status, g.summary)));
+    let none = inv.none.or(inv.gap).map(|r| (r.status, r.summary));
     ((none, ports), host.recorded())
 }
 

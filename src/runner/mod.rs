@@ -427,12 +427,10 @@ fn note_hung(hung: &HungLibraries, failure: &ChildFailure, probe: &'static str, 
 
 /// The error for a check whose child (its own, or the one gathering its facts) gave no reply.
 fn child_failed(probe: &dyn Probe, failure: ChildFailure, cut_by: Option<Duration>) -> CheckResult {
-    let code = if failure.interrupted {
-        &common::INTERRUPTED
-    } else if failure.timed_out && cut_by.is_some() {
+    let code = if failure.timed_out && cut_by.is_some() && !failure.interrupted {
         &common::TIMED_OUT
     } else {
-        &common::LIBRARY_HUNG
+        failure.code()
     };
     let summary = match cut_by {
         Some(run_timeout) if failure.timed_out => format!(

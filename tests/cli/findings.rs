@@ -2,40 +2,9 @@
 //! check from the registry, with the status that decided it; `explain CODE` documents each code, and JUnit
 //! and the table carry them.
 
-use fabric_preflight::commands::findings::{codes_of, registry};
-use serde_json::Value;
+use fabric_preflight::commands::findings::registry;
 
 use super::util::*;
-
-/// What is wrong with the findings of one result, if anything.
-fn coding_problem(check: &Value) -> Option<String> {
-    let id = check["id"].as_str().unwrap();
-    let status = check["status"].as_str().unwrap();
-    if status == "pass" {
-        return None;
-    }
-    let findings = check["findings"].as_array().cloned().unwrap_or_default();
-    let own = codes_of(id);
-    let registered = registry();
-    for f in &findings {
-        let code = f["code"].as_str().unwrap();
-        if !own.contains(&code) {
-            return Some(format!("{code} is not a code of {id}"));
-        }
-        let step = registered
-            .iter()
-            .find(|r| r.code.code == code)
-            .and_then(|r| r.code.step)
-            .map(|s| s.as_str());
-        if f["step"].as_str() != step {
-            return Some(format!("{code} carries step {} ≠ {step:?}", f["step"]));
-        }
-    }
-    if !findings.iter().any(|f| f["status"] == status) {
-        return Some(format!("no finding of status {status}: {findings:?}"));
-    }
-    None
-}
 
 /// The coverage proof: the full `run` of every recorded tree (generic and auto profiles) codes every result
 /// other than a pass with a registered code of its own check, one of them with the result's status.

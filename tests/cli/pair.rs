@@ -91,11 +91,14 @@ pub(crate) fn finish(child: Child) -> (u8, Value, Output) {
             stderr(&out)
         )
     });
+    assert_coded(&report);
     (code(&out), report, out)
 }
 
 fn files_report(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let report = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_coded(&report);
+    report
 }
 
 /// The port pairs either ran or were skipped for want of an RDMA device, saying so.
@@ -434,6 +437,7 @@ fn ring_of_three_on_loopback_and_the_common_node_of_failures() {
             .unwrap();
         let report: Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        assert_coded(&report);
         (code(&out), report)
     };
     let nodes: Vec<Child> = (0..3).map(|r| ring(r, "60")).collect();

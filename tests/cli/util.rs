@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use fabric_preflight::commands::findings::{codes_of, registry};
 use serde_json::Value;
 
 pub use fabric_preflight::exit::Exit;
@@ -92,7 +93,57 @@ impl Schema {
     }
 }
 
-/// Parses a JSON report and checks it against its schema; panics naming the text and every violation.
+/// What is wrong with the findings of one result, if anything.
+pub fn coding_problem(check: &Value) -> Option<String> {
+    let id = check["id"].as_str().unwrap();
+    let status = check["status"].as_str().unwrap();
+    if status == "pass" {
+        return None;
+    }
+    let findings = check["findings"].as_array().cloned().unwrap_or_default();
+    let own = codes_of(id);
+    let registered = registry();
+    for f in &findings {
+        let code = f["code"].as_str().unwrap();
+        if !own.contains(&code) {
+            return Some(format!("{code} is not a code of {id}"));
+        }
+        let step = registered
+            .iter()
+            .find(|r| r.code.code == code)
+            .and_then(|r| r.code.step)
+            .map(|s| s.as_str());
+        if f["step"].as_str() != step {
+            return Some(format!("{code} carries step {} ≠ {step:?}", f["step"]));
+        }
+    }
+    if !findings.iter().any(|f| f["status"] == status) {
+        return Some(format!("no finding of status {status}: {findings:?}"));
+    }
+    None
+}
+
+/// Every result other than a pass in a report of checks (`run`, `pair`, `collective`) carries a registered code
+/// of its own check with the status that decided it (issue 30 §4); panics naming each that does not.
+pub fn assert_coded(report: &Value) {
+    let problems: Vec<String> = report["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            coding_problem(c)
+                .map(|p| format!("{} {}: {} — {p}", c["id"], c["status"], c["summary"]))
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "uncoded results:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Parses a JSON report and checks it against its schema (and a report of checks for its codes); panics naming
+/// the text and every violation.
 pub fn json(schema: Schema, bytes: &[u8]) -> Value {
     let text = String::from_utf8_lossy(bytes);
     let value: Value =
@@ -108,6 +159,9 @@ pub fn json(schema: Schema, bytes: &[u8]) -> Value {
         schema.path().display(),
         errors.join("\n")
     );
+    if let Schema::Run = schema {
+        assert_coded(&value);
+    }
     value
 }
 
