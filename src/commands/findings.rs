@@ -49,6 +49,7 @@ fn engines() -> impl Iterator<Item = (&'static str, &'static [&'static FindingCo
         .chain(crate::collective::paths::FINDINGS)
         .chain(crate::collective::variant::FINDINGS)
         .chain(crate::pair::findings::FINDINGS)
+        .chain(crate::isolate::report::FINDINGS)
         .copied()
 }
 
@@ -171,6 +172,7 @@ mod tests {
             "nccl" => "NCC",
             "collective" => "COL",
             "pair" => "PAR",
+            "isolate" => "ISO",
             other => panic!("no code family for check area `{other}`"),
         }
     }

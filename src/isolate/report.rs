@@ -9,11 +9,48 @@ use serde::Serialize;
 
 use super::measure::Measured;
 use super::plan::{Planner, Test, TestRef, Verdict};
+use crate::model::{FindingCode, Remedy};
 use crate::report::junit::{attr, text};
 use crate::report::ToolInfo;
 
-/// 1: the first form.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 1: the first form. 2: each node's finding `code` and remediation `step`.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The check id `isolate`'s codes are registered under (`explain isolate`).
+pub const ID: &str = "isolate";
+
+const CULPRIT_NODE: FindingCode = FindingCode {
+    code: "ISO001",
+    title: "a culprit node: its groups failed, and it failed again beside known-good nodes",
+    explanation: "The search proved where, not why: drain the node and run `fabric-preflight run` and `pair` on \
+        it; their codes name the step (a module, a GPU reset, a cable). Its evidence lists every test it was in.",
+    step: None,
+};
+const CULPRIT_LINK: FindingCode = FindingCode {
+    code: "ISO002",
+    title: "a culprit link: two nodes that pass with others fail together",
+    explanation:
+        "Each node passed with other nodes, and the two failed together: the cable, transceiver or \
+        switch port between them (or the switch's route). `pair` between the two confirms.",
+    step: Some(Remedy::ServiceRma),
+};
+const UNCONFIRMED: FindingCode = FindingCode {
+    code: "ISO003",
+    title: "an unconfirmed suspect: it failed, but no confirming test could be run",
+    explanation: "The node was in a failing group, but no known-good node (or not enough of the group's own) \
+        was left to confirm it: add known-good nodes to the search, or run `fabric-preflight run` on it.",
+    step: None,
+};
+const UNTESTED: FindingCode = FindingCode {
+    code: "ISO004",
+    title: "an untested node: it was never in a test that ran",
+    explanation: "The search stopped (interrupted, out of rounds) before the node was tested: nothing passed.",
+    step: None,
+};
+
+/// Every code `isolate`'s node verdicts carry (gathered by `commands::findings`).
+pub const FINDINGS: &[(&str, &[&FindingCode])] =
+    &[(ID, &[&CULPRIT_NODE, &CULPRIT_LINK, &UNCONFIRMED, &UNTESTED])];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IsolateReport {
@@ -60,6 +97,10 @@ pub struct NodeReport {
     pub verdict: &'static str,
     /// The verdict in words, naming the tests that decided it.
     pub reason: String,
+    /// The verdict's finding code (`explain CODE`); none for a healthy node.
+    pub code: Option<&'static str>,
+    /// The remediation ladder's step for that code, where it has one.
+    pub step: Option<Remedy>,
     /// Every test the node was in, in order.
     pub evidence: Vec<Evidence>,
 }
@@ -115,6 +156,16 @@ pub struct Context<'a> {
     pub interrupted: Option<String>,
     pub timestamp: String,
     pub duration_ms: u64,
+}
+
+fn verdict_code(v: &Verdict) -> Option<&'static FindingCode> {
+    match v {
+        Verdict::CulpritNode { .. } => Some(&CULPRIT_NODE),
+        Verdict::CulpritLink { .. } => Some(&CULPRIT_LINK),
+        Verdict::Unconfirmed { .. } => Some(&UNCONFIRMED),
+        Verdict::Healthy { .. } => None,
+        Verdict::Untested => Some(&UNTESTED),
+    }
 }
 
 fn verdict_name(v: &Verdict) -> &'static str {
@@ -213,6 +264,8 @@ impl IsolateReport {
                     name: name(m),
                     group: cx.groups[m].clone(),
                     verdict: verdict_name(v),
+                    code: verdict_code(v).map(|c| c.code),
+                    step: verdict_code(v).and_then(|c| c.step),
                     reason,
                     evidence,
                 }
@@ -362,11 +415,11 @@ impl IsolateReport {
                     );
                 }
                 Some(e) => {
+                    let code = n.code.unwrap_or(n.verdict);
                     let _ = writeln!(
                         x,
-                        ">\n      <{e} message=\"{}\" type=\"{}\">{}</{e}>\n    </testcase>",
-                        attr(&format!("{}: {}", n.verdict, n.reason)),
-                        n.verdict,
+                        ">\n      <{e} message=\"{}\" type=\"{code}\">{}</{e}>\n    </testcase>",
+                        attr(&format!("{code}: {}: {}", n.verdict, n.reason)),
                         text(&n.reason)
                     );
                 }
@@ -391,7 +444,14 @@ impl IsolateReport {
             s.untested.len()
         );
         for n in self.nodes.iter().filter(|n| n.verdict != "healthy") {
-            let _ = writeln!(t, "  {:<20} {:<20} {}", n.name, n.verdict, n.reason);
+            let _ = writeln!(
+                t,
+                "  {:<20} {:<20} {:<6} {}",
+                n.name,
+                n.verdict,
+                n.code.unwrap_or(""),
+                n.reason
+            );
         }
         for r in &self.rounds {
             let passed = r.tests.iter().filter(|t| t.passed).count();

@@ -96,8 +96,10 @@ fn isolate_names_the_one_bad_node_and_only_it() {
         std::fs::read_to_string(dir.path().join("c.txt")).unwrap(),
         "n5\n"
     );
+    assert_eq!(n5["code"], "ISO001", "{n5:#}");
     let junit = std::fs::read_to_string(dir.path().join("r.xml")).unwrap();
     assert_eq!(junit.matches("<failure").count(), 1);
+    assert!(junit.contains("type=\"ISO001\""), "{junit}");
     let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
     // Self-contained: the culprit's row is marked, and nothing is fetched from elsewhere.
     assert!(html.contains("<tr class=\"culprit_node\">"), "{html}");

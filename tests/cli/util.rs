@@ -142,7 +142,29 @@ pub fn assert_coded(report: &Value) {
     );
 }
 
-/// Parses a JSON report and checks it against its schema (and a report of checks for its codes); panics naming
+/// Every node `isolate` did not find healthy carries a registered `isolate` code and that code's step; a
+/// healthy one carries none.
+pub fn assert_isolate_coded(report: &Value) {
+    let own = codes_of("isolate");
+    let registered = registry();
+    for node in report["nodes"].as_array().into_iter().flatten() {
+        let code = node["code"].as_str();
+        assert_eq!(node["verdict"] == "healthy", code.is_none(), "{node:#}");
+        let Some(code) = code else { continue };
+        assert!(
+            own.contains(&code),
+            "{code} is not an isolate code: {node:#}"
+        );
+        let step = registered
+            .iter()
+            .find(|r| r.code.code == code)
+            .and_then(|r| r.code.step)
+            .map(|s| s.as_str());
+        assert_eq!(node["step"].as_str(), step, "{node:#}");
+    }
+}
+
+/// Parses a JSON report and checks it against its schema (and a report of checks or verdicts for its codes); panics naming
 /// the text and every violation.
 pub fn json(schema: Schema, bytes: &[u8]) -> Value {
     let text = String::from_utf8_lossy(bytes);
@@ -159,8 +181,10 @@ pub fn json(schema: Schema, bytes: &[u8]) -> Value {
         schema.path().display(),
         errors.join("\n")
     );
-    if let Schema::Run = schema {
-        assert_coded(&value);
+    match schema {
+        Schema::Run => assert_coded(&value),
+        Schema::Isolate => assert_isolate_coded(&value),
+        Schema::Nccl | Schema::Topo => {}
     }
     value
 }
