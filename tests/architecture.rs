@@ -46,9 +46,10 @@ const FLOORS: &[(&str, &[&str])] = &[
         &["profile", "recording", "dynlib"],
     ),
     (
-        "shared rules: PCIe tree, transport, P2PDMA, transfer legs",
+        "shared rules: PCIe tree, environment, transport, P2PDMA, transfer legs",
         &[
             "rules::topology",
+            "rules::environment",
             "rules::transfer_verdict",
             "rules::rdma_transport",
             "rules::gds_p2pdma",

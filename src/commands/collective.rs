@@ -19,7 +19,7 @@ use crate::profile::{NcclExpect, Profile};
 use crate::report::output::Delivery;
 use crate::report::{HostInfo, RunReport};
 use crate::rules::topology::PciTree;
-use crate::sysfs::kernel::{read_release, HOSTNAME};
+use crate::sysfs::kernel::HOSTNAME;
 
 /// Modification times are compared with the start minus this, for filesystems with coarse timestamps.
 const MTIME_SLACK: Duration = Duration::from_secs(2);
@@ -144,12 +144,7 @@ fn run_in(
         .clone()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| kernel_hostname.clone());
-    let host_info = HostInfo {
-        hostname: node_name.clone(),
-        node_name,
-        kernel: read_release(&plan.host).unwrap_or_else(|_| "unknown".into()),
-        root: plan.host.root().display().to_string(),
-    };
+    let host_info = HostInfo::read(&plan.host, Some(&node_name));
     let mut report = RunReport::new(
         host_info,
         plan.profile.name.clone(),

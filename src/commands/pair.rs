@@ -63,6 +63,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             node_name: "(ring summary)".into(),
             kernel: "-".into(),
             root: "-".into(),
+            environment: None,
         };
         return Ok(reporter(host).deliver(summary, None));
     };

@@ -38,8 +38,15 @@ pub fn render(report: &RunReport) -> String {
         attr(&report.host.hostname)
     );
     x.push_str("    <properties>\n");
+    let environment = report
+        .host
+        .environment
+        .as_ref()
+        .map(|e| e.describe())
+        .unwrap_or_default();
     for (name, value) in [
         ("profile", report.profile.as_str()),
+        ("environment", environment.as_str()),
         ("status", report.status().as_str()),
         ("version", report.tool.version.as_str()),
         ("kernel", report.host.kernel.as_str()),
@@ -352,6 +359,7 @@ mod tests {
                 node_name: "node\"<1>".into(),
                 kernel: "6.8".into(),
                 root: "/".into(),
+                environment: None,
             },
             "p&q".into(),
             7,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::auto_profile::Selection;
 use crate::host::Host;
 use crate::model::{AnswerSource, CheckResult, EvidenceValue, Finding, Measurement, Status};
+use crate::rules::environment::{self, Detected};
 use crate::sysfs::kernel::{read_release, HOSTNAME};
 
 pub mod file;
@@ -47,7 +48,8 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// 2: `ring` (a `pair --ring` node's place in the ring and its links' verdicts).
 /// 3: each result's `findings` (stable codes, remediation steps) and `evidence_values`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: `host.environment` (bare metal or a VM, in a container or not, and the evidence).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// A finished run. Its verdict is not stored: [`RunReport::status`] and [`RunReport::exit_code`] are computed
 /// from the results each time (the JSON report carries both; reading one back ignores them).
@@ -191,6 +193,10 @@ pub struct HostInfo {
     pub kernel: String,
     /// `/` live, or the recorded tree given with `--root`.
     pub root: String,
+    /// Bare metal or a VM, in a container or not, with the files that showed it (absent from reports older
+    /// than schema_version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Detected>,
 }
 
 impl HostInfo {
@@ -209,6 +215,7 @@ impl HostInfo {
             // Through the shared reader: the checks read the release too.
             kernel: read_release(host).unwrap_or_else(|_| "unknown".into()),
             root: host.root().display().to_string(),
+            environment: Some(environment::detect(host)),
         }
     }
 }
@@ -275,6 +282,7 @@ impl RunReport {
                 node_name: "node1".into(),
                 kernel: "6.8.0".into(),
                 root: "/".into(),
+                environment: None,
             },
             "generic".into(),
             0,
@@ -292,6 +300,7 @@ impl RunReport {
                 node_name: "gpu-node-07".into(),
                 kernel: "6.8.0-45-generic".into(),
                 root: "testdata/hosts/h200-ib".into(),
+                environment: None,
             },
             "hgx-h200-ib".into(),
             1234,

@@ -620,6 +620,7 @@ mod tests {
                 node_name: "n".into(),
                 kernel: "k".into(),
                 root: "/".into(),
+                environment: None,
             },
             "generic".into(),
             0,

@@ -203,8 +203,14 @@ fn summary(report: &RunReport) -> String {
         .as_ref()
         .map(|signal| format!("; interrupted by {signal}"))
         .unwrap_or_default();
+    let environment = report
+        .host
+        .environment
+        .as_ref()
+        .map(|e| format!(" ({})", e.describe()))
+        .unwrap_or_default();
     format!(
-        "{} checks ({}) in {}; profile {}; host {}, root {}{answers}{interrupted}",
+        "{} checks ({}) in {}; profile {}; host {}{environment}, root {}{answers}{interrupted}",
         report.checks.len(),
         counts.join(", "),
         duration(report.duration_ms),
