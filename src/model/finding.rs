@@ -183,6 +183,14 @@ pub mod common {
             wrong version, no permission on its device files). The error names the library and its answer.",
         step: Some(Remedy::Reconfigure),
     };
+    pub const REQUIRED_SKIPPED: FindingCode = FindingCode {
+        code: "RUN008",
+        title: "the profile requires this check, but it skipped",
+        explanation: "A check the profile marks `required` found nothing to judge (its skip's own finding, kept \
+            beside this one, says what was missing). Either the node lacks what its profile expects, or the \
+            profile does not fit the node: pick the profile for this node's shape (`--profile auto`, `profiles`).",
+        step: Some(Remedy::Reconfigure),
+    };
     pub const RECORDING_SHORT: FindingCode = FindingCode {
         code: "RUN007",
         title: "the recording holds fewer answers than this replay needs",
@@ -265,6 +273,7 @@ pub mod common {
         &PROBE_FAILED,
         &LIBRARY_UNANSWERED,
         &RECORDING_SHORT,
+        &REQUIRED_SKIPPED,
         &EXPECTED_ABSENT,
         &ABSENT,
         &UNBOUND,

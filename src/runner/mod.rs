@@ -117,6 +117,9 @@ pub fn run(
             if required && r.status == Status::Skip {
                 r.status = Status::Fail;
                 r.summary = format!("required by profile but skipped: {}", r.summary);
+                // The deciding finding goes first; the skip's own stays, saying what was missing.
+                r = r.code(&common::REQUIRED_SKIPPED);
+                r.findings.rotate_right(1);
             }
             results.push(r);
         }

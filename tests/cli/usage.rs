@@ -165,7 +165,10 @@ fn output_flag_writes_json_beside_the_table() {
     assert_eq!(code(&out), Exit::OK);
     assert!(stdout(&out).contains("driver.nvidia"));
     let report = super::util::json(Schema::Run, &std::fs::read(&json).unwrap());
-    assert_eq!(report["schema_version"], 3);
+    assert_eq!(
+        report["schema_version"],
+        fabric_preflight::report::SCHEMA_VERSION
+    );
 }
 
 #[test]
@@ -355,7 +358,10 @@ fn unknown_output_format_is_a_usage_error_and_dash_is_stdout() {
     let out = run_passing(dir.path(), &["--output", "json=-"]);
     assert_eq!(code(&out), Exit::OK, "{}", stderr(&out));
     let report = json_out(Schema::Run, &out);
-    assert_eq!(report["schema_version"], 3);
+    assert_eq!(
+        report["schema_version"],
+        fabric_preflight::report::SCHEMA_VERSION
+    );
     let out = run_passing(dir.path(), &["--format", "junit", "--output", "-"]);
     assert!(stdout(&out).starts_with("<?xml"), "{}", stdout(&out));
     let out = run_passing(dir.path(), &["--output", "json=-", "--output", "junit=-"]);

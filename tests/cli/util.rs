@@ -182,7 +182,11 @@ pub fn json(schema: Schema, bytes: &[u8]) -> Value {
         errors.join("\n")
     );
     match schema {
-        Schema::Run => assert_coded(&value),
+        // Recorded reports of older versions (testdata/device/) predate some codes: held to their schema only.
+        Schema::Run if value["schema_version"] == fabric_preflight::report::SCHEMA_VERSION => {
+            assert_coded(&value)
+        }
+        Schema::Run => {}
         Schema::Isolate => assert_isolate_coded(&value),
         Schema::Nccl | Schema::Topo => {}
     }
