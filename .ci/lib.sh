@@ -4,15 +4,18 @@
 CI_CACHE="${CI_CACHE:-$HOME/.cache/fabric-preflight-ci}"
 mkdir -p "$CI_CACHE"
 
-# apt_install PKG..: installs the packages that are not installed yet.
+# apt_install PKG..: installs the packages that are not installed yet. It says so on stderr: helpers whose answer
+# is their stdout (`base=$(debian_base bookworm)`) call it, and on a machine that lacked the package its words
+# became part of the answer (`podman build --build-arg BASE="installing debootstrap…"`: "invalid reference
+# format", seen on a fresh machine).
 apt_install() {
   local missing=() pkg
   for pkg in "$@"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed' || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  echo "installing ${missing[*]}"
-  apt-get update -qq
+  echo "installing ${missing[*]}" >&2
+  apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
@@ -80,7 +83,7 @@ qemu_aarch64_static() {
   local qemu="$CI_CACHE/qemu-aarch64-static" debs
   if [ ! -x "$qemu" ]; then
     debs=$(mktemp -d)
-    (cd "$debs" && apt-get -qq -o APT::Sandbox::User=root download qemu-user-static)
+    (cd "$debs" && apt-get -qq -o APT::Sandbox::User=root download qemu-user-static >&2)
     dpkg-deb --fsys-tarfile "$debs"/qemu-user-static_*.deb | tar -xO ./usr/bin/qemu-aarch64-static > "$qemu.tmp"
     chmod +x "$qemu.tmp" && mv "$qemu.tmp" "$qemu"
     rm -rf "$debs"
