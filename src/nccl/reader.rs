@@ -284,15 +284,23 @@ impl<S: Sink> Pass<'_, S> {
                     let end = start + last + 1;
                     let block = &buf[start..end];
                     let shipped = shipped.get_or_insert_with(|| Shipped::sniff(block));
-                    line_no = match shipped {
-                        None if self.lines => self.every_line(&finder, None, block, line_no),
-                        None => {
-                            let (last, hits) = self.block(&finder, kept, block, line_no, dense);
+                    // A runtime's log is searched like a plain one where its block decodes line for line.
+                    let decoded =
+                        !self.lines && shipped.as_mut().is_some_and(|s| s.decode_block(block));
+                    let searched = match shipped {
+                        _ if self.lines => None,
+                        None => Some(block),
+                        Some(s) if decoded => Some(s.decoded.as_slice()),
+                        Some(_) => None,
+                    };
+                    line_no = match searched {
+                        Some(text) => {
+                            let (last, hits) = self.block(&finder, kept, text, line_no, dense);
                             // Dense: more than one line in four holds `NCCL`.
                             dense = hits as u64 * 4 > last - line_no;
                             last
                         }
-                        Some(s) => self.every_line(&finder, Some(s), block, line_no),
+                        None => self.every_line(&finder, shipped.as_mut(), block, line_no),
                     };
                     buf.copy_within(end..len, 0);
                     len -= end;
@@ -562,6 +570,8 @@ struct Shipped {
     /// The pieces of a line the runtime split (CRI `P`, a JSON `log` without `\n`), capped at MAX_LINE_BYTES.
     joined: Vec<u8>,
     first_line: u64,
+    /// A block's lines decoded, one for one ([`Shipped::decoded_block`]).
+    decoded: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -590,7 +600,34 @@ impl Shipped {
             format,
             joined: Vec::new(),
             first_line: 0,
+            decoded: Vec::new(),
         })
+    }
+
+    /// Decodes the complete lines of `block` into `decoded`, one text of as many lines, for the block search a
+    /// plain log gets (reading them one by one cost the stored worst case its last tenth). False where a line
+    /// must be read on its own: one being joined or split (the runtime cut it), one whose text holds a newline, or one longer
+    /// than a line may be (each would shift or cut the numbering).
+    fn decode_block(&mut self, block: &[u8]) -> bool {
+        if !self.joined.is_empty() {
+            return false;
+        }
+        self.decoded.clear();
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', block) {
+            let raw = &block[start..end];
+            start = end + 1;
+            if raw.len() > MAX_LINE_BYTES {
+                return false;
+            }
+            let (text, split) = self.format.decode(raw);
+            if split || memchr::memchr(b'\n', &text).is_some() {
+                return false;
+            }
+            self.decoded.extend_from_slice(&text);
+            self.decoded.push(b'\n');
+        }
+        true
     }
 }
 
@@ -871,6 +908,78 @@ mod tests {
             v
         };
         assert_eq!(json(fast), json(slow));
+    }
+
+    /// A runtime's stored log gives the summary of the text it stores: CRI and Docker files of a dense log over
+    /// several blocks (escapes, a carriage return, a Docker line among the text), read block by block where the
+    /// lines decode one for one, and line by line in a block holding a split line (joined with the next).
+    #[test]
+    fn stored_logs_give_the_summary_of_their_text() {
+        let lines: [&str; 6] = [
+            "gpu-a01:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+            "gpu-a02:3:4 [1] NCCL INFO Channel 01/0 : 7[7] -> 8[0] [send] via NET/Socket/1",
+            "gpu-a03:5:6 [2] x.cc:1 NCCL WARN boom",
+            "training step 10 loss 0.5 ncclSystemError: unhandled system error",
+            r#"{"log":"h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -\u003e 2[0] [send] via NET/IB/1\n"}"#,
+            "h:1:2 [0] NCCL INFO transport/net_ib.cc:911 -> 2",
+        ];
+        let mut text = String::new();
+        let (mut cri, mut cri_split, mut docker) = (String::new(), String::new(), String::new());
+        let mut i = 0;
+        while cri.len() < 4 * BLOCK_BYTES {
+            let mut line = lines[i % lines.len()].to_string();
+            match i % 20_000 {
+                1000 => line.push_str(" \x1b[0m"),
+                2000 => line.push('\r'),
+                _ => {}
+            }
+            text.push_str(&line);
+            text.push('\n');
+            let time = "2026-11-29T10:15:02.123456789Z";
+            cri.push_str(&format!("{time} stderr F {line}\n"));
+            // In the second block, one line the runtime split in three.
+            if i == 40_000 {
+                let (a, rest) = line.split_at(10);
+                let (b, c) = rest.split_at(10);
+                cri_split.push_str(&format!(
+                    "{time} stderr P {a}\n{time} stderr P {b}\n{time} stderr F {c}\n"
+                ));
+            } else {
+                cri_split.push_str(&format!("{time} stderr F {line}\n"));
+            }
+            let log = serde_json::to_string(&format!("{line}\n")).unwrap();
+            docker.push_str(&format!(
+                "{{\"log\":{log},\"stream\":\"stderr\",\"time\":\"{time}\"}}\n"
+            ));
+            i += 1;
+        }
+        let json = |s: Summary| {
+            let mut v = serde_json::to_value(s).unwrap();
+            v.as_object_mut().unwrap().remove("input");
+            v
+        };
+        let plain = json(read_all(&[text.as_bytes()]));
+        assert_eq!(json(read_all(&[docker.as_bytes()])), plain);
+        assert_eq!(json(read_all(&[cri.as_bytes()])), plain);
+        // The split line is numbered by its first piece: the lines after it in the file are two further on.
+        let mut split = json(read_all(&[cri_split.as_bytes()]));
+        let mut plain = plain;
+        for v in [&mut split, &mut plain] {
+            strip_line_numbers(v);
+        }
+        assert_eq!(split, plain);
+    }
+
+    /// Removes every line reference (`line`, `first_seen`, `last_seen`, …) from a summary's JSON.
+    fn strip_line_numbers(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !k.contains("line") && !k.contains("seen"));
+                map.values_mut().for_each(strip_line_numbers);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip_line_numbers),
+            _ => {}
+        }
     }
 
     /// The dense-block state an analyzer keeps from file to file (index buffers, prefix and path memo) gives
