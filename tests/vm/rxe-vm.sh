@@ -134,7 +134,6 @@ log "kernel $KVER, initramfs $(du -h "$IMG" | cut -f1)"
 # devices, or a bridge loop. Frames sent before a peer's socket is bound are lost, as on a cable not yet plugged
 # (ARP retries). The ports are random and checked free first: qemu binds them with SO_REUSEADDR, so a port taken
 # by a concurrent run would not fail the bind but cross the two runs' traffic.
-rm -rf "$OUT" && mkdir -p "$OUT"
 ports_free() { # BASE: no UDP socket on this host (IPv4 or IPv6) is bound to BASE..BASE+3
     local busy
     busy=$(printf ':%04X$|' "$1" $(($1 + 1)) $(($1 + 2)) $(($1 + 3)))
@@ -172,26 +171,47 @@ boot() { # name ip mac peer-ip netdev-args...
         -drive "file=$OUT/$name.tar,format=raw,if=virtio" \
         "$@" -device "virtio-net-pci,netdev=n0,mac=$mac" >"$OUT/qemu-$name.out" 2>&1
 }
-log "booting VM a (node under test), VM b (its peer) and VM c (third ring node), TCG, 1 vCPU each; links over $NETDEV on 127.0.0.1: a $A_B <-> $B_A b (hub) $B_C <-> $C_B c"
-boot a 10.99.0.1 52:54:00:99:00:01 10.99.0.2 "${NIC_A[@]}" &
-pa=$!
-boot b 10.99.0.2 52:54:00:99:00:02 10.99.0.1 "${NIC_B[@]}" &
-pb=$!
-boot c 10.99.0.3 52:54:00:99:00:03 "" "${NIC_C[@]}" &
-pc=$!
-declare -A rc=([a]=0 [b]=0 [c]=0)
-wait $pa || rc[a]=$?
-wait $pb || rc[b]=$?
-wait $pc || rc[c]=$?
-log "VMs powered off (qemu exit a=${rc[a]} b=${rc[b]} c=${rc[c]})"
-for name in a b c; do
-    cat "$OUT/qemu-$name.out" >&2
-    grep -a '^### ' "$OUT/console-$name.log" | tr -d '\r' | sed "s/^/[vm $name] /" >&2 || true
-    mkdir -p "$OUT/$name"
-    tar -xf "$OUT/$name.tar" -C "$OUT/$name" 2>/dev/null || die "VM $name wrote no results (console: $OUT/console-$name.log)"
-    rm -f "$OUT/$name.tar"
+# One run of the three VMs' scenario; results unpacked into OUT/{a,b,c}, qemu's exit statuses in rc.
+declare -A rc
+run_vms() {
+    rm -rf "$OUT" && mkdir -p "$OUT"
+    log "booting VM a (node under test), VM b (its peer) and VM c (third ring node), TCG, 1 vCPU each; links over $NETDEV on 127.0.0.1: a $A_B <-> $B_A b (hub) $B_C <-> $C_B c"
+    boot a 10.99.0.1 52:54:00:99:00:01 10.99.0.2 "${NIC_A[@]}" &
+    local pa=$!
+    boot b 10.99.0.2 52:54:00:99:00:02 10.99.0.1 "${NIC_B[@]}" &
+    local pb=$!
+    boot c 10.99.0.3 52:54:00:99:00:03 "" "${NIC_C[@]}" &
+    local pc=$!
+    rc=([a]=0 [b]=0 [c]=0)
+    wait $pa || rc[a]=$?
+    wait $pb || rc[b]=$?
+    wait $pc || rc[c]=$?
+    log "VMs powered off (qemu exit a=${rc[a]} b=${rc[b]} c=${rc[c]})"
+    local name
+    for name in a b c; do
+        cat "$OUT/qemu-$name.out" >&2
+        grep -a '^### ' "$OUT/console-$name.log" | tr -d '\r' | sed "s/^/[vm $name] /" >&2 || true
+        mkdir -p "$OUT/$name"
+        tar -xf "$OUT/$name.tar" -C "$OUT/$name" 2>/dev/null || rm -rf "${OUT:?}/$name"
+        rm -f "$OUT/$name.tar"
+    done
+}
+# qemu 7.2's virtio-net can stop transmitting for good on a loaded host: the guest's kernel then logs "NETDEV
+# WATCHDOG: CPU: 0: transmit queue 0 timed out" every few seconds until power-off, every frame from that VM
+# is lost, and its peers see RDMA retries exceeded and TCP timeouts (once in a CI run with both cores under
+# stress-ng: vm-c's queue stuck in the middle of a GPU-leg transfer). That is the emulator's fault, named by the
+# guest's kernel, not the tool's: the scenario runs again on fresh VMs, twice at most, and the log says why. Any other
+# failure fails at once, and so does a second stall.
+for attempt in 1 2; do
+    run_vms
+    stalled=$(grep -la 'NETDEV WATCHDOG' "$OUT"/console-{a,b,c}.log | sed 's|.*/console-||; s|\.log$||' | xargs || true)
+    [[ -z $stalled ]] && break
+    why="qemu's virtio-net stopped transmitting in VM $stalled (NETDEV WATCHDOG on its console)"
+    ((attempt < 2)) || die "$why, on the second run too: the emulator cannot carry this scenario under this host's load"
+    log "$why: the emulator's fault, not the tool's; booting the three VMs again"
 done
 for name in a b c; do
+    [[ -d $OUT/$name ]] || die "VM $name wrote no results (console: $OUT/console-$name.log)"
     ((rc[$name] == 0)) || die "VM $name: qemu exit ${rc[$name]} (124 = timed out after $TIMEOUT s; console: $OUT/console-$name.log)"
     [[ -f $OUT/$name/DONE ]] || die "VM $name did not finish its scenario (see $OUT/console-$name.log)"
 done
