@@ -200,15 +200,17 @@ run_vms() {
 # WATCHDOG: CPU: 0: transmit queue 0 timed out" every few seconds until power-off, every frame from that VM
 # is lost, and its peers see RDMA retries exceeded and TCP timeouts (once in a CI run with both cores under
 # stress-ng: vm-c's queue stuck in the middle of a GPU-leg transfer). That is the emulator's fault, named by the
-# guest's kernel, not the tool's: the scenario runs again on fresh VMs, twice at most, and the log says why. Any other
-# failure fails at once, and so does a second stall.
+# guest's kernel, not the tool's: the scenario runs again on fresh VMs, twice at most, the log says why, and the
+# stalled run's output stays beside OUT for reading. Any other failure fails at once, and so does a second stall.
+rm -rf "$OUT.stalled"
 for attempt in 1 2; do
     run_vms
     stalled=$(grep -la 'NETDEV WATCHDOG' "$OUT"/console-{a,b,c}.log | sed 's|.*/console-||; s|\.log$||' | xargs || true)
     [[ -z $stalled ]] && break
     why="qemu's virtio-net stopped transmitting in VM $stalled (NETDEV WATCHDOG on its console)"
     ((attempt < 2)) || die "$why, on the second run too: the emulator cannot carry this scenario under this host's load"
-    log "$why: the emulator's fault, not the tool's; booting the three VMs again"
+    rm -rf "$OUT.stalled" && mv "$OUT" "$OUT.stalled"
+    log "$why: the emulator's fault, not the tool's; that run's consoles and reports kept in $OUT.stalled; booting the three VMs again"
 done
 for name in a b c; do
     [[ -d $OUT/$name ]] || die "VM $name wrote no results (console: $OUT/console-$name.log)"
