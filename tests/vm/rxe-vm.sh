@@ -191,6 +191,9 @@ any_alive() { # PID...: one of them still runs
     for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done
     return 1
 }
+# The VMs' timeout pids: a run stopped by a signal or a failure takes its VMs with it, not left for the timeout.
+vm_pids=()
+trap '((${#vm_pids[@]} == 0)) || kill -TERM "${vm_pids[@]}" 2>/dev/null || true' EXIT
 stalled_vms() { # the VMs whose console shows the stall, by name
     grep -la "$stall_signature" "$OUT"/console-{a,b,c}.log 2>/dev/null | sed 's|.*/console-||; s|\.log$||' | xargs || true
 }
@@ -204,6 +207,7 @@ run_vms() {
     pid[b]=$!
     boot c 10.99.0.3 52:54:00:99:00:03 "" "${NIC_C[@]}" &
     pid[c]=$!
+    vm_pids=("${pid[@]}")
     stalled=""
     while any_alive "${pid[@]}"; do
         stalled=$(stalled_vms)
