@@ -239,6 +239,14 @@ pub struct PairArgs {
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub phase_time: f64,
 
+    /// Local ACK timeout of the queue pairs, as the verbs exponent (perftest's -u, NCCL_IB_TIMEOUT): each try
+    /// waits 4.096 us x 2^EXP for the peer's ACK, and a transfer fails with "retry counter exceeded" after 7
+    /// tries. 14 is 67 ms a try; raise it where the fabric pauses longer and is still healthy (NCCL's default, 20,
+    /// is 4.3 s a try)
+    #[arg(long, value_name = "EXP", default_value_t = crate::measure::rc::DEFAULT_ACK_TIMEOUT,
+          value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub ack_timeout: u8,
+
     /// Memory the transfers move. auto: GPU memory (DMA-BUF, else peermem) where the NVIDIA driver lists GPUs,
     /// plus host memory always as the control; host: host memory only; gpu: GPU memory required, the GPUs
     /// being the ones CUDA lists

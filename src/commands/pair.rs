@@ -106,6 +106,7 @@ pub fn main(args: PairArgs) -> anyhow::Result<u8> {
             queue_depth: 16,
             pings: args.pings,
             phase_time: ready.phase_time,
+            ack_timeout: args.ack_timeout,
             deadline,
         },
         pct: ready

@@ -98,6 +98,14 @@ pub fn fail(stage: &str, message: impl Into<String>) -> Failure {
     }
 }
 
+/// The local ACK timeout of a queue pair, as the verbs exponent: each try waits 4.096 µs × 2^exponent for the
+/// peer's ACK, and a work request fails with "retry counter exceeded" after [`RETRIES`] retries. 14 (67 ms a
+/// try, about half a second in all) is perftest's default: enough for a healthy fabric.
+pub const DEFAULT_ACK_TIMEOUT: u8 = 14;
+/// Not 7: rxe takes a retry count of 7 as "retry forever" (rxe_comp.c), so a path dropping RoCE never completed
+/// with an error and the transfer hung until the deadline (seen in the three-VM ring).
+const RETRIES: u8 = 6;
+
 /// The queue pair to connect to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Remote {
@@ -249,13 +257,15 @@ impl Port {
         }
     }
 
-    /// INIT → RTR → RTS towards `remote` through `target` (GRH with the RoCE v2 GIDs where both ends have one).
+    /// INIT → RTR → RTS towards `remote` through `target` (GRH with the RoCE v2 GIDs where both ends have one);
+    /// `ack_timeout` is the verbs exponent (see [`DEFAULT_ACK_TIMEOUT`]).
     pub fn connect(
         &self,
         qp: &mut BasicQueuePair,
         target: &PortTarget,
         remote: &Remote,
         own_psn: u32,
+        ack_timeout: u8,
     ) -> Result<(), Failure> {
         breadcrumb("ibv_modify_qp(INIT)");
         let mut init = QueuePairAttribute::new();
@@ -293,13 +303,10 @@ impl Port {
 
         breadcrumb("ibv_modify_qp(RTS)");
         let mut rts = QueuePairAttribute::new();
-        // timeout 14 (67 ms) x retry 6: a peer or path that stops answering fails the work request in about half a
-        // second. Not 7: rxe takes a retry count of 7 as "retry forever" (rxe_comp.c), so a path dropping RoCE
-        // never completed with an error and the transfer hung until the deadline (seen in the three-VM ring).
         rts.setup_state(QueuePairState::ReadyToSend)
             .setup_sq_psn(own_psn)
-            .setup_timeout(14)
-            .setup_retry_cnt(6)
+            .setup_timeout(ack_timeout)
+            .setup_retry_cnt(RETRIES)
             .setup_rnr_retry(7)
             .setup_max_read_atomic(self.reads);
         qp.modify(&rts)

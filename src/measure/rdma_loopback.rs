@@ -174,8 +174,10 @@ pub fn loopback(
         gid: target.roce_gid.map(|(_, raw)| raw),
     };
     let (qpn_a, qpn_b) = (qp_a.qp_number(), qp_b.qp_number());
-    port.connect(&mut qp_a, target, &remote(qpn_b, PSN_B), PSN_A)?;
-    port.connect(&mut qp_b, target, &remote(qpn_a, PSN_A), PSN_B)?;
+    // One port talking to itself: no fabric whose pauses a longer ACK timeout would have to ride out.
+    let ack = rc::DEFAULT_ACK_TIMEOUT;
+    port.connect(&mut qp_a, target, &remote(qpn_b, PSN_B), PSN_A, ack)?;
+    port.connect(&mut qp_b, target, &remote(qpn_a, PSN_A), PSN_B, ack)?;
 
     let mut run = Run {
         plan,

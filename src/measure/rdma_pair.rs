@@ -69,6 +69,8 @@ pub struct PairPlan {
     pub pings: u32,
     /// Each phase (WRITE, READ, ping-pong) ends after its count or this long, whichever comes first.
     pub phase_time: Duration,
+    /// The queue pair's local ACK timeout, the verbs exponent (`--ack-timeout`).
+    pub ack_timeout: u8,
     /// Hard end: a phase cut by it is `cut_short`.
     #[serde(with = "crate::child::deadline")]
     pub deadline: Instant,
@@ -246,7 +248,7 @@ fn run_inner(
             other => return Err(unexpected("endpoint exchange", &other)),
         };
     let (peer_src, peer_dst) = peer_halves(peer_addr, peer_len, region.len as u64, half as u64)?;
-    port.connect(&mut qp, target, &peer, psn)?;
+    port.connect(&mut qp, target, &peer, psn, plan.ack_timeout)?;
     // Receives need a connected QP (rxe refuses them in RESET). The ping buffer is the start of the destination
     // half; the first ping comes only after both ends said Ready, so this receive is there in time.
     rc::post_recv(&mut qp, 0, lkey, dst, PING_BYTES)?;
@@ -650,6 +652,7 @@ mod tests {
             queue_depth: 1,
             pings: 1,
             phase_time: Duration::from_secs(1),
+            ack_timeout: crate::measure::rc::DEFAULT_ACK_TIMEOUT,
             deadline: Instant::now() + Duration::from_secs(1),
         }
     }

@@ -623,6 +623,23 @@ fn usage_errors() {
     assert_eq!(code(&out), Exit::USAGE);
 }
 
+/// --ack-timeout is the verbs exponent: 0 would mean "wait forever" and 31 is the largest the 5-bit field holds.
+#[test]
+fn ack_timeout_outside_the_verbs_range_is_a_usage_error() {
+    for exp in ["0", "32", "255", "-1", "14.5", "x"] {
+        let out = preflight()
+            .args(["pair", "--listen", "19999", "--token", "t"])
+            .arg(format!("--ack-timeout={exp}"))
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), Exit::USAGE, "--ack-timeout {exp}");
+        assert!(
+            stderr(&out).contains("--ack-timeout"),
+            "--ack-timeout {exp}"
+        );
+    }
+}
+
 /// A stand-in libibverbs that lists mlx5_0 and mlx5_1 (two of `hgx-healthy`'s ports) and does `open` in
 /// `ibv_open_device`, the measurement's first call on a device.
 fn verbs_opening(open: &str) -> tempfile::TempDir {

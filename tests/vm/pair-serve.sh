@@ -19,7 +19,8 @@ pair)
         exit 2
     fi
     json=/tmp/serve-$port-$rank.json
-    fabric-preflight pair --color never --ring --peers "$nodes" --rank "$rank" --port "$port" --token "$token" \
+    # --ack-timeout 17: as guest.sh's pair_run, a loaded host's TCG guests pause longer than 67 ms a try.
+    fabric-preflight pair --color never --ack-timeout 17 --ring --peers "$nodes" --rank "$rank" --port "$port" --token "$token" \
         --timeout 60 --message-size 64 --messages 64 --phase-time 2 --pings 200 --output "json=$json" >&2
     echo "pair-serve: $(hostname) rank $rank of $nodes on port $port: exit $?" >&2
     cat "$json" 2>/dev/null
