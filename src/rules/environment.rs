@@ -63,7 +63,7 @@ pub fn detect(host: &Host) -> Detected {
             Some(Environment::CloudVm)
         }
         // No signal is bare metal only where the CPU's own flags were there to show one.
-        Ok(_) if host.exists(PROC_CPUINFO) => {
+        Ok(h) if h.cpuinfo_read => {
             evidence.push(format!(
                 "{PROC_CPUINFO} = no `hypervisor` flag, no virtual platform in DMI"
             ));

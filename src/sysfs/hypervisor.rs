@@ -23,6 +23,8 @@ const VIRTUAL_DMI: &[&str] = &[
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hypervisor {
     pub signals: Vec<String>,
+    /// `/proc/cpuinfo` was there to read: only then does no signal mean bare metal.
+    pub cpuinfo_read: bool,
 }
 
 impl Hypervisor {
@@ -51,12 +53,17 @@ fn cpuinfo_lists_features(cpuinfo: &str) -> bool {
 
 pub fn detect(host: &Host) -> Result<Hypervisor, ReadError> {
     let mut signals = Vec::new();
-    match host.read(PROC_CPUINFO) {
+    let cpuinfo = host.read(PROC_CPUINFO);
+    let cpuinfo_read = cpuinfo.is_ok();
+    match cpuinfo {
         // The CPU's own flag settles it on x86; the weaker signals are read only where it is absent (Arm, or a
         // hypervisor that hides it).
         Ok(c) if cpuinfo_has_hypervisor_flag(&c) => {
             signals.push(format!("{PROC_CPUINFO} = flags contain `hypervisor`"));
-            return Ok(Hypervisor { signals });
+            return Ok(Hypervisor {
+                signals,
+                cpuinfo_read: true,
+            });
         }
         // Every CPU line block lists its feature flags (`flags` on x86, `Features` on Arm).
         Ok(c) if !cpuinfo_lists_features(&c) => {
@@ -81,7 +88,10 @@ pub fn detect(host: &Host) -> Result<Hypervisor, ReadError> {
             }
         }
     }
-    Ok(Hypervisor { signals })
+    Ok(Hypervisor {
+        signals,
+        cpuinfo_read,
+    })
 }
 
 #[cfg(test)]

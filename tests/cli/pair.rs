@@ -627,11 +627,7 @@ fn usage_errors() {
 #[test]
 fn ack_timeout_outside_the_verbs_range_is_a_usage_error() {
     for exp in ["0", "32", "255", "-1", "14.5", "x"] {
-        let out = preflight()
-            .args(["pair", "--listen", "19999", "--token", "t"])
-            .arg(format!("--ack-timeout={exp}"))
-            .output()
-            .unwrap();
+        let out = pair_listening_with(&format!("--ack-timeout={exp}"));
         assert_eq!(code(&out), Exit::USAGE, "--ack-timeout {exp}");
         assert!(
             stderr(&out).contains("--ack-timeout"),

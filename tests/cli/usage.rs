@@ -372,11 +372,7 @@ fn unknown_output_format_is_a_usage_error_and_dash_is_stdout() {
 fn huge_zero_and_negative_timeouts_are_usage_errors_not_panics() {
     let dir = passing_tree();
     for t in ["1e20", "0", "-1", "inf", "NaN", "86401"] {
-        let pair = preflight()
-            .args(["pair", "--listen", "1", "--token", "t"])
-            .arg(format!("--timeout={t}"))
-            .output()
-            .unwrap();
+        let pair = pair_listening_with(&format!("--timeout={t}"));
         for out in [run_passing(dir.path(), &[&format!("--timeout={t}")]), pair] {
             assert_eq!(code(&out), Exit::USAGE, "--timeout {t}: {}", stderr(&out));
             assert!(

@@ -38,6 +38,15 @@ pub fn preflight() -> Command {
     cmd
 }
 
+/// `pair --listen` with `option` (`--flag=value`) added: for the tests that an option's bad values are usage
+/// errors, which `pair` must reject before it opens a port or a device.
+pub fn pair_listening_with(option: &str) -> Output {
+    preflight()
+        .args(["pair", "--listen", "19999", "--token", "t", option])
+        .output()
+        .unwrap()
+}
+
 pub fn code(out: &Output) -> u8 {
     out.status.code().expect("exited normally") as u8
 }
